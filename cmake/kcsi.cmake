@@ -1,0 +1,67 @@
+# Shared build helpers for kcsi areas.
+
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config not found: install the Debian package 'pkg-config' (or run scripts/deps.sh)")
+endif()
+find_package(Threads REQUIRED)
+
+# kcsi_require(<prefix> <pkg-config module> <debian package>)
+# Finds a library with pkg-config and defines the imported target PkgConfig::<prefix>.
+# Fails with a message that names the Debian package to install.
+function(kcsi_require prefix module debpkg)
+  if(TARGET PkgConfig::${prefix})
+    return()
+  endif()
+  pkg_check_modules(${prefix} QUIET IMPORTED_TARGET GLOBAL ${module})
+  if(NOT ${prefix}_FOUND)
+    message(FATAL_ERROR "library '${module}' not found by pkg-config: "
+                        "install the Debian package '${debpkg}' (or run scripts/deps.sh)")
+  endif()
+endfunction()
+
+# kcsi_require_program(<var> <program> <debian package>)
+function(kcsi_require_program var program debpkg)
+  find_program(${var} ${program})
+  if(NOT ${var})
+    message(FATAL_ERROR "program '${program}' not found: "
+                        "install the Debian package '${debpkg}' (or run scripts/deps.sh)")
+  endif()
+  set(${var} ${${var}} PARENT_SCOPE)
+endfunction()
+
+# Every library the project uses, checked up front so a missing one is reported at configure time.
+kcsi_require(CURL    libcurl        libcurl4-openssl-dev)
+kcsi_require(JANSSON jansson        libjansson-dev)
+kcsi_require(YAML    yaml-0.1       libyaml-dev)
+kcsi_require(GRPC    grpc           libgrpc-dev)
+kcsi_require(PROTOBUFC libprotobuf-c libprotobuf-c-dev)
+kcsi_require(MHD     libmicrohttpd  libmicrohttpd-dev)
+kcsi_require_program(PROTOC_C protoc-c protobuf-c-compiler)
+if(NOT EXISTS /usr/include/google/protobuf/wrappers.proto)
+  message(FATAL_ERROR "google/protobuf/wrappers.proto not found: install the Debian package "
+                      "'libprotobuf-dev' (or run scripts/deps.sh)")
+endif()
+
+# kcsi_unit_test(<name> SOURCES <files...> LIBS <libs...>)
+# Builds tests/unit/<name> style executables and registers them with CTest under the label "unit".
+function(kcsi_unit_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${T_LIBS})
+  add_test(NAME unit.${name} COMMAND ${name})
+  set_tests_properties(unit.${name} PROPERTIES LABELS unit TIMEOUT 300)
+endfunction()
+
+# kcsi_e2e_test(<name> <script> [TIMEOUT seconds])
+# Registers a shell scenario; it gets KCSI_BIN (the binaries) and KCSI_SRC (the source tree).
+function(kcsi_e2e_test name script)
+  cmake_parse_arguments(T "" "TIMEOUT" "" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_test(NAME e2e.${name} COMMAND bash ${script})
+  set_tests_properties(e2e.${name} PROPERTIES LABELS e2e TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "KCSI_BIN=${CMAKE_BINARY_DIR}/bin;KCSI_SRC=${CMAKE_SOURCE_DIR};KCSI_TESTS=${CMAKE_BINARY_DIR}/tests")
+endfunction()

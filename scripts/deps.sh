@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package that kcsi's build, tests and demo need. Idempotent: it asks dpkg
+# what is missing and runs apt-get (update + install) only when something is. Needs root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libcurl4-openssl-dev libjansson-dev libyaml-dev
+  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
+  libmicrohttpd-dev
+  openssl e2fsprogs xfsprogs util-linux mount
+  curl jq procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#packages[@]} packages present$(command -v kubectl >/dev/null && echo ', kubectl on PATH')"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: missing packages: ${missing[*]}" >&2
+  echo "deps: run this script as root (or install them with apt-get) and try again" >&2
+  exit 1
+fi
+
+echo "deps: installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "deps: installed: ${missing[*]}"

@@ -1,0 +1,53 @@
+/*
+ * log: klog-compatible logging to stderr.
+ *
+ * Lines look exactly like klog's, so log tooling built for the upstream sidecars reads ours:
+ *
+ *     I1122 10:00:00.000000    1234 attacher.c:42] Attached volume va="csi-1234" node="node-1"
+ *
+ * The first letter is the level (I info, W warning, E error, F fatal), then month and day, local
+ * time with microseconds, the thread id right-aligned in 7 columns, the source file and line.
+ * Key/value pairs are written by the caller in klog's style: key="value" with strbuf_addquoted().
+ *
+ * Verbosity: KLOG_V(n, ...) logs only when the -v level is >= n. KLOG_F logs and exits(255).
+ * Every call is thread-safe: one line is written with one write(2).
+ *
+ * klog's flags: log_register_flags() adds -v and the klog flags the upstream sidecars accept.
+ *   -v, --logtostderr (default true), --alsologtostderr, --log_file (honoured: with
+ *   --logtostderr=false lines go to that file; with --alsologtostderr to both), --stderrthreshold,
+ *   --add_dir_header, --skip_headers, --skip_log_headers, --one_output, --vmodule,
+ *   --log_file_max_size, --log_backtrace_at (accepted and ignored, as they only tune klog's
+ *   file handling), --log_dir (rejected: kcsi does not rotate log files; use --log_file).
+ */
+#ifndef KCSI_BASE_LOG_H
+#define KCSI_BASE_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct flagset;
+
+enum log_level { LOG_INFO = 0, LOG_WARNING, LOG_ERROR, LOG_FATAL };
+
+void log_set_verbosity(int v);
+int log_verbosity(void);
+static inline bool log_v(int n) { extern int log_vlevel; return log_vlevel >= n; }
+
+void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Registers -v and klog's flags on fs; log_apply_flags() acts on them after parsing. */
+void log_register_flags(struct flagset *fs);
+/* Returns 0, or -1 with a message in err when the klog flags ask for something unsupported. */
+int log_apply_flags(char *err, size_t errlen);
+/* Redirects output to fd (tests use a pipe or file); -1 restores stderr. */
+void log_set_output_fd(int fd);
+
+#define KLOG_I(...) log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define KLOG_W(...) log_write(LOG_WARNING, __FILE__, __LINE__, __VA_ARGS__)
+#define KLOG_E(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define KLOG_F(...) log_write(LOG_FATAL, __FILE__, __LINE__, __VA_ARGS__)
+#define KLOG_V(n, ...) \
+	do { if (log_v(n)) log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+#endif
