@@ -1,0 +1,176 @@
+/* Unit tests for base/log: klog line format, verbosity, thread safety, klog flags. */
+#include "base/flags.h"
+#include "base/log.h"
+#include "check.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char *capture_path;
+static int capture_fd;
+
+static void capture_start(void)
+{
+	static char path[] = "/tmp/kcsi-test-log-XXXXXX";
+
+	strcpy(path, "/tmp/kcsi-test-log-XXXXXX");
+	capture_fd = mkstemp(path);
+	capture_path = path;
+	log_set_output_fd(capture_fd);
+}
+
+/* Returns the captured text (caller frees) and restores stderr. */
+static char *capture_end(void)
+{
+	off_t len = lseek(capture_fd, 0, SEEK_END);
+	char *buf = calloc(1, (size_t)len + 1);
+
+	if (pread(capture_fd, buf, (size_t)len, 0) != len)
+		buf[0] = '\0';
+	log_set_output_fd(-1);
+	close(capture_fd);
+	unlink(capture_path);
+	return buf;
+}
+
+static int matches(const char *re, const char *s)
+{
+	regex_t r;
+	int ok;
+
+	if (regcomp(&r, re, REG_EXTENDED | REG_NEWLINE) != 0)
+		return 0;
+	ok = regexec(&r, s, 0, NULL, 0) == 0;
+	regfree(&r);
+	return ok;
+}
+
+static void test_klog_line_format(void)
+{
+	capture_start();
+	KLOG_I("Attached volume va=\"%s\"", "csi-1");
+	KLOG_W("slow");
+	KLOG_E("failed: %d", 7);
+	char *out = capture_end();
+
+	CHECK(matches("^I[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} +[0-9]+ test_log\\.c:[0-9]+\\] "
+		      "Attached volume va=\"csi-1\"$", out));
+	CHECK(matches("^W[0-9]{4} .* test_log\\.c:[0-9]+\\] slow$", out));
+	CHECK(matches("^E[0-9]{4} .* test_log\\.c:[0-9]+\\] failed: 7$", out));
+	/* klog pads the thread id to 7 columns */
+	CHECK(matches("^I[0-9]{4} [0-9:.]{15} [ 0-9]{7} ", out));
+	free(out);
+}
+
+static void test_verbosity(void)
+{
+	log_set_verbosity(2);
+	capture_start();
+	KLOG_V(2, "shown at 2");
+	KLOG_V(3, "hidden at 3");
+	char *out = capture_end();
+	CHECK(strstr(out, "shown at 2") != NULL);
+	CHECK(strstr(out, "hidden at 3") == NULL);
+	CHECK(log_v(2) && !log_v(3));
+	free(out);
+	log_set_verbosity(0);
+}
+
+static void *writer(void *arg)
+{
+	long id = (long)arg;
+
+	for (int i = 0; i < 500; i++)
+		KLOG_I("thread=%ld line=%d payload=%s", id, i,
+		       "0123456789012345678901234567890123456789012345678901234567890123456789");
+	return NULL;
+}
+
+static void test_threads_do_not_interleave(void)
+{
+	pthread_t t[8];
+	int lines = 0, good = 0;
+
+	capture_start();
+	for (long i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, writer, (void *)i);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	char *out = capture_end(), *save = NULL;
+	for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		lines++;
+		if (l[0] == 'I' && strstr(l, "] thread=") && strstr(l, "payload=0123") &&
+		    strlen(strstr(l, "payload=")) == 8 + 70)
+			good++;
+	}
+	CHECK_INT(lines, 4000);
+	CHECK_INT(good, 4000);
+	free(out);
+}
+
+static void test_klog_flags(void)
+{
+	struct flagset *fs = flags_new("prog", "prog [flags]");
+	char err[256] = "";
+	char *argv_ok[] = { "prog", "--v=4", "-logtostderr", "--alsologtostderr=false",
+			    "--skip_headers", "-vmodule", "x=2", "--stderrthreshold", "INFO" };
+	char *argv_dir[] = { "prog", "--log_dir=/tmp" };
+	char *argv_nofile[] = { "prog", "--logtostderr=false" };
+
+	log_register_flags(fs);
+	CHECK_INT(flags_parse(fs, 9, argv_ok, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), 0);
+	CHECK_INT(log_verbosity(), 4);
+	CHECK_INT(flags_parse(fs, 2, argv_dir, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), -1);
+	CHECK(strstr(err, "-log_dir is not supported") != NULL);
+	flags_free(fs);
+
+	fs = flags_new("prog", "prog [flags]");
+	log_register_flags(fs);
+	CHECK_INT(flags_parse(fs, 2, argv_nofile, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), -1);
+	CHECK(strstr(err, "needs -log_file") != NULL);
+	flags_free(fs);
+	log_set_verbosity(0);
+}
+
+static void test_log_file(void)
+{
+	char path[] = "/tmp/kcsi-test-logfile-XXXXXX";
+	int fd = mkstemp(path);
+	struct flagset *fs = flags_new("prog", "prog [flags]");
+	char err[256] = "", buf[4096] = "";
+	char arg[128];
+	snprintf(arg, sizeof(arg), "--log_file=%s", path);
+	char *argv[] = { "prog", "--logtostderr=false", arg };
+
+	close(fd);
+	log_register_flags(fs);
+	CHECK_INT(flags_parse(fs, 3, argv, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), 0);
+	capture_start();
+	KLOG_I("to the file");
+	char *out = capture_end();
+	CHECK(strstr(out, "to the file") == NULL); /* not on stderr */
+	free(out);
+	fd = open(path, O_RDONLY);
+	CHECK(read(fd, buf, sizeof(buf) - 1) > 0);
+	close(fd);
+	CHECK(strstr(buf, "to the file") != NULL);
+	unlink(path);
+	flags_free(fs);
+}
+
+int main(void)
+{
+	RUN(test_klog_line_format);
+	RUN(test_verbosity);
+	RUN(test_threads_do_not_interleave);
+	RUN(test_klog_flags);
+	RUN(test_log_file); /* last: it leaves the logger writing to a file */
+	return CHECK_DONE();
+}

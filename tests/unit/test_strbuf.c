@@ -1,0 +1,87 @@
+/* Unit tests for base/strbuf: growth, formatting, quoting, detach, trim. */
+#include "base/strbuf.h"
+#include "check.h"
+
+#include <stdlib.h>
+
+static void test_empty_is_valid_string(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	CHECK(sb.buf != NULL);
+	CHECK_STR(sb.buf, "");
+	CHECK_INT(sb.len, 0);
+	strbuf_release(&sb);
+	CHECK_STR(sb.buf, "");
+}
+
+static void test_add_and_grow(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	for (int i = 0; i < 10000; i++)
+		strbuf_addch(&sb, (char)('a' + i % 26));
+	CHECK_INT(sb.len, 10000);
+	CHECK_INT(sb.buf[10000], 0);
+	CHECK(sb.alloc > sb.len);
+	CHECK_INT(sb.buf[26], 'a');
+	strbuf_reset(&sb);
+	CHECK_STR(sb.buf, "");
+	strbuf_add(&sb, "a\0b", 3); /* binary data keeps its length */
+	CHECK_INT(sb.len, 3);
+	CHECK_INT(sb.buf[2], 'b');
+	strbuf_release(&sb);
+}
+
+static void test_addf_long(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char big[5000];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	strbuf_addf(&sb, "%s=%d", "k", 42);
+	CHECK_STR(sb.buf, "k=42");
+	strbuf_addf(&sb, "[%s]", big); /* forces the second vsnprintf pass */
+	CHECK_INT(sb.len, 4 + 2 + 4999);
+	CHECK_INT(sb.buf[sb.len - 1], ']');
+	strbuf_release(&sb);
+}
+
+static void test_quoted(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addquoted(&sb, "a\"b\\c\nd\x01");
+	CHECK_STR(sb.buf, "\"a\\\"b\\\\c\\nd\\x01\"");
+	strbuf_release(&sb);
+}
+
+static void test_detach_and_trim(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	size_t len;
+	char *s;
+
+	s = strbuf_detach(&sb, &len); /* detaching an empty buffer still gives a freeable string */
+	CHECK_STR(s, "");
+	CHECK_INT(len, 0);
+	free(s);
+	strbuf_addstr(&sb, "  \t hello world \n");
+	strbuf_trim(&sb);
+	CHECK_STR(sb.buf, "hello world");
+	s = strbuf_detach(&sb, &len);
+	CHECK_INT(len, 11);
+	CHECK_STR(sb.buf, "");
+	free(s);
+}
+
+int main(void)
+{
+	RUN(test_empty_is_valid_string);
+	RUN(test_add_and_grow);
+	RUN(test_addf_long);
+	RUN(test_quoted);
+	RUN(test_detach_and_trim);
+	return CHECK_DONE();
+}
