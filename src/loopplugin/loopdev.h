@@ -1,0 +1,43 @@
+/*
+ * loopdev: loop block devices backed by volume image files.
+ *
+ * A device is set up with LOOP_CTL_GET_FREE + LOOP_CONFIGURE (falling back to LOOP_SET_FD +
+ * LOOP_SET_STATUS64 on kernels before 5.8), without LO_FLAGS_AUTOCLEAR: the device must outlive
+ * the driver process, so that a restarted driver finds its volumes still staged. That is also how
+ * it finds them: the kernel records each device's backing file in
+ * /sys/block/loopN/loop/backing_file, and lp_loop_find() looks an image up there. No state file
+ * can disagree with the kernel.
+ *
+ * Devices are named by path ("/dev/loop7"); strings returned are owned by the caller.
+ */
+#ifndef KCSI_LOOPPLUGIN_LOOPDEV_H
+#define KCSI_LOOPPLUGIN_LOOPDEV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loopplugin/status.h"
+
+/*
+ * Finds the loop device backed by image (an absolute, canonical path). Returns 1 and sets *dev
+ * (malloc'd "/dev/loopN"), 0 when there is none.
+ */
+int lp_loop_find(const char *image, char **dev);
+/*
+ * Returns the device for image, setting one up when there is none (idempotent). readonly makes
+ * a new device read-only. volume names the volume in errors.
+ */
+int lp_loop_attach(const char *volume, const char *image, bool readonly, char **dev,
+		   struct lp_status *st);
+/* Detaches dev; OK when it is already free. Retries briefly while the device is busy. */
+int lp_loop_detach(const char *volume, const char *dev, struct lp_status *st);
+/* Re-reads the backing file's size (after the image grew). */
+int lp_loop_refresh_size(const char *volume, const char *dev, struct lp_status *st);
+/* Size of a block device in bytes, or -1. */
+int64_t lp_blockdev_size(const char *dev);
+/* major:minor of dev; returns -1 when it is not a block device. */
+int lp_blockdev_numbers(const char *dev, unsigned *major, unsigned *minor);
+/* True when dev is a loop device that is read-only. */
+bool lp_loop_readonly(const char *dev);
+
+#endif

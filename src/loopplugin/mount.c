@@ -1,0 +1,255 @@
+/*
+ * mount: mountinfo is read whole with stdio and parsed line by line; lines are short and the
+ * table is small on a node, so no caching (a cache would be wrong after anyone else's mount).
+ */
+#include "loopplugin/mount.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+
+#include "base/xalloc.h"
+
+/* Undoes mountinfo's octal escapes in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; ) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '7' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 4;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+}
+
+static bool opt_has(const char *opts, const char *opt)
+{
+	size_t n = strlen(opt);
+	for (const char *p = opts; p && *p; ) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+		if (len == n && memcmp(p, opt, n) == 0)
+			return true;
+		p = c ? c + 1 : NULL;
+	}
+	return false;
+}
+
+/* Parses one mountinfo line; returns false for a line it cannot read. */
+static bool parse_line(char *line, struct lp_mount *m)
+{
+	char *save = NULL, *f[32];
+	int n = 0;
+	for (char *t = strtok_r(line, " \n", &save); t && n < 32; t = strtok_r(NULL, " \n", &save))
+		f[n++] = t;
+	int dash = -1;
+	for (int i = 6; i < n; i++) {
+		if (strcmp(f[i], "-") == 0) {
+			dash = i;
+			break;
+		}
+	}
+	if (n < 10 || dash < 0 || dash + 2 >= n)
+		return false;
+	if (sscanf(f[2], "%u:%u", &m->major, &m->minor) != 2)
+		return false;
+	unescape(f[3]);
+	unescape(f[4]);
+	unescape(f[dash + 2]);
+	m->root = xstrdup(f[3]);
+	m->target = xstrdup(f[4]);
+	m->options = xstrdup(f[5]);
+	m->fstype = xstrdup(f[dash + 1]);
+	m->source = xstrdup(f[dash + 2]);
+	m->readonly = opt_has(f[5], "ro");
+	return true;
+}
+
+void lp_mount_release(struct lp_mount *m)
+{
+	free(m->root);
+	free(m->target);
+	free(m->options);
+	free(m->fstype);
+	free(m->source);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Calls fn for each entry; stops when fn returns true. Returns -1 if unreadable. */
+static int each_mount(bool (*fn)(struct lp_mount *, void *), void *arg)
+{
+	FILE *fp = fopen("/proc/self/mountinfo", "re");
+	if (!fp)
+		return -1;
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, fp) > 0) {
+		struct lp_mount m = { 0 };
+		if (!parse_line(line, &m))
+			continue;
+		bool stop = fn(&m, arg);
+		lp_mount_release(&m);
+		if (stop)
+			break;
+	}
+	free(line);
+	fclose(fp);
+	return 0;
+}
+
+struct find_arg {
+	const char *target;
+	struct lp_mount *out;
+	int found;
+};
+
+static bool find_cb(struct lp_mount *m, void *arg)
+{
+	struct find_arg *a = arg;
+	if (strcmp(m->target, a->target) == 0) {
+		/* keep the last one: later lines are mounted on top */
+		if (a->found)
+			lp_mount_release(a->out);
+		*a->out = *m;
+		memset(m, 0, sizeof(*m));
+		a->found = 1;
+	}
+	return false;
+}
+
+int lp_mount_find(const char *target, struct lp_mount *m)
+{
+	memset(m, 0, sizeof(*m));
+	struct find_arg a = { target, m, 0 };
+	if (each_mount(find_cb, &a) < 0)
+		return -1;
+	return a.found;
+}
+
+struct count_arg {
+	unsigned major, minor;
+	int n;
+};
+
+static bool count_cb(struct lp_mount *m, void *arg)
+{
+	struct count_arg *a = arg;
+	if (m->major == a->major && m->minor == a->minor)
+		a->n++;
+	return false;
+}
+
+int lp_mount_count_dev(unsigned major, unsigned minor)
+{
+	struct count_arg a = { major, minor, 0 };
+	if (each_mount(count_cb, &a) < 0)
+		return -1;
+	return a.n;
+}
+
+static const struct {
+	const char *name;
+	unsigned long set;
+	unsigned long clear;
+} known_flags[] = {
+	{ "ro", MS_RDONLY, 0 },        { "rw", 0, MS_RDONLY },
+	{ "noatime", MS_NOATIME, 0 },  { "atime", 0, MS_NOATIME },
+	{ "nodiratime", MS_NODIRATIME, 0 }, { "relatime", MS_RELATIME, 0 },
+	{ "strictatime", MS_STRICTATIME, 0 }, { "nodev", MS_NODEV, 0 },
+	{ "dev", 0, MS_NODEV },        { "nosuid", MS_NOSUID, 0 },
+	{ "suid", 0, MS_NOSUID },      { "noexec", MS_NOEXEC, 0 },
+	{ "exec", 0, MS_NOEXEC },      { "sync", MS_SYNCHRONOUS, 0 },
+	{ "async", 0, MS_SYNCHRONOUS }, { "dirsync", MS_DIRSYNC, 0 },
+	{ "lazytime", MS_LAZYTIME, 0 }, { "defaults", 0, 0 },
+};
+
+static const char *const refused_flags[] = {
+	"bind", "rbind", "move", "remount", "shared", "private", "slave", "unbindable",
+	"rshared", "rprivate", "rslave", "runbindable",
+};
+
+int lp_mount_parse_flags(const char *const *flags, size_t n, unsigned long *msflags,
+			 char *data, size_t datalen, char *bad, size_t badlen)
+{
+	*msflags = 0;
+	if (datalen)
+		data[0] = '\0';
+	size_t dlen = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *f = flags[i];
+		bool done = false;
+		for (size_t k = 0; k < sizeof(refused_flags) / sizeof(refused_flags[0]); k++) {
+			if (strcmp(f, refused_flags[k]) == 0) {
+				snprintf(bad, badlen, "%s", f);
+				return -1;
+			}
+		}
+		for (size_t k = 0; k < sizeof(known_flags) / sizeof(known_flags[0]); k++) {
+			if (strcmp(f, known_flags[k].name) == 0) {
+				*msflags |= known_flags[k].set;
+				*msflags &= ~known_flags[k].clear;
+				done = true;
+				break;
+			}
+		}
+		if (done)
+			continue;
+		if (!*f || strchr(f, ' ') || dlen + strlen(f) + 2 > datalen) {
+			snprintf(bad, badlen, "%s", f);
+			return -1;
+		}
+		dlen += (size_t)snprintf(data + dlen, datalen - dlen, "%s%s", dlen ? "," : "", f);
+	}
+	return 0;
+}
+
+int lp_mount_fs(const char *volume, const char *dev, const char *target, const char *fstype,
+		unsigned long flags, const char *data, struct lp_status *st)
+{
+	if (mount(dev, target, fstype, flags, data && *data ? data : NULL) < 0)
+		return lp_fail(st, LP_INTERNAL, "volume %s: mount %s (%s) at %s: %s", volume, dev,
+			       fstype, target, strerror(errno));
+	return 0;
+}
+
+int lp_mount_bind(const char *volume, const char *src, const char *target, bool readonly,
+		  struct lp_status *st)
+{
+	if (mount(src, target, NULL, MS_BIND, NULL) < 0)
+		return lp_fail(st, LP_INTERNAL, "volume %s: bind mount %s at %s: %s", volume, src,
+			       target, strerror(errno));
+	if (readonly &&
+	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+		int e = errno;
+		umount2(target, MNT_DETACH);
+		return lp_fail(st, LP_INTERNAL, "volume %s: make %s read-only: %s", volume, target,
+			       strerror(e));
+	}
+	return 0;
+}
+
+int lp_umount(const char *volume, const char *target, struct lp_status *st)
+{
+	for (int i = 0; i < 16; i++) {
+		struct lp_mount m;
+		int r = lp_mount_find(target, &m);
+		if (r < 0)
+			return lp_fail(st, LP_INTERNAL, "volume %s: cannot read mountinfo",
+				       volume);
+		if (r == 0)
+			return 0;
+		lp_mount_release(&m);
+		if (umount2(target, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+			return lp_fail(st, errno == EBUSY ? LP_FAILED_PRECONDITION : LP_INTERNAL,
+				       "volume %s: unmount %s: %s", volume, target,
+				       strerror(errno));
+	}
+	return lp_fail(st, LP_INTERNAL, "volume %s: %s is still mounted after 16 unmounts",
+		       volume, target);
+}

@@ -1,0 +1,830 @@
+/*
+ * pool: files and JSON (jansson). Every write goes through write_atomic(): a temporary file,
+ * fsync, rename, fsync of the folder. Listing reads every metadata file: pools hold hundreds of
+ * volumes, not millions, and reading is what keeps a shared pool consistent between processes.
+ */
+#include "loopplugin/pool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "base/xalloc.h"
+
+struct lp_pool {
+	char *dir;
+	pthread_mutex_t mu;
+	int lockfd;
+};
+
+/* ---- paths and IDs ---- */
+
+static char *path_of(const struct lp_pool *p, const char *sub, const char *id, const char *ext)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "%s/%s/%s%s", p->dir, sub, id, ext);
+	return strbuf_detach(&sb, NULL);
+}
+
+char *lp_volume_image(const struct lp_pool *p, const char *id)
+{
+	return path_of(p, "volumes", id, ".img");
+}
+
+char *lp_snapshot_image(const struct lp_pool *p, const char *id)
+{
+	return path_of(p, "snapshots", id, ".img");
+}
+
+static char *id_for(const char *prefix, const char *name)
+{
+	/* FNV-1a, 64 bits: stable across versions and hosts, which the ID must be */
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+		h ^= *c;
+		h *= 0x100000001b3ULL;
+	}
+	char buf[40];
+	snprintf(buf, sizeof(buf), "%s%016llx", prefix, (unsigned long long)h);
+	return xstrdup(buf);
+}
+
+char *lp_volume_id_for_name(const char *name) { return id_for("lv-", name); }
+char *lp_snapshot_id_for_name(const char *name) { return id_for("ls-", name); }
+
+bool lp_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	if (n == 0 || n > 128 || id[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* ---- files ---- */
+
+static int fsync_dir(const char *file)
+{
+	char *dir = xstrdup(file);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return -1;
+	int r = fsync(fd);
+	close(fd);
+	return r;
+}
+
+/* Writes data to path atomically; returns 0 or an errno. */
+static int write_atomic(const char *path, const char *data, size_t len)
+{
+	struct strbuf tmp = STRBUF_INIT;
+	strbuf_addf(&tmp, "%s.tmp", path);
+	int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int err = 0;
+	if (fd < 0) {
+		err = errno;
+		goto out;
+	}
+	for (size_t off = 0; off < len; ) {
+		ssize_t n = write(fd, data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = errno;
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (!err && fsync(fd) < 0)
+		err = errno;
+	close(fd);
+	if (!err && rename(tmp.buf, path) < 0)
+		err = errno;
+	if (err)
+		unlink(tmp.buf);
+	else
+		fsync_dir(path);
+out:
+	strbuf_release(&tmp);
+	return err;
+}
+
+static int save_json(const char *path, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!s)
+		return ENOMEM;
+	int err = write_atomic(path, s, strlen(s));
+	free(s);
+	return err;
+}
+
+/* Loads path; NULL with *enoent set when it does not exist. */
+static json_t *load_json(const char *path, bool *enoent, char *why, size_t whylen)
+{
+	*enoent = false;
+	json_error_t je;
+	json_t *j = json_load_file(path, 0, &je);
+	if (!j) {
+		if (access(path, F_OK) < 0 && errno == ENOENT)
+			*enoent = true;
+		snprintf(why, whylen, "%s (line %d)", je.text, je.line);
+	}
+	return j;
+}
+
+static char *jstr(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return xstrdup(s ? s : "");
+}
+
+static int64_t jint(json_t *o, const char *key)
+{
+	return (int64_t)json_integer_value(json_object_get(o, key));
+}
+
+/* ---- life cycle ---- */
+
+static int mkdir_p(const char *dir)
+{
+	char *d = xstrdup(dir);
+	for (char *s = d + 1; *s; s++) {
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(d, 0755);
+			*s = '/';
+		}
+	}
+	int r = mkdir(d, 0755);
+	int e = errno;
+	free(d);
+	return (r < 0 && e != EEXIST) ? e : 0;
+}
+
+struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st)
+{
+	char sub[4096];
+	int err = mkdir_p(dir);
+	if (!err) {
+		snprintf(sub, sizeof(sub), "%s/volumes", dir);
+		err = mkdir_p(sub);
+	}
+	if (!err) {
+		snprintf(sub, sizeof(sub), "%s/snapshots", dir);
+		err = mkdir_p(sub);
+	}
+	char *real = err ? NULL : realpath(dir, NULL);
+	if (!real) {
+		lp_fail(st, LP_UNAVAILABLE, "pool %s: cannot create or open: %s", dir,
+			strerror(err ? err : errno));
+		return NULL;
+	}
+	snprintf(sub, sizeof(sub), "%s/.lock", real);
+	int fd = open(sub, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		lp_fail(st, LP_UNAVAILABLE, "pool %s: open %s: %s", dir, sub, strerror(errno));
+		free(real);
+		return NULL;
+	}
+	struct lp_pool *p = xcalloc(1, sizeof(*p));
+	p->dir = real;
+	p->lockfd = fd;
+	pthread_mutex_init(&p->mu, NULL);
+	return p;
+}
+
+void lp_pool_free(struct lp_pool *p)
+{
+	if (!p)
+		return;
+	close(p->lockfd);
+	pthread_mutex_destroy(&p->mu);
+	free(p->dir);
+	free(p);
+}
+
+const char *lp_pool_dir(const struct lp_pool *p) { return p->dir; }
+
+void lp_pool_lock(struct lp_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while (flock(p->lockfd, LOCK_EX) < 0 && errno == EINTR)
+		;
+}
+
+void lp_pool_unlock(struct lp_pool *p)
+{
+	flock(p->lockfd, LOCK_UN);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Removes *.tmp and images without metadata from one folder; returns how many. */
+static int sweep(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int removed = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		bool drop = has_suffix(de->d_name, ".tmp");
+		if (!drop && has_suffix(de->d_name, ".img")) {
+			char meta[4400];
+			snprintf(meta, sizeof(meta), "%.*s.json", (int)(strlen(path) - 4), path);
+			drop = access(meta, F_OK) < 0 && errno == ENOENT;
+		}
+		if (drop && unlink(path) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
+}
+
+int lp_pool_recover(struct lp_pool *p, struct lp_status *st)
+{
+	char dir[4096];
+	lp_pool_lock(p);
+	snprintf(dir, sizeof(dir), "%s/volumes", p->dir);
+	int n = sweep(dir);
+	snprintf(dir, sizeof(dir), "%s/snapshots", p->dir);
+	n += sweep(dir);
+	lp_pool_unlock(p);
+	lp_status_ok(st);
+	return n;
+}
+
+int lp_pool_probe(struct lp_pool *p, struct lp_status *st)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/volumes", p->dir);
+	if (access(dir, W_OK) < 0)
+		return lp_fail(st, LP_UNAVAILABLE, "pool %s is not usable: %s", p->dir,
+			       strerror(errno));
+	return 0;
+}
+
+int64_t lp_pool_free_bytes(struct lp_pool *p)
+{
+	struct statvfs sv;
+	if (statvfs(p->dir, &sv) < 0)
+		return 0;
+	return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+}
+
+/* ---- images ---- */
+
+/* Copies the data extents of src into dst (same offsets); holes stay holes. */
+static int copy_extents(int src, int dst, int64_t size)
+{
+	off_t pos = 0;
+	while (pos < size) {
+		off_t data = lseek(src, pos, SEEK_DATA);
+		if (data < 0)
+			return errno == ENXIO ? 0 : errno;
+		off_t hole = lseek(src, data, SEEK_HOLE);
+		if (hole < 0)
+			return errno;
+		loff_t in = data, out = data;
+		while (in < hole) {
+			ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return errno;
+			if (n == 0)
+				break;
+		}
+		pos = hole;
+	}
+	return 0;
+}
+
+/*
+ * Builds an image at path (through path.tmp): a copy of src (if any), then sized to size and,
+ * when thick, fully allocated. Returns 0 or an errno.
+ */
+static int build_image(const char *path, const char *src, int64_t size, bool thick)
+{
+	struct strbuf tmp = STRBUF_INIT;
+	strbuf_addf(&tmp, "%s.tmp", path);
+	int err = 0, sfd = -1;
+	int fd = open(tmp.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		err = errno;
+		goto out;
+	}
+	if (src) {
+		sfd = open(src, O_RDONLY | O_CLOEXEC);
+		struct stat sb;
+		if (sfd < 0 || fstat(sfd, &sb) < 0) {
+			err = errno;
+			goto out;
+		}
+		if (ioctl(fd, FICLONE, sfd) < 0) {
+			/* no reflink here: copy what holds data */
+			if (ftruncate(fd, sb.st_size) < 0)
+				err = errno;
+			if (!err)
+				err = copy_extents(sfd, fd, sb.st_size);
+		}
+		if (err)
+			goto out;
+	}
+	if (ftruncate(fd, size) < 0) {
+		err = errno;
+		goto out;
+	}
+	if (thick) {
+		int r = posix_fallocate(fd, 0, size);
+		if (r) {
+			err = r;
+			goto out;
+		}
+	}
+	if (fsync(fd) < 0)
+		err = errno;
+	if (!err && rename(tmp.buf, path) < 0)
+		err = errno;
+	if (!err)
+		fsync_dir(path);
+out:
+	if (sfd >= 0)
+		close(sfd);
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		unlink(tmp.buf);
+	strbuf_release(&tmp);
+	return err;
+}
+
+static enum lp_code code_for_errno(int err)
+{
+	if (err == ENOSPC || err == EDQUOT || err == EFBIG)
+		return LP_RESOURCE_EXHAUSTED;
+	if (err == ENOENT)
+		return LP_NOT_FOUND;
+	return LP_INTERNAL;
+}
+
+/* ---- volumes ---- */
+
+static json_t *volume_to_json(const struct lp_volume *v)
+{
+	json_t *att = json_array();
+	for (size_t i = 0; i < v->natt; i++)
+		json_array_append_new(att, json_pack("{s:s, s:s, s:b}", "node", v->att[i].node,
+						     "device", v->att[i].device, "readonly",
+						     v->att[i].readonly));
+	return json_pack("{s:s, s:s, s:I, s:b, s:b, s:s, s:s, s:s, s:s, s:I, s:o}", "id", v->id,
+			 "name", v->name, "size", (json_int_t)v->size, "thick", v->thick,
+			 "block", v->block, "fstype", v->fstype ? v->fstype : "", "source_kind",
+			 v->source_kind ? v->source_kind : "", "source_id",
+			 v->source_id ? v->source_id : "", "zone", v->zone ? v->zone : "",
+			 "created_ns", (json_int_t)v->created_ns, "attachments", att);
+}
+
+static struct lp_volume *volume_from_json(json_t *j)
+{
+	struct lp_volume *v = xcalloc(1, sizeof(*v));
+	v->id = jstr(j, "id");
+	v->name = jstr(j, "name");
+	v->size = jint(j, "size");
+	v->thick = json_is_true(json_object_get(j, "thick"));
+	v->block = json_is_true(json_object_get(j, "block"));
+	v->fstype = jstr(j, "fstype");
+	v->source_kind = jstr(j, "source_kind");
+	v->source_id = jstr(j, "source_id");
+	v->zone = jstr(j, "zone");
+	v->created_ns = jint(j, "created_ns");
+	json_t *att = json_object_get(j, "attachments");
+	size_t n = json_array_size(att);
+	v->att = n ? xcalloc(n, sizeof(*v->att)) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(att, i);
+		v->att[i].node = jstr(a, "node");
+		v->att[i].device = jstr(a, "device");
+		v->att[i].readonly = json_is_true(json_object_get(a, "readonly"));
+	}
+	v->natt = n;
+	return v;
+}
+
+void lp_volume_free(struct lp_volume *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->natt; i++) {
+		free(v->att[i].node);
+		free(v->att[i].device);
+	}
+	free(v->att);
+	free(v->id);
+	free(v->name);
+	free(v->fstype);
+	free(v->source_kind);
+	free(v->source_id);
+	free(v->zone);
+	free(v);
+}
+
+int lp_volume_load(struct lp_pool *p, const char *id, struct lp_volume **out,
+		   struct lp_status *st)
+{
+	*out = NULL;
+	if (!lp_id_valid(id))
+		return lp_fail(st, LP_NOT_FOUND, "volume %s does not exist", id);
+	char *path = path_of(p, "volumes", id, ".json");
+	bool enoent;
+	char why[256];
+	json_t *j = load_json(path, &enoent, why, sizeof(why));
+	free(path);
+	if (!j)
+		return enoent ? lp_fail(st, LP_NOT_FOUND, "volume %s does not exist", id)
+			      : lp_fail(st, LP_INTERNAL, "volume %s: metadata unreadable: %s", id,
+					why);
+	*out = volume_from_json(j);
+	json_decref(j);
+	return 0;
+}
+
+int lp_volume_save(struct lp_pool *p, const struct lp_volume *v, struct lp_status *st)
+{
+	char *path = path_of(p, "volumes", v->id, ".json");
+	json_t *j = volume_to_json(v);
+	int err = save_json(path, j);
+	json_decref(j);
+	free(path);
+	if (err)
+		return lp_fail(st, code_for_errno(err), "volume %s: write metadata: %s", v->id,
+			       strerror(err));
+	return 0;
+}
+
+int lp_volume_create(struct lp_pool *p, const struct lp_volume *v, const char *src_image,
+		     struct lp_status *st)
+{
+	if (!v->thick && v->size > lp_pool_free_bytes(p) && !src_image)
+		return lp_fail(st, LP_RESOURCE_EXHAUSTED,
+			       "volume %s (%s): %lld bytes requested, pool has %lld free", v->id,
+			       v->name, (long long)v->size, (long long)lp_pool_free_bytes(p));
+	char *img = lp_volume_image(p, v->id);
+	int err = build_image(img, src_image, v->size, v->thick);
+	free(img);
+	if (err)
+		return lp_fail(st, code_for_errno(err), "volume %s (%s): create image: %s", v->id,
+			       v->name, strerror(err));
+	return lp_volume_save(p, v, st);
+}
+
+static int remove_files(struct lp_pool *p, const char *sub, const char *id, const char *what,
+			struct lp_status *st)
+{
+	char *meta = path_of(p, sub, id, ".json");
+	char *img = path_of(p, sub, id, ".img");
+	int ret = 0;
+	if (unlink(meta) < 0 && errno != ENOENT)
+		ret = lp_fail(st, LP_INTERNAL, "%s %s: remove metadata: %s", what, id,
+			      strerror(errno));
+	else if (unlink(img) < 0 && errno != ENOENT)
+		ret = lp_fail(st, LP_INTERNAL, "%s %s: remove image: %s", what, id,
+			      strerror(errno));
+	else
+		fsync_dir(meta);
+	free(meta);
+	free(img);
+	return ret;
+}
+
+int lp_volume_delete(struct lp_pool *p, const char *id, struct lp_status *st)
+{
+	if (!lp_id_valid(id))
+		return 0;
+	return remove_files(p, "volumes", id, "volume", st);
+}
+
+int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
+		   struct lp_status *st)
+{
+	if (new_size <= v->size)
+		return 0;
+	char *img = lp_volume_image(p, v->id);
+	int fd = open(img, O_RDWR | O_CLOEXEC);
+	int err = 0;
+	if (fd < 0)
+		err = errno;
+	else if (!v->thick && new_size - v->size > lp_pool_free_bytes(p))
+		err = ENOSPC;
+	else if (v->thick)
+		err = posix_fallocate(fd, 0, new_size);
+	else if (ftruncate(fd, new_size) < 0)
+		err = errno;
+	if (!err && fsync(fd) < 0)
+		err = errno;
+	if (fd >= 0)
+		close(fd);
+	free(img);
+	if (err)
+		return lp_fail(st, code_for_errno(err), "volume %s: grow image to %lld bytes: %s",
+			       v->id, (long long)new_size, strerror(err));
+	int64_t old = v->size;
+	v->size = new_size;
+	int r = lp_volume_save(p, v, st);
+	if (r)
+		v->size = old;
+	return r;
+}
+
+/* ---- listing ---- */
+
+struct entry {
+	char *id;
+	int64_t created;
+};
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	if (x->created != y->created)
+		return x->created < y->created ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+static int list_dir(struct lp_pool *p, const char *sub, char ***ids, int64_t **created,
+		    size_t *n, struct lp_status *st)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/%s", p->dir, sub);
+	*ids = NULL;
+	*n = 0;
+	if (created)
+		*created = NULL;
+	DIR *d = opendir(dir);
+	if (!d)
+		return lp_fail(st, LP_UNAVAILABLE, "pool %s: cannot list %s: %s", p->dir, sub,
+			       strerror(errno));
+	struct entry *e = NULL;
+	size_t len = 0, alloc = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!has_suffix(de->d_name, ".json"))
+			continue;
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		bool enoent;
+		char why[128];
+		json_t *j = load_json(path, &enoent, why, sizeof(why));
+		if (!j)
+			continue; /* deleted meanwhile, or damaged: not listed */
+		if (len == alloc) {
+			alloc = alloc ? 2 * alloc : 32;
+			e = xrealloc(e, alloc * sizeof(*e));
+		}
+		e[len].id = xstrndup(de->d_name, strlen(de->d_name) - 5);
+		e[len].created = jint(j, "created_ns");
+		len++;
+		json_decref(j);
+	}
+	closedir(d);
+	if (len)
+		qsort(e, len, sizeof(*e), entry_cmp);
+	*ids = xcalloc(len + 1, sizeof(char *));
+	if (created)
+		*created = xcalloc(len + 1, sizeof(int64_t));
+	for (size_t i = 0; i < len; i++) {
+		(*ids)[i] = e[i].id;
+		if (created)
+			(*created)[i] = e[i].created;
+	}
+	free(e);
+	*n = len;
+	return 0;
+}
+
+int lp_volume_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
+		   struct lp_status *st)
+{
+	return list_dir(p, "volumes", ids, created, n, st);
+}
+
+void lp_free_strings(char **v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* ---- attachments ---- */
+
+struct lp_attachment *lp_volume_attachment(const struct lp_volume *v, const char *node)
+{
+	for (size_t i = 0; i < v->natt; i++)
+		if (strcmp(v->att[i].node, node) == 0)
+			return &v->att[i];
+	return NULL;
+}
+
+/* Device names as on the seed's cloud: xvd + [b-z][a-z], 650 per node. */
+#define DEV_FIRST 'b'
+#define DEV_SPAN ('z' - DEV_FIRST + 1)
+
+int lp_device_range_size(void) { return DEV_SPAN * 26; }
+
+static void device_name(int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "xvd%c%c", DEV_FIRST + i / 26, 'a' + i % 26);
+}
+
+static int device_index(const char *name)
+{
+	if (strlen(name) != 5 || strncmp(name, "xvd", 3) != 0)
+		return -1;
+	int a = name[3] - DEV_FIRST, b = name[4] - 'a';
+	if (a < 0 || a >= DEV_SPAN || b < 0 || b >= 26)
+		return -1;
+	return a * 26 + b;
+}
+
+int lp_volume_attach(struct lp_pool *p, struct lp_volume *v, const char *node, bool readonly,
+		     int limit, struct lp_status *st)
+{
+	int range = lp_device_range_size();
+	unsigned char *used = xcalloc((size_t)range, 1);
+	int count = 0;
+	char **ids;
+	size_t n;
+	if (lp_volume_list(p, &ids, NULL, &n, st)) {
+		free(used);
+		return -(int)st->code;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct lp_volume *o;
+		if (strcmp(ids[i], v->id) == 0 || lp_volume_load(p, ids[i], &o, NULL))
+			continue;
+		struct lp_attachment *a = lp_volume_attachment(o, node);
+		if (a) {
+			count++;
+			int k = device_index(a->device);
+			if (k >= 0)
+				used[k] = 1;
+		}
+		lp_volume_free(o);
+	}
+	lp_free_strings(ids, n);
+	int ret = 0;
+	int k = 0;
+	while (k < range && used[k])
+		k++;
+	if (limit > 0 && count >= limit)
+		ret = lp_fail(st, LP_RESOURCE_EXHAUSTED,
+			      "volume %s: node %s already has %d volumes published, the limit",
+			      v->id, node, count);
+	else if (k == range)
+		ret = lp_fail(st, LP_RESOURCE_EXHAUSTED,
+			      "volume %s: node %s has no free device name (%d in use)", v->id,
+			      node, range);
+	free(used);
+	if (ret)
+		return ret;
+	char dev[16];
+	device_name(k, dev, sizeof(dev));
+	v->att = xrealloc(v->att, (v->natt + 1) * sizeof(*v->att));
+	v->att[v->natt].node = xstrdup(node);
+	v->att[v->natt].device = xstrdup(dev);
+	v->att[v->natt].readonly = readonly;
+	v->natt++;
+	ret = lp_volume_save(p, v, st);
+	if (ret) {
+		v->natt--;
+		free(v->att[v->natt].node);
+		free(v->att[v->natt].device);
+	}
+	return ret;
+}
+
+int lp_volume_detach(struct lp_pool *p, struct lp_volume *v, const char *node,
+		     struct lp_status *st)
+{
+	struct lp_attachment *a = lp_volume_attachment(v, node);
+	if (!a)
+		return 0;
+	struct lp_attachment gone = *a;
+	size_t i = (size_t)(a - v->att);
+	memmove(&v->att[i], &v->att[i + 1], (v->natt - i - 1) * sizeof(*v->att));
+	v->natt--;
+	int ret = lp_volume_save(p, v, st);
+	if (ret) {
+		memmove(&v->att[i + 1], &v->att[i], (v->natt - i) * sizeof(*v->att));
+		v->att[i] = gone;
+		v->natt++;
+		return ret;
+	}
+	free(gone.node);
+	free(gone.device);
+	return 0;
+}
+
+/* ---- snapshots ---- */
+
+void lp_snapshot_free(struct lp_snapshot *s)
+{
+	if (!s)
+		return;
+	free(s->id);
+	free(s->name);
+	free(s->source_volume);
+	free(s);
+}
+
+int lp_snapshot_load(struct lp_pool *p, const char *id, struct lp_snapshot **out,
+		     struct lp_status *st)
+{
+	*out = NULL;
+	if (!lp_id_valid(id))
+		return lp_fail(st, LP_NOT_FOUND, "snapshot %s does not exist", id);
+	char *path = path_of(p, "snapshots", id, ".json");
+	bool enoent;
+	char why[256];
+	json_t *j = load_json(path, &enoent, why, sizeof(why));
+	free(path);
+	if (!j)
+		return enoent ? lp_fail(st, LP_NOT_FOUND, "snapshot %s does not exist", id)
+			      : lp_fail(st, LP_INTERNAL, "snapshot %s: metadata unreadable: %s",
+					id, why);
+	struct lp_snapshot *s = xcalloc(1, sizeof(*s));
+	s->id = jstr(j, "id");
+	s->name = jstr(j, "name");
+	s->source_volume = jstr(j, "source_volume");
+	s->size = jint(j, "size");
+	s->created_ns = jint(j, "created_ns");
+	json_decref(j);
+	*out = s;
+	return 0;
+}
+
+int lp_snapshot_create(struct lp_pool *p, const struct lp_snapshot *s, const char *src_image,
+		       struct lp_status *st)
+{
+	char *img = lp_snapshot_image(p, s->id);
+	int err = build_image(img, src_image, s->size, false);
+	free(img);
+	if (err)
+		return lp_fail(st, code_for_errno(err), "snapshot %s (%s) of volume %s: %s", s->id,
+			       s->name, s->source_volume, strerror(err));
+	char *path = path_of(p, "snapshots", s->id, ".json");
+	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", s->id, "name", s->name,
+			      "source_volume", s->source_volume, "size", (json_int_t)s->size,
+			      "created_ns", (json_int_t)s->created_ns);
+	err = save_json(path, j);
+	json_decref(j);
+	free(path);
+	if (err)
+		return lp_fail(st, code_for_errno(err), "snapshot %s: write metadata: %s", s->id,
+			       strerror(err));
+	return 0;
+}
+
+int lp_snapshot_delete(struct lp_pool *p, const char *id, struct lp_status *st)
+{
+	if (!lp_id_valid(id))
+		return 0;
+	return remove_files(p, "snapshots", id, "snapshot", st);
+}
+
+int lp_snapshot_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
+		     struct lp_status *st)
+{
+	return list_dir(p, "snapshots", ids, created, n, st);
+}

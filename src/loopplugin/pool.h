@@ -1,0 +1,150 @@
+/*
+ * pool: the loop plugin's storage, a folder of image files and their metadata.
+ *
+ * Layout (every path below the pool folder):
+ *
+ *     volumes/<id>.img      the volume's image (sparse for thin volumes, allocated for thick)
+ *     volumes/<id>.json     its metadata: name, size, access type, source, attachments
+ *     snapshots/<id>.img    a snapshot: a copy of a volume's image at one moment
+ *     snapshots/<id>.json   its metadata: name, source volume, size, creation time
+ *     .lock                 flock()ed around changes that must see every volume at once
+ *
+ * The metadata file is the commit point of every change. Images are built under a ".tmp" name and
+ * renamed into place before the metadata is written; metadata is written to "<id>.json.tmp",
+ * fsync'ed and renamed, and the folder fsync'ed. So after a crash at any point the pool holds a
+ * volume either fully or not at all, plus leftovers lp_pool_recover() removes: ".tmp" files and
+ * images without metadata. Deleting removes the metadata first for the same reason.
+ *
+ * IDs derive from names (lv-/ls- and a 64-bit hash of the name), so a CreateVolume retried after
+ * a crash lands on the same files: the seed's "look for the volume by name first" needs no index.
+ *
+ * Attachments (which node a volume is published to, under which device name) live in the
+ * volume's metadata, so the pool, possibly on a shared filesystem, is the one source of truth
+ * for controller and node services alike. Device names are allocated per node from a fixed
+ * range; the set in use on a node is recomputed from the metadata under the pool lock, so a name
+ * is never handed out twice and never lost, even after a crash (the seed's device-name problem).
+ *
+ * Thread safety: lp_pool functions may be called from many threads. Operations on one volume
+ * must be serialized by the caller (see inflight.h); lp_pool_lock() serializes the pool-wide
+ * ones between threads and between processes sharing the pool.
+ */
+#ifndef KCSI_LOOPPLUGIN_POOL_H
+#define KCSI_LOOPPLUGIN_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loopplugin/status.h"
+
+struct lp_pool;
+
+/* One publication of a volume to a node. Strings owned by the volume. */
+struct lp_attachment {
+	char *node;
+	char *device;  /* the per-node device name, "xvdba" .. */
+	bool readonly;
+};
+
+/* A volume's metadata. Every string is owned by the struct; lp_volume_free() frees all. */
+struct lp_volume {
+	char *id;
+	char *name;
+	int64_t size;         /* bytes, a multiple of 1 MiB */
+	bool thick;           /* fully allocated image */
+	bool block;           /* created for block access (else mount) */
+	char *fstype;         /* for mount volumes: "ext4" or "xfs" */
+	char *source_kind;    /* "", "snapshot" or "volume" */
+	char *source_id;      /* "" when none */
+	char *zone;
+	int64_t created_ns;   /* wall clock */
+	struct lp_attachment *att;
+	size_t natt;
+};
+
+struct lp_snapshot {
+	char *id;
+	char *name;
+	char *source_volume;
+	int64_t size;
+	int64_t created_ns;
+};
+
+/* Life cycle. lp_pool_open() creates the folder layout if needed. */
+struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st);
+void lp_pool_free(struct lp_pool *p);
+const char *lp_pool_dir(const struct lp_pool *p);
+/* Removes what a crash left behind (see above). Call once at start, before serving. */
+int lp_pool_recover(struct lp_pool *p, struct lp_status *st);
+/* OK when the pool folder is there and writable. */
+int lp_pool_probe(struct lp_pool *p, struct lp_status *st);
+/* Bytes still free on the pool's filesystem. */
+int64_t lp_pool_free_bytes(struct lp_pool *p);
+
+/* Pool-wide critical section: a mutex between threads plus flock() between processes. */
+void lp_pool_lock(struct lp_pool *p);
+void lp_pool_unlock(struct lp_pool *p);
+
+/* IDs. The results are malloc'd. */
+char *lp_volume_id_for_name(const char *name);
+char *lp_snapshot_id_for_name(const char *name);
+/* True when id has the shape of an ID this driver hands out (no '/', not "..", short). */
+bool lp_id_valid(const char *id);
+/* The absolute path of a volume's image (malloc'd). */
+char *lp_volume_image(const struct lp_pool *p, const char *id);
+char *lp_snapshot_image(const struct lp_pool *p, const char *id);
+
+/* Volumes. */
+/* Loads a volume's metadata: 0, or NOT_FOUND / INTERNAL. *out is the caller's. */
+int lp_volume_load(struct lp_pool *p, const char *id, struct lp_volume **out,
+		   struct lp_status *st);
+/* Writes the metadata atomically (the commit point). */
+int lp_volume_save(struct lp_pool *p, const struct lp_volume *v, struct lp_status *st);
+void lp_volume_free(struct lp_volume *v);
+/*
+ * Creates the image for v (v->id, size, thick set by the caller) and then its metadata. When
+ * src_image is not NULL the image starts as a copy of it (reflink when the filesystem can, else
+ * a copy of the data extents only, so sparse stays sparse). RESOURCE_EXHAUSTED when the pool
+ * has no room.
+ */
+int lp_volume_create(struct lp_pool *p, const struct lp_volume *v, const char *src_image,
+		     struct lp_status *st);
+/* Removes the metadata, then the image. NOT_FOUND never: a missing volume is deleted. */
+int lp_volume_delete(struct lp_pool *p, const char *id, struct lp_status *st);
+/* Grows the image to new_size (never shrinks) and records it. */
+int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
+		   struct lp_status *st);
+/*
+ * All volume IDs in creation order (then by ID); *ids is a malloc'd array of malloc'd strings,
+ * and *created (if not NULL) the matching creation times.
+ */
+int lp_volume_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
+		   struct lp_status *st);
+void lp_free_strings(char **v, size_t n);
+
+/* Attachments. */
+struct lp_attachment *lp_volume_attachment(const struct lp_volume *v, const char *node);
+/*
+ * Records v as published to node under a free device name (the pool lock must be held, v
+ * freshly loaded under it). RESOURCE_EXHAUSTED when node already has `limit` volumes (limit
+ * <= 0: only the device-name range limits). Saves v.
+ */
+int lp_volume_attach(struct lp_pool *p, struct lp_volume *v, const char *node, bool readonly,
+		     int limit, struct lp_status *st);
+/* Drops node's attachment, freeing its device name. Saves v. OK when there is none. */
+int lp_volume_detach(struct lp_pool *p, struct lp_volume *v, const char *node,
+		     struct lp_status *st);
+/* The number of device names in the per-node range. */
+int lp_device_range_size(void);
+
+/* Snapshots. Same pattern: the image copy first, the metadata last. */
+int lp_snapshot_load(struct lp_pool *p, const char *id, struct lp_snapshot **out,
+		     struct lp_status *st);
+int lp_snapshot_create(struct lp_pool *p, const struct lp_snapshot *s, const char *src_image,
+		       struct lp_status *st);
+int lp_snapshot_delete(struct lp_pool *p, const char *id, struct lp_status *st);
+void lp_snapshot_free(struct lp_snapshot *s);
+int lp_snapshot_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
+		     struct lp_status *st);
+
+#endif
