@@ -1,0 +1,150 @@
+/*
+ * kube client: REST calls to the Kubernetes API with libcurl and jansson.
+ *
+ * One struct kube_client owns a libcurl share (connections, TLS sessions and DNS reused across
+ * requests; HTTP/2 over TLS when the server offers it), a pool of easy handles, and a token-bucket
+ * rate limiter (--kube-api-qps / --kube-api-burst) shared by every request made through it. A
+ * second client (for leader election) has its own limiter and connections. All calls are
+ * thread-safe and blocking.
+ *
+ * The client borrows its struct kube_config, which must outlive it.
+ *
+ * Retries: 429 and 5xx answers carrying Retry-After are retried after that delay (capped), up
+ * to max_retries times; GET requests are also retried with exponential backoff on connection
+ * errors and 5xx answers without Retry-After. A 401 with an exec-plugin credential re-runs the
+ * plugin once.
+ *
+ * Results: functions returning json_t* give a new reference the caller json_decref()s, or NULL
+ * with *e filled. struct kube_err carries the HTTP code (0: no answer), the Status reason and
+ * message.
+ */
+#ifndef KCSI_KUBE_CLIENT_H
+#define KCSI_KUBE_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/strbuf.h"
+#include "kube/config.h"
+
+struct kube_err {
+	int code;         /* HTTP status; 0 when there was no HTTP answer */
+	char reason[64];  /* Status.reason ("NotFound", "Conflict", ...) or "" */
+	char message[512];
+};
+
+bool kube_err_is_not_found(const struct kube_err *e);
+bool kube_err_is_conflict(const struct kube_err *e);
+bool kube_err_is_already_exists(const struct kube_err *e);
+bool kube_err_is_gone(const struct kube_err *e);
+
+/* A group/version/resource. group "" is the core group. */
+struct kube_resource {
+	const char *group;
+	const char *version;
+	const char *resource;
+	bool namespaced;
+};
+
+extern const struct kube_resource KUBE_RES_VOLUMEATTACHMENTS; /* storage.k8s.io/v1 */
+extern const struct kube_resource KUBE_RES_PERSISTENTVOLUMES;
+extern const struct kube_resource KUBE_RES_PERSISTENTVOLUMECLAIMS;
+extern const struct kube_resource KUBE_RES_CSINODES;
+extern const struct kube_resource KUBE_RES_NODES;
+extern const struct kube_resource KUBE_RES_LEASES; /* coordination.k8s.io/v1 */
+extern const struct kube_resource KUBE_RES_EVENTS;
+extern const struct kube_resource KUBE_RES_SECRETS;
+extern const struct kube_resource KUBE_RES_STORAGECLASSES;
+
+struct kube_client_opts {
+	const char *component; /* User-Agent "<component>/<version> (linux/<arch>) kcsi" */
+	double qps;            /* upstream default 5; <= 0 disables the limiter */
+	int burst;             /* upstream default 10 */
+	int64_t timeout_ns;    /* per request; 0 means 60s */
+	int max_retries;       /* 0 means 10 */
+	size_t max_response;   /* bytes; 0 means 1 GiB */
+};
+
+struct kube_client;
+
+struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o,
+				    char *err, size_t errlen);
+void kube_client_free(struct kube_client *c);
+struct kube_config *kube_client_config(struct kube_client *c);
+
+/* ---- raw requests ---- */
+
+struct kube_request {
+	const char *method;       /* "GET", "POST", ... */
+	const char *path;         /* "/api/v1/nodes" */
+	const char *query;        /* without '?', or NULL */
+	const char *content_type; /* for the body, or NULL */
+	const char *body;
+	size_t body_len;
+};
+
+/*
+ * Performs a request with retries. On a 2xx answer returns the HTTP code with the body in *out;
+ * otherwise returns -1 with *e filled.
+ */
+int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf *out,
+	    struct kube_err *e);
+
+/*
+ * Streams a GET (watches): on_data receives the body as it arrives; returning non-zero stops the
+ * transfer. *stop (when not NULL) is polled at least once a second and ends the stream when set.
+ * Returns 0 when the stream ended normally (server closed or stopped by the caller), -1 with *e
+ * filled for an error answer or a broken connection. No retries: the caller resumes.
+ */
+typedef int (*kube_stream_fn)(const char *data, size_t len, void *ud);
+int kube_stream(struct kube_client *c, const char *path, const char *query, kube_stream_fn on_data,
+		void *ud, const volatile int *stop, struct kube_err *e);
+
+/* Builds the path of a collection (name NULL) or object, with an optional subresource. */
+void kube_path(struct strbuf *sb, const struct kube_resource *r, const char *ns, const char *name,
+	       const char *subresource);
+/* Appends "&key=value" (or "key=value" first) with value URL-encoded. */
+void kube_query_add(struct strbuf *q, const char *key, const char *value);
+
+/* ---- typed verbs ---- */
+
+struct kube_list_opts {
+	const char *label_selector;
+	const char *field_selector;
+	const char *resource_version;
+	const char *continue_token;
+	long limit; /* 0: none */
+};
+
+json_t *kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		 const char *name, struct kube_err *e);
+json_t *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		  const struct kube_list_opts *o, struct kube_err *e);
+json_t *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		    json_t *obj, struct kube_err *e);
+/* PUT of obj (name taken from obj.metadata.name); status: the /status subresource. */
+json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		    json_t *obj, bool status, struct kube_err *e);
+
+enum kube_patch_type {
+	KUBE_PATCH_MERGE, /* application/merge-patch+json */
+	KUBE_PATCH_JSON,  /* application/json-patch+json */
+	KUBE_PATCH_STRATEGIC,
+};
+json_t *kube_patch(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		   const char *name, bool status, enum kube_patch_type type, const char *body,
+		   struct kube_err *e);
+/* DELETE with optional preconditions (uid, resourceVersion); returns 0 or -1. */
+int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		const char *name, const char *uid, const char *resource_version, struct kube_err *e);
+
+/* Counters for tests and benchmarks. */
+struct kube_client_stats {
+	uint64_t requests; /* HTTP attempts made */
+	uint64_t retries;
+};
+void kube_client_stats(struct kube_client *c, struct kube_client_stats *s);
+
+#endif
