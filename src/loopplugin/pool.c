@@ -195,6 +195,10 @@ struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st)
 		snprintf(sub, sizeof(sub), "%s/snapshots", dir);
 		err = mkdir_p(sub);
 	}
+	if (!err) {
+		snprintf(sub, sizeof(sub), "%s/nodes", dir);
+		err = mkdir_p(sub);
+	}
 	char *real = err ? NULL : realpath(dir, NULL);
 	if (!real) {
 		lp_fail(st, LP_UNAVAILABLE, "pool %s: cannot create or open: %s", dir,
@@ -278,6 +282,8 @@ int lp_pool_recover(struct lp_pool *p, struct lp_status *st)
 	int n = sweep(dir);
 	snprintf(dir, sizeof(dir), "%s/snapshots", p->dir);
 	n += sweep(dir);
+	snprintf(dir, sizeof(dir), "%s/nodes", p->dir);
+	n += sweep(dir);
 	lp_pool_unlock(p);
 	lp_status_ok(st);
 	return n;
@@ -299,6 +305,42 @@ int64_t lp_pool_free_bytes(struct lp_pool *p)
 	if (statvfs(p->dir, &sv) < 0)
 		return 0;
 	return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+}
+
+/* ---- nodes ---- */
+
+/* Node IDs are free text from the CO; they become file names only when they are safe ones. */
+static bool node_id_safe(const char *node)
+{
+	return lp_id_valid(node);
+}
+
+int lp_pool_node_register(struct lp_pool *p, const char *node, const char *zone,
+			  struct lp_status *st)
+{
+	if (!node_id_safe(node))
+		return lp_fail(st, LP_INVALID_ARGUMENT,
+			       "node id %s: only letters, digits, '-', '_' and '.' are allowed",
+			       node);
+	char *path = path_of(p, "nodes", node, ".json");
+	json_t *j = json_pack("{s:s, s:s}", "node", node, "zone", zone);
+	int err = save_json(path, j);
+	json_decref(j);
+	free(path);
+	if (err)
+		return lp_fail(st, LP_UNAVAILABLE, "node %s: cannot register in pool %s: %s", node,
+			       p->dir, strerror(err));
+	return 0;
+}
+
+bool lp_pool_node_exists(struct lp_pool *p, const char *node)
+{
+	if (!node_id_safe(node))
+		return false;
+	char *path = path_of(p, "nodes", node, ".json");
+	bool ok = access(path, F_OK) == 0;
+	free(path);
+	return ok;
 }
 
 /* ---- images ---- */

@@ -7,6 +7,7 @@
  *     volumes/<id>.json     its metadata: name, size, access type, source, attachments
  *     snapshots/<id>.img    a snapshot: a copy of a volume's image at one moment
  *     snapshots/<id>.json   its metadata: name, source volume, size, creation time
+ *     nodes/<node>.json     a node service that has started on this pool (its zone)
  *     .lock                 flock()ed around changes that must see every volume at once
  *
  * The metadata file is the commit point of every change. Images are built under a ".tmp" name and
@@ -84,6 +85,14 @@ int64_t lp_pool_free_bytes(struct lp_pool *p);
 /* Pool-wide critical section: a mutex between threads plus flock() between processes. */
 void lp_pool_lock(struct lp_pool *p);
 void lp_pool_unlock(struct lp_pool *p);
+
+/*
+ * Nodes. A node service records itself in nodes/<id>.json when it starts, so that the
+ * controller, possibly on another machine, can tell a real node from a typo (NOT_FOUND).
+ */
+int lp_pool_node_register(struct lp_pool *p, const char *node, const char *zone,
+			  struct lp_status *st);
+bool lp_pool_node_exists(struct lp_pool *p, const char *node);
 
 /* IDs. The results are malloc'd. */
 char *lp_volume_id_for_name(const char *name);

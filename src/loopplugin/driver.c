@@ -1,0 +1,1777 @@
+/*
+ * driver: the CSI handlers. See driver.h for the rules every handler follows.
+ *
+ * Requests are checked in the order the CSI spec lists its errors: missing fields
+ * (INVALID_ARGUMENT) first, then existence (NOT_FOUND), then state (ALREADY_EXISTS,
+ * FAILED_PRECONDITION, RESOURCE_EXHAUSTED). Response pieces come from the call's arena.
+ */
+#include "loopplugin/driver.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/client.h"
+#include "csi/server.h"
+#include "loopplugin/fs.h"
+#include "loopplugin/inflight.h"
+#include "loopplugin/loopdev.h"
+#include "loopplugin/mount.h"
+#include "loopplugin/pool.h"
+
+#define MiB (1024LL * 1024)
+#define GiB (1024LL * MiB)
+
+struct lp_driver {
+	struct lp_config cfg;
+	bool controller, node;
+	struct lp_pool *pool;
+	struct lp_inflight *inflight;
+};
+
+typedef Csi__V1__VolumeCapability VolCap;
+
+/* ---- small helpers ---- */
+
+static bool empty(const char *s) { return !s || !*s; }
+
+/* Fails the call with the backend's status. */
+static int fail_st(struct csi_call_ctx *ctx, const struct lp_status *st)
+{
+	return csi_ctx_error(ctx, st->code ? (int)st->code : LP_INTERNAL, "%s", st->msg);
+}
+
+int lp_parse_size(const char *s, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return -1;
+	double mult = 1;
+	static const struct {
+		const char *suffix;
+		double mult;
+	} units[] = {
+		{ "", 1 },        { "Ki", 1024.0 },     { "Mi", 1048576.0 },
+		{ "Gi", 1073741824.0 }, { "Ti", 1099511627776.0 }, { "Pi", 1125899906842624.0 },
+		{ "k", 1e3 },     { "K", 1e3 },         { "M", 1e6 },
+		{ "G", 1e9 },     { "T", 1e12 },        { "P", 1e15 },
+	};
+	bool found = false;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix) == 0) {
+			mult = units[i].mult;
+			found = true;
+			break;
+		}
+	}
+	if (!found || v * mult > 9.2e18)
+		return -1;
+	*out = (int64_t)(v * mult);
+	return 0;
+}
+
+static const char *mode_name(int mode)
+{
+	switch (mode) {
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
+		return "SINGLE_NODE_WRITER";
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
+		return "SINGLE_NODE_READER_ONLY";
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
+		return "MULTI_NODE_READER_ONLY";
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_SINGLE_WRITER:
+		return "MULTI_NODE_SINGLE_WRITER";
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER:
+		return "MULTI_NODE_MULTI_WRITER";
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
+		return "SINGLE_NODE_SINGLE_WRITER";
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
+		return "SINGLE_NODE_MULTI_WRITER";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static bool mode_supported(int mode)
+{
+	switch (mode) {
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool mode_readonly(int mode)
+{
+	return mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY ||
+	       mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+}
+
+/* What a set of capabilities asks for, once checked. */
+struct capset {
+	bool block;
+	const char *fstype; /* for mount: requested or default */
+	int mode;           /* the first capability's access mode */
+};
+
+/*
+ * Checks capabilities; st gets INVALID_ARGUMENT naming the volume and the offending piece.
+ * All capabilities must agree on the access type (one volume is either a block device or a
+ * filesystem).
+ */
+static int check_caps(struct lp_driver *d, const char *what, VolCap *const *caps, size_t n,
+		      struct capset *cs, struct lp_status *st)
+{
+	if (n == 0)
+		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: volume capabilities are missing", what);
+	memset(cs, 0, sizeof(*cs));
+	for (size_t i = 0; i < n; i++) {
+		const VolCap *c = caps[i];
+		if (!c || !c->access_mode)
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: volume capability %zu has no access mode", what, i);
+		if (!mode_supported(c->access_mode->mode))
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: access mode %s is not supported (supported: "
+				       "SINGLE_NODE_WRITER, SINGLE_NODE_READER_ONLY, "
+				       "SINGLE_NODE_SINGLE_WRITER, SINGLE_NODE_MULTI_WRITER, "
+				       "MULTI_NODE_READER_ONLY)",
+				       what, mode_name(c->access_mode->mode));
+		bool block;
+		const char *fstype = NULL;
+		if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
+			block = true;
+		} else if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT) {
+			block = false;
+			fstype = c->mount && !empty(c->mount->fs_type) ? c->mount->fs_type
+								      : d->cfg.default_fstype;
+			if (!lp_fs_supported(fstype))
+				return lp_fail(st, LP_INVALID_ARGUMENT,
+					       "%s: fs type %s is not supported (ext4%s)", what,
+					       fstype, lp_fs_supported("xfs") ? ", xfs" : "");
+		} else {
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: volume capability %zu has no access type (block or "
+				       "mount)",
+				       what, i);
+		}
+		if (i == 0) {
+			cs->block = block;
+			cs->fstype = fstype;
+			cs->mode = c->access_mode->mode;
+		} else if (block != cs->block) {
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: capabilities mix block and mount access", what);
+		} else if (!block && strcmp(fstype, cs->fstype) != 0) {
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: capabilities ask for two fs types (%s, %s)", what,
+				       cs->fstype, fstype);
+		}
+	}
+	return 0;
+}
+
+static int check_cap(struct lp_driver *d, const char *what, VolCap *cap, struct capset *cs,
+		     struct lp_status *st)
+{
+	VolCap *caps[1] = { cap };
+	return check_caps(d, what, caps, cap ? 1 : 0, cs, st);
+}
+
+/* Whether a volume as created can serve the capability set. */
+static int caps_fit_volume(const struct lp_volume *v, const struct capset *cs,
+			   struct lp_status *st)
+{
+	if (cs->block != v->block)
+		return lp_fail(st, LP_INVALID_ARGUMENT, "volume %s was created for %s access, not %s",
+			       v->id, v->block ? "block" : "mount", cs->block ? "block" : "mount");
+	return 0;
+}
+
+/* RAII-less in-flight key: "c/<id>" or "n/<id>". */
+static bool begin_op(struct lp_driver *d, char kind, const char *id, char *key, size_t len)
+{
+	snprintf(key, len, "%c/%s", kind, id);
+	return lp_inflight_begin(d->inflight, key);
+}
+
+static int busy(struct csi_call_ctx *ctx, const char *id)
+{
+	return csi_ctx_error(ctx, LP_ABORTED,
+			     "volume %s: an operation on this volume is already in progress", id);
+}
+
+static Csi__V1__Topology *topology(struct csi_arena *a, struct lp_driver *d)
+{
+	Csi__V1__Topology *t = csi_msg_new(a, &csi__v1__topology__descriptor);
+	csi_map_add(a, &t->base, "segments", LP_TOPOLOGY_KEY, d->cfg.zone);
+	return t;
+}
+
+static Csi__V1__VolumeCondition *condition(struct csi_arena *a, bool abnormal, const char *msg)
+{
+	Csi__V1__VolumeCondition *c = csi_msg_new(a, &csi__v1__volume_condition__descriptor);
+	c->abnormal = abnormal;
+	c->message = csi_arena_strdup(a, msg);
+	return c;
+}
+
+/* The controller's view of a volume's health: its image is there and as large as recorded. */
+static Csi__V1__VolumeCondition *volume_condition(struct csi_arena *a, struct lp_driver *d,
+						  const struct lp_volume *v)
+{
+	char *img = lp_volume_image(d->pool, v->id);
+	struct stat sb;
+	Csi__V1__VolumeCondition *c;
+	if (stat(img, &sb) < 0)
+		c = condition(a, true, "the volume's image file is missing");
+	else if (sb.st_size < v->size)
+		c = condition(a, true, "the volume's image file is smaller than the volume");
+	else
+		c = condition(a, false, "volume is healthy");
+	free(img);
+	return c;
+}
+
+static Csi__V1__Volume *volume_msg(struct csi_arena *a, struct lp_driver *d,
+				   const struct lp_volume *v)
+{
+	Csi__V1__Volume *m = csi_msg_new(a, &csi__v1__volume__descriptor);
+	m->volume_id = csi_arena_strdup(a, v->id);
+	m->capacity_bytes = v->size;
+	csi_map_add(a, &m->base, "volume_context", "type", v->thick ? "thick" : "thin");
+	if (!empty(v->source_kind)) {
+		Csi__V1__VolumeContentSource *src =
+			csi_msg_new(a, &csi__v1__volume_content_source__descriptor);
+		if (strcmp(v->source_kind, "snapshot") == 0) {
+			src->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
+			src->snapshot = csi_msg_new(
+				a, &csi__v1__volume_content_source__snapshot_source__descriptor);
+			src->snapshot->snapshot_id = csi_arena_strdup(a, v->source_id);
+		} else {
+			src->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME;
+			src->volume = csi_msg_new(
+				a, &csi__v1__volume_content_source__volume_source__descriptor);
+			src->volume->volume_id = csi_arena_strdup(a, v->source_id);
+		}
+		m->content_source = src;
+	}
+	csi_repeated_add(a, &m->base, "accessible_topology", topology(a, d));
+	return m;
+}
+
+/* ---- Identity ---- */
+
+static int get_plugin_info(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, void *arg)
+{
+	(void)req;
+	struct lp_driver *d = arg;
+	Csi__V1__GetPluginInfoResponse *r = (Csi__V1__GetPluginInfoResponse *)resp;
+	r->name = (char *)d->cfg.drivername;
+	r->vendor_version = (char *)d->cfg.version;
+	(void)ctx;
+	return 0;
+}
+
+static void add_plugin_service(struct csi_arena *a, ProtobufCMessage *resp, int type)
+{
+	Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);
+	c->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE;
+	c->service = csi_msg_new(a, &csi__v1__plugin_capability__service__descriptor);
+	c->service->type = type;
+	csi_repeated_add(a, resp, "capabilities", c);
+}
+
+static int get_plugin_capabilities(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
+				   ProtobufCMessage *resp, void *arg)
+{
+	(void)req;
+	struct lp_driver *d = arg;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	if (d->controller)
+		add_plugin_service(a, resp,
+				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
+	add_plugin_service(a, resp,
+			   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);
+	Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);
+	c->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_VOLUME_EXPANSION;
+	c->volume_expansion =
+		csi_msg_new(a, &csi__v1__plugin_capability__volume_expansion__descriptor);
+	c->volume_expansion->type = CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE;
+	csi_repeated_add(a, resp, "capabilities", c);
+	return 0;
+}
+
+static int probe(struct csi_call_ctx *ctx, const ProtobufCMessage *req, ProtobufCMessage *resp,
+		 void *arg)
+{
+	(void)req;
+	struct lp_driver *d = arg;
+	struct lp_status st;
+	if (lp_pool_probe(d->pool, &st))
+		return fail_st(ctx, &st);
+	Csi__V1__ProbeResponse *r = (Csi__V1__ProbeResponse *)resp;
+	r->ready = csi_msg_new(csi_ctx_arena(ctx), &google__protobuf__bool_value__descriptor);
+	r->ready->value = 1;
+	return 0;
+}
+
+/* ---- Controller: volumes ---- */
+
+/* The size to create from a capacity range, or an error (OUT_OF_RANGE / INVALID_ARGUMENT). */
+static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__CapacityRange *cr,
+		     int64_t floor, int64_t *size, struct lp_status *st)
+{
+	int64_t req = cr ? cr->required_bytes : 0, lim = cr ? cr->limit_bytes : 0;
+	if (req < 0 || lim < 0)
+		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: negative capacity range", what);
+	if (lim && req > lim)
+		return lp_fail(st, LP_OUT_OF_RANGE,
+			       "%s: required bytes %lld exceed the limit %lld", what,
+			       (long long)req, (long long)lim);
+	int64_t s = req ? req : (lim && lim < GiB ? lim : GiB);
+	if (s < floor)
+		s = floor;
+	s = (s + MiB - 1) / MiB * MiB;
+	if (lim && s > lim)
+		return lp_fail(st, LP_OUT_OF_RANGE,
+			       "%s: %lld bytes (sizes are whole MiB%s) exceed the limit %lld", what,
+			       (long long)s, floor ? ", at least the source's size" : "",
+			       (long long)lim);
+	if (s > d->cfg.max_volume_size)
+		return lp_fail(st, LP_OUT_OF_RANGE,
+			       "%s: %lld bytes exceed the largest volume, %lld bytes "
+			       "(--max-volume-size)",
+			       what, (long long)s, (long long)d->cfg.max_volume_size);
+	*size = s;
+	return 0;
+}
+
+/* Parameters: type=thin|thick; keys the provisioner adds (csi.storage.k8s.io/) are ignored. */
+static int parse_params(const char *what, size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **p,
+			bool *thick, struct lp_status *st)
+{
+	*thick = false;
+	for (size_t i = 0; i < n; i++) {
+		const char *k = p[i]->key, *v = p[i]->value;
+		if (strncmp(k, "csi.storage.k8s.io/", 19) == 0)
+			continue;
+		if (strcmp(k, "type") != 0)
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: unknown parameter %s (known: type=thin|thick)", what, k);
+		if (strcmp(v, "thick") == 0)
+			*thick = true;
+		else if (strcmp(v, "thin") != 0)
+			return lp_fail(st, LP_INVALID_ARGUMENT,
+				       "%s: parameter type=%s, expected thin or thick", what, v);
+	}
+	return 0;
+}
+
+/* Checks topology against our zone: RESOURCE_EXHAUSTED when requisite excludes it. */
+static int check_topology(struct lp_driver *d, const char *what,
+			  const Csi__V1__TopologyRequirement *tr, struct lp_status *st)
+{
+	if (!tr)
+		return 0;
+	Csi__V1__Topology **lists[2] = { tr->requisite, tr->preferred };
+	size_t ns[2] = { tr->n_requisite, tr->n_preferred };
+	bool ours = false;
+	for (int l = 0; l < 2; l++) {
+		for (size_t i = 0; i < ns[l]; i++) {
+			Csi__V1__Topology *t = lists[l][i];
+			for (size_t k = 0; k < t->n_segments; k++) {
+				if (strcmp(t->segments[k]->key, LP_TOPOLOGY_KEY) != 0)
+					return lp_fail(st, LP_INVALID_ARGUMENT,
+						       "%s: unknown topology key %s (known: %s)",
+						       what, t->segments[k]->key,
+						       LP_TOPOLOGY_KEY);
+			}
+			const char *z = csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY);
+			if (l == 0 && z && strcmp(z, d->cfg.zone) == 0)
+				ours = true;
+		}
+	}
+	if (tr->n_requisite && !ours)
+		return lp_fail(st, LP_RESOURCE_EXHAUSTED,
+			       "%s: no requisite topology allows zone %s, the only one this driver "
+			       "serves",
+			       what, d->cfg.zone);
+	return 0;
+}
+
+/* Why an existing volume does not match a repeated CreateVolume; NULL when it does. */
+static const char *mismatch(const struct lp_volume *v, const char *name,
+			    const Csi__V1__CapacityRange *cr, bool thick, const struct capset *cs,
+			    const char *src_kind, const char *src_id)
+{
+	if (strcmp(v->name, name) != 0)
+		return "another name maps to the same ID";
+	if (cr && cr->required_bytes && v->size < cr->required_bytes)
+		return "its capacity is smaller than now required";
+	if (cr && cr->limit_bytes && v->size > cr->limit_bytes)
+		return "its capacity is larger than the limit now given";
+	if (v->thick != thick)
+		return "its parameters (type) differ";
+	if (v->block != cs->block)
+		return "its access type (block/mount) differs";
+	if (!cs->block && strcmp(v->fstype, cs->fstype) != 0)
+		return "its fs type differs";
+	if (strcmp(v->source_kind, src_kind) != 0 || strcmp(v->source_id, src_id) != 0)
+		return "its content source differs";
+	return NULL;
+}
+
+static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			 ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__CreateVolumeRequest *req = (const Csi__V1__CreateVolumeRequest *)reqm;
+	struct lp_status st;
+	if (empty(req->name))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "CreateVolume: name is missing");
+	char what[300];
+	snprintf(what, sizeof(what), "volume %.200s", req->name);
+	struct capset cs;
+	bool thick;
+	if (check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
+	    parse_params(what, req->n_parameters, req->parameters, &thick, &st) ||
+	    check_topology(d, what, req->accessibility_requirements, &st))
+		return fail_st(ctx, &st);
+
+	/* the content source must exist; a clone is at least as large as its source */
+	const char *src_kind = "", *src_id = "";
+	char *src_image = NULL;
+	int64_t floor = 0;
+	const Csi__V1__VolumeContentSource *cs_src = req->volume_content_source;
+	if (cs_src && cs_src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT) {
+		src_kind = "snapshot";
+		src_id = cs_src->snapshot && cs_src->snapshot->snapshot_id
+				 ? cs_src->snapshot->snapshot_id : "";
+		struct lp_snapshot *s;
+		if (lp_snapshot_load(d->pool, src_id, &s, &st))
+			return csi_ctx_error(ctx, st.code, "%s: source %s", what, st.msg);
+		floor = s->size;
+		src_image = lp_snapshot_image(d->pool, s->id);
+		lp_snapshot_free(s);
+	} else if (cs_src && cs_src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME) {
+		src_kind = "volume";
+		src_id = cs_src->volume && cs_src->volume->volume_id ? cs_src->volume->volume_id
+								     : "";
+		struct lp_volume *sv;
+		if (lp_volume_load(d->pool, src_id, &sv, &st))
+			return csi_ctx_error(ctx, st.code, "%s: source %s", what, st.msg);
+		floor = sv->size;
+		src_image = lp_volume_image(d->pool, sv->id);
+		lp_volume_free(sv);
+	}
+	int64_t size;
+	if (pick_size(d, what, req->capacity_range, floor, &size, &st)) {
+		free(src_image);
+		return fail_st(ctx, &st);
+	}
+
+	char *id = lp_volume_id_for_name(req->name);
+	char key[200];
+	int ret = 0;
+	if (!begin_op(d, 'c', id, key, sizeof(key))) {
+		ret = busy(ctx, id);
+		goto out;
+	}
+	struct lp_volume *v = NULL;
+	if (lp_volume_load(d->pool, id, &v, &st) == 0) {
+		const char *why = mismatch(v, req->name, req->capacity_range, thick, &cs, src_kind,
+					   src_id);
+		if (why)
+			ret = csi_ctx_error(ctx, LP_ALREADY_EXISTS,
+					    "%s already exists as %s, incompatible: %s", what, id,
+					    why);
+	} else if (st.code != LP_NOT_FOUND) {
+		ret = fail_st(ctx, &st);
+	} else {
+		v = xcalloc(1, sizeof(*v));
+		v->id = xstrdup(id);
+		v->name = xstrdup(req->name);
+		v->size = size;
+		v->thick = thick;
+		v->block = cs.block;
+		v->fstype = xstrdup(cs.block ? "" : cs.fstype);
+		v->source_kind = xstrdup(src_kind);
+		v->source_id = xstrdup(src_id);
+		v->zone = xstrdup(d->cfg.zone);
+		v->created_ns = wall_now_ns();
+		if (lp_volume_create(d->pool, v, src_image, &st))
+			ret = fail_st(ctx, &st);
+		else
+			KLOG_I("Created volume volume=\"%s\" name=\"%s\" size=%lld thick=%d source=\"%s%s%s\"",
+			       id, req->name, (long long)size, thick, src_kind, *src_kind ? "/" : "",
+			       src_id);
+	}
+	if (!ret) {
+		Csi__V1__CreateVolumeResponse *r = (Csi__V1__CreateVolumeResponse *)resp;
+		r->volume = volume_msg(csi_ctx_arena(ctx), d, v);
+	}
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+out:
+	free(id);
+	free(src_image);
+	return ret;
+}
+
+static int delete_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			 ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__DeleteVolumeRequest *req = (const Csi__V1__DeleteVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "DeleteVolume: volume_id is missing");
+	char key[200];
+	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	struct lp_status st;
+	struct lp_volume *v;
+	int ret = 0;
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) == 0) {
+		if (v->natt) {
+			struct strbuf nodes = STRBUF_INIT;
+			for (size_t i = 0; i < v->natt; i++)
+				strbuf_addf(&nodes, "%s%s", i ? ", " : "", v->att[i].node);
+			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+					    "volume %s is still published to node(s) %s",
+					    v->id, nodes.buf);
+			strbuf_release(&nodes);
+		} else if (lp_volume_delete(d->pool, v->id, &st)) {
+			ret = fail_st(ctx, &st);
+		} else {
+			KLOG_I("Deleted volume volume=\"%s\" name=\"%s\"", v->id, v->name);
+		}
+		lp_volume_free(v);
+	} else if (st.code != LP_NOT_FOUND) {
+		ret = fail_st(ctx, &st);
+	}
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static void add_publish_context(struct csi_arena *a, ProtobufCMessage *resp,
+				const struct lp_attachment *att)
+{
+	csi_map_add(a, resp, "publish_context", "device", att->device);
+	csi_map_add(a, resp, "publish_context", "readonly", att->readonly ? "true" : "false");
+}
+
+static int controller_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			      ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__ControllerPublishVolumeRequest *req =
+		(const Csi__V1__ControllerPublishVolumeRequest *)reqm;
+	struct lp_status st;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "ControllerPublishVolume: volume_id is missing");
+	if (empty(req->node_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "volume %s: ControllerPublishVolume: node_id is missing",
+				     req->volume_id);
+	char what[300];
+	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
+	struct capset cs;
+	if (check_cap(d, what, req->volume_capability, &cs, &st))
+		return fail_st(ctx, &st);
+	char key[200];
+	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	int ret = 0;
+	struct lp_volume *v = NULL;
+	lp_pool_lock(d->pool);
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	if (!lp_pool_node_exists(d->pool, req->node_id)) {
+		ret = csi_ctx_error(ctx, LP_NOT_FOUND,
+				    "volume %s: node %s is not known to pool %s (no node service "
+				    "has started with that --nodeid)",
+				    v->id, req->node_id, lp_pool_dir(d->pool));
+		goto out;
+	}
+	if (caps_fit_volume(v, &cs, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	bool ro = req->readonly || mode_readonly(cs.mode);
+	struct lp_attachment *a = lp_volume_attachment(v, req->node_id);
+	if (a) {
+		if (a->readonly != ro)
+			ret = csi_ctx_error(ctx, LP_ALREADY_EXISTS,
+					    "volume %s is already published to node %s %s",
+					    v->id, req->node_id,
+					    a->readonly ? "read-only" : "read-write");
+		else
+			add_publish_context(csi_ctx_arena(ctx), resp, a);
+		goto out;
+	}
+	bool multi = cs.mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+	for (size_t i = 0; i < v->natt; i++) {
+		if (!multi || !v->att[i].readonly) {
+			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+					    "volume %s is already published to node %s; access "
+					    "mode %s allows one node at a time",
+					    v->id, v->att[i].node, mode_name(cs.mode));
+			goto out;
+		}
+	}
+	if (lp_volume_attach(d->pool, v, req->node_id, ro, d->cfg.attach_limit, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	a = lp_volume_attachment(v, req->node_id);
+	KLOG_I("Published volume volume=\"%s\" node=\"%s\" device=\"%s\" readonly=%d", v->id,
+	       req->node_id, a->device, a->readonly);
+	add_publish_context(csi_ctx_arena(ctx), resp, a);
+out:
+	lp_pool_unlock(d->pool);
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+				ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__ControllerUnpublishVolumeRequest *req =
+		(const Csi__V1__ControllerUnpublishVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "ControllerUnpublishVolume: volume_id is missing");
+	char key[200];
+	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	struct lp_status st;
+	struct lp_volume *v = NULL;
+	int ret = 0;
+	lp_pool_lock(d->pool);
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) == 0) {
+		/* an empty node ID means every node */
+		while (v->natt) {
+			const char *node = empty(req->node_id) ? v->att[0].node : req->node_id;
+			struct lp_attachment *a = lp_volume_attachment(v, node);
+			if (!a)
+				break;
+			char *n = xstrdup(node), *dev = xstrdup(a->device);
+			if (lp_volume_detach(d->pool, v, n, &st))
+				ret = fail_st(ctx, &st);
+			else
+				KLOG_I("Unpublished volume volume=\"%s\" node=\"%s\" device=\"%s\"",
+				       v->id, n, dev);
+			free(n);
+			free(dev);
+			if (ret || !empty(req->node_id))
+				break;
+		}
+	} else if (st.code != LP_NOT_FOUND) {
+		ret = fail_st(ctx, &st);
+	}
+	lp_pool_unlock(d->pool);
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+/* A copy of a capability in the arena: responses must not point into the request. */
+static VolCap *copy_cap(struct csi_arena *a, const VolCap *c)
+{
+	VolCap *n = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
+	n->access_mode = csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
+	n->access_mode->mode = c->access_mode->mode;
+	n->access_type_case = c->access_type_case;
+	if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
+		n->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
+	} else {
+		n->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
+		if (c->mount) {
+			n->mount->fs_type = csi_arena_strdup(a, c->mount->fs_type ? c->mount->fs_type : "");
+			for (size_t i = 0; i < c->mount->n_mount_flags; i++)
+				csi_repeated_add(a, &n->mount->base, "mount_flags",
+						 csi_arena_strdup(a, c->mount->mount_flags[i]));
+		}
+	}
+	return n;
+}
+
+static int validate_caps(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			 ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__ValidateVolumeCapabilitiesRequest *req =
+		(const Csi__V1__ValidateVolumeCapabilitiesRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "ValidateVolumeCapabilities: volume_id is missing");
+	if (!req->n_volume_capabilities)
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "volume %s: volume capabilities are missing", req->volume_id);
+	struct lp_status st;
+	struct lp_volume *v;
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
+		return fail_st(ctx, &st);
+	Csi__V1__ValidateVolumeCapabilitiesResponse *r =
+		(Csi__V1__ValidateVolumeCapabilitiesResponse *)resp;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	char what[300];
+	snprintf(what, sizeof(what), "volume %.200s", v->id);
+	struct capset cs;
+	bool thick;
+	if (check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
+	    caps_fit_volume(v, &cs, &st) ||
+	    parse_params(what, req->n_parameters,
+			 (Csi__V1__CreateVolumeRequest__ParametersEntry **)req->parameters, &thick,
+			 &st)) {
+		r->message = csi_arena_strdup(a, st.msg);
+	} else {
+		r->confirmed = csi_msg_new(
+			a, &csi__v1__validate_volume_capabilities_response__confirmed__descriptor);
+		for (size_t i = 0; i < req->n_volume_capabilities; i++)
+			csi_repeated_add(a, &r->confirmed->base, "volume_capabilities",
+					 copy_cap(a, req->volume_capabilities[i]));
+		for (size_t i = 0; i < req->n_parameters; i++)
+			csi_map_add(a, &r->confirmed->base, "parameters", req->parameters[i]->key,
+				    req->parameters[i]->value);
+		for (size_t i = 0; i < req->n_volume_context; i++)
+			csi_map_add(a, &r->confirmed->base, "volume_context",
+				    req->volume_context[i]->key, req->volume_context[i]->value);
+	}
+	lp_volume_free(v);
+	return 0;
+}
+
+/* ---- Controller: listing, capacity, expansion ---- */
+
+/*
+ * Pagination tokens name the last entry returned ("<created_ns>:<id>"), not an index, so a
+ * page boundary survives volumes being created or deleted between calls.
+ */
+static int parse_token(const char *tok, int64_t *created, const char **id)
+{
+	char *end;
+	errno = 0;
+	long long c = strtoll(tok, &end, 10);
+	if (errno || end == tok || *end != ':' || !end[1])
+		return -1;
+	*created = c;
+	*id = end + 1;
+	return 0;
+}
+
+static bool after_token(int64_t created, const char *id, int64_t tc, const char *tid)
+{
+	return created > tc || (created == tc && strcmp(id, tid) > 0);
+}
+
+static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__ListVolumesRequest *req = (const Csi__V1__ListVolumesRequest *)reqm;
+	Csi__V1__ListVolumesResponse *r = (Csi__V1__ListVolumesResponse *)resp;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	if (req->max_entries < 0)
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "ListVolumes: negative max_entries");
+	int64_t tc = INT64_MIN;
+	const char *tid = "";
+	if (!empty(req->starting_token) && parse_token(req->starting_token, &tc, &tid))
+		return csi_ctx_error(ctx, LP_ABORTED, "ListVolumes: invalid starting_token %s",
+				     req->starting_token);
+	struct lp_status st;
+	char **ids;
+	int64_t *created;
+	size_t n;
+	if (lp_volume_list(d->pool, &ids, &created, &n, &st))
+		return fail_st(ctx, &st);
+	size_t count = 0, last = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!after_token(created[i], ids[i], tc, tid))
+			continue;
+		struct lp_volume *v;
+		if (lp_volume_load(d->pool, ids[i], &v, NULL))
+			continue; /* deleted meanwhile */
+		if (req->max_entries && count == (size_t)req->max_entries) {
+			r->next_token = csi_arena_printf(a, "%lld:%s", (long long)created[last],
+							 ids[last]);
+			lp_volume_free(v);
+			break;
+		}
+		last = i;
+		Csi__V1__ListVolumesResponse__Entry *e =
+			csi_msg_new(a, &csi__v1__list_volumes_response__entry__descriptor);
+		e->volume = volume_msg(a, d, v);
+		e->status = csi_msg_new(a, &csi__v1__list_volumes_response__volume_status__descriptor);
+		for (size_t k = 0; k < v->natt; k++)
+			csi_repeated_add(a, &e->status->base, "published_node_ids",
+					 csi_arena_strdup(a, v->att[k].node));
+		e->status->volume_condition = volume_condition(a, d, v);
+		csi_repeated_add(a, resp, "entries", e);
+		count++;
+		lp_volume_free(v);
+	}
+	lp_free_strings(ids, n);
+	free(created);
+	return 0;
+}
+
+static int controller_get_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+				 ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__ControllerGetVolumeRequest *req =
+		(const Csi__V1__ControllerGetVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "ControllerGetVolume: volume_id is missing");
+	struct lp_status st;
+	struct lp_volume *v;
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
+		return fail_st(ctx, &st);
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	Csi__V1__ControllerGetVolumeResponse *r = (Csi__V1__ControllerGetVolumeResponse *)resp;
+	r->volume = volume_msg(a, d, v);
+	r->status = csi_msg_new(a, &csi__v1__controller_get_volume_response__volume_status__descriptor);
+	for (size_t k = 0; k < v->natt; k++)
+		csi_repeated_add(a, &r->status->base, "published_node_ids",
+				 csi_arena_strdup(a, v->att[k].node));
+	r->status->volume_condition = volume_condition(a, d, v);
+	lp_volume_free(v);
+	return 0;
+}
+
+static int get_capacity(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__GetCapacityRequest *req = (const Csi__V1__GetCapacityRequest *)reqm;
+	Csi__V1__GetCapacityResponse *r = (Csi__V1__GetCapacityResponse *)resp;
+	struct lp_status st;
+	struct capset cs;
+	bool thick;
+	if (parse_params("GetCapacity", req->n_parameters,
+			 (Csi__V1__CreateVolumeRequest__ParametersEntry **)req->parameters, &thick,
+			 &st))
+		return fail_st(ctx, &st);
+	if (req->n_volume_capabilities &&
+	    check_caps(d, "GetCapacity", req->volume_capabilities, req->n_volume_capabilities, &cs,
+		       &st))
+		return fail_st(ctx, &st);
+	const Csi__V1__Topology *t = req->accessible_topology;
+	const char *z = t ? csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY) : NULL;
+	int64_t free_bytes = lp_pool_free_bytes(d->pool);
+	if (t && t->n_segments && (!z || strcmp(z, d->cfg.zone) != 0))
+		free_bytes = 0; /* not our zone: nothing available there */
+	/* volumes are whole MiB */
+	free_bytes = free_bytes / MiB * MiB;
+	r->available_capacity = free_bytes;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	r->maximum_volume_size = csi_msg_new(a, &google__protobuf__int64_value__descriptor);
+	r->maximum_volume_size->value =
+		free_bytes < d->cfg.max_volume_size ? free_bytes : d->cfg.max_volume_size;
+	r->minimum_volume_size = csi_msg_new(a, &google__protobuf__int64_value__descriptor);
+	r->minimum_volume_size->value = MiB;
+	return 0;
+}
+
+static int controller_get_capabilities(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
+				       ProtobufCMessage *resp, void *arg)
+{
+	(void)req;
+	(void)arg;
+	static const int types[] = {
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES_PUBLISHED_NODES,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_CAPACITY,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_SNAPSHOTS,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CLONE_VOLUME,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_READONLY,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
+	};
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		Csi__V1__ControllerServiceCapability *c =
+			csi_msg_new(a, &csi__v1__controller_service_capability__descriptor);
+		c->type_case = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;
+		c->rpc = csi_msg_new(a, &csi__v1__controller_service_capability__rpc__descriptor);
+		c->rpc->type = types[i];
+		csi_repeated_add(a, resp, "capabilities", c);
+	}
+	return 0;
+}
+
+static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			     ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__ControllerExpandVolumeRequest *req =
+		(const Csi__V1__ControllerExpandVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "ControllerExpandVolume: volume_id is missing");
+	if (!req->capacity_range)
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "volume %s: ControllerExpandVolume: capacity_range is missing",
+				     req->volume_id);
+	char key[200];
+	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	struct lp_status st;
+	struct lp_volume *v = NULL;
+	int ret = 0;
+	char what[300];
+	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
+	int64_t size;
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) ||
+	    pick_size(d, what, req->capacity_range, 0, &size, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	if (size > v->size) {
+		if (lp_volume_grow(d->pool, v, size, &st)) {
+			ret = fail_st(ctx, &st);
+			goto out;
+		}
+		KLOG_I("Expanded volume volume=\"%s\" size=%lld", v->id, (long long)size);
+	}
+	Csi__V1__ControllerExpandVolumeResponse *r = (Csi__V1__ControllerExpandVolumeResponse *)resp;
+	r->capacity_bytes = v->size;
+	/* a staged volume's loop device must re-read its size; a filesystem must grow */
+	r->node_expansion_required = !v->block || v->natt > 0;
+out:
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+/* ---- Controller: snapshots ---- */
+
+static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snapshot *s)
+{
+	Csi__V1__Snapshot *m = csi_msg_new(a, &csi__v1__snapshot__descriptor);
+	m->snapshot_id = csi_arena_strdup(a, s->id);
+	m->source_volume_id = csi_arena_strdup(a, s->source_volume);
+	m->size_bytes = s->size;
+	m->ready_to_use = 1;
+	m->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
+	m->creation_time->seconds = s->created_ns / NSEC_PER_SEC;
+	m->creation_time->nanos = (int32_t)(s->created_ns % NSEC_PER_SEC);
+	return m;
+}
+
+static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			   ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__CreateSnapshotRequest *req = (const Csi__V1__CreateSnapshotRequest *)reqm;
+	if (empty(req->name))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "CreateSnapshot: name is missing");
+	if (empty(req->source_volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "snapshot %s: source_volume_id is missing", req->name);
+	for (size_t i = 0; i < req->n_parameters; i++)
+		if (strncmp(req->parameters[i]->key, "csi.storage.k8s.io/", 19) != 0)
+			return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+					     "snapshot %s: unknown parameter %s (none are known)",
+					     req->name, req->parameters[i]->key);
+	char *id = lp_snapshot_id_for_name(req->name);
+	char key[200];
+	snprintf(key, sizeof(key), "s/%s", id);
+	if (!lp_inflight_begin(d->inflight, key)) {
+		int r = csi_ctx_error(ctx, LP_ABORTED,
+				      "snapshot %s (%s): an operation on it is already in progress",
+				      req->name, id);
+		free(id);
+		return r;
+	}
+	struct lp_status st;
+	struct lp_snapshot *s = NULL;
+	struct lp_volume *v = NULL;
+	int ret = 0;
+	if (lp_snapshot_load(d->pool, id, &s, &st) == 0) {
+		if (strcmp(s->name, req->name) != 0 ||
+		    strcmp(s->source_volume, req->source_volume_id) != 0)
+			ret = csi_ctx_error(ctx, LP_ALREADY_EXISTS,
+					    "snapshot %s already exists as %s of volume %s, not of "
+					    "volume %s",
+					    req->name, id, s->source_volume, req->source_volume_id);
+	} else if (st.code != LP_NOT_FOUND) {
+		ret = fail_st(ctx, &st);
+	} else if (lp_volume_load(d->pool, req->source_volume_id, &v, &st)) {
+		ret = csi_ctx_error(ctx, st.code, "snapshot %s: source %s", req->name, st.msg);
+	} else {
+		s = xcalloc(1, sizeof(*s));
+		s->id = xstrdup(id);
+		s->name = xstrdup(req->name);
+		s->source_volume = xstrdup(v->id);
+		s->size = v->size;
+		s->created_ns = wall_now_ns();
+		char *img = lp_volume_image(d->pool, v->id);
+		if (lp_snapshot_create(d->pool, s, img, &st))
+			ret = fail_st(ctx, &st);
+		else
+			KLOG_I("Created snapshot snapshot=\"%s\" name=\"%s\" volume=\"%s\"", id,
+			       req->name, v->id);
+		free(img);
+	}
+	if (!ret)
+		((Csi__V1__CreateSnapshotResponse *)resp)->snapshot =
+			snapshot_msg(csi_ctx_arena(ctx), s);
+	lp_snapshot_free(s);
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	free(id);
+	return ret;
+}
+
+static int delete_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			   ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__DeleteSnapshotRequest *req = (const Csi__V1__DeleteSnapshotRequest *)reqm;
+	if (empty(req->snapshot_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "DeleteSnapshot: snapshot_id is missing");
+	char key[200];
+	snprintf(key, sizeof(key), "s/%s", req->snapshot_id);
+	if (!lp_inflight_begin(d->inflight, key))
+		return csi_ctx_error(ctx, LP_ABORTED,
+				     "snapshot %s: an operation on it is already in progress",
+				     req->snapshot_id);
+	struct lp_status st;
+	int ret = 0;
+	if (lp_snapshot_delete(d->pool, req->snapshot_id, &st))
+		ret = fail_st(ctx, &st);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			  ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__ListSnapshotsRequest *req = (const Csi__V1__ListSnapshotsRequest *)reqm;
+	Csi__V1__ListSnapshotsResponse *r = (Csi__V1__ListSnapshotsResponse *)resp;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	if (req->max_entries < 0)
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "ListSnapshots: negative max_entries");
+	int64_t tc = INT64_MIN;
+	const char *tid = "";
+	if (!empty(req->starting_token) && parse_token(req->starting_token, &tc, &tid))
+		return csi_ctx_error(ctx, LP_ABORTED, "ListSnapshots: invalid starting_token %s",
+				     req->starting_token);
+	struct lp_status st;
+	char **ids;
+	int64_t *created;
+	size_t n;
+	if (lp_snapshot_list(d->pool, &ids, &created, &n, &st))
+		return fail_st(ctx, &st);
+	size_t count = 0, last = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!after_token(created[i], ids[i], tc, tid))
+			continue;
+		if (!empty(req->snapshot_id) && strcmp(ids[i], req->snapshot_id) != 0)
+			continue;
+		struct lp_snapshot *s;
+		if (lp_snapshot_load(d->pool, ids[i], &s, NULL))
+			continue;
+		if (!empty(req->source_volume_id) &&
+		    strcmp(s->source_volume, req->source_volume_id) != 0) {
+			lp_snapshot_free(s);
+			continue;
+		}
+		if (req->max_entries && count == (size_t)req->max_entries) {
+			r->next_token = csi_arena_printf(a, "%lld:%s", (long long)created[last],
+							 ids[last]);
+			lp_snapshot_free(s);
+			break;
+		}
+		last = i;
+		Csi__V1__ListSnapshotsResponse__Entry *e =
+			csi_msg_new(a, &csi__v1__list_snapshots_response__entry__descriptor);
+		e->snapshot = snapshot_msg(a, s);
+		csi_repeated_add(a, resp, "entries", e);
+		count++;
+		lp_snapshot_free(s);
+	}
+	lp_free_strings(ids, n);
+	free(created);
+	return 0;
+}
+
+/* ---- Node ---- */
+
+/*
+ * The path as mountinfo shows it: symlinks resolved. A path that does not exist yet keeps its
+ * last component under its resolved parent. Returns a malloc'd string.
+ */
+static char *canon(const char *path)
+{
+	char *r = realpath(path, NULL);
+	if (r)
+		return r;
+	char *copy = xstrdup(path);
+	char *slash = strrchr(copy, '/');
+	if (slash && slash != copy) {
+		*slash = '\0';
+		char *parent = realpath(copy, NULL);
+		if (parent) {
+			struct strbuf sb = STRBUF_INIT;
+			strbuf_addf(&sb, "%s/%s", parent, slash + 1);
+			free(parent);
+			free(copy);
+			return strbuf_detach(&sb, NULL);
+		}
+	}
+	free(copy);
+	return xstrdup(path);
+}
+
+static int mkdir_parents(const char *path)
+{
+	char *d = xstrdup(path);
+	for (char *s = d + 1; *s; s++) {
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(d, 0750);
+			*s = '/';
+		}
+	}
+	free(d);
+	return 0;
+}
+
+/* Sets up the filesystem side of a stage: probe, format if blank, check, grow, mount. */
+static int stage_mount(struct lp_driver *d, const struct lp_volume *v, const char *dev,
+		       const char *staging, const char *fstype, const VolCap *cap, bool ro,
+		       struct lp_status *st)
+{
+	struct lp_mount m;
+	int found = lp_mount_find(staging, &m);
+	if (found > 0) {
+		unsigned ma, mi;
+		bool same = lp_blockdev_numbers(dev, &ma, &mi) == 0 && ma == m.major &&
+			    mi == m.minor;
+		lp_mount_release(&m);
+		if (same)
+			return 0; /* staged before: done */
+		return lp_fail(st, LP_ALREADY_EXISTS,
+			       "volume %s: staging path %s has another filesystem mounted", v->id,
+			       staging);
+	}
+	(void)d;
+	char have[64];
+	int r = lp_fs_probe(v->id, dev, have, sizeof(have), st);
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		if (ro)
+			return lp_fail(st, LP_FAILED_PRECONDITION,
+				       "volume %s is blank and published read-only: nothing to "
+				       "mount",
+				       v->id);
+		KLOG_I("Formatting volume volume=\"%s\" device=\"%s\" fstype=\"%s\"", v->id, dev,
+		       fstype);
+		if (lp_fs_format(v->id, dev, fstype, st))
+			return -1;
+		snprintf(have, sizeof(have), "%s", fstype);
+	} else if (strcmp(have, "ext4") != 0 && strcmp(have, "xfs") != 0 &&
+		   strcmp(have, "ext3") != 0 && strcmp(have, "ext2") != 0) {
+		return lp_fail(st, LP_FAILED_PRECONDITION,
+			       "volume %s holds a %s signature, not a filesystem this driver mounts",
+			       v->id, have);
+	} else if (strcmp(have, fstype) != 0) {
+		KLOG_W("Volume already has another filesystem; mounting it as it is volume=\"%s\" "
+		       "has=\"%s\" requested=\"%s\"",
+		       v->id, have, fstype);
+	}
+	if (lp_fs_check(v->id, dev, have, st))
+		return -1;
+	if (!ro && lp_fs_grow_offline(v->id, dev, have, st))
+		return -1;
+	unsigned long flags = 0;
+	char data[512], bad[128];
+	if (cap->mount &&
+	    lp_mount_parse_flags((const char *const *)cap->mount->mount_flags,
+				 cap->mount->n_mount_flags, &flags, data, sizeof(data), bad,
+				 sizeof(bad)))
+		return lp_fail(st, LP_INVALID_ARGUMENT, "volume %s: mount flag %s is not allowed",
+			       v->id, bad);
+	if (!cap->mount)
+		data[0] = '\0';
+	if (ro)
+		flags |= MS_RDONLY;
+	if (mkdir(staging, 0750) < 0 && errno != EEXIST)
+		return lp_fail(st, LP_INTERNAL, "volume %s: create staging path %s: %s", v->id,
+			       staging, strerror(errno));
+	return lp_mount_fs(v->id, dev, staging, have, flags, data, st);
+}
+
+static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+		      ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__NodeStageVolumeRequest *req = (const Csi__V1__NodeStageVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "NodeStageVolume: volume_id is missing");
+	if (empty(req->staging_target_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "volume %s: staging_target_path is missing", req->volume_id);
+	struct lp_status st;
+	struct capset cs;
+	char what[300];
+	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
+	if (check_cap(d, what, req->volume_capability, &cs, &st))
+		return fail_st(ctx, &st);
+	char key[200];
+	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	int ret = 0;
+	struct lp_volume *v = NULL;
+	char *img = NULL, *dev = NULL, *staging = canon(req->staging_target_path);
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || caps_fit_volume(v, &cs, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	struct lp_attachment *att = lp_volume_attachment(v, d->cfg.nodeid);
+	if (!att) {
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s is not published to node %s (ControllerPublishVolume "
+				    "first)",
+				    v->id, d->cfg.nodeid);
+		goto out;
+	}
+	img = lp_volume_image(d->pool, v->id);
+	char *existing = NULL;
+	bool had = lp_loop_find(img, &existing) == 1;
+	free(existing);
+	if (lp_loop_attach(v->id, img, att->readonly, &dev, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	if (!cs.block) {
+		const VolCap *cap = req->volume_capability;
+		const char *fstype = cap->mount && !empty(cap->mount->fs_type) ? cs.fstype
+				     : !empty(v->fstype)			      ? v->fstype
+										      : cs.fstype;
+		if (stage_mount(d, v, dev, staging, fstype, cap, att->readonly, &st)) {
+			ret = fail_st(ctx, &st);
+			/* leave nothing behind that the CO does not know about */
+			if (!had)
+				lp_loop_detach(v->id, dev, NULL);
+			goto out;
+		}
+	}
+	KLOG_I("Staged volume volume=\"%s\" device=\"%s\" staging=\"%s\"", v->id, dev, staging);
+out:
+	free(staging);
+	free(img);
+	free(dev);
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__NodeUnstageVolumeRequest *req =
+		(const Csi__V1__NodeUnstageVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "NodeUnstageVolume: volume_id is missing");
+	if (empty(req->staging_target_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "volume %s: staging_target_path is missing", req->volume_id);
+	if (!lp_id_valid(req->volume_id))
+		return 0; /* never one of ours: nothing staged */
+	char key[200];
+	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	struct lp_status st;
+	int ret = 0;
+	char *staging = canon(req->staging_target_path);
+	char *img = lp_volume_image(d->pool, req->volume_id), *dev = NULL;
+	if (lp_umount(req->volume_id, staging, &st)) {
+		ret = fail_st(ctx, &st);
+	} else if (lp_loop_find(img, &dev) == 1) {
+		unsigned ma, mi;
+		int users = lp_blockdev_numbers(dev, &ma, &mi) == 0 ? lp_mount_count_dev(ma, mi) : 0;
+		if (users > 0)
+			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+					    "volume %s: %s is still mounted in %d place(s); "
+					    "unpublish it first",
+					    req->volume_id, dev, users);
+		else if (lp_loop_detach(req->volume_id, dev, &st))
+			ret = fail_st(ctx, &st);
+		else
+			KLOG_I("Unstaged volume volume=\"%s\" device=\"%s\"", req->volume_id, dev);
+	}
+	free(dev);
+	free(img);
+	free(staging);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+/* Is target already what this publish asks for? 1 yes, 0 nothing there, <0 conflict. */
+static int published_check(const char *target, const char *want_root, unsigned ma, unsigned mi,
+			   bool ro)
+{
+	struct lp_mount m;
+	int found = lp_mount_find(target, &m);
+	if (found <= 0)
+		return 0;
+	bool same = m.major == ma && m.minor == mi && m.readonly == ro &&
+		    (!want_root || strcmp(m.root, want_root) == 0);
+	lp_mount_release(&m);
+	return same ? 1 : -1;
+}
+
+static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__NodePublishVolumeRequest *req =
+		(const Csi__V1__NodePublishVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "NodePublishVolume: volume_id is missing");
+	if (empty(req->target_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: target_path is missing",
+				     req->volume_id);
+	struct lp_status st;
+	struct capset cs;
+	char what[300];
+	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
+	if (check_cap(d, what, req->volume_capability, &cs, &st))
+		return fail_st(ctx, &st);
+	if (empty(req->staging_target_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "volume %s: staging_target_path is missing (this driver "
+				     "stages volumes)",
+				     req->volume_id);
+	char key[200];
+	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	int ret = 0;
+	struct lp_volume *v = NULL;
+	char *img = NULL, *dev = NULL;
+	char *target = canon(req->target_path), *staging = canon(req->staging_target_path);
+	bool ro = req->readonly || mode_readonly(cs.mode);
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || caps_fit_volume(v, &cs, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	img = lp_volume_image(d->pool, v->id);
+	if (lp_loop_find(img, &dev) != 1) {
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s is not staged on node %s (NodeStageVolume first)",
+				    v->id, d->cfg.nodeid);
+		goto out;
+	}
+	if (cs.block) {
+		struct stat sb;
+		char root[80];
+		const char *base = strrchr(dev, '/');
+		snprintf(root, sizeof(root), "/%s", base ? base + 1 : dev);
+		if (stat("/dev", &sb) < 0) {
+			ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: stat /dev: %s", v->id,
+					    strerror(errno));
+			goto out;
+		}
+		int c = published_check(target, root, major(sb.st_dev), minor(sb.st_dev), ro);
+		if (c < 0) {
+			ret = csi_ctx_error(ctx, LP_ALREADY_EXISTS,
+					    "volume %s: target %s already has another device or "
+					    "access mounted",
+					    v->id, target);
+			goto out;
+		}
+		if (c == 1)
+			goto out;
+		mkdir_parents(target);
+		int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
+		if (fd < 0) {
+			ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: create target %s: %s",
+					    v->id, target, strerror(errno));
+			goto out;
+		}
+		close(fd);
+		if (lp_mount_bind(v->id, dev, target, ro, &st)) {
+			ret = fail_st(ctx, &st);
+			goto out;
+		}
+	} else {
+		struct lp_mount sm;
+		if (lp_mount_find(staging, &sm) != 1) {
+			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+					    "volume %s is not staged at %s (NodeStageVolume first)",
+					    v->id, staging);
+			goto out;
+		}
+		unsigned ma = sm.major, mi = sm.minor;
+		lp_mount_release(&sm);
+		int c = published_check(target, NULL, ma, mi, ro);
+		if (c < 0) {
+			ret = csi_ctx_error(ctx, LP_ALREADY_EXISTS,
+					    "volume %s: target %s already has another volume or "
+					    "access mode mounted",
+					    v->id, target);
+			goto out;
+		}
+		if (c == 1)
+			goto out;
+		mkdir_parents(target);
+		if (mkdir(target, 0750) < 0 && errno != EEXIST) {
+			ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: create target %s: %s",
+					    v->id, target, strerror(errno));
+			goto out;
+		}
+		if (lp_mount_bind(v->id, staging, target, ro, &st)) {
+			ret = fail_st(ctx, &st);
+			goto out;
+		}
+	}
+	KLOG_I("Published volume volume=\"%s\" target=\"%s\" readonly=%d", v->id, target, ro);
+out:
+	free(target);
+	free(staging);
+	free(img);
+	free(dev);
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static int node_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			  ProtobufCMessage *resp, void *arg)
+{
+	(void)resp;
+	struct lp_driver *d = arg;
+	const Csi__V1__NodeUnpublishVolumeRequest *req =
+		(const Csi__V1__NodeUnpublishVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "NodeUnpublishVolume: volume_id is missing");
+	if (empty(req->target_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: target_path is missing",
+				     req->volume_id);
+	char key[200];
+	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
+		return busy(ctx, req->volume_id);
+	struct lp_status st;
+	int ret = 0;
+	char *target = canon(req->target_path);
+	if (lp_umount(req->volume_id, target, &st)) {
+		ret = fail_st(ctx, &st);
+	} else if (rmdir(target) < 0 && errno != ENOENT) {
+		if (errno == ENOTDIR && unlink(target) == 0)
+			;
+		else
+			ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: remove target %s: %s",
+					    req->volume_id, target, strerror(errno));
+	}
+	if (!ret)
+		KLOG_I("Unpublished volume volume=\"%s\" target=\"%s\"", req->volume_id, target);
+	free(target);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static void add_usage(struct csi_arena *a, ProtobufCMessage *resp, int unit, int64_t total,
+		      int64_t used, int64_t avail)
+{
+	Csi__V1__VolumeUsage *u = csi_msg_new(a, &csi__v1__volume_usage__descriptor);
+	u->unit = unit;
+	u->total = total;
+	u->used = used;
+	u->available = avail;
+	csi_repeated_add(a, resp, "usage", u);
+}
+
+static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+				 ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__NodeGetVolumeStatsRequest *req =
+		(const Csi__V1__NodeGetVolumeStatsRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "NodeGetVolumeStats: volume_id is missing");
+	if (empty(req->volume_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: volume_path is missing",
+				     req->volume_id);
+	struct lp_status st;
+	struct lp_volume *v;
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
+		return fail_st(ctx, &st);
+	int ret = 0;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	Csi__V1__NodeGetVolumeStatsResponse *r = (Csi__V1__NodeGetVolumeStatsResponse *)resp;
+	char *path = canon(req->volume_path);
+	struct stat sb;
+	struct statvfs sv;
+	struct lp_mount m;
+	int mounted = lp_mount_find(path, &m);
+	if (mounted > 0)
+		lp_mount_release(&m);
+	if (stat(path, &sb) < 0) {
+		ret = csi_ctx_error(ctx, LP_NOT_FOUND, "volume %s: path %s: %s", v->id, path,
+				    strerror(errno));
+	} else if (v->block) {
+		char *img = lp_volume_image(d->pool, v->id), *dev = NULL;
+		int64_t size = lp_loop_find(img, &dev) == 1 ? lp_blockdev_size(dev) : -1;
+		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__BYTES, size < 0 ? v->size : size,
+			  0, 0);
+		r->volume_condition = mounted > 0 && size >= 0
+			? condition(a, false, "volume is healthy")
+			: condition(a, true, "the volume's device is not published at this path");
+		free(img);
+		free(dev);
+	} else if (statvfs(path, &sv) < 0) {
+		ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: statvfs %s: %s", v->id, path,
+				    strerror(errno));
+	} else {
+		int64_t bs = (int64_t)sv.f_frsize;
+		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__BYTES, (int64_t)sv.f_blocks * bs,
+			  (int64_t)(sv.f_blocks - sv.f_bfree) * bs, (int64_t)sv.f_bavail * bs);
+		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__INODES, (int64_t)sv.f_files,
+			  (int64_t)(sv.f_files - sv.f_ffree), (int64_t)sv.f_favail);
+		r->volume_condition =
+			mounted > 0 ? condition(a, false, "volume is healthy")
+				    : condition(a, true, "the volume is not mounted at this path");
+	}
+	free(path);
+	lp_volume_free(v);
+	return ret;
+}
+
+static int node_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+		       ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__NodeExpandVolumeRequest *req = (const Csi__V1__NodeExpandVolumeRequest *)reqm;
+	if (empty(req->volume_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
+				     "NodeExpandVolume: volume_id is missing");
+	if (empty(req->volume_path))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: volume_path is missing",
+				     req->volume_id);
+	struct lp_status st;
+	struct lp_volume *v;
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
+		return fail_st(ctx, &st);
+	char key[200];
+	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key))) {
+		lp_volume_free(v);
+		return busy(ctx, req->volume_id);
+	}
+	int ret = 0;
+	char *path = canon(req->volume_path);
+	char *img = lp_volume_image(d->pool, v->id), *dev = NULL;
+	struct stat sb;
+	if (stat(path, &sb) < 0) {
+		ret = csi_ctx_error(ctx, LP_NOT_FOUND, "volume %s: path %s: %s", v->id, path,
+				    strerror(errno));
+		goto out;
+	}
+	if (lp_loop_find(img, &dev) != 1) {
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s is not staged on node %s", v->id, d->cfg.nodeid);
+		goto out;
+	}
+	if (lp_loop_refresh_size(v->id, dev, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	int64_t size = lp_blockdev_size(dev);
+	if (!v->block) {
+		struct lp_mount m;
+		if (lp_mount_find(path, &m) != 1) {
+			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+					    "volume %s is not mounted at %s", v->id, path);
+			goto out;
+		}
+		long long fs = strcmp(m.fstype, "xfs") == 0 ? -1 : lp_ext4_size(dev);
+		/* ext4 already as large as the device: nothing to do (a repeated call) */
+		if ((fs < 0 || size - fs >= MiB) &&
+		    lp_fs_grow(v->id, dev, path, m.fstype, &st))
+			ret = fail_st(ctx, &st);
+		lp_mount_release(&m);
+		if (ret)
+			goto out;
+	}
+	((Csi__V1__NodeExpandVolumeResponse *)resp)->capacity_bytes = size;
+	KLOG_I("Expanded volume on node volume=\"%s\" device=\"%s\" size=%lld", v->id, dev,
+	       (long long)size);
+out:
+	free(path);
+	free(img);
+	free(dev);
+	lp_volume_free(v);
+	lp_inflight_end(d->inflight, key);
+	return ret;
+}
+
+static int node_get_info(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, void *arg)
+{
+	(void)req;
+	struct lp_driver *d = arg;
+	Csi__V1__NodeGetInfoResponse *r = (Csi__V1__NodeGetInfoResponse *)resp;
+	r->node_id = (char *)d->cfg.nodeid;
+	r->max_volumes_per_node = d->cfg.attach_limit > 0 ? d->cfg.attach_limit : 0;
+	r->accessible_topology = topology(csi_ctx_arena(ctx), d);
+	return 0;
+}
+
+static int node_get_capabilities(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
+				 ProtobufCMessage *resp, void *arg)
+{
+	(void)req;
+	(void)arg;
+	static const int types[] = {
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
+	};
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		Csi__V1__NodeServiceCapability *c =
+			csi_msg_new(a, &csi__v1__node_service_capability__descriptor);
+		c->type_case = CSI__V1__NODE_SERVICE_CAPABILITY__TYPE_RPC;
+		c->rpc = csi_msg_new(a, &csi__v1__node_service_capability__rpc__descriptor);
+		c->rpc->type = types[i];
+		csi_repeated_add(a, resp, "capabilities", c);
+	}
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *st)
+{
+	bool controller = strcmp(cfg->mode, "all") == 0 || strcmp(cfg->mode, "controller") == 0;
+	bool node = strcmp(cfg->mode, "all") == 0 || strcmp(cfg->mode, "node") == 0;
+	if (!controller && !node) {
+		lp_fail(st, LP_INVALID_ARGUMENT, "--mode=%s: expected all, controller or node",
+			cfg->mode);
+		return NULL;
+	}
+	if (!lp_fs_supported(cfg->default_fstype)) {
+		lp_fail(st, LP_INVALID_ARGUMENT, "--default-fstype=%s is not supported",
+			cfg->default_fstype);
+		return NULL;
+	}
+	struct lp_pool *pool = lp_pool_open(cfg->pool_dir, st);
+	if (!pool)
+		return NULL;
+	if (controller) {
+		int n = lp_pool_recover(pool, st);
+		if (n > 0)
+			KLOG_I("Removed leftovers of an interrupted operation pool=\"%s\" files=%d",
+			       lp_pool_dir(pool), n);
+	}
+	if (node && lp_pool_node_register(pool, cfg->nodeid, cfg->zone, st)) {
+		lp_pool_free(pool);
+		return NULL;
+	}
+	struct lp_driver *d = xcalloc(1, sizeof(*d));
+	d->cfg = *cfg;
+	d->controller = controller;
+	d->node = node;
+	d->pool = pool;
+	d->inflight = lp_inflight_new();
+	return d;
+}
+
+void lp_driver_free(struct lp_driver *d)
+{
+	if (!d)
+		return;
+	lp_pool_free(d->pool);
+	lp_inflight_free(d->inflight);
+	free(d);
+}
+
+void lp_driver_register(struct lp_driver *d, struct csi_server *s)
+{
+	csi_server_handle(s, CSI_METHOD(Identity, GetPluginInfo), get_plugin_info, d);
+	csi_server_handle(s, CSI_METHOD(Identity, GetPluginCapabilities), get_plugin_capabilities, d);
+	csi_server_handle(s, CSI_METHOD(Identity, Probe), probe, d);
+	if (d->controller) {
+		csi_server_handle(s, CSI_METHOD(Controller, CreateVolume), create_volume, d);
+		csi_server_handle(s, CSI_METHOD(Controller, DeleteVolume), delete_volume, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ControllerPublishVolume),
+				  controller_publish, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ControllerUnpublishVolume),
+				  controller_unpublish, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ValidateVolumeCapabilities),
+				  validate_caps, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ListVolumes), list_volumes, d);
+		csi_server_handle(s, CSI_METHOD(Controller, GetCapacity), get_capacity, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ControllerGetCapabilities),
+				  controller_get_capabilities, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ControllerGetVolume),
+				  controller_get_volume, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ControllerExpandVolume),
+				  controller_expand, d);
+		csi_server_handle(s, CSI_METHOD(Controller, CreateSnapshot), create_snapshot, d);
+		csi_server_handle(s, CSI_METHOD(Controller, DeleteSnapshot), delete_snapshot, d);
+		csi_server_handle(s, CSI_METHOD(Controller, ListSnapshots), list_snapshots, d);
+	}
+	if (d->node) {
+		csi_server_handle(s, CSI_METHOD(Node, NodeStageVolume), node_stage, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodeUnstageVolume), node_unstage, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodePublishVolume), node_publish, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodeUnpublishVolume), node_unpublish, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodeGetVolumeStats), node_get_volume_stats, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodeExpandVolume), node_expand, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodeGetInfo), node_get_info, d);
+		csi_server_handle(s, CSI_METHOD(Node, NodeGetCapabilities), node_get_capabilities, d);
+	}
+}

@@ -1,0 +1,53 @@
+/*
+ * driver: kcsi-loopplugin's CSI services (Identity, Controller, Node) over the storage backend.
+ *
+ * Each handler checks its request, takes the volume's in-flight key (ABORTED when another
+ * operation on the volume is running), looks at what already exists (pool metadata, loop
+ * devices, mountinfo) and does only what is missing: every call is idempotent, and a call
+ * repeated after a crash or a timeout finds the work done and answers as the first would have.
+ * Controller and node operations use separate keys ("c/" and "n/"), so that a node staging a
+ * volume does not make the controller refuse to list or publish it.
+ *
+ * Mode: "controller" registers Identity + Controller and never touches loop devices or mounts;
+ * "node" registers Identity + Node, creates and deletes nothing in the pool (it only records
+ * itself under nodes/), and does not advertise CONTROLLER_SERVICE; "all" does both.
+ */
+#ifndef KCSI_LOOPPLUGIN_DRIVER_H
+#define KCSI_LOOPPLUGIN_DRIVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loopplugin/status.h"
+
+struct csi_server;
+
+#define LP_TOPOLOGY_KEY "topology.loop.kcsi.io/zone"
+
+struct lp_config {
+	const char *drivername;     /* "loop.kcsi.io" */
+	const char *version;        /* vendor_version */
+	const char *nodeid;
+	const char *mode;           /* "all", "controller" or "node" */
+	const char *pool_dir;
+	const char *zone;           /* "local" */
+	int attach_limit;           /* per node; 0: only the device-name range limits */
+	int64_t max_volume_size;    /* bytes */
+	const char *default_fstype; /* "ext4" */
+};
+
+struct lp_driver;
+
+/*
+ * Opens the pool, recovers it (controller side: leftovers of a crash are removed) and registers
+ * the node (node side). The config strings must outlive the driver.
+ */
+struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *st);
+void lp_driver_free(struct lp_driver *d);
+/* Registers the handlers the mode calls for on s. */
+void lp_driver_register(struct lp_driver *d, struct csi_server *s);
+
+/* Parses a size with an optional binary or decimal suffix ("1Ti", "512Mi", "10G", "4096"). */
+int lp_parse_size(const char *s, int64_t *out);
+
+#endif
