@@ -1,0 +1,467 @@
+/*
+ * The informer thread is a small state machine: LIST (until one succeeds), then WATCH in a loop.
+ * Every exit from a watch decides between "resume from last_rv" (stream ended, connection
+ * broke, transient error) and "relist" (410 Gone, or an error event saying so). Sleeps between
+ * attempts wait on a condition variable so stop() ends them at once.
+ *
+ * A relist builds the new state in a scratch store (which only holds extra references to the
+ * new records), then applies it to the live store and delivers the difference, so handlers see
+ * exactly what changed while the watch was down.
+ */
+#include "kube/informer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/backoff.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/watch.h"
+
+#define MAX_HANDLERS 8
+
+struct kube_informer {
+	struct kube_client *client;
+	struct kube_informer_opts opts;
+	char *ns, *label_selector, *field_selector;
+	struct kube_store *store;
+	struct kube_handlers handlers[MAX_HANDLERS];
+	int nhandlers;
+
+	pthread_t thread, resync_thread;
+	bool started;
+	volatile int stop;
+	pthread_mutex_t mu; /* guards synced, last_rv, stats, stop wakeups */
+	pthread_cond_t cond;
+	bool synced;
+	char last_rv[64];
+	struct kube_informer_stats stats;
+	pthread_mutex_t dispatch_mu; /* one handler call at a time */
+};
+
+struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o)
+{
+	struct kube_informer *inf = xcalloc(1, sizeof(*inf));
+	inf->client = c;
+	inf->opts = *o;
+	inf->ns = o->ns ? xstrdup(o->ns) : NULL;
+	inf->label_selector = o->label_selector ? xstrdup(o->label_selector) : NULL;
+	inf->field_selector = o->field_selector ? xstrdup(o->field_selector) : NULL;
+	if (!inf->opts.page_size)
+		inf->opts.page_size = 500;
+	inf->store = kube_store_new();
+	pthread_mutex_init(&inf->mu, NULL);
+	pthread_cond_init(&inf->cond, NULL);
+	pthread_mutex_init(&inf->dispatch_mu, NULL);
+	return inf;
+}
+
+void kube_informer_add_handlers(struct kube_informer *inf, const struct kube_handlers *h)
+{
+	if (inf->nhandlers < MAX_HANDLERS)
+		inf->handlers[inf->nhandlers++] = *h;
+}
+
+void kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn)
+{
+	kube_store_add_index(inf->store, name, fn);
+}
+
+struct kube_store *kube_informer_store(struct kube_informer *inf)
+{
+	return inf->store;
+}
+
+void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *s)
+{
+	pthread_mutex_lock(&inf->mu);
+	*s = inf->stats;
+	pthread_mutex_unlock(&inf->mu);
+}
+
+void kube_informer_last_rv(struct kube_informer *inf, char *buf, size_t len)
+{
+	pthread_mutex_lock(&inf->mu);
+	snprintf(buf, len, "%s", inf->last_rv);
+	pthread_mutex_unlock(&inf->mu);
+}
+
+static void set_rv(struct kube_informer *inf, const char *rv)
+{
+	if (!rv || !*rv)
+		return;
+	pthread_mutex_lock(&inf->mu);
+	snprintf(inf->last_rv, sizeof(inf->last_rv), "%s", rv);
+	pthread_mutex_unlock(&inf->mu);
+}
+
+/* Sleeps up to ns, returning early (true) when stopping. */
+static bool sleep_or_stop(struct kube_informer *inf, int64_t ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t t = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec + ns;
+	ts.tv_sec = t / NSEC_PER_SEC;
+	ts.tv_nsec = t % NSEC_PER_SEC;
+	pthread_mutex_lock(&inf->mu);
+	while (!inf->stop && pthread_cond_timedwait(&inf->cond, &inf->mu, &ts) == 0)
+		;
+	bool s = inf->stop;
+	pthread_mutex_unlock(&inf->mu);
+	return s;
+}
+
+static void stat_add(struct kube_informer *inf, uint64_t *field)
+{
+	pthread_mutex_lock(&inf->mu);
+	(*field)++;
+	pthread_mutex_unlock(&inf->mu);
+}
+
+/* ---- delivery ---- */
+
+static void deliver_add(struct kube_informer *inf, const struct kube_obj *o)
+{
+	for (int i = 0; i < inf->nhandlers; i++)
+		if (inf->handlers[i].on_add)
+			inf->handlers[i].on_add(o, inf->handlers[i].ud);
+}
+
+static void deliver_update(struct kube_informer *inf, const struct kube_obj *old,
+			   const struct kube_obj *o)
+{
+	for (int i = 0; i < inf->nhandlers; i++)
+		if (inf->handlers[i].on_update)
+			inf->handlers[i].on_update(old, o, inf->handlers[i].ud);
+}
+
+static void deliver_delete(struct kube_informer *inf, const struct kube_obj *o)
+{
+	for (int i = 0; i < inf->nhandlers; i++)
+		if (inf->handlers[i].on_delete)
+			inf->handlers[i].on_delete(o, inf->handlers[i].ud);
+}
+
+/* Puts o (taking its reference) and delivers add or update. */
+static void apply_put(struct kube_informer *inf, struct kube_obj *o, bool only_if_changed)
+{
+	struct kube_obj *old = kube_store_put(inf->store, o);
+	pthread_mutex_lock(&inf->dispatch_mu);
+	if (!old)
+		deliver_add(inf, o);
+	else if (!only_if_changed || strcmp(old->rv, o->rv) != 0)
+		deliver_update(inf, old, o);
+	pthread_mutex_unlock(&inf->dispatch_mu);
+	kube_obj_unref(old);
+}
+
+static void apply_delete(struct kube_informer *inf, struct kube_obj *last)
+{
+	struct kube_obj *old = kube_store_remove(inf->store, last->ns, last->name);
+	pthread_mutex_lock(&inf->dispatch_mu);
+	deliver_delete(inf, old ? old : last);
+	pthread_mutex_unlock(&inf->dispatch_mu);
+	kube_obj_unref(old);
+}
+
+/* ---- LIST ---- */
+
+/* Lists every page into scratch; returns 0 with the list's resourceVersion in rv. */
+static int list_all(struct kube_informer *inf, struct kube_store *scratch, char *rv, size_t rvlen)
+{
+	char *cont = NULL;
+	int rc = -1;
+	for (;;) {
+		struct kube_list_opts lo = { .label_selector = inf->label_selector,
+					     .field_selector = inf->field_selector,
+					     .continue_token = cont,
+					     .limit = inf->opts.page_size };
+		struct kube_err e;
+		stat_add(inf, &inf->stats.pages);
+		json_t *list = kube_list(inf->client, inf->opts.kind->res, inf->ns, &lo, &e);
+		if (!list) {
+			KLOG_E("Failed to list %s: %s", inf->opts.kind->name, e.message);
+			break;
+		}
+		json_t *md = json_object_get(list, "metadata");
+		size_t i;
+		json_t *item;
+		json_array_foreach(json_object_get(list, "items"), i, item) {
+			char err[128];
+			struct kube_obj *o = inf->opts.kind->decode(item, err, sizeof(err));
+			if (!o) {
+				KLOG_W("Skipping undecodable %s in list: %s", inf->opts.kind->name, err);
+				continue;
+			}
+			kube_obj_unref(kube_store_put(scratch, o));
+		}
+		const char *c = json_string_value(json_object_get(md, "continue"));
+		snprintf(rv, rvlen, "%s", json_string_value(json_object_get(md, "resourceVersion")) ?: "");
+		free(cont);
+		cont = (c && *c) ? xstrdup(c) : NULL;
+		json_decref(list);
+		if (!cont) {
+			rc = 0;
+			break;
+		}
+		if (inf->stop)
+			break;
+	}
+	free(cont);
+	return rc;
+}
+
+/* Applies a full list to the live store, delivering the difference. */
+static void replace(struct kube_informer *inf, struct kube_store *scratch)
+{
+	size_t n, m;
+	struct kube_obj **fresh = kube_store_list(scratch, &n);
+	for (size_t i = 0; i < n; i++)
+		apply_put(inf, kube_obj_ref(fresh[i]), true);
+	struct kube_obj **live = kube_store_list(inf->store, &m);
+	for (size_t i = 0; i < m; i++) {
+		struct kube_obj *still = kube_store_get(scratch, live[i]->ns, live[i]->name);
+		if (!still)
+			apply_delete(inf, live[i]);
+		kube_obj_unref(still);
+	}
+	kube_objs_free(live, m);
+	kube_objs_free(fresh, n);
+}
+
+static int do_list(struct kube_informer *inf)
+{
+	struct kube_store *scratch = kube_store_new();
+	char rv[64];
+	int rc = list_all(inf, scratch, rv, sizeof(rv));
+	if (rc == 0) {
+		replace(inf, scratch);
+		set_rv(inf, rv);
+		stat_add(inf, &inf->stats.lists);
+		pthread_mutex_lock(&inf->mu);
+		if (!inf->synced)
+			KLOG_V(2, "Informer synced kind=\"%s\" objects=%zu", inf->opts.kind->name,
+			       kube_store_len(inf->store));
+		inf->synced = true;
+		pthread_cond_broadcast(&inf->cond);
+		pthread_mutex_unlock(&inf->mu);
+	}
+	kube_store_free(scratch);
+	return rc;
+}
+
+/* ---- WATCH ---- */
+
+enum { WATCH_GONE = 2, WATCH_ERROR = 3 };
+
+struct watch_ctx {
+	struct kube_informer *inf;
+	struct kube_watch_decoder dec;
+	int outcome; /* 0, WATCH_GONE or WATCH_ERROR */
+	bool got_event;
+};
+
+static int on_event(enum kube_watch_type type, json_t *obj, void *ud)
+{
+	struct watch_ctx *w = ud;
+	struct kube_informer *inf = w->inf;
+	w->got_event = true;
+	if (type == KUBE_WATCH_ERROR) {
+		json_int_t code = json_integer_value(json_object_get(obj, "code"));
+		const char *msg = json_string_value(json_object_get(obj, "message"));
+		const char *reason = json_string_value(json_object_get(obj, "reason"));
+		KLOG_V(2, "Watch error event kind=\"%s\" code=%lld message=\"%s\"",
+		       inf->opts.kind->name, (long long)code, msg ? msg : "");
+		w->outcome = (code == 410 || (reason && !strcmp(reason, "Expired"))) ? WATCH_GONE
+										       : WATCH_ERROR;
+		return 1;
+	}
+	const char *rv = json_string_value(
+		json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+	if (type == KUBE_WATCH_BOOKMARK) {
+		set_rv(inf, rv);
+		stat_add(inf, &inf->stats.bookmarks);
+		return 0;
+	}
+	char err[128];
+	struct kube_obj *o = inf->opts.kind->decode(obj, err, sizeof(err));
+	if (!o) {
+		KLOG_W("Skipping undecodable %s watch event: %s", inf->opts.kind->name, err);
+		set_rv(inf, rv);
+		return 0;
+	}
+	if (type == KUBE_WATCH_DELETED) {
+		apply_delete(inf, o);
+		kube_obj_unref(o);
+	} else {
+		apply_put(inf, o, false);
+	}
+	set_rv(inf, rv);
+	stat_add(inf, &inf->stats.events);
+	return 0;
+}
+
+static int on_data(const char *data, size_t len, void *ud)
+{
+	struct watch_ctx *w = ud;
+	int rc = kube_watch_feed(&w->dec, data, len, on_event, w);
+	if (rc < 0) {
+		KLOG_E("Watch of %s failed: %s", w->inf->opts.kind->name, w->dec.err);
+		w->outcome = WATCH_ERROR;
+	}
+	return rc;
+}
+
+/* Runs one watch request; returns 0 (resume), WATCH_GONE (relist) or WATCH_ERROR (back off). */
+static int do_watch(struct kube_informer *inf, bool *progressed)
+{
+	struct strbuf path = STRBUF_INIT, q = STRBUF_INIT;
+	char rv[64], tmo[32];
+	kube_informer_last_rv(inf, rv, sizeof(rv));
+	kube_path(&path, inf->opts.kind->res, inf->ns, NULL, NULL);
+	kube_query_add(&q, "watch", "true");
+	kube_query_add(&q, "resourceVersion", rv);
+	kube_query_add(&q, "allowWatchBookmarks", "true");
+	/* As client-go: a server-side timeout between 5 and 10 minutes spreads reconnects. */
+	snprintf(tmo, sizeof(tmo), "%d", 300 + (int)(random_unit() * 300));
+	kube_query_add(&q, "timeoutSeconds", tmo);
+	if (inf->label_selector)
+		kube_query_add(&q, "labelSelector", inf->label_selector);
+	if (inf->field_selector)
+		kube_query_add(&q, "fieldSelector", inf->field_selector);
+	struct watch_ctx w = { .inf = inf };
+	kube_watch_decoder_init(&w.dec, inf->opts.max_event);
+	stat_add(inf, &inf->stats.watches);
+	struct kube_err e;
+	int rc = kube_stream(inf->client, path.buf, q.buf, on_data, &w, &inf->stop, &e);
+	if (rc != 0 && !w.outcome) {
+		if (kube_err_is_gone(&e)) {
+			w.outcome = WATCH_GONE;
+		} else {
+			KLOG_V(2, "Watch of %s ended: %s", inf->opts.kind->name, e.message);
+			w.outcome = WATCH_ERROR;
+		}
+	}
+	*progressed = w.got_event;
+	kube_watch_decoder_release(&w.dec);
+	strbuf_release(&path);
+	strbuf_release(&q);
+	return w.outcome;
+}
+
+static void *run(void *arg)
+{
+	struct kube_informer *inf = arg;
+	struct backoff bo;
+	backoff_init(&bo, 800 * NSEC_PER_MSEC, 30 * NSEC_PER_SEC, 2.0, 0.2);
+	bool need_list = true;
+	while (!inf->stop) {
+		if (need_list) {
+			if (do_list(inf) != 0) {
+				sleep_or_stop(inf, backoff_next(&bo));
+				continue;
+			}
+			backoff_reset(&bo);
+			need_list = false;
+		}
+		bool progressed = false;
+		int out = do_watch(inf, &progressed);
+		if (inf->stop)
+			break;
+		if (progressed)
+			backoff_reset(&bo);
+		if (out == WATCH_GONE) {
+			KLOG_V(2, "Watch of %s expired, relisting", inf->opts.kind->name);
+			need_list = true;
+		} else if (out == WATCH_ERROR) {
+			sleep_or_stop(inf, backoff_next(&bo));
+		}
+	}
+	return NULL;
+}
+
+static void *resync_run(void *arg)
+{
+	struct kube_informer *inf = arg;
+	while (!sleep_or_stop(inf, inf->opts.resync_ns)) {
+		if (!kube_informer_has_synced(inf))
+			continue;
+		size_t n;
+		struct kube_obj **all = kube_store_list(inf->store, &n);
+		pthread_mutex_lock(&inf->dispatch_mu);
+		for (size_t i = 0; i < n; i++)
+			deliver_update(inf, all[i], all[i]);
+		pthread_mutex_unlock(&inf->dispatch_mu);
+		kube_objs_free(all, n);
+		stat_add(inf, &inf->stats.resyncs);
+	}
+	return NULL;
+}
+
+int kube_informer_start(struct kube_informer *inf)
+{
+	if (pthread_create(&inf->thread, NULL, run, inf) != 0)
+		return -1;
+	inf->started = true;
+	if (inf->opts.resync_ns > 0 && pthread_create(&inf->resync_thread, NULL, resync_run, inf) != 0) {
+		inf->opts.resync_ns = 0;
+		kube_informer_stop(inf);
+		return -1;
+	}
+	return 0;
+}
+
+bool kube_informer_has_synced(struct kube_informer *inf)
+{
+	pthread_mutex_lock(&inf->mu);
+	bool s = inf->synced;
+	pthread_mutex_unlock(&inf->mu);
+	return s;
+}
+
+bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t t = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec + timeout_ns;
+	ts.tv_sec = t / NSEC_PER_SEC;
+	ts.tv_nsec = t % NSEC_PER_SEC;
+	pthread_mutex_lock(&inf->mu);
+	while (!inf->synced && !inf->stop && pthread_cond_timedwait(&inf->cond, &inf->mu, &ts) == 0)
+		;
+	bool s = inf->synced;
+	pthread_mutex_unlock(&inf->mu);
+	return s;
+}
+
+void kube_informer_stop(struct kube_informer *inf)
+{
+	pthread_mutex_lock(&inf->mu);
+	bool was = inf->stop;
+	inf->stop = 1;
+	pthread_cond_broadcast(&inf->cond);
+	pthread_mutex_unlock(&inf->mu);
+	if (was || !inf->started)
+		return;
+	pthread_join(inf->thread, NULL);
+	if (inf->opts.resync_ns > 0)
+		pthread_join(inf->resync_thread, NULL);
+}
+
+void kube_informer_free(struct kube_informer *inf)
+{
+	if (!inf)
+		return;
+	kube_informer_stop(inf);
+	kube_store_free(inf->store);
+	free(inf->ns);
+	free(inf->label_selector);
+	free(inf->field_selector);
+	pthread_mutex_destroy(&inf->mu);
+	pthread_cond_destroy(&inf->cond);
+	pthread_mutex_destroy(&inf->dispatch_mu);
+	free(inf);
+}

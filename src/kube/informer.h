@@ -1,0 +1,75 @@
+/*
+ * kube informer: keeps a store of one kind in sync with the API server and tells handlers about
+ * every change, as client-go's shared informer does.
+ *
+ * One thread per informer: LIST (paginated with limit/continue), then WATCH from the list's
+ * resourceVersion with bookmarks. A stream that ends or breaks is resumed from the last
+ * resourceVersion seen; a 410 Gone (expired resourceVersion) triggers a relist that delivers the
+ * difference: adds, updates for objects whose resourceVersion changed, and deletes (with the last
+ * known state) for objects that vanished meanwhile. A periodic resync (opts.resync_ns) delivers
+ * every cached object again as an update(old == new).
+ *
+ * Handlers run on the informer's threads, one call at a time per informer, and get borrowed
+ * records valid during the call (kube_obj_ref() to keep one). They must not block for long:
+ * enqueue a key in a workqueue and return.
+ *
+ * Life cycle: new -> add_handlers / add_index -> start -> ... -> stop -> free. The informer borrows
+ * the client, which must outlive it.
+ */
+#ifndef KCSI_KUBE_INFORMER_H
+#define KCSI_KUBE_INFORMER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kube/client.h"
+#include "kube/objects.h"
+#include "kube/store.h"
+
+struct kube_handlers {
+	void (*on_add)(const struct kube_obj *obj, void *ud);
+	void (*on_update)(const struct kube_obj *old, const struct kube_obj *obj, void *ud);
+	void (*on_delete)(const struct kube_obj *last, void *ud);
+	void *ud;
+};
+
+struct kube_informer_opts {
+	const struct kube_kind *kind;
+	const char *ns;             /* NULL: all namespaces */
+	const char *label_selector; /* optional */
+	const char *field_selector; /* optional */
+	int64_t resync_ns;          /* 0: no resync */
+	long page_size;             /* LIST limit; 0 means 500 */
+	size_t max_event;           /* largest watch event; 0 means 16 MiB */
+};
+
+struct kube_informer_stats {
+	uint64_t lists;    /* full LISTs done (first + relists) */
+	uint64_t pages;    /* LIST requests */
+	uint64_t watches;  /* WATCH requests */
+	uint64_t events;   /* watch events applied */
+	uint64_t bookmarks;
+	uint64_t resyncs;
+};
+
+struct kube_informer;
+
+struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o);
+/* Up to 8 handler sets, registered before start. */
+void kube_informer_add_handlers(struct kube_informer *inf, const struct kube_handlers *h);
+void kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn);
+/* Starts the thread; returns 0 or -1. */
+int kube_informer_start(struct kube_informer *inf);
+bool kube_informer_has_synced(struct kube_informer *inf);
+/* Waits until synced or timeout (ns); returns has_synced. */
+bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns);
+/* Stops the threads (the watch ends within about a second). */
+void kube_informer_stop(struct kube_informer *inf);
+void kube_informer_free(struct kube_informer *inf);
+
+struct kube_store *kube_informer_store(struct kube_informer *inf);
+void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *s);
+/* The resourceVersion the next watch would start from (copied into buf). */
+void kube_informer_last_rv(struct kube_informer *inf, char *buf, size_t len);
+
+#endif

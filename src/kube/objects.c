@@ -1,0 +1,376 @@
+/*
+ * Decoders run twice over the same JSON: a sizing pass that only adds up the bytes the blob
+ * needs (pk->base is NULL, arrays are not written), then a copy pass into one allocation of
+ * exactly struct + blob. One malloc per object keeps allocator overhead to a single chunk
+ * header, which is most of what makes a cached VolumeAttachment cost a few hundred bytes.
+ */
+#include "kube/objects.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/hmap.h"
+#include "kube/quantity.h"
+
+/* ---- interning ---- */
+
+static pthread_mutex_t intern_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kube_hmap intern_map = KUBE_HMAP_INIT;
+
+const char *kube_intern(const char *s)
+{
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&intern_mu);
+	const char *k = kube_hmap_key(&intern_map, s);
+	if (!k) {
+		kube_hmap_put(&intern_map, s, NULL);
+		k = kube_hmap_key(&intern_map, s);
+	}
+	pthread_mutex_unlock(&intern_mu);
+	return k;
+}
+
+/* ---- packing ---- */
+
+struct packer {
+	char *base; /* NULL in the sizing pass */
+	size_t off;
+};
+
+static void *pk_alloc(struct packer *pk, size_t n, size_t align)
+{
+	pk->off = (pk->off + align - 1) & ~(align - 1);
+	void *p = pk->base ? pk->base + pk->off : NULL;
+	pk->off += n;
+	return p;
+}
+
+static const char *pk_str(struct packer *pk, const char *s)
+{
+	if (!s)
+		return NULL;
+	size_t n = strlen(s) + 1;
+	char *p = pk_alloc(pk, n, 1);
+	if (p)
+		memcpy(p, s, n);
+	return p ? p : s;
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9') return c - '0';
+	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+	return -1;
+}
+
+/* Parses a lowercase canonical UUID into 16 bytes. */
+static bool uuid_parse(const char *s, uint8_t out[16])
+{
+	if (!s || strlen(s) != 36)
+		return false;
+	int j = 0;
+	for (int i = 0; i < 36;) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i++] != '-')
+				return false;
+			continue;
+		}
+		int a = hexval(s[i]), b = hexval(s[i + 1]);
+		if (a < 0 || b < 0)
+			return false;
+		out[j++] = (uint8_t)(a << 4 | b);
+		i += 2;
+	}
+	return true;
+}
+
+/*
+ * Fills the common header from metadata. Returns -1 when the object has no name.
+ */
+static int decode_meta(struct packer *pk, json_t *obj, struct kube_obj *m, char *err, size_t errlen)
+{
+	json_t *md = json_object_get(obj, "metadata");
+	const char *name = jstr(md, "name");
+	if (!name || !*name) {
+		snprintf(err, errlen, "object without metadata.name");
+		return -1;
+	}
+	m->name = pk_str(pk, name);
+	m->ns = kube_intern(jstr(md, "namespace"));
+	m->rv = pk_str(pk, jstr(md, "resourceVersion") ? jstr(md, "resourceVersion") : "");
+	const char *uid = jstr(md, "uid");
+	if (uuid_parse(uid, m->uid.bin)) {
+		m->flags |= KUBE_OBJ_UID_BINARY;
+	} else {
+		m->flags &= ~KUBE_OBJ_UID_BINARY;
+		m->uid.str = pk_str(pk, uid ? uid : "");
+	}
+	m->generation = json_integer_value(json_object_get(md, "generation"));
+	const char *dts = jstr(md, "deletionTimestamp");
+	time_t t = 0;
+	m->deletion_ts = (dts && rfc3339_parse(dts, &t) == 0) ? (int64_t)t : (dts ? 1 : 0);
+	json_t *fin = json_object_get(md, "finalizers");
+	size_t n = json_is_array(fin) ? json_array_size(fin) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	const char **arr = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
+	m->nfinalizers = (uint16_t)n;
+	m->finalizers = arr;
+	for (size_t i = 0; i < n; i++) {
+		const char *f = kube_intern(json_string_value(json_array_get(fin, i)));
+		if (arr)
+			arr[i] = f ? f : kube_intern("");
+	}
+	return 0;
+}
+
+/* Packs a string map (labels, annotations, attributes) as a kv array. */
+static const struct kube_kv *pk_map(struct packer *pk, json_t *map, uint16_t *count)
+{
+	size_t n = json_is_object(map) ? json_object_size(map) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_kv *kv = pk_alloc(pk, n * sizeof(*kv), sizeof(char *));
+	size_t i = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach(map, k, v) {
+		if (i >= n)
+			break;
+		const char *ks = pk_str(pk, k), *vs = pk_str(pk, json_is_string(v) ? json_string_value(v) : "");
+		if (kv) {
+			kv[i].key = ks;
+			kv[i].value = vs;
+		}
+		i++;
+	}
+	*count = (uint16_t)n;
+	return kv;
+}
+
+typedef int (*decode_fn)(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen);
+
+/* Runs a decoder's two passes and returns the record. */
+static struct kube_obj *decode2(json_t *obj, size_t size, uint8_t kind, decode_fn fn, char *err,
+				size_t errlen)
+{
+	_Alignas(max_align_t) char scratch[256];
+	if (size > sizeof(scratch))
+		abort();
+	memset(scratch, 0, size);
+	struct packer pk = { NULL, size };
+	if (fn(&pk, obj, scratch, err, errlen) != 0)
+		return NULL;
+	char *mem = xcalloc(1, pk.off);
+	pk.base = mem;
+	pk.off = size;
+	fn(&pk, obj, mem, err, errlen);
+	struct kube_obj *o = (struct kube_obj *)mem;
+	atomic_init(&o->refs, 1);
+	o->kind = kind;
+	return o;
+}
+
+/* ---- VolumeAttachment ---- */
+
+static int va_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_va *va = rec;
+	if (decode_meta(pk, obj, &va->meta, err, errlen))
+		return -1;
+	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
+	json_t *src = json_object_get(spec, "source");
+	va->attacher = kube_intern(jstr(spec, "attacher"));
+	va->node_name = kube_intern(jstr(spec, "nodeName"));
+	va->pv_name = pk_str(pk, jstr(src, "persistentVolumeName"));
+	va->inline_spec = json_is_object(json_object_get(src, "inlineVolumeSpec"));
+	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	va->node_id = pk_str(pk, jstr(ann, "csi.alpha.kubernetes.io/node-id"));
+	va->attached = json_is_true(json_object_get(st, "attached"));
+	va->metadata = pk_map(pk, json_object_get(st, "attachmentMetadata"), &va->nmetadata);
+	va->attach_error = pk_str(pk, jstr(json_object_get(st, "attachError"), "message"));
+	va->detach_error = pk_str(pk, jstr(json_object_get(st, "detachError"), "message"));
+	return 0;
+}
+
+static struct kube_obj *va_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_va), KUBE_KIND_VA, va_fields, err, errlen);
+}
+
+/* ---- PersistentVolume ---- */
+
+static uint8_t access_modes(json_t *arr)
+{
+	uint8_t m = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v) {
+		const char *s = json_string_value(v);
+		if (!s) continue;
+		if (!strcmp(s, "ReadWriteOnce")) m |= KUBE_RWO;
+		else if (!strcmp(s, "ReadOnlyMany")) m |= KUBE_ROX;
+		else if (!strcmp(s, "ReadWriteMany")) m |= KUBE_RWX;
+		else if (!strcmp(s, "ReadWriteOncePod")) m |= KUBE_RWOP;
+	}
+	return m;
+}
+
+static uint8_t pv_phase(const char *s)
+{
+	if (!s) return KUBE_PV_PENDING;
+	if (!strcmp(s, "Available")) return KUBE_PV_AVAILABLE;
+	if (!strcmp(s, "Bound")) return KUBE_PV_BOUND;
+	if (!strcmp(s, "Released")) return KUBE_PV_RELEASED;
+	if (!strcmp(s, "Failed")) return KUBE_PV_FAILED;
+	return KUBE_PV_PENDING;
+}
+
+static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_pv *pv = rec;
+	if (decode_meta(pk, obj, &pv->meta, err, errlen))
+		return -1;
+	json_t *spec = json_object_get(obj, "spec");
+	json_t *csi = json_object_get(spec, "csi");
+	pv->driver = kube_intern(jstr(csi, "driver"));
+	pv->volume_handle = pk_str(pk, jstr(csi, "volumeHandle"));
+	pv->fs_type = kube_intern(jstr(csi, "fsType"));
+	pv->read_only = json_is_true(json_object_get(csi, "readOnly"));
+	pv->volume_attributes = pk_map(pk, json_object_get(csi, "volumeAttributes"),
+				       &pv->nvolume_attributes);
+	json_t *sec = json_object_get(csi, "controllerPublishSecretRef");
+	pv->secret_name = kube_intern(jstr(sec, "name"));
+	pv->secret_ns = kube_intern(jstr(sec, "namespace"));
+	json_t *mo = json_object_get(spec, "mountOptions");
+	size_t n = json_is_array(mo) ? json_array_size(mo) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	const char **arr = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		const char *s = json_string_value(json_array_get(mo, i));
+		s = pk_str(pk, s ? s : "");
+		if (arr)
+			arr[i] = s;
+	}
+	pv->mount_options = arr;
+	pv->nmount_options = (uint16_t)n;
+	pv->storage_class = kube_intern(jstr(spec, "storageClassName"));
+	json_t *claim = json_object_get(spec, "claimRef");
+	pv->claim_ns = kube_intern(jstr(claim, "namespace"));
+	pv->claim_name = pk_str(pk, jstr(claim, "name"));
+	const char *cap = jstr(json_object_get(spec, "capacity"), "storage");
+	char qerr[128];
+	int64_t bytes;
+	pv->capacity = (cap && kube_quantity_parse(cap, &bytes, qerr, sizeof(qerr)) == 0) ? bytes : -1;
+	pv->access_modes = access_modes(json_object_get(spec, "accessModes"));
+	const char *mode = jstr(spec, "volumeMode");
+	pv->block = mode && !strcmp(mode, "Block");
+	const char *rp = jstr(spec, "persistentVolumeReclaimPolicy");
+	pv->reclaim = !rp || !strcmp(rp, "Delete") ? 0 : !strcmp(rp, "Retain") ? 1 : 2;
+	pv->phase = pv_phase(jstr(json_object_get(obj, "status"), "phase"));
+	return 0;
+}
+
+static struct kube_obj *pv_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_pv), KUBE_KIND_PV, pv_fields, err, errlen);
+}
+
+/* ---- CSINode and Node ---- */
+
+static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_csinode *cn = rec;
+	if (decode_meta(pk, obj, &cn->meta, err, errlen))
+		return -1;
+	json_t *drv = json_object_get(json_object_get(obj, "spec"), "drivers");
+	size_t n = json_is_array(drv) ? json_array_size(drv) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_csinode_driver *d = pk_alloc(pk, n * sizeof(*d), sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(drv, i);
+		const char *name = kube_intern(jstr(e, "name"));
+		const char *id = pk_str(pk, jstr(e, "nodeID"));
+		if (d) {
+			d[i].name = name;
+			d[i].node_id = id;
+		}
+	}
+	cn->drivers = d;
+	cn->ndrivers = (uint16_t)n;
+	return 0;
+}
+
+static struct kube_obj *csinode_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_csinode), KUBE_KIND_CSINODE, csinode_fields, err, errlen);
+}
+
+static int node_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_node *n = rec;
+	if (decode_meta(pk, obj, &n->meta, err, errlen))
+		return -1;
+	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	n->csi_node_ids = pk_str(pk, jstr(ann, "csi.volume.kubernetes.io/nodeid"));
+	return 0;
+}
+
+static struct kube_obj *node_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_node), KUBE_KIND_NODE, node_fields, err, errlen);
+}
+
+const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
+const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
+const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
+const struct kube_kind KUBE_KIND_NODE_T = { "Node", &KUBE_RES_NODES, node_decode };
+
+/* ---- helpers ---- */
+
+void kube_obj_unref(struct kube_obj *o)
+{
+	if (o && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
+		free(o);
+}
+
+const char *kube_obj_uid(const struct kube_obj *o, char *buf, size_t len)
+{
+	if (!(o->flags & KUBE_OBJ_UID_BINARY)) {
+		snprintf(buf, len, "%s", o->uid.str);
+		return buf;
+	}
+	const uint8_t *b = o->uid.bin;
+	snprintf(buf, len,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+	return buf;
+}
+
+bool kube_obj_has_finalizer(const struct kube_obj *o, const char *finalizer)
+{
+	for (uint16_t i = 0; i < o->nfinalizers; i++)
+		if (strcmp(o->finalizers[i], finalizer) == 0)
+			return true;
+	return false;
+}
+
+void kube_obj_key(const struct kube_obj *o, char *buf, size_t len)
+{
+	if (o->ns && *o->ns)
+		snprintf(buf, len, "%s/%s", o->ns, o->name);
+	else
+		snprintf(buf, len, "%s", o->name);
+}

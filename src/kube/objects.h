@@ -1,0 +1,160 @@
+/*
+ * kube objects: compact, typed, immutable, reference-counted records of Kubernetes objects.
+ *
+ * An informer decodes each object once into a record that holds only the fields kcsi reads; the
+ * JSON is dropped. A record is one allocation: the typed struct followed by a blob holding its
+ * strings and arrays. Strings repeated across objects (namespaces, node, driver, class and
+ * finalizer names) are interned process-wide and never freed.
+ *
+ * Life cycle: a record is created with one reference; kube_obj_ref()/kube_obj_unref() are atomic
+ * and the record is freed at zero. Once a record is published (put in a store) it is never
+ * modified, so a worker may keep a reference while the informer replaces it.
+ *
+ * Every typed record starts with struct kube_obj, so a struct kube_va * converts to a
+ * struct kube_obj * and back (kube_va_of() checks the kind).
+ */
+#ifndef KCSI_KUBE_OBJECTS_H
+#define KCSI_KUBE_OBJECTS_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/client.h"
+
+/* Returns the canonical copy of s (NULL stays NULL). Thread-safe; the result lives forever. */
+const char *kube_intern(const char *s);
+
+enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE };
+
+#define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes */
+
+struct kube_obj {
+	_Atomic uint32_t refs;
+	uint16_t nfinalizers;
+	uint8_t flags;
+	uint8_t kind; /* enum kube_kind_id */
+	const char *name;
+	const char *ns; /* interned; NULL for cluster-scoped objects */
+	const char *rv; /* resourceVersion */
+	union {
+		uint8_t bin[16];
+		const char *str;
+	} uid;
+	int64_t generation;
+	int64_t deletion_ts;            /* seconds since the epoch; 0 when not being deleted */
+	const char *const *finalizers;  /* interned names */
+};
+
+struct kube_kv {
+	const char *key;
+	const char *value;
+};
+
+/* Public fields below are read-only. Absent strings are NULL. */
+
+struct kube_va { /* storage.k8s.io/v1 VolumeAttachment */
+	struct kube_obj meta;
+	const char *attacher;  /* spec.attacher (interned) */
+	const char *node_name; /* spec.nodeName (interned) */
+	const char *pv_name;   /* spec.source.persistentVolumeName */
+	const char *node_id;   /* annotation csi.alpha.kubernetes.io/node-id */
+	const struct kube_kv *metadata; /* status.attachmentMetadata */
+	const char *attach_error; /* status.attachError.message */
+	const char *detach_error; /* status.detachError.message */
+	uint16_t nmetadata;
+	bool attached;    /* status.attached */
+	bool inline_spec; /* spec.source.inlineVolumeSpec present */
+};
+
+enum kube_access_mode {
+	KUBE_RWO = 1, KUBE_ROX = 2, KUBE_RWX = 4, KUBE_RWOP = 8,
+};
+
+struct kube_pv { /* core/v1 PersistentVolume */
+	struct kube_obj meta;
+	const char *driver;        /* spec.csi.driver (interned); NULL when not a CSI volume */
+	const char *volume_handle; /* spec.csi.volumeHandle */
+	const char *fs_type;       /* spec.csi.fsType (interned) */
+	const struct kube_kv *volume_attributes;
+	const char *secret_name;   /* spec.csi.controllerPublishSecretRef (interned) */
+	const char *secret_ns;
+	const char *const *mount_options;
+	const char *storage_class; /* spec.storageClassName (interned) */
+	const char *claim_ns;      /* spec.claimRef (namespace interned) */
+	const char *claim_name;
+	int64_t capacity;          /* spec.capacity.storage in bytes; -1 when absent or invalid */
+	uint16_t nvolume_attributes;
+	uint16_t nmount_options;
+	uint8_t access_modes;      /* enum kube_access_mode bits */
+	bool block;                /* spec.volumeMode == Block */
+	bool read_only;            /* spec.csi.readOnly */
+	uint8_t reclaim;           /* 0 Delete, 1 Retain, 2 Recycle */
+	uint8_t phase;             /* enum kube_pv_phase */
+};
+
+enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
+
+struct kube_csinode_driver {
+	const char *name;    /* interned */
+	const char *node_id;
+};
+
+struct kube_csinode { /* storage.k8s.io/v1 CSINode */
+	struct kube_obj meta;
+	const struct kube_csinode_driver *drivers;
+	uint16_t ndrivers;
+};
+
+struct kube_node { /* core/v1 Node */
+	struct kube_obj meta;
+	const char *csi_node_ids; /* annotation csi.volume.kubernetes.io/nodeid (a JSON map) */
+};
+
+/* How an informer handles one kind. */
+struct kube_kind {
+	const char *name; /* "VolumeAttachment" */
+	const struct kube_resource *res;
+	/* Decodes one object; returns a record with one reference, or NULL with a reason. */
+	struct kube_obj *(*decode)(json_t *obj, char *err, size_t errlen);
+};
+
+extern const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT;
+extern const struct kube_kind KUBE_KIND_PERSISTENTVOLUME;
+extern const struct kube_kind KUBE_KIND_CSINODE_T;
+extern const struct kube_kind KUBE_KIND_NODE_T;
+
+static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
+{
+	if (o)
+		atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+	return o;
+}
+void kube_obj_unref(struct kube_obj *o);
+
+/* Writes the uid as text into buf (at least 64 bytes); returns buf. */
+const char *kube_obj_uid(const struct kube_obj *o, char *buf, size_t len);
+bool kube_obj_has_finalizer(const struct kube_obj *o, const char *finalizer);
+/* "ns/name" or "name": the key stores and workqueues use. */
+void kube_obj_key(const struct kube_obj *o, char *buf, size_t len);
+
+static inline const struct kube_va *kube_va_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VA ? (const struct kube_va *)o : NULL;
+}
+static inline const struct kube_pv *kube_pv_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_PV ? (const struct kube_pv *)o : NULL;
+}
+static inline const struct kube_csinode *kube_csinode_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_CSINODE ? (const struct kube_csinode *)o : NULL;
+}
+static inline const struct kube_node *kube_node_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_NODE ? (const struct kube_node *)o : NULL;
+}
+
+#endif

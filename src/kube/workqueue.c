@@ -1,0 +1,289 @@
+/*
+ * One mutex guards everything: a FIFO ring of queued keys, the `dirty` set (keys queued or to be
+ * requeued; value = the mono time they were queued), the `processing` set (value = the time
+ * processing began), the failure counts, and a min-heap of delayed keys. The heap has no timer
+ * thread: get() waits on the condition variable until the earliest delayed key is due and moves
+ * due keys into the queue itself, so delayed work costs nothing while nobody waits.
+ */
+#include "kube/workqueue.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/hmap.h"
+
+struct delayed {
+	int64_t due;
+	char *key;
+};
+
+struct kube_workqueue {
+	char *name;
+	int64_t retry_start, retry_max;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	char **ring; /* queued keys (pointers owned by the ring) */
+	size_t head, len, cap;
+	struct kube_hmap dirty;      /* key -> queued time (int64 cast) */
+	struct kube_hmap processing; /* key -> start time */
+	struct kube_hmap failures;   /* key -> count */
+	struct delayed *heap;
+	size_t nheap, capheap;
+	bool shutdown;
+	struct kube_workqueue_metrics m;
+};
+
+struct kube_workqueue *kube_workqueue_new(const char *name, int64_t retry_start_ns,
+					  int64_t retry_max_ns)
+{
+	struct kube_workqueue *q = xcalloc(1, sizeof(*q));
+	q->name = xstrdup(name ? name : "");
+	q->retry_start = retry_start_ns > 0 ? retry_start_ns : NSEC_PER_SEC;
+	q->retry_max = retry_max_ns >= q->retry_start ? retry_max_ns : q->retry_start;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	return q;
+}
+
+void kube_workqueue_free(struct kube_workqueue *q)
+{
+	if (!q)
+		return;
+	for (size_t i = 0; i < q->len; i++)
+		free(q->ring[(q->head + i) % q->cap]);
+	free(q->ring);
+	for (size_t i = 0; i < q->nheap; i++)
+		free(q->heap[i].key);
+	free(q->heap);
+	kube_hmap_clear(&q->dirty);
+	kube_hmap_clear(&q->processing);
+	kube_hmap_clear(&q->failures);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cond);
+	free(q->name);
+	free(q);
+}
+
+static void ring_push(struct kube_workqueue *q, const char *key)
+{
+	if (q->len == q->cap) {
+		size_t ncap = q->cap ? q->cap * 2 : 16;
+		char **nr = xmalloc(ncap * sizeof(*nr));
+		for (size_t i = 0; i < q->len; i++)
+			nr[i] = q->ring[(q->head + i) % q->cap];
+		free(q->ring);
+		q->ring = nr;
+		q->cap = ncap;
+		q->head = 0;
+	}
+	q->ring[(q->head + q->len) % q->cap] = xstrdup(key);
+	q->len++;
+}
+
+static char *ring_pop(struct kube_workqueue *q)
+{
+	char *k = q->ring[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->len--;
+	return k;
+}
+
+/* The core add, with q->mu held. */
+static void add_locked(struct kube_workqueue *q, const char *key)
+{
+	if (q->shutdown || kube_hmap_has(&q->dirty, key))
+		return;
+	q->m.adds++;
+	kube_hmap_put(&q->dirty, key, (void *)(intptr_t)mono_now_ns());
+	if (kube_hmap_has(&q->processing, key))
+		return; /* done() queues it */
+	ring_push(q, key);
+	pthread_cond_signal(&q->cond);
+}
+
+void kube_workqueue_add(struct kube_workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	add_locked(q, key);
+	pthread_mutex_unlock(&q->mu);
+}
+
+static void heap_push(struct kube_workqueue *q, int64_t due, const char *key)
+{
+	if (q->nheap == q->capheap) {
+		q->capheap = q->capheap ? q->capheap * 2 : 16;
+		q->heap = xrealloc(q->heap, q->capheap * sizeof(*q->heap));
+	}
+	size_t i = q->nheap++;
+	q->heap[i] = (struct delayed){ due, xstrdup(key) };
+	while (i && q->heap[(i - 1) / 2].due > q->heap[i].due) {
+		struct delayed t = q->heap[i];
+		q->heap[i] = q->heap[(i - 1) / 2];
+		q->heap[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static struct delayed heap_pop(struct kube_workqueue *q)
+{
+	struct delayed top = q->heap[0];
+	q->heap[0] = q->heap[--q->nheap];
+	size_t i = 0;
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < q->nheap && q->heap[l].due < q->heap[m].due)
+			m = l;
+		if (r < q->nheap && q->heap[r].due < q->heap[m].due)
+			m = r;
+		if (m == i)
+			break;
+		struct delayed t = q->heap[i];
+		q->heap[i] = q->heap[m];
+		q->heap[m] = t;
+		i = m;
+	}
+	return top;
+}
+
+void kube_workqueue_add_after(struct kube_workqueue *q, const char *key, int64_t delay_ns)
+{
+	pthread_mutex_lock(&q->mu);
+	if (delay_ns <= 0) {
+		add_locked(q, key);
+	} else if (!q->shutdown) {
+		heap_push(q, mono_now_ns() + delay_ns, key);
+		pthread_cond_broadcast(&q->cond); /* a waiter may need an earlier wakeup */
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+void kube_workqueue_add_rate_limited(struct kube_workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	uintptr_t n = (uintptr_t)kube_hmap_get(&q->failures, key);
+	kube_hmap_put(&q->failures, key, (void *)(n + 1));
+	int64_t d = q->retry_start;
+	for (uintptr_t i = 0; i < n && d < q->retry_max; i++)
+		d *= 2;
+	if (d > q->retry_max)
+		d = q->retry_max;
+	q->m.retries++;
+	pthread_mutex_unlock(&q->mu);
+	kube_workqueue_add_after(q, key, d);
+}
+
+void kube_workqueue_forget(struct kube_workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	kube_hmap_del(&q->failures, key);
+	pthread_mutex_unlock(&q->mu);
+}
+
+unsigned kube_workqueue_num_requeues(struct kube_workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	unsigned n = (unsigned)(uintptr_t)kube_hmap_get(&q->failures, key);
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
+/* Moves due delayed keys into the queue; returns the time until the next one (or -1). */
+static int64_t promote_due(struct kube_workqueue *q)
+{
+	int64_t now = mono_now_ns();
+	while (q->nheap && q->heap[0].due <= now) {
+		struct delayed d = heap_pop(q);
+		add_locked(q, d.key);
+		free(d.key);
+	}
+	return q->nheap ? q->heap[0].due - now : -1;
+}
+
+char *kube_workqueue_get(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		int64_t wait = promote_due(q);
+		if (q->len || q->shutdown)
+			break;
+		if (wait < 0) {
+			pthread_cond_wait(&q->cond, &q->mu);
+		} else {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			int64_t t = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec + wait;
+			ts.tv_sec = t / NSEC_PER_SEC;
+			ts.tv_nsec = t % NSEC_PER_SEC;
+			pthread_cond_timedwait(&q->cond, &q->mu, &ts);
+		}
+	}
+	char *key = NULL;
+	if (q->len && !q->shutdown) {
+		key = ring_pop(q);
+		int64_t now = mono_now_ns();
+		int64_t queued = (int64_t)(intptr_t)kube_hmap_del(&q->dirty, key);
+		q->m.queue_latency_ns_total += now - queued;
+		kube_hmap_put(&q->processing, key, (void *)(intptr_t)now);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return key;
+}
+
+void kube_workqueue_done(struct kube_workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	if (kube_hmap_has(&q->processing, key)) {
+		int64_t start = (int64_t)(intptr_t)kube_hmap_del(&q->processing, key);
+		q->m.work_duration_ns_total += mono_now_ns() - start;
+		q->m.processed++;
+		if (kube_hmap_has(&q->dirty, key) && !q->shutdown) {
+			ring_push(q, key);
+			pthread_cond_signal(&q->cond);
+		}
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+void kube_workqueue_shutdown(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->shutdown = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+}
+
+bool kube_workqueue_shutting_down(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	bool s = q->shutdown;
+	pthread_mutex_unlock(&q->mu);
+	return s;
+}
+
+size_t kube_workqueue_len(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	size_t n = q->len;
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
+void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metrics *m)
+{
+	pthread_mutex_lock(&q->mu);
+	*m = q->m;
+	m->depth = q->len;
+	m->unfinished = q->processing.len;
+	int64_t now = mono_now_ns(), longest = 0;
+	for (size_t i = 0; i < q->processing.cap; i++)
+		if (q->processing.slots[i].key) {
+			int64_t d = now - (int64_t)(intptr_t)q->processing.slots[i].value;
+			if (d > longest)
+				longest = d;
+		}
+	m->longest_running_ns = longest;
+	pthread_mutex_unlock(&q->mu);
+}

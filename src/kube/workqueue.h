@@ -1,0 +1,60 @@
+/*
+ * kube workqueue: client-go's rate-limited work queue for string keys.
+ *
+ * Semantics (what controllers rely on):
+ *   - a key is queued at most once, however often it is added while waiting;
+ *   - a key is handed to one worker at a time: added while being processed, it is queued again
+ *     only after kube_workqueue_done();
+ *   - add_after() queues a key after a delay; add_rate_limited() after the key's own exponential
+ *     delay (start, doubling per failure, capped at max) until forget() resets it;
+ *   - get() blocks until a key is ready or the queue shuts down (then returns NULL);
+ *   - after shutdown, adds are ignored and get() drains nothing more.
+ *
+ * get() returns a malloc'd copy of the key that the caller frees after done(). Thread-safe.
+ *
+ * Metrics (snapshot with kube_workqueue_metrics): depth, adds, retries, and the latency a key
+ * waited in the queue and the time it was processed, as totals and counts.
+ */
+#ifndef KCSI_KUBE_WORKQUEUE_H
+#define KCSI_KUBE_WORKQUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kube_workqueue;
+
+struct kube_workqueue_metrics {
+	size_t depth;
+	uint64_t adds;
+	uint64_t retries;
+	uint64_t processed;
+	int64_t queue_latency_ns_total; /* sum over processed keys of time from queued to get */
+	int64_t work_duration_ns_total; /* sum over processed keys of time from get to done */
+	int64_t longest_running_ns;     /* of the keys being processed now */
+	size_t unfinished;              /* keys being processed now */
+};
+
+/* name is for logs and metrics; start/max are --retry-interval-start / --retry-interval-max. */
+struct kube_workqueue *kube_workqueue_new(const char *name, int64_t retry_start_ns,
+					  int64_t retry_max_ns);
+void kube_workqueue_free(struct kube_workqueue *q);
+
+void kube_workqueue_add(struct kube_workqueue *q, const char *key);
+void kube_workqueue_add_after(struct kube_workqueue *q, const char *key, int64_t delay_ns);
+void kube_workqueue_add_rate_limited(struct kube_workqueue *q, const char *key);
+/* Forgets the key's failures (its next rate-limited delay is the start value again). */
+void kube_workqueue_forget(struct kube_workqueue *q, const char *key);
+/* How many times the key was added rate-limited since the last forget. */
+unsigned kube_workqueue_num_requeues(struct kube_workqueue *q, const char *key);
+
+/* Blocks for a key; NULL after shutdown. Free the key after calling done(). */
+char *kube_workqueue_get(struct kube_workqueue *q);
+void kube_workqueue_done(struct kube_workqueue *q, const char *key);
+
+void kube_workqueue_shutdown(struct kube_workqueue *q);
+bool kube_workqueue_shutting_down(struct kube_workqueue *q);
+size_t kube_workqueue_len(struct kube_workqueue *q);
+void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metrics *m);
+
+#endif

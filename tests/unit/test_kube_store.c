@@ -1,0 +1,284 @@
+/*
+ * Compact records, the store with its index, the watch-stream decoder and the token bucket:
+ * the pure parts of the informer path.
+ */
+#include <stdlib.h>
+
+#include "base/timeutil.h"
+#include "check.h"
+#include "kube/objects.h"
+#include "kube/ratelimit.h"
+#include "kube/store.h"
+#include "kube/watch.h"
+
+static const char *VA_JSON =
+	"{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"VolumeAttachment\",\"metadata\":{"
+	"\"name\":\"csi-0123\",\"uid\":\"3f1e2d4c-5b6a-4789-8abc-def012345678\",\"resourceVersion\":\"42\","
+	"\"generation\":3,\"finalizers\":[\"external-attacher/hostpath-csi-k8s-io\"],"
+	"\"deletionTimestamp\":\"2026-11-22T10:00:00Z\","
+	"\"annotations\":{\"csi.alpha.kubernetes.io/node-id\":\"node-id-1\"}},"
+	"\"spec\":{\"attacher\":\"hostpath.csi.k8s.io\",\"nodeName\":\"node-1\","
+	"\"source\":{\"persistentVolumeName\":\"pv-1\"}},"
+	"\"status\":{\"attached\":true,\"attachmentMetadata\":{\"devicePath\":\"/dev/xvdf\"},"
+	"\"detachError\":{\"time\":\"2026-11-22T10:00:00Z\",\"message\":\"rpc error: busy\"}}}";
+
+static struct kube_obj *decode(const struct kube_kind *k, const char *text)
+{
+	json_t *j = json_loads(text, 0, NULL);
+	char err[128];
+	struct kube_obj *o = k->decode(j, err, sizeof(err));
+	json_decref(j);
+	return o;
+}
+
+static void test_va_record(void)
+{
+	struct kube_obj *o = decode(&KUBE_KIND_VOLUMEATTACHMENT, VA_JSON);
+	const struct kube_va *va = kube_va_of(o);
+	CHECK(va != NULL);
+	if (!va)
+		return;
+	CHECK_STR(o->name, "csi-0123");
+	CHECK(o->ns == NULL);
+	CHECK_STR(o->rv, "42");
+	CHECK_INT(o->generation, 3);
+	CHECK_INT(o->deletion_ts, 1795341600);
+	char uid[64];
+	CHECK_STR(kube_obj_uid(o, uid, sizeof(uid)), "3f1e2d4c-5b6a-4789-8abc-def012345678");
+	CHECK(kube_obj_has_finalizer(o, "external-attacher/hostpath-csi-k8s-io"));
+	CHECK(!kube_obj_has_finalizer(o, "other"));
+	CHECK_STR(va->attacher, "hostpath.csi.k8s.io");
+	CHECK_STR(va->node_name, "node-1");
+	CHECK_STR(va->pv_name, "pv-1");
+	CHECK_STR(va->node_id, "node-id-1");
+	CHECK(va->attached);
+	CHECK(!va->inline_spec);
+	CHECK_INT(va->nmetadata, 1);
+	CHECK_STR(va->metadata[0].key, "devicePath");
+	CHECK_STR(va->metadata[0].value, "/dev/xvdf");
+	CHECK(va->attach_error == NULL);
+	CHECK_STR(va->detach_error, "rpc error: busy");
+	/* interned: the same pointer for another object with the same node */
+	struct kube_obj *o2 = decode(&KUBE_KIND_VOLUMEATTACHMENT, VA_JSON);
+	CHECK(kube_va_of(o2)->node_name == va->node_name);
+	CHECK(kube_va_of(o2)->pv_name != va->pv_name);
+	CHECK(kube_pv_of(o) == NULL);
+	kube_obj_unref(o2);
+	kube_obj_unref(o);
+	/* no name: rejected with a reason */
+	json_t *j = json_loads("{\"metadata\":{}}", 0, NULL);
+	char err[128];
+	CHECK(KUBE_KIND_VOLUMEATTACHMENT.decode(j, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "metadata.name") != NULL);
+	json_decref(j);
+}
+
+static void test_pv_csinode_node(void)
+{
+	struct kube_obj *o = decode(&KUBE_KIND_PERSISTENTVOLUME,
+		"{\"metadata\":{\"name\":\"pv-1\",\"uid\":\"not-a-uuid\",\"resourceVersion\":\"7\"},"
+		"\"spec\":{\"capacity\":{\"storage\":\"10Gi\"},\"accessModes\":[\"ReadWriteOnce\",\"ReadOnlyMany\"],"
+		"\"volumeMode\":\"Block\",\"mountOptions\":[\"noatime\",\"discard\"],"
+		"\"storageClassName\":\"fast\",\"persistentVolumeReclaimPolicy\":\"Retain\","
+		"\"claimRef\":{\"namespace\":\"default\",\"name\":\"claim-1\"},"
+		"\"csi\":{\"driver\":\"d.example\",\"volumeHandle\":\"vol-1\",\"readOnly\":true,\"fsType\":\"ext4\","
+		"\"volumeAttributes\":{\"a\":\"1\",\"b\":\"2\"},"
+		"\"controllerPublishSecretRef\":{\"name\":\"s\",\"namespace\":\"kube-system\"}}},"
+		"\"status\":{\"phase\":\"Bound\"}}");
+	const struct kube_pv *pv = kube_pv_of(o);
+	CHECK(pv != NULL);
+	if (pv) {
+		char uid[64];
+		CHECK_STR(kube_obj_uid(o, uid, sizeof(uid)), "not-a-uuid");
+		CHECK_STR(pv->driver, "d.example");
+		CHECK_STR(pv->volume_handle, "vol-1");
+		CHECK(pv->read_only);
+		CHECK_STR(pv->fs_type, "ext4");
+		CHECK_INT(pv->nvolume_attributes, 2);
+		CHECK_STR(pv->secret_name, "s");
+		CHECK_STR(pv->secret_ns, "kube-system");
+		CHECK_INT(pv->nmount_options, 2);
+		CHECK_STR(pv->mount_options[1], "discard");
+		CHECK_INT(pv->capacity, 10LL << 30);
+		CHECK_INT(pv->access_modes, KUBE_RWO | KUBE_ROX);
+		CHECK(pv->block);
+		CHECK_INT(pv->reclaim, 1);
+		CHECK_INT(pv->phase, KUBE_PV_BOUND);
+		CHECK_STR(pv->claim_ns, "default");
+		CHECK_STR(pv->claim_name, "claim-1");
+	}
+	kube_obj_unref(o);
+	o = decode(&KUBE_KIND_CSINODE_T, "{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":["
+		   "{\"name\":\"a\",\"nodeID\":\"id-a\"},{\"name\":\"b\",\"nodeID\":\"id-b\"}]}}");
+	const struct kube_csinode *cn = kube_csinode_of(o);
+	CHECK(cn && cn->ndrivers == 2);
+	if (cn && cn->ndrivers == 2) {
+		CHECK_STR(cn->drivers[1].name, "b");
+		CHECK_STR(cn->drivers[1].node_id, "id-b");
+	}
+	kube_obj_unref(o);
+	o = decode(&KUBE_KIND_NODE_T, "{\"metadata\":{\"name\":\"n1\",\"annotations\":{"
+		   "\"csi.volume.kubernetes.io/nodeid\":\"{\\\"a\\\":\\\"id-a\\\"}\"}}}");
+	CHECK(kube_node_of(o) && strcmp(kube_node_of(o)->csi_node_ids, "{\"a\":\"id-a\"}") == 0);
+	kube_obj_unref(o);
+}
+
+static size_t by_pv(const struct kube_obj *o, const char **vals, size_t max)
+{
+	const struct kube_va *va = kube_va_of(o);
+	if (!va || !va->pv_name || !max)
+		return 0;
+	vals[0] = va->pv_name;
+	return 1;
+}
+
+static struct kube_obj *make_va(const char *name, const char *pv, const char *rv)
+{
+	char text[512];
+	snprintf(text, sizeof(text), "{\"metadata\":{\"name\":\"%s\",\"resourceVersion\":\"%s\"},"
+		 "\"spec\":{\"source\":{\"persistentVolumeName\":\"%s\"}}}", name, rv, pv);
+	return decode(&KUBE_KIND_VOLUMEATTACHMENT, text);
+}
+
+static void test_store_and_index(void)
+{
+	struct kube_store *s = kube_store_new();
+	kube_store_add_index(s, "pv", by_pv);
+	char name[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "va-%d", i);
+		CHECK(kube_store_put(s, make_va(name, i % 2 ? "pv-odd" : "pv-even", "1")) == NULL);
+	}
+	CHECK_INT(kube_store_len(s), 1000);
+	size_t n;
+	struct kube_obj **v = kube_store_by_index(s, "pv", "pv-odd", &n);
+	CHECK_INT(n, 500);
+	kube_objs_free(v, n);
+	/* A reader keeps the old version while the store replaces it. */
+	struct kube_obj *held = kube_store_get(s, NULL, "va-1");
+	CHECK(held && strcmp(held->rv, "1") == 0);
+	struct kube_obj *old = kube_store_put(s, make_va("va-1", "pv-new", "2"));
+	CHECK(old == held);
+	kube_obj_unref(old);
+	CHECK_STR(held->rv, "1");
+	CHECK_STR(kube_va_of(held)->pv_name, "pv-odd");
+	kube_obj_unref(held);
+	v = kube_store_by_index(s, "pv", "pv-odd", &n);
+	CHECK_INT(n, 499);
+	kube_objs_free(v, n);
+	v = kube_store_by_index(s, "pv", "pv-new", &n);
+	CHECK_INT(n, 1);
+	kube_objs_free(v, n);
+	/* remove half, the rest stays reachable (backward-shift deletion) */
+	for (int i = 0; i < 1000; i += 2) {
+		snprintf(name, sizeof(name), "va-%d", i);
+		kube_obj_unref(kube_store_remove(s, "", name));
+	}
+	CHECK_INT(kube_store_len(s), 500);
+	int found = 0;
+	for (int i = 1; i < 1000; i += 2) {
+		snprintf(name, sizeof(name), "va-%d", i);
+		struct kube_obj *o = kube_store_get(s, NULL, name);
+		found += o != NULL;
+		kube_obj_unref(o);
+	}
+	CHECK_INT(found, 500);
+	CHECK(kube_store_get(s, NULL, "va-0") == NULL);
+	v = kube_store_by_index(s, "pv", "pv-even", &n);
+	CHECK_INT(n, 0);
+	kube_objs_free(v, n);
+	v = kube_store_list(s, &n);
+	CHECK_INT(n, 500);
+	kube_objs_free(v, n);
+	kube_store_free(s);
+}
+
+struct seen {
+	int n;
+	int types[16];
+	char names[16][32];
+};
+
+static int on_ev(enum kube_watch_type t, json_t *obj, void *ud)
+{
+	struct seen *s = ud;
+	if (s->n < 16) {
+		s->types[s->n] = t;
+		const char *nm = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+		snprintf(s->names[s->n], 32, "%s", nm ? nm : "");
+	}
+	s->n++;
+	return 0;
+}
+
+static void test_watch_decoder(void)
+{
+	const char *stream =
+		"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"
+		"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"b\"}}}\n"
+		"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"9\"}}}\n"
+		"{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"c\"}}}\n"
+		"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n";
+	/* Every possible split into chunks of k bytes gives the same events. */
+	for (size_t k = 1; k < 40; k += 3) {
+		struct kube_watch_decoder d;
+		kube_watch_decoder_init(&d, 0);
+		struct seen s = { 0 };
+		size_t len = strlen(stream);
+		for (size_t off = 0; off < len; off += k)
+			CHECK_INT(kube_watch_feed(&d, stream + off, off + k > len ? len - off : k, on_ev, &s), 0);
+		CHECK_INT(s.n, 5);
+		CHECK_INT(s.types[0], KUBE_WATCH_ADDED);
+		CHECK_STR(s.names[1], "b");
+		CHECK_INT(s.types[2], KUBE_WATCH_BOOKMARK);
+		CHECK_INT(s.types[3], KUBE_WATCH_DELETED);
+		CHECK_INT(s.types[4], KUBE_WATCH_ERROR);
+		kube_watch_decoder_release(&d);
+	}
+	/* Oversize: an error, not unbounded growth. */
+	struct kube_watch_decoder d;
+	kube_watch_decoder_init(&d, 1024);
+	struct seen s = { 0 };
+	char big[600];
+	memset(big, 'x', sizeof(big));
+	CHECK_INT(kube_watch_feed(&d, "{\"type\":\"ADDED\",\"object\":{\"x\":\"", 31, on_ev, &s), 0);
+	CHECK_INT(kube_watch_feed(&d, big, sizeof(big), on_ev, &s), 0);
+	CHECK_INT(kube_watch_feed(&d, big, sizeof(big), on_ev, &s), -1);
+	CHECK(strstr(d.err, "larger than 1024") != NULL);
+	/* Malformed and unknown events are errors with a reason. */
+	CHECK_INT(kube_watch_feed(&d, "{not json}\n", 11, on_ev, &s), -1);
+	CHECK(strstr(d.err, "malformed") != NULL);
+	CHECK_INT(kube_watch_feed(&d, "{\"type\":\"WEIRD\",\"object\":{}}\n", 29, on_ev, &s), -1);
+	CHECK_INT(s.n, 0);
+	kube_watch_decoder_release(&d);
+}
+
+static void test_ratelimit(void)
+{
+	struct kube_ratelimit rl;
+	kube_ratelimit_init(&rl, 50, 5);
+	/* the burst is free, then one token per 1/qps */
+	for (int i = 0; i < 5; i++)
+		CHECK(kube_ratelimit_try(&rl));
+	CHECK(!kube_ratelimit_try(&rl));
+	int64_t t0 = mono_now_ns();
+	for (int i = 0; i < 10; i++)
+		kube_ratelimit_wait(&rl);
+	int64_t ms = (mono_now_ns() - t0) / NSEC_PER_MSEC;
+	CHECK(ms >= 150); /* 10 tokens at 50/s = 200 ms, minus what accrued meanwhile */
+	kube_ratelimit_destroy(&rl);
+	kube_ratelimit_init(&rl, 0, 0); /* disabled */
+	for (int i = 0; i < 1000; i++)
+		CHECK_INT(kube_ratelimit_reserve(&rl), 0);
+	kube_ratelimit_destroy(&rl);
+}
+
+int main(void)
+{
+	RUN(test_va_record);
+	RUN(test_pv_csinode_node);
+	RUN(test_store_and_index);
+	RUN(test_watch_decoder);
+	RUN(test_ratelimit);
+	return CHECK_DONE();
+}

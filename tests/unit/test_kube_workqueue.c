@@ -1,0 +1,182 @@
+/*
+ * Workqueue semantics controllers rely on, including under 8 worker threads: a key is never
+ * processed by two workers at once, a key added during processing is processed again, and no
+ * key is lost.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "base/timeutil.h"
+#include "check.h"
+#include "kube/workqueue.h"
+
+static void test_dedup_and_order(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", 5 * NSEC_PER_MSEC, 40 * NSEC_PER_MSEC);
+	kube_workqueue_add(q, "a");
+	kube_workqueue_add(q, "b");
+	kube_workqueue_add(q, "a");
+	CHECK_INT(kube_workqueue_len(q), 2);
+	char *k = kube_workqueue_get(q);
+	CHECK_STR(k, "a");
+	/* added while processing: not queued now, queued again by done() */
+	kube_workqueue_add(q, "a");
+	CHECK_INT(kube_workqueue_len(q), 1);
+	char *k2 = kube_workqueue_get(q);
+	CHECK_STR(k2, "b");
+	kube_workqueue_done(q, k2);
+	free(k2);
+	CHECK_INT(kube_workqueue_len(q), 0);
+	kube_workqueue_done(q, k);
+	free(k);
+	CHECK_INT(kube_workqueue_len(q), 1);
+	k = kube_workqueue_get(q);
+	CHECK_STR(k, "a");
+	kube_workqueue_done(q, k);
+	free(k);
+	struct kube_workqueue_metrics m;
+	kube_workqueue_metrics(q, &m);
+	CHECK_INT(m.adds, 3);
+	CHECK_INT(m.processed, 3);
+	CHECK_INT(m.depth, 0);
+	kube_workqueue_free(q);
+}
+
+static void test_rate_limited_backoff(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", 20 * NSEC_PER_MSEC, 80 * NSEC_PER_MSEC);
+	int64_t expect[] = { 20, 40, 80, 80 };
+	for (int i = 0; i < 4; i++) {
+		int64_t t0 = mono_now_ns();
+		kube_workqueue_add_rate_limited(q, "x");
+		char *k = kube_workqueue_get(q);
+		int64_t waited = (mono_now_ns() - t0) / NSEC_PER_MSEC;
+		CHECK_STR(k, "x");
+		/* at least the delay; the upper bound is generous for loaded machines */
+		CHECK(waited >= expect[i] - 1);
+		CHECK(waited < expect[i] + 2000);
+		kube_workqueue_done(q, k);
+		free(k);
+	}
+	CHECK_INT(kube_workqueue_num_requeues(q, "x"), 4);
+	kube_workqueue_forget(q, "x");
+	CHECK_INT(kube_workqueue_num_requeues(q, "x"), 0);
+	int64_t t0 = mono_now_ns();
+	kube_workqueue_add_rate_limited(q, "x");
+	char *k = kube_workqueue_get(q);
+	CHECK((mono_now_ns() - t0) / NSEC_PER_MSEC >= 19);
+	kube_workqueue_done(q, k);
+	free(k);
+	kube_workqueue_free(q);
+}
+
+static void test_add_after_order(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	kube_workqueue_add_after(q, "late", 60 * NSEC_PER_MSEC);
+	kube_workqueue_add_after(q, "early", 10 * NSEC_PER_MSEC);
+	kube_workqueue_add(q, "now");
+	const char *want[] = { "now", "early", "late" };
+	for (int i = 0; i < 3; i++) {
+		char *k = kube_workqueue_get(q);
+		CHECK_STR(k, want[i]);
+		kube_workqueue_done(q, k);
+		free(k);
+	}
+	kube_workqueue_free(q);
+}
+
+static void *shutdown_waiter(void *arg)
+{
+	return kube_workqueue_get(arg);
+}
+
+static void test_shutdown_wakes_getters(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	pthread_t t;
+	pthread_create(&t, NULL, shutdown_waiter, q);
+	sleep_ns(20 * NSEC_PER_MSEC);
+	kube_workqueue_shutdown(q);
+	void *r = (void *)1;
+	pthread_join(t, &r);
+	CHECK(r == NULL);
+	kube_workqueue_add(q, "ignored");
+	CHECK_INT(kube_workqueue_len(q), 0);
+	CHECK(kube_workqueue_shutting_down(q));
+	kube_workqueue_free(q);
+}
+
+#define NKEYS 200
+#define ROUNDS 20
+static atomic_int active[NKEYS];
+static atomic_int gen[NKEYS];  /* bumped before each add */
+static atomic_int seen[NKEYS]; /* gen as read when processing starts */
+static atomic_int overlap;
+static atomic_int total;
+
+static void *worker(void *arg)
+{
+	struct kube_workqueue *q = arg;
+	char *k;
+	while ((k = kube_workqueue_get(q))) {
+		int i = atoi(k + 1);
+		if (atomic_fetch_add(&active[i], 1) != 0)
+			atomic_fetch_add(&overlap, 1);
+		atomic_store(&seen[i], atomic_load(&gen[i]));
+		atomic_fetch_add(&total, 1);
+		if (i % 7 == 0)
+			sleep_ns(100 * NSEC_PER_USEC);
+		atomic_fetch_sub(&active[i], 1);
+		kube_workqueue_done(q, k);
+		free(k);
+	}
+	return NULL;
+}
+
+static void test_eight_workers(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	pthread_t th[8];
+	for (int i = 0; i < 8; i++)
+		pthread_create(&th[i], NULL, worker, q);
+	char key[16];
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < NKEYS; i++) {
+			snprintf(key, sizeof(key), "k%d", i);
+			atomic_fetch_add(&gen[i], 1);
+			kube_workqueue_add(q, key);
+		}
+	}
+	/* Wait until the queue is idle; then every key's last add must have been processed. */
+	int64_t deadline = mono_now_ns() + 30 * NSEC_PER_SEC;
+	int idle = 0;
+	while (idle < 3 && mono_now_ns() < deadline) {
+		struct kube_workqueue_metrics m;
+		kube_workqueue_metrics(q, &m);
+		idle = (m.depth == 0 && m.unfinished == 0) ? idle + 1 : 0;
+		sleep_ns(10 * NSEC_PER_MSEC);
+	}
+	int missing = 0;
+	for (int i = 0; i < NKEYS; i++)
+		missing += atomic_load(&seen[i]) != ROUNDS;
+	CHECK_INT(missing, 0);
+	kube_workqueue_shutdown(q);
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	CHECK_INT(atomic_load(&overlap), 0);
+	CHECK(atomic_load(&total) >= NKEYS);
+	CHECK(atomic_load(&total) <= NKEYS * ROUNDS);
+	kube_workqueue_free(q);
+}
+
+int main(void)
+{
+	RUN(test_dedup_and_order);
+	RUN(test_rate_limited_backoff);
+	RUN(test_add_after_order);
+	RUN(test_shutdown_wakes_getters);
+	RUN(test_eight_workers);
+	return CHECK_DONE();
+}
