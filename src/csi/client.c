@@ -45,6 +45,7 @@ struct csi_conn {
 	pthread_t watcher;
 	bool watcher_running;
 	atomic_bool stopping;
+	atomic_bool lost;
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -158,6 +159,7 @@ static void *watch_loss(void *arg)
 		grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 0);
 		if (s != GRPC_CHANNEL_READY) {
 			if (!atomic_load(&c->stopping)) {
+				atomic_store(&c->lost, true);
 				KLOG_E("Lost connection to CSI driver at %s", c->endpoint);
 				if (c->opts.on_lost)
 					c->opts.on_lost(c->opts.on_lost_arg);
@@ -189,6 +191,7 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 	if (c->opts.max_recv_bytes <= 0)
 		c->opts.max_recv_bytes = 4 * 1024 * 1024;
 	atomic_init(&c->stopping, false);
+	atomic_init(&c->lost, false);
 
 	int64_t start = mono_now_ns();
 	KLOG_V(2, "Connecting to %s", endpoint);
@@ -225,6 +228,11 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 fail:
 	csi_conn_free(c);
 	return NULL;
+}
+
+bool csi_conn_lost(struct csi_conn *c)
+{
+	return atomic_load(&c->lost);
 }
 
 void csi_conn_free(struct csi_conn *c)

@@ -35,6 +35,7 @@
 #ifndef KCSI_CSI_CLIENT_H
 #define KCSI_CSI_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,8 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
  * driver answers with an error (Probe failing is final, as upstream treats it).
  */
 int csi_wait_ready(struct csi_conn *c, int64_t call_timeout_ns, char *err, size_t errlen);
+/* True once the established connection was lost (on_lost has been or is being called). */
+bool csi_conn_lost(struct csi_conn *c);
 /* Closes the channel and stops the watcher; on_lost is not called for this. NULL is a no-op. */
 void csi_conn_free(struct csi_conn *c);
 

@@ -196,7 +196,7 @@ static int dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_
 	}
 	ProtobufCMessage *resp = csi_msg_new(ctx->arena, md->output);
 	int code = h->fn(ctx, req, resp, h->arg);
-	protobuf_c_message_free_unpacked(req, NULL);
+	/* Pack before freeing the request: a response may borrow strings from it. */
 	if (code == 0) {
 		size_t n = protobuf_c_message_get_packed_size(resp);
 		uint8_t *buf = xmalloc(n ? n : 1);
@@ -208,6 +208,7 @@ static int dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_
 		KLOG_I("GRPC error: rpc error: code = %s desc = %s", csi_code_go_name(code),
 		       ctx->message ? ctx->message : "");
 	}
+	protobuf_c_message_free_unpacked(req, NULL);
 	return code;
 }
 
@@ -432,10 +433,10 @@ void csi_server_stop(struct csi_server *s)
 	}
 	grpc_completion_queue_shutdown(scq);
 	grpc_completion_queue_destroy(scq);
-	for (int i = 0; i < s->nworkers; i++)
-		grpc_completion_queue_shutdown(s->workers[i].cq);
+	/* Workers leave once their request_call fails; only then may their queues shut down. */
 	for (int i = 0; i < s->nworkers; i++) {
 		pthread_join(s->workers[i].thread, NULL);
+		grpc_completion_queue_shutdown(s->workers[i].cq);
 		while (grpc_completion_queue_next(s->workers[i].cq,
 						  gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
 		       GRPC_QUEUE_SHUTDOWN)

@@ -21,8 +21,9 @@
  * Handler contract:
  *   - req is the decoded request, owned by the server, valid during the call only.
  *   - resp is a pre-initialised (all defaults) response of the method's output type. Anything
- *     the handler hangs off it must outlive the call: allocate it from csi_ctx_arena(ctx) (freed
- *     after the response is sent) or point at memory the driver keeps.
+ *     the handler hangs off it must live until the handler's return is packed: allocate it from
+ *     csi_ctx_arena(ctx) (freed after the response is sent), point into req (freed after the
+ *     response is packed), or point at memory the driver keeps.
  *   - Return 0 for OK, or a gRPC status code; csi_ctx_error(ctx, code, fmt, ...) sets the
  *     message and returns code, so `return csi_ctx_error(ctx, 5, "volume %s not found", id);`.
  *   - Handlers run on the server's worker threads (opts.threads of them): they must be

@@ -1,0 +1,533 @@
+/*
+ * csi-testdriver: a programmable, in-memory CSI driver built on src/csi/server, for tests of the
+ * CSI client, the kcsi CLI and the sidecars. It is not a storage driver: volumes and snapshots
+ * live in a list in memory and node operations only record what they were asked.
+ *
+ *   csi-testdriver --endpoint unix:///tmp/x.sock [--record FILE] [--fail Method=CODE,...]
+ *                  [--slow Method=DURATION,...] [--start-delay DURATION] [--threads N] [-v N]
+ *
+ * --record appends one line per request: "<method> <full JSON, secrets included>". It exists so
+ * tests can check what a client sent; never point it at a real driver's secrets.
+ * --fail makes a method (short name, e.g. CreateVolume) answer the given gRPC code.
+ * --slow delays a method before it answers (deadline tests).
+ * --start-delay waits before creating the socket (clients that must wait for it).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/client.h"
+#include "csi/server.h"
+
+#define GiB (1024LL * 1024 * 1024)
+
+struct vol {
+	struct vol *next;
+	char *id, *name, *node;
+	int64_t bytes;
+};
+struct snap {
+	struct snap *next;
+	char *id, *source;
+	int64_t bytes;
+	int64_t created;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vol *vols;
+static struct snap *snaps;
+static FILE *record;
+static struct flag_map fail_map, slow_map;
+
+static const char *short_name(const char *method)
+{
+	const char *s = strrchr(method, '/');
+	return s ? s + 1 : method;
+}
+
+/* Records the request and applies --slow/--fail; returns a code (0 = go on). */
+static int prologue(struct csi_call_ctx *ctx, const ProtobufCMessage *req)
+{
+	const char *m = short_name(csi_ctx_method(ctx));
+	if (record) {
+		struct strbuf sb = STRBUF_INIT;
+		csi_msg_to_json(req, 0, &sb);
+		pthread_mutex_lock(&lock);
+		fprintf(record, "%s %s\n", m, sb.buf);
+		fflush(record);
+		pthread_mutex_unlock(&lock);
+		strbuf_release(&sb);
+	}
+	const char *slow = flag_map_get(&slow_map, m);
+	int64_t ns;
+	if (slow && duration_parse(slow, &ns, NULL, 0) == 0)
+		sleep_ns(ns);
+	const char *fail = flag_map_get(&fail_map, m);
+	if (fail) {
+		int code = csi_code_parse(fail);
+		return csi_ctx_error(ctx, code > 0 ? code : 2, "injected failure for %s", m);
+	}
+	return 0;
+}
+
+#define H(name) static int h_##name(struct csi_call_ctx *ctx, const ProtobufCMessage *rq, \
+				    ProtobufCMessage *rs, void *arg)
+#define PRO() do { (void)arg; int c_ = prologue(ctx, rq); if (c_) return c_; } while (0)
+
+static Csi__V1__Topology *topo(struct csi_arena *a, const char *zone)
+{
+	Csi__V1__Topology *t = csi_msg_new(a, &csi__v1__topology__descriptor);
+	csi_map_add(a, &t->base, "segments", "topology.kcsi.dev/zone", zone);
+	return t;
+}
+
+H(GetPluginInfo)
+{
+	PRO();
+	Csi__V1__GetPluginInfoResponse *r = (void *)rs;
+	r->name = "testdriver.kcsi.dev";
+	r->vendor_version = "v0.0.1";
+	csi_map_add(csi_ctx_arena(ctx), rs, "manifest", "kind", "test");
+	return 0;
+}
+
+H(GetPluginCapabilities)
+{
+	PRO();
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	int svc[] = { 1, 2 };
+	for (int i = 0; i < 2; i++) {
+		Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);
+		c->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE;
+		c->service = csi_msg_new(a, &csi__v1__plugin_capability__service__descriptor);
+		c->service->type = svc[i];
+		csi_repeated_add(a, rs, "capabilities", c);
+	}
+	Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);
+	c->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_VOLUME_EXPANSION;
+	c->volume_expansion = csi_msg_new(a, &csi__v1__plugin_capability__volume_expansion__descriptor);
+	c->volume_expansion->type = CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE;
+	csi_repeated_add(a, rs, "capabilities", c);
+	return 0;
+}
+
+H(Probe)
+{
+	PRO();
+	Csi__V1__ProbeResponse *r = (void *)rs;
+	r->ready = csi_msg_new(csi_ctx_arena(ctx), &google__protobuf__bool_value__descriptor);
+	r->ready->value = 1;
+	return 0;
+}
+
+H(ControllerGetCapabilities)
+{
+	PRO();
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	for (int t = 1; t <= 10; t++) {
+		Csi__V1__ControllerServiceCapability *c =
+			csi_msg_new(a, &csi__v1__controller_service_capability__descriptor);
+		c->type_case = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;
+		c->rpc = csi_msg_new(a, &csi__v1__controller_service_capability__rpc__descriptor);
+		c->rpc->type = t;
+		csi_repeated_add(a, rs, "capabilities", c);
+	}
+	return 0;
+}
+
+static struct vol *find_vol(const char *id)
+{
+	for (struct vol *v = vols; v; v = v->next)
+		if (strcmp(v->id, id) == 0)
+			return v;
+	return NULL;
+}
+
+H(CreateVolume)
+{
+	PRO();
+	const Csi__V1__CreateVolumeRequest *q = (const void *)rq;
+	Csi__V1__CreateVolumeResponse *r = (void *)rs;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	if (!q->name[0])
+		return csi_ctx_error(ctx, 3, "name is required");
+	if (!q->n_volume_capabilities)
+		return csi_ctx_error(ctx, 3, "volume_capabilities are required");
+	int64_t bytes = q->capacity_range && q->capacity_range->required_bytes
+				? q->capacity_range->required_bytes : GiB;
+	char *id = csi_arena_printf(a, "vol-%s", q->name);
+	pthread_mutex_lock(&lock);
+	struct vol *v = find_vol(id);
+	if (!v) {
+		v = xcalloc(1, sizeof(*v));
+		v->id = xstrdup(id);
+		v->name = xstrdup(q->name);
+		v->bytes = bytes;
+		v->next = vols;
+		vols = v;
+	}
+	bytes = v->bytes;
+	pthread_mutex_unlock(&lock);
+	r->volume = csi_msg_new(a, &csi__v1__volume__descriptor);
+	r->volume->volume_id = id;
+	r->volume->capacity_bytes = bytes;
+	for (size_t i = 0; i < q->n_parameters; i++)
+		csi_map_add(a, &r->volume->base, "volume_context", q->parameters[i]->key,
+			    q->parameters[i]->value);
+	r->volume->content_source = q->volume_content_source;
+	const Csi__V1__TopologyRequirement *tr = q->accessibility_requirements;
+	if (tr && (tr->n_preferred || tr->n_requisite))
+		csi_repeated_add(a, &r->volume->base, "accessible_topology",
+				 tr->n_preferred ? tr->preferred[0] : tr->requisite[0]);
+	else
+		csi_repeated_add(a, &r->volume->base, "accessible_topology", topo(a, "z1"));
+	return 0;
+}
+
+H(DeleteVolume)
+{
+	PRO();
+	(void)rs;
+	const Csi__V1__DeleteVolumeRequest *q = (const void *)rq;
+	pthread_mutex_lock(&lock);
+	for (struct vol **p = &vols; *p; p = &(*p)->next) {
+		if (strcmp((*p)->id, q->volume_id) == 0) {
+			struct vol *v = *p;
+			*p = v->next;
+			free(v->id);
+			free(v->name);
+			free(v->node);
+			free(v);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(ControllerPublishVolume)
+{
+	PRO();
+	const Csi__V1__ControllerPublishVolumeRequest *q = (const void *)rq;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	pthread_mutex_lock(&lock);
+	struct vol *v = find_vol(q->volume_id);
+	if (v) {
+		free(v->node);
+		v->node = xstrdup(q->node_id);
+	}
+	pthread_mutex_unlock(&lock);
+	if (!v)
+		return csi_ctx_error(ctx, 5, "volume %s not found", q->volume_id);
+	csi_map_add(a, rs, "publish_context", "devicePath",
+		    csi_arena_printf(a, "/dev/test/%s", q->volume_id));
+	csi_map_add(a, rs, "publish_context", "readonly", q->readonly ? "true" : "false");
+	return 0;
+}
+
+H(ControllerUnpublishVolume)
+{
+	PRO();
+	(void)rs;
+	const Csi__V1__ControllerUnpublishVolumeRequest *q = (const void *)rq;
+	pthread_mutex_lock(&lock);
+	struct vol *v = find_vol(q->volume_id);
+	if (v) {
+		free(v->node);
+		v->node = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(ValidateVolumeCapabilities)
+{
+	PRO();
+	const Csi__V1__ValidateVolumeCapabilitiesRequest *q = (const void *)rq;
+	Csi__V1__ValidateVolumeCapabilitiesResponse *r = (void *)rs;
+	pthread_mutex_lock(&lock);
+	bool found = find_vol(q->volume_id) != NULL;
+	pthread_mutex_unlock(&lock);
+	if (!found)
+		return csi_ctx_error(ctx, 5, "volume %s not found", q->volume_id);
+	r->confirmed = csi_msg_new(csi_ctx_arena(ctx),
+				   &csi__v1__validate_volume_capabilities_response__confirmed__descriptor);
+	r->confirmed->n_volume_capabilities = q->n_volume_capabilities;
+	r->confirmed->volume_capabilities = q->volume_capabilities;
+	return 0;
+}
+
+H(ListVolumes)
+{
+	PRO();
+	const Csi__V1__ListVolumesRequest *q = (const void *)rq;
+	Csi__V1__ListVolumesResponse *r = (void *)rs;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	int skip = q->starting_token[0] ? atoi(q->starting_token) : 0, idx = 0;
+	pthread_mutex_lock(&lock);
+	for (struct vol *v = vols; v; v = v->next, idx++) {
+		if (idx < skip)
+			continue;
+		if (q->max_entries > 0 && (int)r->n_entries >= q->max_entries) {
+			r->next_token = csi_arena_printf(a, "%d", idx);
+			break;
+		}
+		Csi__V1__ListVolumesResponse__Entry *e =
+			csi_msg_new(a, &csi__v1__list_volumes_response__entry__descriptor);
+		e->volume = csi_msg_new(a, &csi__v1__volume__descriptor);
+		e->volume->volume_id = csi_arena_strdup(a, v->id);
+		e->volume->capacity_bytes = v->bytes;
+		e->status = csi_msg_new(a, &csi__v1__list_volumes_response__volume_status__descriptor);
+		if (v->node)
+			csi_repeated_add(a, &e->status->base, "published_node_ids",
+					 csi_arena_strdup(a, v->node));
+		csi_repeated_add(a, rs, "entries", e);
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(GetCapacity)
+{
+	PRO();
+	Csi__V1__GetCapacityResponse *r = (void *)rs;
+	r->available_capacity = 100 * GiB;
+	r->maximum_volume_size = csi_msg_new(csi_ctx_arena(ctx),
+					     &google__protobuf__int64_value__descriptor);
+	r->maximum_volume_size->value = 10 * GiB;
+	return 0;
+}
+
+H(CreateSnapshot)
+{
+	PRO();
+	const Csi__V1__CreateSnapshotRequest *q = (const void *)rq;
+	Csi__V1__CreateSnapshotResponse *r = (void *)rs;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	char *id = csi_arena_printf(a, "snap-%s", q->name);
+	pthread_mutex_lock(&lock);
+	struct snap *s = snaps;
+	while (s && strcmp(s->id, id) != 0)
+		s = s->next;
+	if (!s) {
+		s = xcalloc(1, sizeof(*s));
+		s->id = xstrdup(id);
+		s->source = xstrdup(q->source_volume_id);
+		struct vol *v = find_vol(q->source_volume_id);
+		s->bytes = v ? v->bytes : GiB;
+		s->created = (int64_t)time(NULL);
+		s->next = snaps;
+		snaps = s;
+	}
+	r->snapshot = csi_msg_new(a, &csi__v1__snapshot__descriptor);
+	r->snapshot->snapshot_id = id;
+	r->snapshot->source_volume_id = csi_arena_strdup(a, s->source);
+	r->snapshot->size_bytes = s->bytes;
+	r->snapshot->ready_to_use = 1;
+	r->snapshot->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
+	r->snapshot->creation_time->seconds = s->created;
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(DeleteSnapshot)
+{
+	PRO();
+	(void)rs;
+	const Csi__V1__DeleteSnapshotRequest *q = (const void *)rq;
+	pthread_mutex_lock(&lock);
+	for (struct snap **p = &snaps; *p; p = &(*p)->next) {
+		if (strcmp((*p)->id, q->snapshot_id) == 0) {
+			struct snap *s = *p;
+			*p = s->next;
+			free(s->id);
+			free(s->source);
+			free(s);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(ListSnapshots)
+{
+	PRO();
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	pthread_mutex_lock(&lock);
+	for (struct snap *s = snaps; s; s = s->next) {
+		Csi__V1__ListSnapshotsResponse__Entry *e =
+			csi_msg_new(a, &csi__v1__list_snapshots_response__entry__descriptor);
+		e->snapshot = csi_msg_new(a, &csi__v1__snapshot__descriptor);
+		e->snapshot->snapshot_id = csi_arena_strdup(a, s->id);
+		e->snapshot->source_volume_id = csi_arena_strdup(a, s->source);
+		e->snapshot->size_bytes = s->bytes;
+		e->snapshot->ready_to_use = 1;
+		csi_repeated_add(a, rs, "entries", e);
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(ControllerExpandVolume)
+{
+	PRO();
+	const Csi__V1__ControllerExpandVolumeRequest *q = (const void *)rq;
+	Csi__V1__ControllerExpandVolumeResponse *r = (void *)rs;
+	r->capacity_bytes = q->capacity_range ? q->capacity_range->required_bytes : 0;
+	r->node_expansion_required = 1;
+	return 0;
+}
+
+/* Node operations only record the request. */
+H(NodeOk)
+{
+	PRO();
+	(void)rs;
+	return 0;
+}
+
+H(NodeGetVolumeStats)
+{
+	PRO();
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	Csi__V1__VolumeUsage *b = csi_msg_new(a, &csi__v1__volume_usage__descriptor);
+	b->unit = CSI__V1__VOLUME_USAGE__UNIT__BYTES;
+	b->total = GiB;
+	b->used = 1024 * 1024;
+	b->available = GiB - b->used;
+	csi_repeated_add(a, rs, "usage", b);
+	Csi__V1__VolumeUsage *n = csi_msg_new(a, &csi__v1__volume_usage__descriptor);
+	n->unit = CSI__V1__VOLUME_USAGE__UNIT__INODES;
+	n->total = 65536;
+	n->used = 11;
+	n->available = 65525;
+	csi_repeated_add(a, rs, "usage", n);
+	return 0;
+}
+
+H(NodeExpandVolume)
+{
+	PRO();
+	const Csi__V1__NodeExpandVolumeRequest *q = (const void *)rq;
+	Csi__V1__NodeExpandVolumeResponse *r = (void *)rs;
+	r->capacity_bytes = q->capacity_range ? q->capacity_range->required_bytes : 0;
+	return 0;
+}
+
+H(NodeGetCapabilities)
+{
+	PRO();
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	for (int t = 1; t <= 3; t++) {
+		Csi__V1__NodeServiceCapability *c =
+			csi_msg_new(a, &csi__v1__node_service_capability__descriptor);
+		c->type_case = CSI__V1__NODE_SERVICE_CAPABILITY__TYPE_RPC;
+		c->rpc = csi_msg_new(a, &csi__v1__node_service_capability__rpc__descriptor);
+		c->rpc->type = t;
+		csi_repeated_add(a, rs, "capabilities", c);
+	}
+	return 0;
+}
+
+H(NodeGetInfo)
+{
+	PRO();
+	Csi__V1__NodeGetInfoResponse *r = (void *)rs;
+	r->node_id = "test-node";
+	r->max_volumes_per_node = 16;
+	r->accessible_topology = topo(csi_ctx_arena(ctx), "z1");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *endpoint, *record_path;
+	int64_t start_delay;
+	int threads;
+	struct flagset *fs = flags_new("csi-testdriver", "csi-testdriver [flags]");
+	flags_string(fs, "endpoint", &endpoint, "unix:///tmp/csi-testdriver.sock",
+		     "CSI endpoint to serve");
+	flags_string(fs, "record", &record_path, "", "append every request as JSON to this file");
+	flags_map(fs, "fail", &fail_map, "Method=CODE: make a method fail with a gRPC code");
+	flags_map(fs, "slow", &slow_map, "Method=DURATION: delay a method");
+	flags_duration(fs, "start-delay", &start_delay, 0, "wait this long before listening");
+	flags_int(fs, "threads", &threads, 4, "worker threads");
+	log_register_flags(fs);
+	flags_parse_or_exit(fs, argc, argv);
+	char err[512];
+	if (log_apply_flags(err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	if (record_path[0] && !(record = fopen(record_path, "a"))) {
+		perror(record_path);
+		return 1;
+	}
+	if (start_delay > 0)
+		sleep_ns(start_delay);
+
+	struct csi_server_opts o = CSI_SERVER_OPTS_INIT;
+	o.threads = threads;
+	o.grace_ns = 2 * NSEC_PER_SEC;
+	struct csi_server *s = csi_server_new(&o);
+#define REG(svc, name, fn) csi_server_handle(s, CSI_METHOD(svc, name), h_##fn, NULL)
+	REG(Identity, GetPluginInfo, GetPluginInfo);
+	REG(Identity, GetPluginCapabilities, GetPluginCapabilities);
+	REG(Identity, Probe, Probe);
+	REG(Controller, CreateVolume, CreateVolume);
+	REG(Controller, DeleteVolume, DeleteVolume);
+	REG(Controller, ControllerPublishVolume, ControllerPublishVolume);
+	REG(Controller, ControllerUnpublishVolume, ControllerUnpublishVolume);
+	REG(Controller, ValidateVolumeCapabilities, ValidateVolumeCapabilities);
+	REG(Controller, ListVolumes, ListVolumes);
+	REG(Controller, GetCapacity, GetCapacity);
+	REG(Controller, ControllerGetCapabilities, ControllerGetCapabilities);
+	REG(Controller, CreateSnapshot, CreateSnapshot);
+	REG(Controller, DeleteSnapshot, DeleteSnapshot);
+	REG(Controller, ListSnapshots, ListSnapshots);
+	REG(Controller, ControllerExpandVolume, ControllerExpandVolume);
+	REG(Node, NodeStageVolume, NodeOk);
+	REG(Node, NodeUnstageVolume, NodeOk);
+	REG(Node, NodePublishVolume, NodeOk);
+	REG(Node, NodeUnpublishVolume, NodeOk);
+	REG(Node, NodeGetVolumeStats, NodeGetVolumeStats);
+	REG(Node, NodeExpandVolume, NodeExpandVolume);
+	REG(Node, NodeGetCapabilities, NodeGetCapabilities);
+	REG(Node, NodeGetInfo, NodeGetInfo);
+	if (csi_server_start(s, endpoint, err, sizeof(err))) {
+		fprintf(stderr, "csi-testdriver: %s\n", err);
+		csi_server_free(s);
+		return 1;
+	}
+	csi_server_run(s);
+	csi_server_free(s);
+	pthread_mutex_lock(&lock);
+	while (vols) {
+		struct vol *v = vols;
+		vols = v->next;
+		free(v->id);
+		free(v->name);
+		free(v->node);
+		free(v);
+	}
+	while (snaps) {
+		struct snap *sn = snaps;
+		snaps = sn->next;
+		free(sn->id);
+		free(sn->source);
+		free(sn);
+	}
+	pthread_mutex_unlock(&lock);
+	if (record)
+		fclose(record);
+	flags_free(fs);
+	return 0;
+}
