@@ -1,0 +1,81 @@
+/*
+ * kube-emulator: flags -> emu_server -> wait for SIGTERM/SIGINT -> stop (close watches, save
+ * state) -> exit 0. Signals are blocked before any thread starts and taken with sigwait() here,
+ * so no server thread is ever interrupted by them.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "emulator/emu_server.h"
+
+int main(int argc, char **argv)
+{
+	struct emu_config cfg = { 0 };
+	const char *kubeconfig;
+	int history;
+	struct flagset *fs = flags_new("kube-emulator", "kube-emulator [flags]");
+	flags_enable_version(fs, KCSI_VERSION);
+	flags_string(fs, "listen", &cfg.listen, "127.0.0.1:0",
+		     "Address to serve on, host:port; port 0 picks a free port.");
+	flags_string(fs, "write-kubeconfig", &kubeconfig, "",
+		     "Write a kubeconfig for this server to this path once it is listening.");
+	flags_string(fs, "token", &cfg.token, "",
+		     "Require 'Authorization: Bearer <token>' on every request (default: no auth).");
+	flags_string(fs, "tls-cert", &cfg.tls_cert_file, "", "PEM certificate: serve HTTPS.");
+	flags_string(fs, "tls-key", &cfg.tls_key_file, "", "PEM private key for --tls-cert.");
+	flags_string(fs, "tls-ca", &cfg.tls_ca_file, "",
+		     "PEM CA written to the kubeconfig (default: the certificate itself).");
+	flags_string(fs, "state-file", &cfg.state_file, "",
+		     "Load objects from this file at start and save them on SIGTERM.");
+	flags_int(fs, "watch-history", &history, 10000,
+		  "Events kept for watch resume; older resourceVersions get 410 Expired.");
+	flags_duration(fs, "bookmark-interval", &cfg.bookmark_interval_ns, 60 * NSEC_PER_SEC,
+		       "Interval of BOOKMARK events on watches that allow them.");
+	flags_duration(fs, "max-watch-timeout", &cfg.max_watch_timeout_ns, 30 * NSEC_PER_MIN,
+		       "Longest watch; a client's timeoutSeconds may shorten it.");
+	log_register_flags(fs);
+	flags_parse_or_exit(fs, argc, argv);
+	char err[1024];
+	if (log_apply_flags(err, sizeof(err)) < 0) {
+		fprintf(stderr, "kube-emulator: %s\n", err);
+		return 2;
+	}
+	if (history < 1) {
+		fprintf(stderr, "kube-emulator: --watch-history must be at least 1\n");
+		return 2;
+	}
+	cfg.watch_history = (size_t)history;
+
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct emu_server *srv = emu_server_start(&cfg, err, sizeof(err));
+	if (!srv) {
+		KLOG_E("Cannot start: %s", err);
+		flags_free(fs);
+		return 1;
+	}
+	if (*kubeconfig && emu_server_write_kubeconfig(srv, kubeconfig, err, sizeof(err)) < 0) {
+		KLOG_E("Cannot write kubeconfig: %s", err);
+		emu_server_stop(srv, err, sizeof(err));
+		flags_free(fs);
+		return 1;
+	}
+	int sig = 0;
+	sigwait(&set, &sig);
+	KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	int rc = emu_server_stop(srv, err, sizeof(err));
+	if (rc < 0)
+		KLOG_E("Cannot save state: %s", err);
+	flags_free(fs);
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,215 @@
+/*
+ * emu_faults: fault injection for reliability tests, driven over HTTP at /emulator/faults.
+ *
+ * A rule matches requests by verb and resource and fails a fraction of them with 500, 429 (with
+ * Retry-After) or 409, and/or delays them. Every injection is counted per rule and in totals, so
+ * a test can assert that the fault it asked for really happened. Watch faults (close all watches
+ * now, end every new watch after N seconds) act through the store's watch epoch and the watch
+ * deadline. The table has its own mutex: it is consulted before the store lock is taken.
+ *
+ *   GET  /emulator/faults    -> the rules with their counts, and the totals
+ *   POST /emulator/faults    {"reset": true, "rules": [...], "watchMaxSeconds": N,
+ *                             "closeWatches": true}; reset runs first, rules are appended.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/backoff.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "emulator/emu_internal.h"
+
+void emu_faults_init(struct emu_faults *f)
+{
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->mu, NULL);
+}
+
+void emu_faults_free(struct emu_faults *f)
+{
+	free(f->rules);
+	pthread_mutex_destroy(&f->mu);
+}
+
+static bool verb_matches(const char *rule, const char *verb)
+{
+	if (!strcmp(rule, "*") || !strcmp(rule, verb))
+		return true;
+	return !strcmp(rule, "write") && (!strcmp(verb, "create") || !strcmp(verb, "update") ||
+					  !strcmp(verb, "patch") || !strcmp(verb, "delete"));
+}
+
+int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural, int *retry_after)
+{
+	int code = 0, latency_ms = 0;
+	pthread_mutex_lock(&f->mu);
+	for (size_t i = 0; i < f->n; i++) {
+		struct emu_fault_rule *r = &f->rules[i];
+		if (!verb_matches(r->verb, verb) ||
+		    (strcmp(r->resource, "*") && strcmp(r->resource, plural)))
+			continue;
+		if (r->times && r->injected >= r->times)
+			continue;
+		if (r->fraction < 1.0 && random_unit() >= r->fraction)
+			continue;
+		r->injected++;
+		if (r->latency_ms > 0) {
+			latency_ms += r->latency_ms;
+			f->clatency++;
+		}
+		if (r->code && !code) {
+			code = r->code;
+			*retry_after = r->retry_after;
+			if (code == 500)
+				f->c500++;
+			else if (code == 429)
+				f->c429++;
+			else
+				f->c409++;
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (latency_ms)
+		sleep_ns((int64_t)latency_ms * NSEC_PER_MSEC);
+	return code;
+}
+
+int64_t emu_faults_watch_max(struct emu_faults *f)
+{
+	pthread_mutex_lock(&f->mu);
+	int64_t v = f->watch_max_ns;
+	pthread_mutex_unlock(&f->mu);
+	return v;
+}
+
+void emu_faults_count(struct emu_faults *f, long *counter)
+{
+	pthread_mutex_lock(&f->mu);
+	(*counter)++;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static json_t *faults_view(struct emu_faults *f)
+{
+	pthread_mutex_lock(&f->mu);
+	json_t *rules = json_array();
+	for (size_t i = 0; i < f->n; i++) {
+		struct emu_fault_rule *r = &f->rules[i];
+		json_array_append_new(rules, json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:I, s:I}",
+			"verb", r->verb, "resource", r->resource, "fraction", r->fraction,
+			"code", r->code, "retryAfterSeconds", r->retry_after,
+			"latencyMs", r->latency_ms, "times", (json_int_t)r->times,
+			"injected", (json_int_t)r->injected));
+	}
+	json_t *v = json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "rules", rules,
+		"watchMaxSeconds", (json_int_t)(f->watch_max_ns / NSEC_PER_SEC), "counters",
+		"errors500", (json_int_t)f->c500, "errors429", (json_int_t)f->c429,
+		"conflicts409", (json_int_t)f->c409, "delayed", (json_int_t)f->clatency,
+		"watchesClosed", (json_int_t)f->watches_closed,
+		"watchesEnded", (json_int_t)f->watches_ended);
+	pthread_mutex_unlock(&f->mu);
+	return v;
+}
+
+/* Validates one rule from JSON; returns 0 or -1 with a reason. */
+static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof(*r));
+	json_error_t je;
+	const char *verb = "*", *res = "*";
+	double fraction = 1.0;
+	int code = 0, retry = 1, latency = 0;
+	json_int_t times = 0;
+	if (json_unpack_ex(j, &je, JSON_STRICT, "{s?s, s?s, s?F, s?i, s?i, s?i, s?I}",
+			   "verb", &verb, "resource", &res, "fraction", &fraction, "code", &code,
+			   "retryAfterSeconds", &retry, "latencyMs", &latency, "times", &times)) {
+		snprintf(err, errlen, "bad fault rule: %s", je.text);
+		return -1;
+	}
+	if (code != 0 && code != 500 && code != 429 && code != 409) {
+		snprintf(err, errlen, "bad fault rule: code must be 500, 429, 409 or 0, got %d", code);
+		return -1;
+	}
+	if (fraction < 0 || fraction > 1 || latency < 0 || retry < 0 || times < 0 ||
+	    (code == 0 && latency == 0)) {
+		snprintf(err, errlen, "bad fault rule: need 0 <= fraction <= 1, a code or latencyMs, "
+			 "and non-negative numbers");
+		return -1;
+	}
+	snprintf(r->verb, sizeof(r->verb), "%s", verb);
+	snprintf(r->resource, sizeof(r->resource), "%s", res);
+	r->fraction = fraction;
+	r->code = code;
+	r->retry_after = retry;
+	r->latency_ms = latency;
+	r->times = (long)times;
+	return 0;
+}
+
+static int faults_post(struct emu_server *srv, json_t *body, char *err, size_t errlen)
+{
+	struct emu_faults *f = &srv->faults;
+	json_t *rules = json_object_get(body, "rules");
+	json_t *wmax = json_object_get(body, "watchMaxSeconds");
+	if ((rules && !json_is_array(rules)) || (wmax && !json_is_integer(wmax)) ||
+	    (wmax && json_integer_value(wmax) < 0)) {
+		snprintf(err, errlen, "expected {\"reset\": bool, \"rules\": [...], "
+			 "\"watchMaxSeconds\": int >= 0, \"closeWatches\": bool}");
+		return -1;
+	}
+	size_t n = json_array_size(rules);
+	struct emu_fault_rule *parsed = xcalloc(n + 1, sizeof(*parsed));
+	for (size_t i = 0; i < n; i++) {
+		if (rule_parse(json_array_get(rules, i), &parsed[i], err, errlen) < 0) {
+			free(parsed);
+			return -1;
+		}
+	}
+	pthread_mutex_lock(&f->mu);
+	if (json_is_true(json_object_get(body, "reset"))) {
+		f->n = 0;
+		f->watch_max_ns = 0;
+		f->c500 = f->c429 = f->c409 = f->clatency = f->watches_closed = f->watches_ended = 0;
+	}
+	f->rules = xrealloc(f->rules, (f->n + n + 1) * sizeof(*f->rules));
+	memcpy(f->rules + f->n, parsed, n * sizeof(*parsed));
+	f->n += n;
+	if (wmax)
+		f->watch_max_ns = (int64_t)json_integer_value(wmax) * NSEC_PER_SEC;
+	pthread_mutex_unlock(&f->mu);
+	free(parsed);
+	if (json_is_true(json_object_get(body, "closeWatches"))) {
+		pthread_mutex_lock(&srv->st.mu);
+		srv->st.watch_epoch++;
+		pthread_cond_broadcast(&srv->st.cv);
+		pthread_mutex_unlock(&srv->st.mu);
+	}
+	KLOG_I("Fault injection changed: %zu rules added", n);
+	return 0;
+}
+
+enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c,
+				const char *method, const char *body, size_t len)
+{
+	if (!strcmp(method, "POST")) {
+		char err[512];
+		json_error_t je;
+		json_t *j = json_loadb(body, len, 0, &je);
+		if (!json_is_object(j)) {
+			json_decref(j);
+			return emu_reply_status(c, 400, "BadRequest",
+						"the fault request body must be a JSON object", NULL);
+		}
+		int rc = faults_post(srv, j, err, sizeof(err));
+		json_decref(j);
+		if (rc < 0)
+			return emu_reply_status(c, 400, "BadRequest", err, NULL);
+	} else if (strcmp(method, "GET")) {
+		return emu_reply_status(c, 405, "MethodNotAllowed",
+					"/emulator/faults supports GET and POST", NULL);
+	}
+	return emu_reply_json(c, 200, faults_view(&srv->faults));
+}

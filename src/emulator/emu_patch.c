@@ -1,0 +1,428 @@
+/*
+ * emu_patch: merge, JSON and (reduced) strategic merge patch.
+ *
+ * All three work on a deep copy of the target so the stored object, which other threads may be
+ * reading, is never modified. JSON patch operations run in order on that copy and the first
+ * failing operation aborts the whole patch, as RFC 6902 requires (the copy is dropped).
+ */
+#include "emulator/emu_patch.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strbuf.h"
+
+static json_t *merge_into(json_t *target /* owned, may be NULL */, const json_t *patch)
+{
+	if (!json_is_object(patch)) {
+		json_decref(target);
+		return json_deep_copy(patch);
+	}
+	if (!json_is_object(target)) {
+		json_decref(target);
+		target = json_object();
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)patch, k, v) {
+		if (json_is_null(v)) {
+			json_object_del(target, k);
+			continue;
+		}
+		json_t *cur = json_object_get(target, k);
+		json_incref(cur);
+		json_object_set_new(target, k, merge_into(cur, v));
+	}
+	return target;
+}
+
+json_t *emu_merge_patch(const json_t *target, const json_t *patch)
+{
+	return merge_into(target ? json_deep_copy(target) : NULL, patch);
+}
+
+/* ---- RFC 6902 ---- */
+
+/*
+ * Resolves pointer to (parent container, last token). Returns 0, or -1 when a parent is
+ * missing. An empty pointer is the whole document: *parent is NULL.
+ */
+static int ptr_split(json_t *doc, const char *ptr, json_t **parent, struct strbuf *last)
+{
+	strbuf_reset(last);
+	*parent = NULL;
+	if (!*ptr)
+		return 0;
+	if (*ptr != '/')
+		return -1;
+	json_t *cur = doc;
+	const char *p = ptr + 1;
+	for (;;) {
+		strbuf_reset(last);
+		for (; *p && *p != '/'; p++) {
+			if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
+				strbuf_addch(last, p[1] == '0' ? '~' : '/');
+				p++;
+			} else if (*p == '~') {
+				return -1;
+			} else {
+				strbuf_addch(last, *p);
+			}
+		}
+		if (!*p) {
+			*parent = cur;
+			return 0;
+		}
+		p++;
+		if (json_is_object(cur)) {
+			cur = json_object_get(cur, last->buf);
+		} else if (json_is_array(cur)) {
+			char *end;
+			long idx = strtol(last->buf, &end, 10);
+			if (*end || !last->len || idx < 0)
+				return -1;
+			cur = json_array_get(cur, (size_t)idx);
+		} else {
+			return -1;
+		}
+		if (!cur)
+			return -1;
+	}
+}
+
+/* Array index for token: -1 invalid; for_add allows "-" and len. */
+static long arr_index(json_t *arr, const char *tok, bool for_add)
+{
+	size_t n = json_array_size(arr);
+	if (!strcmp(tok, "-"))
+		return for_add ? (long)n : -1;
+	if (!*tok || (tok[0] == '0' && tok[1]) || tok[0] == '-')
+		return -1;
+	char *end;
+	long idx = strtol(tok, &end, 10);
+	if (*end || idx < 0 || (size_t)idx > n || (!for_add && (size_t)idx == n))
+		return -1;
+	return idx;
+}
+
+static json_t *ptr_get(json_t *doc, const char *ptr)
+{
+	json_t *parent;
+	struct strbuf last = STRBUF_INIT;
+	json_t *r = NULL;
+	if (ptr_split(doc, ptr, &parent, &last) == 0) {
+		if (!parent) {
+			r = doc;
+		} else if (json_is_object(parent)) {
+			r = json_object_get(parent, last.buf);
+		} else if (json_is_array(parent)) {
+			long i = arr_index(parent, last.buf, false);
+			r = i < 0 ? NULL : json_array_get(parent, (size_t)i);
+		}
+	}
+	strbuf_release(&last);
+	return r;
+}
+
+/* Removes and returns (new reference) the value at ptr, or NULL. */
+static json_t *ptr_take(json_t *doc, const char *ptr)
+{
+	json_t *parent, *r = NULL;
+	struct strbuf last = STRBUF_INIT;
+	if (ptr_split(doc, ptr, &parent, &last) == 0 && parent) {
+		if (json_is_object(parent)) {
+			r = json_incref(json_object_get(parent, last.buf));
+			if (r)
+				json_object_del(parent, last.buf);
+		} else if (json_is_array(parent)) {
+			long i = arr_index(parent, last.buf, false);
+			if (i >= 0) {
+				r = json_incref(json_array_get(parent, (size_t)i));
+				json_array_remove(parent, (size_t)i);
+			}
+		}
+	}
+	strbuf_release(&last);
+	return r;
+}
+
+/* Adds value (stolen) at ptr. *doc may be replaced for the root pointer. */
+static int ptr_add(json_t **doc, const char *ptr, json_t *value, bool replace)
+{
+	json_t *parent;
+	struct strbuf last = STRBUF_INIT;
+	int rc = -1;
+	if (ptr_split(*doc, ptr, &parent, &last) < 0) {
+		json_decref(value);
+	} else if (!parent) {
+		json_decref(*doc);
+		*doc = value;
+		rc = 0;
+	} else if (json_is_object(parent)) {
+		if (replace && !json_object_get(parent, last.buf))
+			json_decref(value);
+		else
+			rc = json_object_set_new(parent, last.buf, value);
+	} else if (json_is_array(parent)) {
+		long i = arr_index(parent, last.buf, !replace);
+		if (i < 0)
+			json_decref(value);
+		else if (replace)
+			rc = json_array_set_new(parent, (size_t)i, value);
+		else
+			rc = json_array_insert_new(parent, (size_t)i, value);
+	} else {
+		json_decref(value);
+	}
+	strbuf_release(&last);
+	return rc;
+}
+
+static int apply_op(json_t **doc, const json_t *op, int idx, int *status, char *err, size_t errlen)
+{
+	const char *name = json_string_value(json_object_get(op, "op"));
+	const char *path = json_string_value(json_object_get(op, "path"));
+	const char *from = json_string_value(json_object_get(op, "from"));
+	json_t *value = json_object_get(op, "value");
+	*status = 400;
+	if (!name || !path) {
+		snprintf(err, errlen, "json patch operation %d: \"op\" and \"path\" must be strings", idx);
+		return -1;
+	}
+	bool needs_value = !strcmp(name, "add") || !strcmp(name, "replace") || !strcmp(name, "test");
+	bool needs_from = !strcmp(name, "move") || !strcmp(name, "copy");
+	if (!needs_value && !needs_from && strcmp(name, "remove")) {
+		snprintf(err, errlen, "json patch operation %d: unknown op \"%s\"", idx, name);
+		return -1;
+	}
+	if ((needs_value && !value) || (needs_from && !from)) {
+		snprintf(err, errlen, "json patch operation %d (%s): missing \"%s\"", idx, name,
+			 needs_value ? "value" : "from");
+		return -1;
+	}
+	*status = 422;
+	int rc = 0;
+	if (!strcmp(name, "add") || !strcmp(name, "replace")) {
+		rc = ptr_add(doc, path, json_deep_copy(value), name[0] == 'r');
+	} else if (!strcmp(name, "remove")) {
+		json_t *v = ptr_take(*doc, path);
+		rc = v ? 0 : -1;
+		json_decref(v);
+	} else if (!strcmp(name, "test")) {
+		json_t *have = ptr_get(*doc, path);
+		if (!have || !json_equal(have, value)) {
+			snprintf(err, errlen, "json patch operation %d: test failed: value at \"%s\" "
+				 "differs from the expected value", idx, path);
+			return -1;
+		}
+	} else if (!strcmp(name, "copy")) {
+		json_t *src = ptr_get(*doc, from);
+		rc = src ? ptr_add(doc, path, json_deep_copy(src), false) : -1;
+	} else {
+		size_t fl = strlen(from);
+		if (!strncmp(path, from, fl) && path[fl] == '/') {
+			snprintf(err, errlen, "json patch operation %d: cannot move \"%s\" into itself",
+				 idx, from);
+			return -1;
+		}
+		json_t *src = ptr_take(*doc, from);
+		rc = src ? ptr_add(doc, path, src, false) : -1;
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "json patch operation %d (%s): path \"%s\" does not exist or "
+			 "is not valid for this object", idx, name, needs_from ? from : path);
+	return rc;
+}
+
+json_t *emu_json_patch(const json_t *target, const json_t *ops, int *status, char *err,
+		       size_t errlen)
+{
+	if (!json_is_array(ops)) {
+		*status = 400;
+		snprintf(err, errlen, "a json patch must be a JSON array of operations");
+		return NULL;
+	}
+	json_t *doc = json_deep_copy(target);
+	size_t i;
+	json_t *op;
+	json_array_foreach(ops, i, op) {
+		if (!json_is_object(op)) {
+			*status = 400;
+			snprintf(err, errlen, "json patch operation %zu is not an object", i);
+			json_decref(doc);
+			return NULL;
+		}
+		if (apply_op(&doc, op, (int)i, status, err, errlen) < 0) {
+			json_decref(doc);
+			return NULL;
+		}
+	}
+	return doc;
+}
+
+/* ---- strategic merge (reduced) ---- */
+
+static void finalizers_union(json_t *meta, const json_t *add)
+{
+	json_t *cur = json_object_get(meta, "finalizers");
+	json_t *out = json_is_array(cur) ? json_deep_copy(cur) : json_array();
+	size_t i, j;
+	json_t *v, *w;
+	json_array_foreach(add, i, v) {
+		bool have = false;
+		json_array_foreach(out, j, w)
+			have = have || json_equal(v, w);
+		if (!have)
+			json_array_append(out, v);
+	}
+	json_object_set_new(meta, "finalizers", out);
+}
+
+static void finalizers_remove(json_t *meta, const json_t *del)
+{
+	json_t *cur = json_object_get(meta, "finalizers");
+	if (!json_is_array(cur))
+		return;
+	json_t *out = json_array();
+	size_t i, j;
+	json_t *v, *w;
+	json_array_foreach(cur, i, v) {
+		bool drop = false;
+		json_array_foreach(del, j, w)
+			drop = drop || json_equal(v, w);
+		if (!drop)
+			json_array_append(out, v);
+	}
+	json_object_set_new(meta, "finalizers", out);
+}
+
+/* Fails on a directive we do not implement anywhere inside v. */
+static int check_no_directive(const json_t *v, const char *where, char *err, size_t errlen)
+{
+	if (json_is_array(v)) {
+		size_t i;
+		json_t *e;
+		json_array_foreach((json_t *)v, i, e)
+			if (check_no_directive(e, where, err, errlen) < 0)
+				return -1;
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_t *e;
+		json_object_foreach((json_t *)v, k, e) {
+			if (k[0] == '$') {
+				snprintf(err, errlen, "strategic merge patch directive \"%s\" in %s is not "
+					 "supported by kube-emulator; send a merge patch "
+					 "(application/merge-patch+json) instead", k, where);
+				return -1;
+			}
+			if (check_no_directive(e, where, err, errlen) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static json_t *smp_into(json_t *target, const json_t *patch, bool is_meta, int depth, char *err,
+			size_t errlen);
+
+static json_t *smp_object(json_t *target, const json_t *patch, bool is_meta, int depth, char *err,
+			  size_t errlen)
+{
+	const json_t *directive = json_object_get(patch, "$patch");
+	if (directive) {
+		const char *d = json_string_value(directive);
+		if (d && !strcmp(d, "delete")) {
+			json_decref(target);
+			return json_null(); /* caller removes the key */
+		}
+		if (!d || strcmp(d, "replace")) {
+			snprintf(err, errlen, "strategic merge patch: $patch must be \"replace\" or "
+				 "\"delete\" on a map");
+			json_decref(target);
+			return NULL;
+		}
+		json_t *copy = json_deep_copy(patch);
+		json_object_del(copy, "$patch");
+		json_decref(target);
+		if (check_no_directive(copy, "a replaced map", err, errlen) < 0) {
+			json_decref(copy);
+			return NULL;
+		}
+		return copy;
+	}
+	if (!json_is_object(target)) {
+		json_decref(target);
+		target = json_object();
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)patch, k, v) {
+		if (is_meta && !strcmp(k, "$deleteFromPrimitiveList/finalizers") && json_is_array(v)) {
+			finalizers_remove(target, v);
+			continue;
+		}
+		if (k[0] == '$') {
+			snprintf(err, errlen, "strategic merge patch directive \"%s\" is not supported "
+				 "by kube-emulator; send a merge patch (application/merge-patch+json) "
+				 "instead", k);
+			json_decref(target);
+			return NULL;
+		}
+		if (json_is_null(v)) {
+			json_object_del(target, k);
+			continue;
+		}
+		if (is_meta && !strcmp(k, "finalizers") && json_is_array(v)) {
+			finalizers_union(target, v);
+			continue;
+		}
+		if (json_is_array(v) && check_no_directive(v, k, err, errlen) < 0) {
+			json_decref(target);
+			return NULL;
+		}
+		json_t *cur = json_incref(json_object_get(target, k));
+		json_t *nv = smp_into(cur, v, depth == 0 && !strcmp(k, "metadata"), depth + 1, err,
+				      errlen);
+		if (!nv) {
+			json_decref(target);
+			return NULL;
+		}
+		if (json_is_null(nv))
+			json_object_del(target, k);
+		else
+			json_object_set(target, k, nv);
+		json_decref(nv);
+	}
+	return target;
+}
+
+static json_t *smp_into(json_t *target, const json_t *patch, bool is_meta, int depth, char *err,
+			size_t errlen)
+{
+	if (!json_is_object(patch)) {
+		json_decref(target);
+		return json_deep_copy(patch);
+	}
+	return smp_object(target, patch, is_meta, depth, err, errlen);
+}
+
+json_t *emu_strategic_patch(const json_t *target, const json_t *patch, int *status, char *err,
+			    size_t errlen)
+{
+	*status = 400;
+	if (!json_is_object(patch)) {
+		snprintf(err, errlen, "a strategic merge patch must be a JSON object");
+		return NULL;
+	}
+	*status = 422;
+	json_t *r = smp_object(json_deep_copy(target), patch, false, 0, err, errlen);
+	if (r && json_is_null(r)) {
+		json_decref(r);
+		snprintf(err, errlen, "strategic merge patch: $patch: delete of the whole object is "
+			 "not supported");
+		return NULL;
+	}
+	return r;
+}

@@ -1,0 +1,33 @@
+/*
+ * emu_patch: the three patch formats kube-apiserver accepts for JSON objects.
+ *
+ *   merge      RFC 7386 JSON merge patch: objects merge key by key, null deletes, anything
+ *              else (arrays included) replaces.
+ *   json       RFC 6902 JSON patch: add, remove, replace, move, copy, test over RFC 6901
+ *              pointers ("~0" is '~', "~1" is '/', "-" appends to an array).
+ *   strategic  Kubernetes strategic merge patch, reduced to what the CSI components and kubectl
+ *              send for the objects this emulator serves: it behaves as a merge patch, except
+ *              that metadata.finalizers merges as a set (its patch strategy upstream), and
+ *              the directives `$patch: replace|delete` on maps and
+ *              `$deleteFromPrimitiveList/finalizers` are applied. Every other directive
+ *              (`$retainKeys`, `$setElementOrder/...`, `$patch` in lists, ...) is refused with
+ *              an error rather than silently misapplied.
+ *
+ * Ownership: inputs are only read; the result is a new reference owned by the caller.
+ * Errors: NULL is returned with a message in err; *status says whether the patch document itself
+ * is malformed (400) or could not be applied to this object (422).
+ */
+#ifndef KCSI_EMULATOR_PATCH_H
+#define KCSI_EMULATOR_PATCH_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* Never fails. */
+json_t *emu_merge_patch(const json_t *target, const json_t *patch);
+json_t *emu_json_patch(const json_t *target, const json_t *ops, int *status, char *err,
+		       size_t errlen);
+json_t *emu_strategic_patch(const json_t *target, const json_t *patch, int *status, char *err,
+			    size_t errlen);
+
+#endif

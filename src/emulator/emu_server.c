@@ -1,0 +1,767 @@
+/*
+ * emu_server: the HTTP side of kube-emulator — listening socket, libmicrohttpd daemon, request
+ * accumulation, token auth, discovery documents, routing of REST paths to verbs, replies,
+ * and the kubeconfig a test hands to its clients.
+ *
+ * Routing follows kube-apiserver's path grammar:
+ *   /api/v1/[namespaces/{ns}/]{resource}[/{name}[/status]]
+ *   /apis/{group}/{version}/[namespaces/{ns}/]{resource}[/{name}[/status]]
+ * where "namespaces/{ns}/" is only a scope when the segment after it names a namespaced
+ * resource; otherwise /api/v1/namespaces/{name} is the Namespace object itself.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/xalloc.h"
+#include "emulator/emu_internal.h"
+
+#define MAX_BODY (3 * 1024 * 1024) /* kube-apiserver's default request body limit */
+
+struct req {
+	struct strbuf body;
+	bool too_big;
+};
+
+/* ---- replies ---- */
+
+enum MHD_Result emu_reply_text(struct MHD_Connection *c, unsigned code, char *text,
+			       int retry_after)
+{
+	if (!text) {
+		code = 500;
+		text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+			       "\"status\":\"Failure\",\"message\":\"internal error\","
+			       "\"reason\":\"InternalError\",\"code\":500}");
+	}
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text,
+								 MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-cache, private");
+	if (retry_after > 0) {
+		char buf[16];
+		snprintf(buf, sizeof(buf), "%d", retry_after);
+		MHD_add_response_header(r, "Retry-After", buf);
+	}
+	enum MHD_Result ret = MHD_queue_response(c, code, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+enum MHD_Result emu_reply_json(struct MHD_Connection *c, unsigned code, json_t *j)
+{
+	char *text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return emu_reply_text(c, code, text, 0);
+}
+
+char *emu_status_text(unsigned code, const char *reason, const char *message, json_t *details)
+{
+	json_t *s = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+			      "apiVersion", "v1", "metadata", "status", "Failure", "message",
+			      message, "reason", reason, "code", (int)code);
+	if (details)
+		json_object_set_new(s, "details", details);
+	char *text = json_dumps(s, JSON_COMPACT);
+	json_decref(s);
+	return text;
+}
+
+enum MHD_Result emu_reply_status(struct MHD_Connection *c, unsigned code, const char *reason,
+				 const char *message, json_t *details)
+{
+	return emu_reply_text(c, code, emu_status_text(code, reason, message, details), 0);
+}
+
+static enum MHD_Result reply_path_not_found(struct MHD_Connection *c)
+{
+	return emu_reply_status(c, 404, "NotFound", "the server could not find the requested "
+				"resource", NULL);
+}
+
+const char *emu_arg(struct emu_call *k, const char *name)
+{
+	return MHD_lookup_connection_value(k->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- base64 ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *emu_base64_encode(const unsigned char *d, size_t len)
+{
+	char *out = xmalloc(4 * ((len + 2) / 3) + 1), *p = out;
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned v = (unsigned)d[i] << 16 | (i + 1 < len ? (unsigned)d[i + 1] << 8 : 0) |
+			     (i + 2 < len ? d[i + 2] : 0);
+		*p++ = b64[v >> 18 & 63];
+		*p++ = b64[v >> 12 & 63];
+		*p++ = i + 1 < len ? b64[v >> 6 & 63] : '=';
+		*p++ = i + 2 < len ? b64[v & 63] : '=';
+	}
+	*p = '\0';
+	return out;
+}
+
+unsigned char *emu_base64_decode(const char *s, size_t *len)
+{
+	size_t n = strlen(s);
+	if (n % 4)
+		return NULL;
+	unsigned char *out = xmalloc(n / 4 * 3 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 4) {
+		unsigned v = 0;
+		int pad = 0;
+		for (int j = 0; j < 4; j++) {
+			const char *q = strchr(b64, s[i + j]);
+			if (s[i + j] == '=' && i + 4 == n && j >= 2) {
+				pad++;
+				v <<= 6;
+				continue;
+			}
+			if (!s[i + j] || !q || pad) {
+				free(out);
+				return NULL;
+			}
+			v = v << 6 | (unsigned)(q - b64);
+		}
+		out[o++] = (unsigned char)(v >> 16);
+		if (pad < 2)
+			out[o++] = (unsigned char)(v >> 8);
+		if (pad < 1)
+			out[o++] = (unsigned char)v;
+	}
+	out[o] = '\0';
+	*len = o;
+	return out;
+}
+
+/* ---- discovery ---- */
+
+static json_t *resource_list(struct emu_server *srv, const char *group, const char *version)
+{
+	json_t *list = json_array();
+	char gv[96] = "";
+	for (size_t i = 0; i < srv->st.nres; i++) {
+		struct emu_resource *r = &srv->st.res[i];
+		if (strcmp(r->group, group) || strcmp(r->version, version))
+			continue;
+		snprintf(gv, sizeof(gv), "%s", r->api_version);
+		json_t *shorts = json_array();
+		for (const char *p = r->short_names; *p;) {
+			size_t n = strcspn(p, ",");
+			json_array_append_new(shorts, json_stringn(p, n));
+			p += n + (p[n] ? 1 : 0);
+		}
+		json_t *e = json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s,s,s,s]}", "name", r->plural,
+				      "singularName", r->singular, "namespaced", r->namespaced,
+				      "kind", r->kind, "verbs", "create", "delete",
+				      "deletecollection", "get", "list", "patch", "update", "watch");
+		if (json_array_size(shorts))
+			json_object_set(e, "shortNames", shorts);
+		json_decref(shorts);
+		json_array_append_new(list, e);
+		if (r->has_status) {
+			char sub[96];
+			snprintf(sub, sizeof(sub), "%s/status", r->plural);
+			json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s]}",
+				"name", sub, "singularName", "", "namespaced", r->namespaced,
+				"kind", r->kind, "verbs", "get", "patch", "update"));
+		}
+	}
+	if (!json_array_size(list)) {
+		json_decref(list);
+		return NULL;
+	}
+	return json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1",
+			 "groupVersion", gv, "resources", list);
+}
+
+static json_t *group_entry(const char *group, const char *version)
+{
+	char gv[96];
+	snprintf(gv, sizeof(gv), "%s/%s", group, version);
+	return json_pack("{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "name", group, "versions",
+			 "groupVersion", gv, "version", version, "preferredVersion",
+			 "groupVersion", gv, "version", version);
+}
+
+static json_t *group_list(struct emu_server *srv)
+{
+	json_t *groups = json_array();
+	for (size_t i = 0; i < srv->st.nres; i++) {
+		const char *g = srv->st.res[i].group;
+		bool seen = !*g;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(srv->st.res[j].group, g);
+		if (!seen)
+			json_array_append_new(groups, group_entry(g, srv->st.res[i].version));
+	}
+	return json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
+			 groups);
+}
+
+/*
+ * OpenAPI v3, reduced to what kubectl reads: per group-version, one PATCH operation per kind that
+ * declares the fieldValidation query parameter. kubectl then validates on the server side (which
+ * this emulator accepts without schema checks) instead of downloading full schemas.
+ */
+static json_t *openapi_root(struct emu_server *srv)
+{
+	json_t *paths = json_object();
+	for (size_t i = 0; i < srv->st.nres; i++) {
+		const struct emu_resource *r = &srv->st.res[i];
+		char key[128], url[192];
+		snprintf(key, sizeof(key), "%s%s", *r->group ? "apis/" : "api/", r->api_version);
+		snprintf(url, sizeof(url), "/openapi/v3/%s?hash=kube-emulator-1", key);
+		json_object_set_new(paths, key, json_pack("{s:s}", "serverRelativeURL", url));
+	}
+	return json_pack("{s:o}", "paths", paths);
+}
+
+static json_t *openapi_gv(struct emu_server *srv, const char *gvpath)
+{
+	json_t *paths = json_object();
+	for (size_t i = 0; i < srv->st.nres; i++) {
+		const struct emu_resource *r = &srv->st.res[i];
+		char key[128], path[256];
+		snprintf(key, sizeof(key), "%s%s", *r->group ? "apis/" : "api/", r->api_version);
+		if (strcmp(key, gvpath))
+			continue;
+		snprintf(path, sizeof(path), "/%s/%s%s/{name}", key,
+			 r->namespaced ? "namespaces/{namespace}/" : "", r->plural);
+		json_t *op = json_pack("{s:{s:s, s:s, s:s}, s:s, s:[{s:s, s:s, s:{s:s}}], s:{s:{s:s}}}",
+			"x-kubernetes-group-version-kind", "group", r->group, "version", r->version,
+			"kind", r->kind, "x-kubernetes-action", "patch", "parameters", "name",
+			"fieldValidation", "in", "query", "schema", "type", "string", "responses",
+			"200", "description", "OK");
+		json_object_set_new(paths, path, json_pack("{s:o}", "patch", op));
+	}
+	if (!json_object_size(paths)) {
+		json_decref(paths);
+		return NULL;
+	}
+	return json_pack("{s:s, s:{s:s, s:s}, s:o}", "openapi", "3.0.0", "info", "title",
+			 "kube-emulator", "version", "v1.32.0", "paths", paths);
+}
+
+static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *c,
+				 const char *url, bool *handled)
+{
+	*handled = true;
+	if (!strcmp(url, "/version"))
+		return emu_reply_json(c, 200, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+			"major", "1", "minor", "32", "gitVersion", "v1.32.0-kube-emulator",
+			"gitCommit", "0000000000000000000000000000000000000000", "gitTreeState",
+			"clean", "buildDate", "2026-01-01T00:00:00Z", "goVersion", "none",
+			"compiler", "gcc", "platform", "linux/amd64"));
+	if (!strcmp(url, "/api"))
+		return emu_reply_json(c, 200, json_pack("{s:s, s:[s], s:[{s:s, s:s}]}", "kind",
+			"APIVersions", "versions", "v1", "serverAddressByClientCIDRs", "clientCIDR",
+			"0.0.0.0/0", "serverAddress", srv->host_port));
+	if (!strcmp(url, "/api/v1"))
+		return emu_reply_json(c, 200, resource_list(srv, "", "v1"));
+	if (!strcmp(url, "/apis"))
+		return emu_reply_json(c, 200, group_list(srv));
+	if (!strncmp(url, "/apis/", 6)) {
+		char g[64], v[32], extra;
+		int n = sscanf(url + 6, "%63[^/]/%31[^/]%c", g, v, &extra);
+		if (n == 1 || (n == 2 && url[strlen(url) - 1] != '/')) {
+			for (size_t i = 0; i < srv->st.nres; i++) {
+				if (strcmp(srv->st.res[i].group, g))
+					continue;
+				if (n == 1) {
+					json_t *e = group_entry(g, srv->st.res[i].version);
+					json_object_set_new(e, "kind", json_string("APIGroup"));
+					json_object_set_new(e, "apiVersion", json_string("v1"));
+					return emu_reply_json(c, 200, e);
+				}
+				json_t *l = resource_list(srv, g, v);
+				if (l)
+					return emu_reply_json(c, 200, l);
+				break;
+			}
+			return reply_path_not_found(c);
+		}
+	}
+	if (!strcmp(url, "/openapi/v3"))
+		return emu_reply_json(c, 200, openapi_root(srv));
+	if (!strncmp(url, "/openapi/v3/", 12)) {
+		json_t *doc = openapi_gv(srv, url + 12);
+		return doc ? emu_reply_json(c, 200, doc) : reply_path_not_found(c);
+	}
+	if (!strcmp(url, "/healthz") || !strcmp(url, "/livez") || !strcmp(url, "/readyz")) {
+		struct MHD_Response *r = MHD_create_response_from_buffer(2, (void *)"ok",
+									 MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+		enum MHD_Result ret = MHD_queue_response(c, 200, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	*handled = false;
+	return MHD_NO;
+}
+
+/* ---- routing ---- */
+
+#define MAX_SEGS 8
+
+static int split_path(char *path, char **segs)
+{
+	int n = 0;
+	for (char *tok = strtok(path, "/"); tok; tok = strtok(NULL, "/")) {
+		if (n == MAX_SEGS)
+			return -1;
+		segs[n++] = tok;
+	}
+	return n;
+}
+
+/* Fills k from the path; returns false when the path names nothing we serve. */
+static bool route_resource(struct emu_server *srv, char **s, int n, struct emu_call *k)
+{
+	const char *group, *version;
+	int i;
+	if (n >= 3 && !strcmp(s[0], "api") && !strcmp(s[1], "v1")) {
+		group = "";
+		version = "v1";
+		i = 2;
+	} else if (n >= 4 && !strcmp(s[0], "apis")) {
+		group = s[1];
+		version = s[2];
+		i = 3;
+	} else {
+		return false;
+	}
+	int rest = n - i;
+	if (rest >= 3 && !strcmp(s[i], "namespaces")) {
+		int res = emu_store_resource(&srv->st, group, version, s[i + 2]);
+		if (res >= 0 && srv->st.res[res].namespaced) {
+			k->ns = s[i + 1];
+			i += 2;
+			rest -= 2;
+		}
+	}
+	if (rest < 1 || rest > 3)
+		return false;
+	k->res = emu_store_resource(&srv->st, group, version, s[i]);
+	if (k->res < 0)
+		return false;
+	k->r = &srv->st.res[k->res];
+	k->name = rest >= 2 ? s[i + 1] : NULL;
+	k->sub = rest == 3 ? s[i + 2] : NULL;
+	if (k->sub && (strcmp(k->sub, "status") || !k->r->has_status))
+		return false;
+	if (k->name && k->r->namespaced && !k->ns)
+		return false;
+	return true;
+}
+
+static const char *verb_of(struct emu_call *k, bool *ok)
+{
+	const char *m = k->method;
+	*ok = true;
+	if (!strcmp(m, "GET")) {
+		if (k->name)
+			return "get";
+		const char *w = emu_arg(k, "watch");
+		return w && (!strcmp(w, "true") || !strcmp(w, "1")) ? "watch" : "list";
+	}
+	if (!strcmp(m, "POST") && !k->name && !k->sub)
+		return k->r->namespaced && !k->ns ? (*ok = false, "create") : "create";
+	if (!strcmp(m, "PUT") && k->name)
+		return "update";
+	if (!strcmp(m, "PATCH") && k->name)
+		return "patch";
+	if (!strcmp(m, "DELETE") && !k->sub)
+		return k->name ? "delete" : "deletecollection";
+	*ok = false;
+	return m;
+}
+
+static enum MHD_Result dispatch(struct emu_call *k, const char *verb)
+{
+	if (!strcmp(verb, "get"))
+		return emu_do_get(k);
+	if (!strcmp(verb, "list"))
+		return emu_do_list(k);
+	if (!strcmp(verb, "watch"))
+		return emu_do_watch(k);
+	if (!strcmp(verb, "create"))
+		return emu_do_create(k);
+	if (!strcmp(verb, "update"))
+		return emu_do_update(k);
+	if (!strcmp(verb, "patch"))
+		return emu_do_patch(k);
+	if (!strcmp(verb, "delete"))
+		return emu_do_delete(k);
+	return emu_do_delete_collection(k);
+}
+
+static bool body_is_json(struct MHD_Connection *c, const char *method)
+{
+	if (strcmp(method, "POST") && strcmp(method, "PUT"))
+		return true;
+	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	return !ct || !strncasecmp(ct, "application/json", 16) || !strncmp(ct, "*/*", 3);
+}
+
+static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection *c,
+				  const char *url, const char *method, struct req *rq)
+{
+	char path[2048];
+	char *segs[MAX_SEGS];
+	snprintf(path, sizeof(path), "%s", url);
+	int n = split_path(path, segs);
+	struct emu_call k = { .srv = srv, .conn = c, .method = method, .res = -1,
+			      .body = rq->body.buf, .body_len = rq->body.len };
+	if (n < 0 || !route_resource(srv, segs, n, &k))
+		return reply_path_not_found(c);
+	bool ok;
+	const char *verb = verb_of(&k, &ok);
+	if (!ok) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "the server does not allow this method on the requested "
+			 "resource (%s %s)", method, url);
+		return emu_reply_status(c, 405, "MethodNotAllowed", msg, NULL);
+	}
+	if (!body_is_json(c, method)) {
+		return emu_reply_status(c, 415, "UnsupportedMediaType",
+			"the body of the request was in an unknown format - accepted media types "
+			"include: application/json", NULL);
+	}
+	int retry_after = 0;
+	int fault = emu_faults_apply(&srv->faults, verb, k.r->plural, &retry_after);
+	if (fault == 500)
+		return emu_reply_status(c, 500, "InternalError", "Internal error occurred: "
+					"injected by kube-emulator fault rule", NULL);
+	if (fault == 429) {
+		json_t *d = json_pack("{s:i}", "retryAfterSeconds", retry_after);
+		return emu_reply_text(c, 429, emu_status_text(429, "TooManyRequests",
+			"the server has received too many requests and has asked us to try again "
+			"later", d), retry_after);
+	}
+	if (fault == 409) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on %s \"%s\": the object has "
+			 "been modified; please apply your changes to the latest version and try "
+			 "again", k.r->plural, k.name ? k.name : "");
+		return emu_reply_status(c, 409, "Conflict", msg, NULL);
+	}
+	return dispatch(&k, verb);
+}
+
+static bool authorized(struct emu_server *srv, struct MHD_Connection *c)
+{
+	if (!srv->token)
+		return true;
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->token);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct emu_server *srv = cls;
+	struct req *rq = *con_cls;
+	(void)version;
+	if (!rq) {
+		rq = xcalloc(1, sizeof(*rq));
+		rq->body = (struct strbuf)STRBUF_INIT;
+		*con_cls = rq;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (rq->body.len + *upload_size > MAX_BODY)
+			rq->too_big = true;
+		else
+			strbuf_add(&rq->body, upload, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	KLOG_V(4, "%s %s", method, url);
+	if (rq->too_big)
+		return emu_reply_status(c, 413, "RequestEntityTooLarge", "the request body is larger "
+					"than 3 MiB", NULL);
+	if (!authorized(srv, c))
+		return emu_reply_status(c, 401, "Unauthorized", "Unauthorized", NULL);
+	if (!strcmp(url, "/emulator/faults"))
+		return emu_faults_http(srv, c, method, rq->body.buf, rq->body.len);
+	if (!strcmp(method, "GET")) {
+		bool handled;
+		enum MHD_Result r = discovery(srv, c, url, &handled);
+		if (handled)
+			return r;
+	}
+	return handle_api(srv, c, url, method, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct req *rq = *con_cls;
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (rq) {
+		strbuf_release(&rq->body);
+		free(rq);
+		*con_cls = NULL;
+	}
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	size_t n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	KLOG_V(2, "libmicrohttpd: %s", buf);
+}
+
+/* ---- start / stop ---- */
+
+static int open_listener(struct emu_server *srv, const char *listen_addr, char *err,
+			 size_t errlen)
+{
+	char host[256], port[16];
+	const char *colon = strrchr(listen_addr, ':');
+	if (!colon || colon == listen_addr || strlen(colon + 1) >= sizeof(port)) {
+		snprintf(err, errlen, "--listen must be host:port, got \"%s\"", listen_addr);
+		return -1;
+	}
+	size_t hl = (size_t)(colon - listen_addr);
+	if (listen_addr[0] == '[' && hl >= 2 && listen_addr[hl - 1] == ']')
+		snprintf(host, sizeof(host), "%.*s", (int)(hl - 2), listen_addr + 1);
+	else
+		snprintf(host, sizeof(host), "%.*s", (int)hl, listen_addr);
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *ai;
+	int rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc) {
+		snprintf(err, errlen, "--listen %s: %s", listen_addr, gai_strerror(rc));
+		return -1;
+	}
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", listen_addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	bool v6 = ai->ai_family == AF_INET6;
+	freeaddrinfo(ai);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	int p = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
+			   ((struct sockaddr_in *)&ss)->sin_port);
+	const char *h = host;
+	if (!strcmp(h, "0.0.0.0") || !*h)
+		h = "127.0.0.1";
+	else if (!strcmp(h, "::"))
+		h = "::1";
+	snprintf(srv->host_port, sizeof(srv->host_port), v6 ? "[%s]:%d" : "%s:%d", h, p);
+	snprintf(srv->url, sizeof(srv->url), "%s://%s", srv->tls_cert ? "https" : "http",
+		 srv->host_port);
+	srv->listen_fd = fd;
+	return 0;
+}
+
+static char *read_file(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		strbuf_add(&sb, buf, n);
+	fclose(f);
+	return strbuf_detach(&sb, NULL);
+}
+
+static void server_free(struct emu_server *srv)
+{
+	emu_store_free(&srv->st);
+	emu_faults_free(&srv->faults);
+	free(srv->token);
+	free(srv->state_file);
+	free(srv->tls_cert);
+	free(srv->tls_key);
+	free(srv->tls_ca);
+	free(srv);
+}
+
+static int load_tls(struct emu_server *srv, const struct emu_config *cfg, char *err,
+		    size_t errlen)
+{
+	bool cert = cfg->tls_cert_file && *cfg->tls_cert_file;
+	bool key = cfg->tls_key_file && *cfg->tls_key_file;
+	if (!cert && !key)
+		return 0;
+	if (cert != key) {
+		snprintf(err, errlen, "--tls-cert and --tls-key must be given together");
+		return -1;
+	}
+	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		snprintf(err, errlen, "this libmicrohttpd was built without TLS support");
+		return -1;
+	}
+	srv->tls_cert = read_file(cfg->tls_cert_file, err, errlen);
+	srv->tls_key = srv->tls_cert ? read_file(cfg->tls_key_file, err, errlen) : NULL;
+	const char *ca = cfg->tls_ca_file && *cfg->tls_ca_file ? cfg->tls_ca_file : NULL;
+	srv->tls_ca = srv->tls_key ? (ca ? read_file(ca, err, errlen) : xstrdup(srv->tls_cert))
+				   : NULL;
+	return srv->tls_ca ? 0 : -1;
+}
+
+static void add_default_namespaces(struct emu_store *st)
+{
+	int res = emu_store_resource(st, "", "v1", "namespaces");
+	const char *names[] = { "default", "kube-system" };
+	for (int i = 0; i < 2; i++) {
+		if (emu_store_get(st, res, names[i]))
+			continue;
+		char uid[40];
+		snprintf(uid, sizeof(uid), "00000000-0000-4000-8000-00000000000%d", i + 1);
+		json_t *ns = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:{s:[s]}, s:{s:s}}",
+			"apiVersion", "v1", "kind", "Namespace", "metadata", "name", names[i], "uid",
+			uid, "creationTimestamp", "2026-01-01T00:00:00Z", "generation", 1, "spec",
+			"finalizers", "kubernetes", "status", "phase", "Active");
+		emu_store_commit(st, res, names[i], ns, EMU_ADDED);
+	}
+}
+
+struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, size_t errlen)
+{
+	struct emu_server *srv = xcalloc(1, sizeof(*srv));
+	srv->cfg = *cfg;
+	srv->listen_fd = -1;
+	srv->token = cfg->token && *cfg->token ? xstrdup(cfg->token) : NULL;
+	srv->state_file = cfg->state_file && *cfg->state_file ? xstrdup(cfg->state_file) : NULL;
+	srv->cfg.token = srv->token;
+	srv->cfg.state_file = srv->state_file;
+	if (srv->cfg.bookmark_interval_ns <= 0)
+		srv->cfg.bookmark_interval_ns = 60 * 1000000000LL;
+	emu_store_init(&srv->st, cfg->watch_history ? cfg->watch_history : 10000);
+	emu_faults_init(&srv->faults);
+	if ((srv->state_file && emu_store_load(&srv->st, srv->state_file, err, errlen) < 0) ||
+	    load_tls(srv, cfg, err, errlen) < 0 || open_listener(srv, cfg->listen, err, errlen) < 0) {
+		server_free(srv);
+		return NULL;
+	}
+	add_default_namespaces(&srv->st);
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_USE_POLL | MHD_USE_ERROR_LOG;
+	if (srv->tls_cert)
+		flags |= MHD_USE_TLS;
+	struct MHD_OptionItem opts[] = {
+		{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, srv },
+		{ MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, NULL },
+		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv },
+		{ MHD_OPTION_CONNECTION_LIMIT, 4096, NULL },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, 0, NULL },
+		{ MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL },
+		{ srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+	srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+				       MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+	if (!srv->daemon) {
+		snprintf(err, errlen, "libmicrohttpd failed to start on %s (bad TLS certificate or "
+			 "key?)", srv->host_port);
+		close(srv->listen_fd);
+		server_free(srv);
+		return NULL;
+	}
+	KLOG_I("kube-emulator serving url=\"%s\" resourceVersion=%llu", srv->url,
+	       (unsigned long long)srv->st.rv);
+	return srv;
+}
+
+const char *emu_server_url(const struct emu_server *srv)
+{
+	return srv->url;
+}
+
+int emu_server_write_kubeconfig(const struct emu_server *srv, const char *path, char *err,
+				size_t errlen)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n"
+		    "  cluster:\n    server: %s\n", srv->url);
+	if (srv->tls_ca) {
+		char *ca = emu_base64_encode((unsigned char *)srv->tls_ca, strlen(srv->tls_ca));
+		strbuf_addf(&sb, "    certificate-authority-data: %s\n", ca);
+		free(ca);
+	}
+	strbuf_addstr(&sb, "users:\n- name: kube-emulator\n  user:");
+	if (srv->token)
+		strbuf_addf(&sb, "\n    token: \"%s\"\n", srv->token);
+	else
+		strbuf_addstr(&sb, " {}\n");
+	strbuf_addstr(&sb, "contexts:\n- name: kube-emulator\n  context:\n    cluster: kube-emulator\n"
+		      "    user: kube-emulator\n    namespace: default\n"
+		      "current-context: kube-emulator\n");
+	struct strbuf tmp = STRBUF_INIT;
+	strbuf_addf(&tmp, "%s.tmp.%d", path, (int)getpid());
+	int rc = -1;
+	int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp.buf, strerror(errno));
+	} else {
+		ssize_t n = write(fd, sb.buf, sb.len);
+		if (n != (ssize_t)sb.len || close(fd) < 0)
+			snprintf(err, errlen, "cannot write %s: %s", tmp.buf, strerror(errno));
+		else if (rename(tmp.buf, path) < 0)
+			snprintf(err, errlen, "cannot rename to %s: %s", path, strerror(errno));
+		else
+			rc = 0;
+		if (rc < 0)
+			unlink(tmp.buf);
+	}
+	strbuf_release(&tmp);
+	strbuf_release(&sb);
+	return rc;
+}
+
+int emu_server_stop(struct emu_server *srv, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&srv->st.mu);
+	srv->st.shutdown = true;
+	pthread_cond_broadcast(&srv->st.cv);
+	pthread_mutex_unlock(&srv->st.mu);
+	MHD_stop_daemon(srv->daemon);
+	int rc = 0;
+	if (srv->state_file) {
+		rc = emu_store_save(&srv->st, srv->state_file, err, errlen);
+		if (rc == 0)
+			KLOG_I("Saved state file=\"%s\" resourceVersion=%llu", srv->state_file,
+			       (unsigned long long)srv->st.rv);
+	}
+	server_free(srv);
+	return rc;
+}

@@ -1,0 +1,42 @@
+/*
+ * emu_server: kube-emulator, an in-memory server of the Kubernetes REST API subset that the
+ * CSI sidecars, kubectl and client-go use. A test tool, never a production API server.
+ *
+ * The server runs libmicrohttpd with one thread per connection: ordinary requests are answered
+ * under the store lock, and a watch is a chunked response whose reader blocks on the store's
+ * condition variable in its own connection thread. See docs/kube-emulator.md for the API.
+ *
+ * Ownership: emu_server_start() copies what it needs from the config; the server owns its store,
+ * daemon and fault table. emu_server_stop() ends every watch, stops the daemon, saves the state
+ * file when one is configured, and frees everything.
+ */
+#ifndef KCSI_EMULATOR_SERVER_H
+#define KCSI_EMULATOR_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct emu_config {
+	const char *listen;        /* "host:port", "[v6]:port"; port 0 picks a free one */
+	const char *token;         /* NULL or "": no authentication */
+	const char *tls_cert_file; /* both set: HTTPS */
+	const char *tls_key_file;
+	const char *tls_ca_file;   /* CA written to the kubeconfig; default: the certificate */
+	const char *state_file;    /* NULL: no persistence */
+	size_t watch_history;      /* events kept for watch resume */
+	int64_t bookmark_interval_ns;
+	int64_t max_watch_timeout_ns; /* watches without timeoutSeconds end after this */
+};
+
+struct emu_server;
+
+struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, size_t errlen);
+/* "http://127.0.0.1:34567" or "https://..."; owned by the server. */
+const char *emu_server_url(const struct emu_server *srv);
+/* Writes a kubeconfig for this server to path atomically (temp file + rename). */
+int emu_server_write_kubeconfig(const struct emu_server *srv, const char *path, char *err,
+				size_t errlen);
+/* Returns 0, or -1 with err when saving the state file failed (everything is freed anyway). */
+int emu_server_stop(struct emu_server *srv, char *err, size_t errlen);
+
+#endif

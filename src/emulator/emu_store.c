@@ -1,0 +1,338 @@
+/*
+ * emu_store: resource table, sorted object arrays, the event ring and the state file.
+ *
+ * Sorted arrays rather than hash tables: lookups are a binary search, a namespace is a key range,
+ * and paginated lists need key order anyway. Inserting into a 10,000-entry array moves at most
+ * 160 KB of pointers, far below the cost of the JSON work around it.
+ */
+#include "emulator/emu_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/xalloc.h"
+
+const char *const emu_event_names[3] = { "ADDED", "MODIFIED", "DELETED" };
+
+#define PENDING "{\"phase\":\"Pending\"}"
+
+/* Only the descriptive fields are given; the runtime ones start zeroed. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const struct emu_resource resource_table[] = {
+	/* group, version, plural, singular, kind, namespaced, status, short, fields, create_status */
+	{ "", "v1", "namespaces", "namespace", "Namespace", false, false, "ns", "status.phase",
+	  "{\"phase\":\"Active\"}" },
+	{ "", "v1", "nodes", "node", "Node", false, true, "no", "spec.unschedulable", NULL },
+	{ "", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", false, true, "pv",
+	  "", PENDING },
+	{ "", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", true,
+	  true, "pvc", "", PENDING },
+	{ "", "v1", "pods", "pod", "Pod", true, true, "po",
+	  "spec.nodeName,spec.restartPolicy,spec.schedulerName,spec.serviceAccountName,status.phase,"
+	  "status.podIP,status.nominatedNodeName", PENDING },
+	{ "", "v1", "secrets", "secret", "Secret", true, false, "", "type", NULL },
+	{ "", "v1", "configmaps", "configmap", "ConfigMap", true, false, "cm", "", NULL },
+	{ "", "v1", "events", "event", "Event", true, false, "ev",
+	  "involvedObject.kind,involvedObject.namespace,involvedObject.name,involvedObject.uid,"
+	  "involvedObject.apiVersion,involvedObject.resourceVersion,involvedObject.fieldPath,reason,"
+	  "reportingComponent,source,type", NULL },
+	{ "storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", false, false,
+	  "sc", "", NULL },
+	{ "storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", false,
+	  true, "", "", "" },
+	{ "storage.k8s.io", "v1", "csinodes", "csinode", "CSINode", false, false, "", "", NULL },
+	{ "storage.k8s.io", "v1", "csidrivers", "csidriver", "CSIDriver", false, false, "", "", NULL },
+	{ "storage.k8s.io", "v1", "csistoragecapacities", "csistoragecapacity", "CSIStorageCapacity",
+	  true, false, "", "", NULL },
+	{ "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, "", "", NULL },
+	{ "events.k8s.io", "v1", "events", "event", "Event", true, false, "ev",
+	  "reason,regarding.kind,regarding.namespace,regarding.name,regarding.uid,type", NULL },
+};
+#pragma GCC diagnostic pop
+
+void emu_store_init(struct emu_store *st, size_t history)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* watch waits must not jump with the clock */
+	pthread_cond_init(&st->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	st->ring_cap = history ? history : 1;
+	st->ring = xcalloc(st->ring_cap, sizeof(*st->ring));
+	st->nres = sizeof(resource_table) / sizeof(resource_table[0]);
+	st->res = xcalloc(st->nres, sizeof(*st->res));
+	for (size_t i = 0; i < st->nres; i++) {
+		st->res[i] = resource_table[i];
+		struct emu_resource *r = &st->res[i];
+		if (*r->group)
+			snprintf(r->api_version, sizeof(r->api_version), "%s/%s", r->group, r->version);
+		else
+			snprintf(r->api_version, sizeof(r->api_version), "%s", r->version);
+	}
+}
+
+static void event_clear(struct emu_event *ev)
+{
+	json_decref(ev->obj);
+	json_decref(ev->prev);
+	free(ev->text);
+	memset(ev, 0, sizeof(*ev));
+}
+
+void emu_store_free(struct emu_store *st)
+{
+	for (size_t i = 0; i < st->ring_len; i++)
+		event_clear(&st->ring[(st->ring_head + i) % st->ring_cap]);
+	free(st->ring);
+	for (size_t i = 0; i < st->nres; i++) {
+		for (size_t j = 0; j < st->res[i].n; j++) {
+			free(st->res[i].items[j].key);
+			json_decref(st->res[i].items[j].obj);
+		}
+		free(st->res[i].items);
+	}
+	free(st->res);
+	pthread_mutex_destroy(&st->mu);
+	pthread_cond_destroy(&st->cv);
+}
+
+int emu_store_resource(const struct emu_store *st, const char *group, const char *version,
+		       const char *plural)
+{
+	for (size_t i = 0; i < st->nres; i++) {
+		const struct emu_resource *r = &st->res[i];
+		if (!strcmp(r->group, group) && !strcmp(r->version, version) &&
+		    !strcmp(r->plural, plural))
+			return (int)i;
+	}
+	return -1;
+}
+
+int emu_store_resource_by_kind(const struct emu_store *st, const char *api_version,
+			       const char *kind)
+{
+	for (size_t i = 0; i < st->nres; i++)
+		if (!strcmp(st->res[i].api_version, api_version) && !strcmp(st->res[i].kind, kind))
+			return (int)i;
+	return -1;
+}
+
+void emu_store_key(const struct emu_resource *r, const char *ns, const char *name, char *buf,
+		   size_t len)
+{
+	if (r->namespaced)
+		snprintf(buf, len, "%s/%s", ns ? ns : "", name);
+	else
+		snprintf(buf, len, "%s", name);
+}
+
+size_t emu_store_lower_bound(const struct emu_resource *r, const char *key)
+{
+	size_t lo = 0, hi = r->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(r->items[mid].key, key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+json_t *emu_store_get(struct emu_store *st, int res, const char *key)
+{
+	struct emu_resource *r = &st->res[res];
+	size_t i = emu_store_lower_bound(r, key);
+	return i < r->n && !strcmp(r->items[i].key, key) ? r->items[i].obj : NULL;
+}
+
+static void set_rv(json_t *obj, uint64_t rv)
+{
+	json_t *meta = json_object_get(obj, "metadata");
+	if (!json_is_object(meta)) {
+		meta = json_object();
+		json_object_set_new(obj, "metadata", meta);
+	}
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
+	json_object_set_new(meta, "resourceVersion", json_string(buf));
+}
+
+/* Puts obj (a new reference) at key; returns the previous object (reference) or NULL. */
+static json_t *items_put(struct emu_resource *r, const char *key, json_t *obj, bool remove)
+{
+	size_t i = emu_store_lower_bound(r, key);
+	bool found = i < r->n && !strcmp(r->items[i].key, key);
+	json_t *prev = found ? r->items[i].obj : NULL;
+	if (remove) {
+		if (found) {
+			free(r->items[i].key);
+			memmove(&r->items[i], &r->items[i + 1], (r->n - i - 1) * sizeof(*r->items));
+			r->n--;
+		}
+		json_decref(obj);
+		return prev;
+	}
+	if (found) {
+		r->items[i].obj = obj;
+		return prev;
+	}
+	if (r->n == r->cap) {
+		r->cap = r->cap ? 2 * r->cap : 16;
+		r->items = xrealloc(r->items, r->cap * sizeof(*r->items));
+	}
+	memmove(&r->items[i + 1], &r->items[i], (r->n - i) * sizeof(*r->items));
+	r->items[i].key = xstrdup(key);
+	r->items[i].obj = obj;
+	r->n++;
+	return NULL;
+}
+
+const struct emu_event *emu_store_commit(struct emu_store *st, int res, const char *key,
+					 json_t *obj, enum emu_event_type type)
+{
+	uint64_t rv = ++st->rv;
+	set_rv(obj, rv);
+	json_t *prev = items_put(&st->res[res], key, json_incref(obj), type == EMU_DELETED);
+
+	if (st->ring_len == st->ring_cap) {
+		struct emu_event *old = &st->ring[st->ring_head];
+		st->history_start = old->rv;
+		event_clear(old);
+		st->ring_head = (st->ring_head + 1) % st->ring_cap;
+		st->ring_len--;
+	}
+	struct emu_event *ev = &st->ring[(st->ring_head + st->ring_len) % st->ring_cap];
+	st->ring_len++;
+	ev->rv = rv;
+	ev->res = res;
+	ev->type = type;
+	ev->obj = obj;
+	ev->prev = prev;
+	ev->text = json_dumps(obj, JSON_COMPACT);
+	if (!ev->text)
+		ev->text = xstrdup("{}");
+	pthread_cond_broadcast(&st->cv);
+	return ev;
+}
+
+const struct emu_event *emu_store_event(const struct emu_store *st, uint64_t rv)
+{
+	if (!st->ring_len)
+		return NULL;
+	uint64_t first = st->ring[st->ring_head].rv;
+	if (rv < first || rv - first >= st->ring_len)
+		return NULL;
+	return &st->ring[(st->ring_head + (rv - first)) % st->ring_cap];
+}
+
+/* ---- state file ---- */
+
+int emu_store_save(struct emu_store *st, const char *path, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&st->mu);
+	json_t *objs = json_array();
+	for (size_t i = 0; i < st->nres; i++)
+		for (size_t j = 0; j < st->res[i].n; j++)
+			json_array_append(objs, st->res[i].items[j].obj);
+	json_t *doc = json_pack("{s:s, s:I, s:o}", "kind", "KubeEmulatorState", "resourceVersion",
+				(json_int_t)st->rv, "objects", objs);
+	char *text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	pthread_mutex_unlock(&st->mu);
+
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int rc = -1;
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+	} else {
+		size_t len = strlen(text), off = 0;
+		while (off < len) {
+			ssize_t n = write(fd, text + off, len - off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			off += (size_t)n;
+		}
+		if (off < len || fsync(fd) < 0)
+			snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+		else if (rename(tmp, path) < 0)
+			snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		else
+			rc = 0;
+		close(fd);
+		if (rc < 0)
+			unlink(tmp);
+	}
+	free(text);
+	return rc;
+}
+
+static int load_object(struct emu_store *st, json_t *obj, char *err, size_t errlen)
+{
+	const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+	const char *kind = json_string_value(json_object_get(obj, "kind"));
+	json_t *meta = json_object_get(obj, "metadata");
+	const char *name = json_string_value(json_object_get(meta, "name"));
+	const char *ns = json_string_value(json_object_get(meta, "namespace"));
+	int res = av && kind ? emu_store_resource_by_kind(st, av, kind) : -1;
+	if (res < 0 || !name || (st->res[res].namespaced && !ns)) {
+		snprintf(err, errlen, "object of kind %s/%s named %s is not one this emulator serves",
+			 av ? av : "?", kind ? kind : "?", name ? name : "?");
+		return -1;
+	}
+	char key[600];
+	emu_store_key(&st->res[res], ns, name, key, sizeof(key));
+	json_decref(items_put(&st->res[res], key, json_incref(obj), false));
+	return 0;
+}
+
+int emu_store_load(struct emu_store *st, const char *path, char *err, size_t errlen)
+{
+	if (access(path, F_OK) < 0 && errno == ENOENT)
+		return 0;
+	json_error_t jerr;
+	json_t *doc = json_load_file(path, 0, &jerr);
+	if (!doc) {
+		snprintf(err, errlen, "state file %s: %s at line %d", path, jerr.text, jerr.line);
+		return -1;
+	}
+	json_t *rv = json_object_get(doc, "resourceVersion");
+	json_t *objs = json_object_get(doc, "objects");
+	int rc = 0;
+	if (!json_is_integer(rv) || json_integer_value(rv) < 0 || !json_is_array(objs)) {
+		snprintf(err, errlen, "state file %s: expected {\"resourceVersion\": N, \"objects\": "
+			 "[...]}", path);
+		rc = -1;
+	}
+	size_t i;
+	json_t *o;
+	if (rc == 0) {
+		json_array_foreach(objs, i, o) {
+			if (!json_is_object(o) || load_object(st, o, err, errlen) < 0) {
+				if (!json_is_object(o))
+					snprintf(err, errlen, "state file %s: object %zu is not a "
+						 "JSON object", path, i);
+				rc = -1;
+				break;
+			}
+		}
+	}
+	if (rc == 0) {
+		st->rv = (uint64_t)json_integer_value(rv);
+		st->history_start = st->rv;
+	}
+	json_decref(doc);
+	return rc;
+}

@@ -1,0 +1,692 @@
+/*
+ * emu_verbs: the API verbs over the store — get, list, create, update, patch, delete — with
+ * kube-apiserver's semantics (optimistic concurrency, finalizers and deletionTimestamp, status
+ * subresource rules, generation, Status errors).
+ *
+ * Each verb parses its input outside the store lock, then takes the lock once for the whole
+ * decision and commit and serializes its answer before releasing it, so an answer always shows
+ * the state the operation produced. Answers are built as a `struct reply` (code + JSON text) and
+ * sent after the lock is released. Watches live in emu_watch.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "emulator/emu_internal.h"
+#include "emulator/emu_patch.h"
+#include "emulator/emu_select.h"
+
+#define KEY_MAX 600
+
+/* ---- replies ---- */
+
+void reply_status(struct reply *rp, unsigned code, const char *reason, const char *msg,
+		  json_t *details)
+{
+	free(rp->text);
+	rp->code = code;
+	rp->text = emu_status_text(code, reason, msg, details);
+}
+
+static const char *qualified(const struct emu_resource *r, char *buf, size_t len)
+{
+	if (*r->group)
+		snprintf(buf, len, "%s.%s", r->plural, r->group);
+	else
+		snprintf(buf, len, "%s", r->plural);
+	return buf;
+}
+
+static json_t *details_for(const struct emu_resource *r, const char *name)
+{
+	json_t *d = json_object();
+	if (name)
+		json_object_set_new(d, "name", json_string(name));
+	if (*r->group)
+		json_object_set_new(d, "group", json_string(r->group));
+	json_object_set_new(d, "kind", json_string(r->plural));
+	return d;
+}
+
+void reply_bad(struct reply *rp, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reply_status(rp, 400, "BadRequest", msg, NULL);
+}
+
+static void reply_not_found(struct reply *rp, const struct emu_resource *r, const char *name)
+{
+	char q[128], msg[1024];
+	snprintf(msg, sizeof(msg), "%s \"%s\" not found", qualified(r, q, sizeof(q)), name);
+	reply_status(rp, 404, "NotFound", msg, details_for(r, name));
+}
+
+static void reply_conflict(struct reply *rp, const struct emu_resource *r, const char *name,
+			   const char *why)
+{
+	char q[128], msg[1400];
+	snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on %s \"%s\": %s",
+		 qualified(r, q, sizeof(q)), name, why);
+	reply_status(rp, 409, "Conflict", msg, details_for(r, name));
+}
+
+static const char *const MODIFIED_MSG = "the object has been modified; please apply your changes "
+					"to the latest version and try again";
+
+/* 422 Invalid with one cause, shaped like upstream's field errors. */
+static void reply_invalid(struct reply *rp, const struct emu_resource *r, const char *name,
+			  const char *field, const char *cause_type, const char *detail)
+{
+	char msg[1600];
+	snprintf(msg, sizeof(msg), "%s \"%s\" is invalid: %s: %s", r->kind, name ? name : "", field,
+		 detail);
+	json_t *d = json_object();
+	if (name)
+		json_object_set_new(d, "name", json_string(name));
+	if (*r->group)
+		json_object_set_new(d, "group", json_string(r->group));
+	json_object_set_new(d, "kind", json_string(r->kind));
+	json_object_set_new(d, "causes",
+			    json_pack("[{s:s, s:s, s:s}]", "reason", cause_type, "message", detail,
+				      "field", field));
+	reply_status(rp, 422, "Invalid", msg, d);
+}
+
+static void reply_object(struct reply *rp, unsigned code, const char *text)
+{
+	free(rp->text);
+	rp->code = code;
+	rp->text = xstrdup(text);
+}
+
+static void reply_dump(struct reply *rp, unsigned code, const json_t *obj)
+{
+	free(rp->text);
+	rp->code = code;
+	rp->text = json_dumps(obj, JSON_COMPACT);
+}
+
+static enum MHD_Result send_reply(struct emu_call *k, struct reply *rp)
+{
+	return emu_reply_text(k->conn, rp->code, rp->text, 0);
+}
+
+/* ---- small helpers ---- */
+
+static json_t *meta_of(json_t *obj)
+{
+	json_t *m = json_object_get(obj, "metadata");
+	if (!json_is_object(m)) {
+		m = json_object();
+		json_object_set_new(obj, "metadata", m);
+	}
+	return m;
+}
+
+static const char *meta_str(const json_t *obj, const char *field)
+{
+	return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
+}
+
+static void new_uid(char *buf, size_t len)
+{
+	unsigned char b[16];
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		for (size_t i = 0; i < sizeof(b); i++)
+			b[i] = (unsigned char)(random() & 0xff);
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(buf, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+}
+
+static void now_rfc3339(char *buf, size_t len)
+{
+	rfc3339_format(time(NULL), buf, len);
+}
+
+void emu_set_type(const struct emu_resource *r, json_t *obj)
+{
+	json_object_set_new(obj, "apiVersion", json_string(r->api_version));
+	json_object_set_new(obj, "kind", json_string(r->kind));
+}
+
+bool parse_body(struct emu_call *k, json_t **out, struct reply *rp)
+{
+	json_error_t je;
+	*out = NULL;
+	if (!k->body_len) {
+		reply_bad(rp, "the request body is empty; expected a JSON %s object", k->r->kind);
+		return false;
+	}
+	json_t *j = json_loadb(k->body, k->body_len, 0, &je);
+	if (!j) {
+		reply_bad(rp, "the request body is not valid JSON: %s (line %d, column %d)", je.text,
+			  je.line, je.column);
+		return false;
+	}
+	*out = j;
+	return true;
+}
+
+/* Body is an object of this resource's apiVersion/kind (when given) with an object metadata. */
+static bool check_type(struct emu_call *k, json_t *obj, struct reply *rp)
+{
+	if (!json_is_object(obj)) {
+		reply_bad(rp, "the request body must be a JSON object (a %s)", k->r->kind);
+		return false;
+	}
+	json_t *av = json_object_get(obj, "apiVersion"), *kind = json_object_get(obj, "kind");
+	if (av && (!json_is_string(av) || strcmp(json_string_value(av), k->r->api_version))) {
+		reply_bad(rp, "the API version in the data (%s) does not match the expected API "
+			  "version (%s)", json_is_string(av) ? json_string_value(av) : "not a string",
+			  k->r->api_version);
+		return false;
+	}
+	if (kind && (!json_is_string(kind) || strcmp(json_string_value(kind), k->r->kind))) {
+		reply_bad(rp, "the kind in the data (%s) does not match the expected kind (%s) for "
+			  "%s", json_is_string(kind) ? json_string_value(kind) : "not a string",
+			  k->r->kind, k->r->plural);
+		return false;
+	}
+	json_t *meta = json_object_get(obj, "metadata");
+	if (meta && !json_is_object(meta)) {
+		reply_bad(rp, "metadata must be a JSON object");
+		return false;
+	}
+	return true;
+}
+
+static bool namespace_exists(struct emu_server *srv, const char *ns)
+{
+	int nsres = emu_store_resource(&srv->st, "", "v1", "namespaces");
+	return emu_store_get(&srv->st, nsres, ns) != NULL;
+}
+
+static void reply_ns_not_found(struct emu_server *srv, struct reply *rp, const char *ns)
+{
+	int nsres = emu_store_resource(&srv->st, "", "v1", "namespaces");
+	reply_not_found(rp, &srv->st.res[nsres], ns);
+}
+
+static bool valid_name(struct emu_call *k, const char *name, struct reply *rp)
+{
+	char why[256];
+	bool ok = !strcmp(k->r->plural, "namespaces") ?
+		emu_name_is_dns1123_label(name, why, sizeof(why)) :
+		emu_name_is_dns1123_subdomain(name, why, sizeof(why));
+	if (!ok) {
+		char detail[600];
+		snprintf(detail, sizeof(detail), "Invalid value: \"%.200s\": %s", name, why);
+		reply_invalid(rp, k->r, name, "metadata.name", "FieldValueInvalid", detail);
+	}
+	return ok;
+}
+
+/* ---- get ---- */
+
+enum MHD_Result emu_do_get(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	char key[KEY_MAX];
+	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
+	pthread_mutex_lock(&k->srv->st.mu);
+	json_t *obj = emu_store_get(&k->srv->st, k->res, key);
+	if (obj)
+		reply_dump(&rp, 200, obj);
+	else
+		reply_not_found(&rp, k->r, k->name);
+	pthread_mutex_unlock(&k->srv->st.mu);
+	return send_reply(k, &rp);
+}
+
+/* ---- create ---- */
+
+static void generate_name(const char *prefix, char *buf, size_t len)
+{
+	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+	unsigned char b[5];
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		for (size_t i = 0; i < sizeof(b); i++)
+			b[i] = (unsigned char)random();
+	char suffix[6];
+	for (int i = 0; i < 5; i++)
+		suffix[i] = alphabet[b[i] % (sizeof(alphabet) - 1)];
+	suffix[5] = '\0';
+	snprintf(buf, len, "%.*s%s", 58, prefix, suffix);
+}
+
+static void reset_server_fields(struct emu_call *k, json_t *obj, json_t *meta)
+{
+	char uid[40], ts[RFC3339_BUFLEN];
+	new_uid(uid, sizeof(uid));
+	now_rfc3339(ts, sizeof(ts));
+	json_object_set_new(meta, "uid", json_string(uid));
+	json_object_set_new(meta, "creationTimestamp", json_string(ts));
+	json_object_set_new(meta, "generation", json_integer(1));
+	json_object_del(meta, "resourceVersion");
+	json_object_del(meta, "deletionTimestamp");
+	json_object_del(meta, "deletionGracePeriodSeconds");
+	json_object_del(meta, "selfLink");
+	json_object_del(meta, "managedFields");
+	if (k->r->create_status && !*k->r->create_status) {
+		json_object_del(obj, "status");
+	} else if (k->r->create_status) {
+		json_t *st = json_loads(k->r->create_status, 0, NULL);
+		json_object_set_new(obj, "status", st ? st : json_object());
+	}
+	emu_set_type(k->r, obj);
+}
+
+/* Fills metadata.name from generateName; false with a reply when there is no usable name. */
+static bool choose_name(struct emu_call *k, json_t *meta, const char *ns, struct reply *rp)
+{
+	json_t *jn = json_object_get(meta, "name");
+	if (jn && !json_is_string(jn)) {
+		reply_bad(rp, "metadata.name must be a string");
+		return false;
+	}
+	const char *name = json_string_value(jn);
+	const char *gen = json_string_value(json_object_get(meta, "generateName"));
+	if ((!name || !*name) && gen && *gen) {
+		char buf[300], key[KEY_MAX];
+		for (int tries = 0; tries < 16; tries++) {
+			generate_name(gen, buf, sizeof(buf));
+			emu_store_key(k->r, ns, buf, key, sizeof(key));
+			if (!emu_store_get(&k->srv->st, k->res, key))
+				break;
+		}
+		json_object_set_new(meta, "name", json_string(buf));
+		name = json_string_value(json_object_get(meta, "name"));
+	}
+	if (!name || !*name) {
+		reply_invalid(rp, k->r, NULL, "metadata.name", "FieldValueRequired",
+			      "Required value: name or generateName is required");
+		return false;
+	}
+	return valid_name(k, name, rp);
+}
+
+enum MHD_Result emu_do_create(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	json_t *obj = NULL;
+	struct emu_store *st = &k->srv->st;
+	if (!parse_body(k, &obj, &rp) || !check_type(k, obj, &rp))
+		goto out;
+	json_t *meta = meta_of(obj);
+	if (k->r->namespaced) {
+		const char *bns = meta_str(obj, "namespace");
+		if (bns && *bns && strcmp(bns, k->ns)) {
+			reply_bad(&rp, "the namespace of the provided object (%s) does not match the "
+				  "namespace sent on the request (%s)", bns, k->ns);
+			goto out;
+		}
+		json_object_set_new(meta, "namespace", json_string(k->ns));
+	} else {
+		json_object_del(meta, "namespace");
+	}
+	pthread_mutex_lock(&st->mu);
+	if (k->r->namespaced && !namespace_exists(k->srv, k->ns)) {
+		reply_ns_not_found(k->srv, &rp, k->ns);
+	} else if (choose_name(k, meta, k->ns, &rp)) {
+		const char *name = meta_str(obj, "name");
+		char key[KEY_MAX], q[128], msg[800];
+		emu_store_key(k->r, k->ns, name, key, sizeof(key));
+		if (emu_store_get(st, k->res, key)) {
+			snprintf(msg, sizeof(msg), "%s \"%s\" already exists",
+				 qualified(k->r, q, sizeof(q)), name);
+			reply_status(&rp, 409, "AlreadyExists", msg, details_for(k->r, name));
+		} else {
+			reset_server_fields(k, obj, meta);
+			const struct emu_event *ev = emu_store_commit(st, k->res, key, obj,
+								      EMU_ADDED);
+			obj = NULL;
+			reply_object(&rp, 201, ev->text);
+		}
+	}
+	pthread_mutex_unlock(&st->mu);
+out:
+	json_decref(obj);
+	return send_reply(k, &rp);
+}
+
+/* ---- update and patch ---- */
+
+static bool str_in_array(const json_t *arr, const json_t *s)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach((json_t *)arr, i, v)
+		if (json_equal(v, s))
+			return true;
+	return false;
+}
+
+/* Everything but metadata, status, apiVersion and kind: what bumps generation. */
+static bool spec_changed(const json_t *a, const json_t *b)
+{
+	json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
+	const char *drop[] = { "metadata", "status", "apiVersion", "kind" };
+	for (size_t i = 0; i < 4; i++) {
+		json_object_del(x, drop[i]);
+		json_object_del(y, drop[i]);
+	}
+	bool changed = !json_equal(x, y);
+	json_decref(x);
+	json_decref(y);
+	return changed;
+}
+
+static void copy_field(json_t *dst, const json_t *src, const char *field)
+{
+	json_t *v = json_object_get(src, field);
+	if (v)
+		json_object_set(dst, field, v);
+	else
+		json_object_del(dst, field);
+}
+
+/* Builds the object a main-endpoint write would store; NULL with a reply when refused. */
+static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *proposed,
+			  struct reply *rp)
+{
+	json_t *nobj = proposed;
+	const json_t *ometa = json_object_get(old, "metadata");
+	json_t *nmeta = meta_of(nobj);
+	if (k->r->has_status)
+		copy_field(nobj, old, "status");
+	const char *keep[] = { "uid", "creationTimestamp", "deletionTimestamp",
+			       "deletionGracePeriodSeconds", "generation", "name", "namespace" };
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		copy_field(nmeta, ometa, keep[i]);
+	json_object_del(nmeta, "selfLink");
+	json_object_del(nmeta, "managedFields");
+	json_t *nfin = json_object_get(nmeta, "finalizers");
+	if (nfin && !json_is_array(nfin)) {
+		reply_bad(rp, "metadata.finalizers must be an array of strings");
+		json_decref(nobj);
+		return NULL;
+	}
+	if (json_object_get(ometa, "deletionTimestamp") && json_is_array(nfin)) {
+		json_t *ofin = json_object_get(ometa, "finalizers");
+		size_t i;
+		json_t *f;
+		json_array_foreach(nfin, i, f) {
+			if (!json_is_array(ofin) || !str_in_array(ofin, f)) {
+				char detail[512];
+				snprintf(detail, sizeof(detail), "Forbidden: no new finalizers can be "
+					 "added if the object is being deleted, found new finalizers "
+					 "[\"%s\"]", json_is_string(f) ? json_string_value(f) : "?");
+				reply_invalid(rp, k->r, meta_str(old, "name"), "metadata.finalizers",
+					      "FieldValueForbidden", detail);
+				json_decref(nobj);
+				return NULL;
+			}
+		}
+	}
+	if (spec_changed(old, nobj)) {
+		json_int_t gen = json_integer_value(json_object_get(ometa, "generation"));
+		json_object_set_new(nmeta, "generation", json_integer(gen + 1));
+	}
+	return nobj;
+}
+
+/* Stores proposed (taken) as the new state of old; fills the reply. Caller holds the lock. */
+static void finish_update(struct emu_call *k, const char *key, json_t *old, json_t *proposed,
+			  struct reply *rp)
+{
+	json_t *nobj;
+	if (k->sub) {
+		nobj = json_deep_copy(old);
+		copy_field(nobj, proposed, "status");
+		json_decref(proposed);
+	} else {
+		nobj = merge_main(k, old, proposed, rp);
+		if (!nobj)
+			return;
+	}
+	emu_set_type(k->r, nobj);
+	json_object_set_new(meta_of(nobj), "resourceVersion",
+			    json_string(meta_str(old, "resourceVersion")));
+	if (json_equal(nobj, old)) {
+		json_decref(nobj);
+		reply_dump(rp, 200, old);
+		return;
+	}
+	json_t *nmeta = meta_of(nobj), *fin = json_object_get(nmeta, "finalizers");
+	bool gone = json_object_get(nmeta, "deletionTimestamp") && json_array_size(fin) == 0;
+	const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, key, nobj,
+						      gone ? EMU_DELETED : EMU_MODIFIED);
+	reply_object(rp, 200, ev->text);
+}
+
+static bool check_identity(struct emu_call *k, json_t *obj, struct reply *rp)
+{
+	const char *name = meta_str(obj, "name");
+	if (!name || strcmp(name, k->name)) {
+		reply_bad(rp, "the name of the object (%s) does not match the name on the URL (%s)",
+			  name ? name : "", k->name);
+		return false;
+	}
+	const char *ns = meta_str(obj, "namespace");
+	if (k->r->namespaced && ns && *ns && strcmp(ns, k->ns)) {
+		reply_bad(rp, "the namespace of the provided object (%s) does not match the "
+			  "namespace sent on the request (%s)", ns, k->ns);
+		return false;
+	}
+	return true;
+}
+
+enum MHD_Result emu_do_update(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	json_t *obj = NULL;
+	struct emu_store *st = &k->srv->st;
+	if (!parse_body(k, &obj, &rp) || !check_type(k, obj, &rp) || !check_identity(k, obj, &rp))
+		goto out;
+	const char *rv = meta_str(obj, "resourceVersion");
+	if (!rv || !*rv) {
+		reply_invalid(&rp, k->r, k->name, "metadata.resourceVersion", "FieldValueInvalid",
+			      "Invalid value: 0x0: must be specified for an update");
+		goto out;
+	}
+	char key[KEY_MAX];
+	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
+	pthread_mutex_lock(&st->mu);
+	json_t *old = emu_store_get(st, k->res, key);
+	if (!old) {
+		reply_not_found(&rp, k->r, k->name);
+	} else if (strcmp(rv, meta_str(old, "resourceVersion"))) {
+		reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
+	} else {
+		finish_update(k, key, old, obj, &rp);
+		obj = NULL;
+	}
+	pthread_mutex_unlock(&st->mu);
+out:
+	json_decref(obj);
+	return send_reply(k, &rp);
+}
+
+enum patch_kind { PATCH_MERGE, PATCH_JSON, PATCH_STRATEGIC };
+
+static int patch_kind_of(struct emu_call *k, enum patch_kind *pk, struct reply *rp)
+{
+	const char *ct = MHD_lookup_connection_value(k->conn, MHD_HEADER_KIND, "Content-Type");
+	char type[128] = "";
+	if (ct) {
+		size_t n = strcspn(ct, "; ");
+		snprintf(type, sizeof(type), "%.*s", (int)n, ct);
+	}
+	if (!strcasecmp(type, "application/merge-patch+json")) {
+		*pk = PATCH_MERGE;
+	} else if (!strcasecmp(type, "application/json-patch+json")) {
+		*pk = PATCH_JSON;
+	} else if (!strcasecmp(type, "application/strategic-merge-patch+json")) {
+		*pk = PATCH_STRATEGIC;
+	} else {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "the body of the request was in an unknown format (%s) - "
+			 "accepted media types include: application/json-patch+json, "
+			 "application/merge-patch+json, application/strategic-merge-patch+json%s",
+			 *type ? type : "no Content-Type",
+			 !strcasecmp(type, "application/apply-patch+yaml") ?
+			 " (server-side apply is not supported by kube-emulator)" : "");
+		reply_status(rp, 415, "UnsupportedMediaType", msg, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *apply_patch(enum patch_kind pk, const json_t *old, const json_t *patch,
+			   struct reply *rp)
+{
+	char err[600];
+	int code = 422;
+	json_t *r;
+	if (pk == PATCH_MERGE) {
+		if (!json_is_object(patch)) {
+			reply_bad(rp, "a merge patch must be a JSON object");
+			return NULL;
+		}
+		return emu_merge_patch(old, patch);
+	}
+	r = pk == PATCH_JSON ? emu_json_patch(old, patch, &code, err, sizeof(err)) :
+			       emu_strategic_patch(old, patch, &code, err, sizeof(err));
+	if (!r)
+		reply_status(rp, (unsigned)code, code == 400 ? "BadRequest" : "Invalid", err, NULL);
+	return r;
+}
+
+enum MHD_Result emu_do_patch(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	json_t *patch = NULL;
+	struct emu_store *st = &k->srv->st;
+	enum patch_kind pk;
+	if (patch_kind_of(k, &pk, &rp) < 0 || !parse_body(k, &patch, &rp))
+		goto out;
+	char key[KEY_MAX];
+	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
+	pthread_mutex_lock(&st->mu);
+	json_t *old = emu_store_get(st, k->res, key);
+	json_t *res = NULL;
+	if (!old) {
+		reply_not_found(&rp, k->r, k->name);
+	} else if ((res = apply_patch(pk, old, patch, &rp)) != NULL && check_type(k, res, &rp)) {
+		const char *prv = meta_str(res, "resourceVersion");
+		const char *name = meta_str(res, "name"), *ns = meta_str(res, "namespace");
+		if (prv && *prv && strcmp(prv, meta_str(old, "resourceVersion"))) {
+			reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
+		} else if (!name || strcmp(name, k->name) ||
+			   (k->r->namespaced && (!ns || strcmp(ns, k->ns)))) {
+			reply_invalid(&rp, k->r, k->name, "metadata.name", "FieldValueInvalid",
+				      "Invalid value: the patch changes the name or namespace, "
+				      "which are immutable");
+		} else {
+			finish_update(k, key, old, res, &rp);
+			res = NULL;
+		}
+	}
+	json_decref(res);
+	pthread_mutex_unlock(&st->mu);
+out:
+	json_decref(patch);
+	return send_reply(k, &rp);
+}
+
+/* ---- delete ---- */
+
+static bool check_preconditions(struct emu_call *k, const json_t *opts, const json_t *old,
+				struct reply *rp)
+{
+	const json_t *pre = json_object_get(opts, "preconditions");
+	const char *uid = json_string_value(json_object_get(pre, "uid"));
+	const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+	char why[512];
+	if (uid && strcmp(uid, meta_str(old, "uid"))) {
+		snprintf(why, sizeof(why), "Precondition failed: UID in precondition: %s, UID in "
+			 "object meta: %s", uid, meta_str(old, "uid"));
+		reply_conflict(rp, k->r, k->name, why);
+		return false;
+	}
+	if (rv && strcmp(rv, meta_str(old, "resourceVersion"))) {
+		snprintf(why, sizeof(why), "Precondition failed: ResourceVersion in precondition: %s, "
+			 "ResourceVersion in object meta: %s", rv, meta_str(old, "resourceVersion"));
+		reply_conflict(rp, k->r, k->name, why);
+		return false;
+	}
+	return true;
+}
+
+/* Deletes one stored object (lock held): finalizers make it pending, else it goes. */
+void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct reply *rp)
+{
+	json_t *meta = json_object_get(old, "metadata");
+	if (json_array_size(json_object_get(meta, "finalizers")) > 0) {
+		if (json_object_get(meta, "deletionTimestamp")) {
+			reply_dump(rp, 202, old);
+			return;
+		}
+		char ts[RFC3339_BUFLEN];
+		now_rfc3339(ts, sizeof(ts));
+		json_t *nobj = json_deep_copy(old);
+		json_t *nmeta = meta_of(nobj);
+		json_object_set_new(nmeta, "deletionTimestamp", json_string(ts));
+		json_object_set_new(nmeta, "deletionGracePeriodSeconds", json_integer(0));
+		const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, key, nobj,
+							      EMU_MODIFIED);
+		reply_object(rp, 202, ev->text);
+		return;
+	}
+	json_t *d = details_for(k->r, meta_str(old, "name"));
+	json_object_set_new(d, "uid", json_string(meta_str(old, "uid")));
+	emu_store_commit(&k->srv->st, k->res, key, json_deep_copy(old), EMU_DELETED);
+	free(rp->text);
+	rp->code = 200;
+	json_t *s = json_pack("{s:s, s:s, s:{}, s:s, s:o}", "kind", "Status", "apiVersion", "v1",
+			      "metadata", "status", "Success", "details", d);
+	rp->text = json_dumps(s, JSON_COMPACT);
+	json_decref(s);
+}
+
+enum MHD_Result emu_do_delete(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	json_t *opts = NULL;
+	struct emu_store *st = &k->srv->st;
+	if (k->body_len) {
+		if (!parse_body(k, &opts, &rp))
+			goto out;
+		if (!json_is_object(opts)) {
+			reply_bad(&rp, "DeleteOptions must be a JSON object");
+			goto out;
+		}
+	}
+	char key[KEY_MAX];
+	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
+	pthread_mutex_lock(&st->mu);
+	json_t *old = emu_store_get(st, k->res, key);
+	if (!old)
+		reply_not_found(&rp, k->r, k->name);
+	else if (check_preconditions(k, opts, old, &rp))
+		emu_delete_locked(k, key, old, &rp);
+	pthread_mutex_unlock(&st->mu);
+out:
+	json_decref(opts);
+	return send_reply(k, &rp);
+}

@@ -1,0 +1,570 @@
+/*
+ * emu_watch: list (with selectors and limit/continue pagination) and watch.
+ *
+ * A watch is a chunked HTTP response whose content reader runs in the connection's own thread
+ * (libmicrohttpd thread-per-connection mode). The reader keeps a cursor: the resourceVersion up
+ * to which the history has been examined. When its output buffer is empty it takes the store
+ * lock, turns every newer event of its resource into a frame (filtered by namespace and
+ * selectors, with selection changes sent as ADDED/DELETED), and sleeps on the store's condition
+ * variable when there is nothing to send. Event texts are serialized once at commit and shared,
+ * so a hundred watchers cost a hundred memcpy's per event, not a hundred JSON encodings.
+ *
+ * A watch ends on timeoutSeconds, on server shutdown, on a "close watches" fault, when the client
+ * hangs up (seen with poll(POLLRDHUP) once a second), or with a 410 ERROR event when it has
+ * fallen behind the retained history.
+ */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "emulator/emu_internal.h"
+#include "emulator/emu_select.h"
+
+struct query {
+	struct emu_selector *labels, *fields;
+	const char *ns;
+	int res;
+};
+
+static void query_free(struct query *q)
+{
+	emu_selector_free(q->labels);
+	emu_selector_free(q->fields);
+}
+
+static bool field_allowed(const struct emu_resource *r, const char *key)
+{
+	if (!strcmp(key, "metadata.name") || !strcmp(key, "metadata.namespace"))
+		return true;
+	size_t n = strlen(key);
+	for (const char *p = r->fields; *p;) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+		if (len == n && !strncmp(p, key, n))
+			return true;
+		p += len + (c ? 1 : 0);
+	}
+	return false;
+}
+
+static bool query_parse(struct emu_call *k, struct query *q, struct reply *rp)
+{
+	char err[600];
+	memset(q, 0, sizeof(*q));
+	q->ns = k->ns;
+	q->res = k->res;
+	if (emu_label_selector_parse(emu_arg(k, "labelSelector"), &q->labels, err, sizeof(err))) {
+		reply_bad(rp, "unable to parse requirement: %s", err);
+		return false;
+	}
+	if (emu_field_selector_parse(emu_arg(k, "fieldSelector"), &q->fields, err, sizeof(err))) {
+		reply_bad(rp, "%s", err);
+		return false;
+	}
+	for (size_t i = 0; i < emu_selector_len(q->fields); i++) {
+		const char *key = emu_selector_key(q->fields, i);
+		if (!field_allowed(k->r, key)) {
+			reply_bad(rp, "field label not supported: %s", key);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool query_match(const struct query *q, const json_t *obj)
+{
+	const json_t *meta = json_object_get(obj, "metadata");
+	if (q->ns) {
+		const char *ns = json_string_value(json_object_get(meta, "namespace"));
+		if (!ns || strcmp(ns, q->ns))
+			return false;
+	}
+	return emu_selector_match_labels(q->labels, json_object_get(meta, "labels")) &&
+	       emu_selector_match_fields(q->fields, obj);
+}
+
+static bool has_selectors(const struct query *q)
+{
+	return emu_selector_len(q->labels) || emu_selector_len(q->fields);
+}
+
+/* ---- list ---- */
+
+static char *continue_encode(uint64_t rv, const char *key)
+{
+	struct strbuf start = STRBUF_INIT;
+	strbuf_addstr(&start, key);
+	json_t *tok = json_pack("{s:s, s:I, s:s#}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv,
+				"start", start.buf, start.len + 1);
+	char *text = json_dumps(tok, JSON_COMPACT);
+	char *b64 = emu_base64_encode((unsigned char *)text, strlen(text));
+	free(text);
+	json_decref(tok);
+	strbuf_release(&start);
+	return b64;
+}
+
+/* Returns 0 with rv and the start key (owned), or -1 when the token is not one of ours. */
+static int continue_decode(const char *tok, uint64_t *rv, char **key)
+{
+	size_t len;
+	unsigned char *raw = emu_base64_decode(tok, &len);
+	if (!raw)
+		return -1;
+	json_t *j = json_loadb((char *)raw, len, 0, NULL);
+	free(raw);
+	json_t *jrv = json_object_get(j, "rv"), *js = json_object_get(j, "start");
+	int rc = -1;
+	if (json_is_integer(jrv) && json_integer_value(jrv) > 0 && json_is_string(js) &&
+	    !strcmp(json_string_value(json_object_get(j, "v")) ?: "", "meta.k8s.io/v1")) {
+		*rv = (uint64_t)json_integer_value(jrv);
+		*key = xstrdup(json_string_value(js)); /* stops at the trailing NUL */
+		rc = 0;
+	}
+	json_decref(j);
+	return rc;
+}
+
+static bool parse_limit(struct emu_call *k, long *limit, struct reply *rp)
+{
+	const char *s = emu_arg(k, "limit");
+	*limit = 0;
+	if (!s || !*s)
+		return true;
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*end || v < 0) {
+		reply_bad(rp, "limit must be a non-negative integer, got \"%s\"", s);
+		return false;
+	}
+	*limit = v;
+	return true;
+}
+
+struct list_range {
+	size_t start;
+	char prefix[300];
+	uint64_t rv;
+};
+
+/* Resolves where the list starts (namespace range and continue token); false with a reply. */
+static bool list_start(struct emu_call *k, struct list_range *lr, struct reply *rp)
+{
+	struct emu_store *st = &k->srv->st;
+	lr->prefix[0] = '\0';
+	if (k->ns)
+		snprintf(lr->prefix, sizeof(lr->prefix), "%s/", k->ns);
+	lr->start = emu_store_lower_bound(k->r, lr->prefix);
+	lr->rv = st->rv;
+	const char *tok = emu_arg(k, "continue");
+	if (!tok || !*tok)
+		return true;
+	char *key = NULL;
+	uint64_t rv;
+	if (continue_decode(tok, &rv, &key) < 0 || strncmp(key, lr->prefix, strlen(lr->prefix))) {
+		free(key);
+		reply_bad(rp, "continue key is not valid: the token was not issued by this server "
+			  "for this list; start a new list without the continue parameter");
+		return false;
+	}
+	if (rv < st->history_start) {
+		free(key);
+		reply_status(rp, 410, "Expired", "The provided continue parameter is too old to "
+			     "display a consistent list result. You can start a new list without the "
+			     "continue parameter.", NULL);
+		return false;
+	}
+	lr->rv = rv;
+	lr->start = emu_store_lower_bound(k->r, key);
+	if (lr->start < k->r->n && !strcmp(k->r->items[lr->start].key, key))
+		lr->start++;
+	free(key);
+	return true;
+}
+
+static bool in_range(const struct emu_resource *r, size_t i, const char *prefix)
+{
+	return i < r->n && !strncmp(r->items[i].key, prefix, strlen(prefix));
+}
+
+enum MHD_Result emu_do_list(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	struct query q;
+	struct list_range lr;
+	long limit;
+	struct emu_store *st = &k->srv->st;
+	if (!query_parse(k, &q, &rp) || !parse_limit(k, &limit, &rp)) {
+		query_free(&q);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
+	pthread_mutex_lock(&st->mu);
+	if (list_start(k, &lr, &rp)) {
+		struct strbuf items = STRBUF_INIT;
+		long count = 0;
+		size_t i;
+		bool more = false;
+		const char *last = NULL;
+		for (i = lr.start; in_range(k->r, i, lr.prefix); i++) {
+			json_t *obj = k->r->items[i].obj;
+			if (!query_match(&q, obj))
+				continue;
+			if (limit && count == limit) {
+				more = true;
+				break;
+			}
+			char *t = json_dumps(obj, JSON_COMPACT);
+			if (count++)
+				strbuf_addch(&items, ',');
+			strbuf_addstr(&items, t);
+			free(t);
+			last = k->r->items[i].key;
+		}
+		struct strbuf out = STRBUF_INIT;
+		strbuf_addf(&out, "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":"
+			    "{\"resourceVersion\":\"%" PRIu64 "\"", k->r->kind, k->r->api_version,
+			    lr.rv);
+		if (more) {
+			char *tok = continue_encode(lr.rv, last);
+			strbuf_addf(&out, ",\"continue\":\"%s\"", tok);
+			free(tok);
+			if (!has_selectors(&q)) {
+				size_t rest = 0;
+				for (; in_range(k->r, i, lr.prefix); i++)
+					rest++;
+				strbuf_addf(&out, ",\"remainingItemCount\":%zu", rest);
+			}
+		}
+		strbuf_addstr(&out, "},\"items\":[");
+		strbuf_add(&out, items.buf, items.len);
+		strbuf_addstr(&out, "]}");
+		strbuf_release(&items);
+		rp.code = 200;
+		rp.text = strbuf_detach(&out, NULL);
+	}
+	pthread_mutex_unlock(&st->mu);
+	query_free(&q);
+	return emu_reply_text(k->conn, rp.code, rp.text, 0);
+}
+
+/* ---- watch ---- */
+
+struct emu_watch {
+	struct emu_server *srv;
+	struct emu_resource *r;
+	struct query q;
+	uint64_t cursor;
+	int64_t deadline_ns; /* mono; 0: none */
+	bool fault_deadline; /* the deadline came from the watchMaxSeconds fault */
+	bool bookmarks;
+	int64_t next_bookmark_ns;
+	unsigned epoch;
+	int fd;
+	bool finished;
+	struct strbuf out;
+	size_t off;
+};
+
+static void add_frame(struct strbuf *sb, const char *type, const char *text)
+{
+	strbuf_addstr(sb, "{\"type\":\"");
+	strbuf_addstr(sb, type);
+	strbuf_addstr(sb, "\",\"object\":");
+	strbuf_addstr(sb, text);
+	strbuf_addstr(sb, "}\n");
+}
+
+static void add_bookmark(struct strbuf *sb, const struct emu_resource *r, uint64_t rv,
+			 bool initial_end)
+{
+	strbuf_addf(sb, "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
+		    "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"%s}}}\n", r->kind,
+		    r->api_version, rv,
+		    initial_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "");
+}
+
+static void add_expired(struct strbuf *sb, uint64_t rv, uint64_t oldest)
+{
+	strbuf_addf(sb, "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
+		    "\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: "
+		    "%" PRIu64 " (%" PRIu64 ")\",\"reason\":\"Expired\",\"code\":410}}\n", rv, oldest);
+}
+
+/* Frames for the events after the cursor (lock held). */
+static void watch_collect(struct emu_watch *w)
+{
+	struct emu_store *st = &w->srv->st;
+	for (uint64_t rv = w->cursor + 1; rv <= st->rv; rv++) {
+		const struct emu_event *ev = emu_store_event(st, rv);
+		if (!ev || ev->res != w->q.res)
+			continue;
+		bool now = query_match(&w->q, ev->obj);
+		bool before = ev->prev && query_match(&w->q, ev->prev);
+		const char *type = NULL;
+		if (ev->type == EMU_DELETED)
+			type = now || before ? "DELETED" : NULL;
+		else if (now)
+			type = before ? "MODIFIED" : "ADDED"; /* entering the selection: ADDED */
+		else if (before)
+			type = "DELETED"; /* leaving the selection */
+		if (type)
+			add_frame(&w->out, type, ev->text);
+	}
+	if (st->rv > w->cursor)
+		w->cursor = st->rv;
+}
+
+static bool client_gone(int fd)
+{
+	if (fd < 0)
+		return false;
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void wait_until(struct emu_store *st, int64_t until_mono_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+	int64_t wait = until_mono_ns - now;
+	if (wait <= 0)
+		return;
+	int64_t abs = now + wait;
+	ts.tv_sec = abs / NSEC_PER_SEC;
+	ts.tv_nsec = abs % NSEC_PER_SEC;
+	pthread_cond_timedwait(&st->cv, &st->mu, &ts);
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+/* Blocks until w->out has data or the watch is finished. */
+static void watch_fill(struct emu_watch *w)
+{
+	struct emu_store *st = &w->srv->st;
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		if (st->shutdown || w->epoch != st->watch_epoch) {
+			if (!st->shutdown)
+				emu_faults_count(&w->srv->faults, &w->srv->faults.watches_closed);
+			w->finished = true;
+			break;
+		}
+		if (w->cursor < st->history_start) {
+			add_expired(&w->out, w->cursor, st->history_start);
+			w->finished = true;
+			break;
+		}
+		watch_collect(w);
+		if (w->out.len)
+			break;
+		int64_t now = mono_ns();
+		if (w->deadline_ns && now >= w->deadline_ns) {
+			if (w->fault_deadline)
+				emu_faults_count(&w->srv->faults, &w->srv->faults.watches_ended);
+			w->finished = true;
+			break;
+		}
+		if (w->bookmarks && now >= w->next_bookmark_ns) {
+			add_bookmark(&w->out, w->r, w->cursor, false);
+			w->next_bookmark_ns = now + w->srv->cfg.bookmark_interval_ns;
+			break;
+		}
+		if (client_gone(w->fd)) {
+			w->finished = true;
+			break;
+		}
+		int64_t until = now + NSEC_PER_SEC;
+		if (w->deadline_ns && w->deadline_ns < until)
+			until = w->deadline_ns;
+		if (w->bookmarks && w->next_bookmark_ns < until)
+			until = w->next_bookmark_ns;
+		wait_until(st, until);
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct emu_watch *w = cls;
+	(void)pos;
+	while (w->off >= w->out.len) {
+		strbuf_reset(&w->out);
+		w->off = 0;
+		if (w->finished)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		watch_fill(w);
+	}
+	size_t n = w->out.len - w->off;
+	if (n > max)
+		n = max;
+	memcpy(buf, w->out.buf + w->off, n);
+	w->off += n;
+	return (ssize_t)n;
+}
+
+static void watch_free(void *cls)
+{
+	struct emu_watch *w = cls;
+	query_free(&w->q);
+	free((char *)w->q.ns);
+	strbuf_release(&w->out);
+	free(w);
+}
+
+static bool arg_true(struct emu_call *k, const char *name)
+{
+	const char *v = emu_arg(k, name);
+	return v && (!strcmp(v, "true") || !strcmp(v, "1"));
+}
+
+/* Parses resourceVersion and timeoutSeconds; false with a reply. */
+static bool watch_params(struct emu_call *k, struct emu_watch *w, bool *initial,
+			 struct reply *rp)
+{
+	const char *rv = emu_arg(k, "resourceVersion");
+	*initial = !rv || !*rv || !strcmp(rv, "0");
+	if (!*initial) {
+		char *end;
+		unsigned long long v = strtoull(rv, &end, 10);
+		if (*end || *rv == '-') {
+			reply_bad(rp, "resourceVersion: Invalid value: \"%s\": must be an unsigned "
+				  "integer", rv);
+			return false;
+		}
+		w->cursor = v;
+	}
+	int64_t timeout = w->srv->cfg.max_watch_timeout_ns;
+	const char *ts = emu_arg(k, "timeoutSeconds");
+	if (ts && *ts) {
+		char *end;
+		long v = strtol(ts, &end, 10);
+		if (*end || v < 0) {
+			reply_bad(rp, "timeoutSeconds must be a non-negative integer, got \"%s\"", ts);
+			return false;
+		}
+		if (v > 0 && v * NSEC_PER_SEC < timeout)
+			timeout = v * NSEC_PER_SEC;
+	}
+	int64_t fmax = emu_faults_watch_max(&w->srv->faults);
+	int64_t now = mono_ns();
+	w->deadline_ns = timeout ? now + timeout : 0;
+	if (fmax && (!timeout || fmax < timeout)) {
+		w->deadline_ns = now + fmax;
+		w->fault_deadline = true;
+	}
+	w->bookmarks = arg_true(k, "allowWatchBookmarks");
+	w->next_bookmark_ns = now + w->srv->cfg.bookmark_interval_ns;
+	return true;
+}
+
+/* Synthetic ADDED events for the current objects (lock held). */
+static void watch_initial(struct emu_watch *w)
+{
+	const struct emu_resource *r = w->r;
+	char prefix[300] = "";
+	if (w->q.ns)
+		snprintf(prefix, sizeof(prefix), "%s/", w->q.ns);
+	for (size_t i = emu_store_lower_bound(r, prefix); in_range(r, i, prefix); i++) {
+		if (!query_match(&w->q, r->items[i].obj))
+			continue;
+		char *t = json_dumps(r->items[i].obj, JSON_COMPACT);
+		add_frame(&w->out, "ADDED", t);
+		free(t);
+	}
+}
+
+enum MHD_Result emu_do_watch(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	struct emu_watch *w = xcalloc(1, sizeof(*w));
+	struct emu_store *st = &k->srv->st;
+	bool initial;
+	w->srv = k->srv;
+	w->r = k->r;
+	w->out = (struct strbuf)STRBUF_INIT;
+	if (!query_parse(k, &w->q, &rp) || !watch_params(k, w, &initial, &rp)) {
+		query_free(&w->q);
+		free(w);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
+	bool send_initial = arg_true(k, "sendInitialEvents");
+	w->q.ns = k->ns ? xstrdup(k->ns) : NULL;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(k->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	w->fd = ci ? ci->connect_fd : -1;
+
+	pthread_mutex_lock(&st->mu);
+	w->epoch = st->watch_epoch;
+	if (send_initial || initial) {
+		watch_initial(w);
+		w->cursor = st->rv;
+		if (send_initial && w->bookmarks)
+			add_bookmark(&w->out, w->r, w->cursor, true);
+	} else if (w->cursor < st->history_start) {
+		add_expired(&w->out, w->cursor, st->history_start);
+		w->finished = true;
+	}
+	pthread_mutex_unlock(&st->mu);
+
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+								      watch_read, w, watch_free);
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+	enum MHD_Result ret = MHD_queue_response(k->conn, 200, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* ---- deletecollection ---- */
+
+enum MHD_Result emu_do_delete_collection(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	struct query q;
+	struct emu_store *st = &k->srv->st;
+	if (!query_parse(k, &q, &rp)) {
+		query_free(&q);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
+	char prefix[300] = "";
+	if (k->ns)
+		snprintf(prefix, sizeof(prefix), "%s/", k->ns);
+	pthread_mutex_lock(&st->mu);
+	size_t n = 0, cap = 0;
+	char **keys = NULL;
+	for (size_t i = emu_store_lower_bound(k->r, prefix); in_range(k->r, i, prefix); i++) {
+		if (!query_match(&q, k->r->items[i].obj))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			keys = xrealloc(keys, cap * sizeof(*keys));
+		}
+		keys[n++] = xstrdup(k->r->items[i].key);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct reply one = { 0 };
+		json_t *old = emu_store_get(st, k->res, keys[i]);
+		if (old)
+			emu_delete_locked(k, keys[i], old, &one);
+		free(one.text);
+		free(keys[i]);
+	}
+	free(keys);
+	pthread_mutex_unlock(&st->mu);
+	query_free(&q);
+	return emu_reply_text(k->conn, 200, xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\","
+						    "\"metadata\":{},\"status\":\"Success\"}"), 0);
+}

@@ -1,0 +1,133 @@
+/*
+ * Unit tests for emu_select: label and field selectors as kubectl and client-go send them, and
+ * the object-name rules that decide 422 on create.
+ */
+#include <jansson.h>
+
+#include "check.h"
+#include "emulator/emu_select.h"
+
+static bool labels_match(const char *sel, const char *labels_json)
+{
+	struct emu_selector *s;
+	char err[256];
+	if (emu_label_selector_parse(sel, &s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "unexpected parse error for %s: %s\n", sel, err);
+		return false;
+	}
+	json_t *l = json_loads(labels_json, 0, NULL);
+	bool r = emu_selector_match_labels(s, l);
+	json_decref(l);
+	emu_selector_free(s);
+	return r;
+}
+
+static bool label_parse_fails(const char *sel)
+{
+	struct emu_selector *s = NULL;
+	char err[256] = "";
+	int rc = emu_label_selector_parse(sel, &s, err, sizeof(err));
+	emu_selector_free(s);
+	return rc < 0 && err[0] && !s;
+}
+
+static void test_label_equality(void)
+{
+	CHECK(labels_match("app=web", "{\"app\":\"web\"}"));
+	CHECK(labels_match("app==web", "{\"app\":\"web\"}"));
+	CHECK(!labels_match("app=web", "{\"app\":\"db\"}"));
+	CHECK(!labels_match("app=web", "{}"));
+	CHECK(labels_match("app!=web", "{\"app\":\"db\"}"));
+	CHECK(labels_match("app!=web", "{}")); /* != matches a missing key, as upstream */
+	CHECK(labels_match("", "{\"a\":\"b\"}"));
+	CHECK(labels_match("a=b, c=d", "{\"a\":\"b\",\"c\":\"d\"}"));
+	CHECK(!labels_match("a=b,c=d", "{\"a\":\"b\",\"c\":\"x\"}"));
+	CHECK(labels_match("a=", "{\"a\":\"\"}"));
+}
+
+static void test_label_sets_and_existence(void)
+{
+	CHECK(labels_match("env in (prod, staging)", "{\"env\":\"staging\"}"));
+	CHECK(!labels_match("env in (prod,staging)", "{\"env\":\"dev\"}"));
+	CHECK(labels_match("env notin (prod)", "{\"env\":\"dev\"}"));
+	CHECK(labels_match("env notin (prod)", "{}"));
+	CHECK(!labels_match("env notin (prod)", "{\"env\":\"prod\"}"));
+	CHECK(labels_match("env", "{\"env\":\"x\"}"));
+	CHECK(!labels_match("env", "{}"));
+	CHECK(labels_match("!env", "{}"));
+	CHECK(!labels_match("!env", "{\"env\":\"\"}"));
+	CHECK(labels_match("example.com/tier=gold,!legacy", "{\"example.com/tier\":\"gold\"}"));
+	CHECK(labels_match("n>3", "{\"n\":\"4\"}"));
+	CHECK(!labels_match("n<3", "{\"n\":\"4\"}"));
+}
+
+static void test_label_errors(void)
+{
+	CHECK(label_parse_fails("a=b,"));
+	CHECK(label_parse_fails("a in b"));
+	CHECK(label_parse_fails("a in (b"));
+	CHECK(label_parse_fails("-bad=x"));
+	CHECK(label_parse_fails("a=b c"));
+	CHECK(label_parse_fails("a=-x-"));
+	CHECK(label_parse_fails("n>x"));
+	CHECK(label_parse_fails("!a=b"));
+}
+
+static void test_field_selectors(void)
+{
+	struct emu_selector *s;
+	char err[256];
+	json_t *pod = json_loads("{\"metadata\":{\"name\":\"p1\",\"namespace\":\"ns1\"},"
+				 "\"spec\":{\"nodeName\":\"node-a\"}}", 0, NULL);
+	CHECK_INT(emu_field_selector_parse("metadata.name=p1,spec.nodeName==node-a", &s, err,
+					   sizeof(err)), 0);
+	CHECK_INT(emu_selector_len(s), 2);
+	CHECK_STR(emu_selector_key(s, 1), "spec.nodeName");
+	CHECK(emu_selector_match_fields(s, pod));
+	emu_selector_free(s);
+	CHECK_INT(emu_field_selector_parse("spec.nodeName!=node-a", &s, err, sizeof(err)), 0);
+	CHECK(!emu_selector_match_fields(s, pod));
+	emu_selector_free(s);
+	CHECK_INT(emu_field_selector_parse("spec.nodeName=", &s, err, sizeof(err)), 0);
+	CHECK(!emu_selector_match_fields(s, pod)); /* a missing field reads as "" */
+	emu_selector_free(s);
+	CHECK_INT(emu_field_selector_parse("metadata.name=a\\,b", &s, err, sizeof(err)), 0);
+	json_t *odd = json_loads("{\"metadata\":{\"name\":\"a,b\"}}", 0, NULL);
+	CHECK(emu_selector_match_fields(s, odd));
+	emu_selector_free(s);
+	json_decref(odd);
+	CHECK_INT(emu_field_selector_parse("metadata.name", &s, err, sizeof(err)), -1);
+	CHECK(s == NULL);
+	CHECK(strstr(err, "can't understand") != NULL);
+	json_decref(pod);
+}
+
+static void test_names(void)
+{
+	char err[256];
+	CHECK(emu_name_is_dns1123_subdomain("pvc-1234.example", err, sizeof(err)));
+	CHECK(!emu_name_is_dns1123_subdomain("Bad_Name", err, sizeof(err)));
+	CHECK(strstr(err, "RFC 1123 subdomain") != NULL);
+	CHECK(!emu_name_is_dns1123_subdomain("-x", err, sizeof(err)));
+	CHECK(!emu_name_is_dns1123_subdomain("x.", err, sizeof(err)));
+	CHECK(!emu_name_is_dns1123_subdomain("a..b", err, sizeof(err)));
+	CHECK(!emu_name_is_dns1123_subdomain("", err, sizeof(err)));
+	char big[300];
+	memset(big, 'a', 254);
+	big[254] = '\0';
+	CHECK(!emu_name_is_dns1123_subdomain(big, err, sizeof(err)));
+	CHECK(emu_name_is_dns1123_label("kube-system", err, sizeof(err)));
+	CHECK(!emu_name_is_dns1123_label("a.b", err, sizeof(err)));
+	big[64] = '\0';
+	CHECK(!emu_name_is_dns1123_label(big, err, sizeof(err)));
+}
+
+int main(void)
+{
+	RUN(test_label_equality);
+	RUN(test_label_sets_and_existence);
+	RUN(test_label_errors);
+	RUN(test_field_selectors);
+	RUN(test_names);
+	return CHECK_DONE();
+}
