@@ -1,0 +1,311 @@
+/*
+ * The recorder thread owns the aggregation cache; callers only append to a queue under a mutex.
+ * The spam filter runs in the caller (it is cheap) so a flood is cut before it is even queued.
+ * The cache maps the event's identity to the Event object it created; entries older than the
+ * window are dropped lazily when looked up, and the whole cache is bounded (4096 entries, like
+ * client-go's LRU) by clearing it when full, which at worst creates one new Event per key.
+ */
+#include "kube/events.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/hmap.h"
+
+#define CACHE_MAX 4096
+
+struct pending {
+	struct pending *next;
+	char *ns, *key;
+	json_t *event; /* the Event to create */
+};
+
+struct agg {
+	char *name;   /* Event object name */
+	char *ns;
+	long count;
+	int64_t last_mono;
+	char first_ts[RFC3339_BUFLEN];
+};
+
+struct spam {
+	double tokens;
+	int64_t last_mono;
+};
+
+struct kube_recorder {
+	struct kube_client *client;
+	char *component, *host;
+	int burst;
+	int64_t refill_ns, window_ns;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cond, idle_cond;
+	struct pending *head, *tail;
+	bool stop, busy;
+	struct kube_hmap spam;  /* object key -> struct spam* (guarded by mu) */
+	struct kube_hmap cache; /* event key -> struct agg* (recorder thread only) */
+	struct kube_recorder_stats stats;
+};
+
+static void *run(void *arg);
+
+struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o)
+{
+	struct kube_recorder *r = xcalloc(1, sizeof(*r));
+	r->client = c;
+	r->component = xstrdup(o->component ? o->component : "kcsi");
+	r->host = o->host ? xstrdup(o->host) : NULL;
+	r->burst = o->spam_burst > 0 ? o->spam_burst : 25;
+	r->refill_ns = o->spam_refill_ns > 0 ? o->spam_refill_ns : 5 * NSEC_PER_MIN;
+	r->window_ns = o->window_ns > 0 ? o->window_ns : 10 * NSEC_PER_MIN;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	pthread_cond_init(&r->idle_cond, NULL);
+	pthread_create(&r->thread, NULL, run, r);
+	return r;
+}
+
+/* The spam filter: one bucket per object. Called with r->mu held. */
+static bool spam_allow(struct kube_recorder *r, const char *objkey)
+{
+	struct spam *s = kube_hmap_get(&r->spam, objkey);
+	int64_t now = mono_now_ns();
+	if (!s) {
+		s = xcalloc(1, sizeof(*s));
+		s->tokens = r->burst;
+		s->last_mono = now;
+		kube_hmap_put(&r->spam, objkey, s);
+	}
+	s->tokens += (double)(now - s->last_mono) / (double)r->refill_ns;
+	if (s->tokens > r->burst)
+		s->tokens = r->burst;
+	s->last_mono = now;
+	if (s->tokens < 1)
+		return false;
+	s->tokens -= 1;
+	return true;
+}
+
+void kube_objref_of(const struct kube_obj *o, struct kube_objref *ref, char *uidbuf, size_t uidlen)
+{
+	static const char *kinds[][2] = {
+		[KUBE_KIND_VA] = { "VolumeAttachment", "storage.k8s.io/v1" },
+		[KUBE_KIND_PV] = { "PersistentVolume", "v1" },
+		[KUBE_KIND_CSINODE] = { "CSINode", "storage.k8s.io/v1" },
+		[KUBE_KIND_NODE] = { "Node", "v1" },
+		[KUBE_KIND_LEASE] = { "Lease", "coordination.k8s.io/v1" },
+	};
+	memset(ref, 0, sizeof(*ref));
+	if (o->kind < sizeof(kinds) / sizeof(kinds[0]) && kinds[o->kind][0]) {
+		ref->kind = kinds[o->kind][0];
+		ref->api_version = kinds[o->kind][1];
+	}
+	ref->ns = o->ns;
+	ref->name = o->name;
+	ref->uid = kube_obj_uid(o, uidbuf, uidlen);
+	ref->resource_version = o->rv;
+}
+
+void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kube_event_type type,
+		const char *reason, const char *fmt, ...)
+{
+	struct strbuf msg = STRBUF_INIT, objkey = STRBUF_INIT, key = STRBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	const char *tname = type == KUBE_EVENT_WARNING ? "Warning" : "Normal";
+	strbuf_addf(&objkey, "%s/%s/%s/%s", ref->kind ? ref->kind : "", ref->ns ? ref->ns : "",
+		    ref->name ? ref->name : "", ref->uid ? ref->uid : "");
+	strbuf_addf(&key, "%s\x1f%s\x1f%s\x1f%s", objkey.buf, tname, reason, msg.buf);
+	char now[RFC3339_BUFLEN];
+	rfc3339_format(time(NULL), now, sizeof(now));
+	const char *ns = ref->ns && *ref->ns ? ref->ns : "default";
+	json_t *io = json_object();
+	if (ref->kind) json_object_set_new(io, "kind", json_string(ref->kind));
+	if (ref->api_version) json_object_set_new(io, "apiVersion", json_string(ref->api_version));
+	if (ref->ns && *ref->ns) json_object_set_new(io, "namespace", json_string(ref->ns));
+	if (ref->name) json_object_set_new(io, "name", json_string(ref->name));
+	if (ref->uid && *ref->uid) json_object_set_new(io, "uid", json_string(ref->uid));
+	if (ref->resource_version && *ref->resource_version)
+		json_object_set_new(io, "resourceVersion", json_string(ref->resource_version));
+	json_t *src = json_pack("{s:s}", "component", r->component);
+	if (r->host)
+		json_object_set_new(src, "host", json_string(r->host));
+	json_t *ev = json_pack("{s:s, s:s, s:{s:s}, s:o, s:s, s:s, s:o, s:s, s:s, s:i, s:s, s:s}",
+		"apiVersion", "v1", "kind", "Event", "metadata", "namespace", ns,
+		"involvedObject", io, "reason", reason, "message", msg.buf, "source", src,
+		"firstTimestamp", now, "lastTimestamp", now, "count", 1, "type", tname,
+		"reportingComponent", r->component);
+	KLOG_V(4, "Event(%s) type=\"%s\" reason=\"%s\" message=\"%s\"", objkey.buf, tname, reason,
+	       msg.buf);
+	pthread_mutex_lock(&r->mu);
+	if (r->stop || !spam_allow(r, objkey.buf)) {
+		r->stats.dropped++;
+		json_decref(ev);
+	} else {
+		struct pending *p = xcalloc(1, sizeof(*p));
+		p->ns = xstrdup(ns);
+		p->key = strbuf_detach(&key, NULL);
+		p->event = ev;
+		if (r->tail)
+			r->tail->next = p;
+		else
+			r->head = p;
+		r->tail = p;
+		pthread_cond_signal(&r->cond);
+	}
+	pthread_mutex_unlock(&r->mu);
+	strbuf_release(&msg);
+	strbuf_release(&objkey);
+	strbuf_release(&key);
+}
+
+static void agg_free(struct agg *a)
+{
+	if (!a)
+		return;
+	free(a->name);
+	free(a->ns);
+	free(a);
+}
+
+static void cache_clear(struct kube_hmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			agg_free(m->slots[i].value);
+	kube_hmap_clear(m);
+}
+
+/* Sends one event: a PATCH of the aggregated Event, or a new Event. */
+static void send_one(struct kube_recorder *r, struct pending *p)
+{
+	struct agg *a = kube_hmap_get(&r->cache, p->key);
+	int64_t now = mono_now_ns();
+	struct kube_err e;
+	if (a && now - a->last_mono < r->window_ns) {
+		char ts[RFC3339_BUFLEN];
+		rfc3339_format(time(NULL), ts, sizeof(ts));
+		char body[256];
+		snprintf(body, sizeof(body), "{\"count\":%ld,\"lastTimestamp\":\"%s\"}", a->count + 1, ts);
+		json_t *res = kube_patch(r->client, &KUBE_RES_EVENTS, a->ns, a->name, false,
+					 KUBE_PATCH_MERGE, body, &e);
+		if (res) {
+			a->count++;
+			a->last_mono = now;
+			json_decref(res);
+			pthread_mutex_lock(&r->mu);
+			r->stats.patched++;
+			pthread_mutex_unlock(&r->mu);
+			return;
+		}
+		if (!kube_err_is_not_found(&e)) {
+			KLOG_E("Server rejected event patch: %s", e.message);
+			pthread_mutex_lock(&r->mu);
+			r->stats.failed++;
+			pthread_mutex_unlock(&r->mu);
+			return;
+		}
+		/* The Event expired on the server: create a new one. */
+	}
+	agg_free(kube_hmap_del(&r->cache, p->key));
+	const char *objname = json_string_value(
+		json_object_get(json_object_get(p->event, "involvedObject"), "name"));
+	char name[320];
+	snprintf(name, sizeof(name), "%s.%llx", objname ? objname : "event",
+		 (unsigned long long)wall_now_ns());
+	json_object_set_new(json_object_get(p->event, "metadata"), "name", json_string(name));
+	json_t *res = kube_create(r->client, &KUBE_RES_EVENTS, p->ns, p->event, &e);
+	pthread_mutex_lock(&r->mu);
+	if (res)
+		r->stats.created++;
+	else
+		r->stats.failed++;
+	pthread_mutex_unlock(&r->mu);
+	if (!res) {
+		KLOG_E("Server rejected event: %s", e.message);
+		return;
+	}
+	json_decref(res);
+	if (r->cache.len >= CACHE_MAX)
+		cache_clear(&r->cache);
+	a = xcalloc(1, sizeof(*a));
+	a->name = xstrdup(name);
+	a->ns = xstrdup(p->ns);
+	a->count = 1;
+	a->last_mono = now;
+	kube_hmap_put(&r->cache, p->key, a);
+}
+
+static void *run(void *arg)
+{
+	struct kube_recorder *r = arg;
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		while (!r->head && !r->stop)
+			pthread_cond_wait(&r->cond, &r->mu);
+		if (!r->head)
+			break;
+		struct pending *p = r->head;
+		r->head = p->next;
+		if (!r->head)
+			r->tail = NULL;
+		r->busy = true;
+		pthread_mutex_unlock(&r->mu);
+		send_one(r, p);
+		json_decref(p->event);
+		free(p->ns);
+		free(p->key);
+		free(p);
+		pthread_mutex_lock(&r->mu);
+		r->busy = false;
+		pthread_cond_broadcast(&r->idle_cond);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+void kube_recorder_flush(struct kube_recorder *r)
+{
+	pthread_mutex_lock(&r->mu);
+	while (r->head || r->busy)
+		pthread_cond_wait(&r->idle_cond, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+}
+
+void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *s)
+{
+	pthread_mutex_lock(&r->mu);
+	*s = r->stats;
+	pthread_mutex_unlock(&r->mu);
+}
+
+void kube_recorder_free(struct kube_recorder *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(r->thread, NULL);
+	cache_clear(&r->cache);
+	for (size_t i = 0; i < r->spam.cap; i++)
+		if (r->spam.slots[i].key)
+			free(r->spam.slots[i].value);
+	kube_hmap_clear(&r->spam);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cond);
+	pthread_cond_destroy(&r->idle_cond);
+	free(r->component);
+	free(r->host);
+	free(r);
+}

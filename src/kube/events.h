@@ -1,0 +1,58 @@
+/*
+ * kube events: core/v1 Events about an object, recorded the way client-go's recorder does.
+ *
+ * kube_event() returns at once: events are queued and sent by the recorder's own thread, so a
+ * worker never waits on the API for an event. A repeat of the same event (same object, type,
+ * reason, message) within the aggregation window (10 minutes) patches the existing Event's
+ * count and lastTimestamp instead of creating a new object. A per-object token bucket (burst 25,
+ * then one event per 5 minutes, client-go's spam filter) drops events of an error loop before
+ * they reach the API; dropped events are counted.
+ *
+ * The recorder borrows its client. kube_recorder_free() sends what is queued, then frees.
+ */
+#ifndef KCSI_KUBE_EVENTS_H
+#define KCSI_KUBE_EVENTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kube/client.h"
+#include "kube/objects.h"
+
+/* The object an event is about (strings are copied). */
+struct kube_objref {
+	const char *kind;        /* "VolumeAttachment" */
+	const char *api_version; /* "storage.k8s.io/v1" */
+	const char *ns;          /* NULL for cluster-scoped objects (the Event goes to "default") */
+	const char *name;
+	const char *uid;
+	const char *resource_version;
+};
+
+enum kube_event_type { KUBE_EVENT_NORMAL, KUBE_EVENT_WARNING };
+
+struct kube_recorder_opts {
+	const char *component; /* source.component, e.g. "csi-attacher" */
+	const char *host;      /* source.host; optional */
+	int spam_burst;        /* 0: 25 */
+	int64_t spam_refill_ns; /* 0: 5 minutes per token */
+	int64_t window_ns;     /* 0: 10 minutes */
+};
+
+struct kube_recorder_stats {
+	uint64_t created, patched, dropped, failed;
+};
+
+struct kube_recorder;
+
+struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o);
+void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kube_event_type type,
+		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Fills an objref from a record (kind and apiVersion from the record's kind). */
+void kube_objref_of(const struct kube_obj *o, struct kube_objref *ref, char *uidbuf, size_t uidlen);
+/* Waits until every queued event has been sent (tests). */
+void kube_recorder_flush(struct kube_recorder *r);
+void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *s);
+void kube_recorder_free(struct kube_recorder *r);
+
+#endif
