@@ -349,7 +349,8 @@ static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__Capac
 		return lp_fail(st, LP_OUT_OF_RANGE,
 			       "%s: required bytes %lld exceed the limit %lld", what,
 			       (long long)req, (long long)lim);
-	int64_t s = req ? req : (lim && lim < GiB ? lim : GiB);
+	/* no size asked for: the source's size when cloning, else 1 GiB (or the limit) */
+	int64_t s = req ? req : floor ? floor : (lim && lim < GiB ? lim : GiB);
 	if (s < floor)
 		s = floor;
 	s = (s + MiB - 1) / MiB * MiB;
@@ -994,6 +995,26 @@ static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snap
 	return m;
 }
 
+/*
+ * When the volume is mounted on this host (mode all), freezes its filesystem so the snapshot is
+ * a clean copy rather than a crash-consistent one. Returns the frozen mount point (malloc'd) or
+ * NULL. A controller-only driver never touches mounts and takes crash-consistent copies.
+ */
+static char *freeze_volume(const char *img)
+{
+	char *dev = NULL, *mp = NULL;
+	unsigned ma, mi;
+	struct lp_mount m;
+	if (lp_loop_find(img, &dev) == 1 && lp_blockdev_numbers(dev, &ma, &mi) == 0 &&
+	    lp_mount_find_dev(ma, mi, &m) == 1) {
+		if (lp_fs_freeze(m.target) == 0)
+			mp = xstrdup(m.target);
+		lp_mount_release(&m);
+	}
+	free(dev);
+	return mp;
+}
+
 static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			   ProtobufCMessage *resp, void *arg)
 {
@@ -1042,7 +1063,13 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 		s->size = v->size;
 		s->created_ns = wall_now_ns();
 		char *img = lp_volume_image(d->pool, v->id);
-		if (lp_snapshot_create(d->pool, s, img, &st))
+		char *frozen = d->node ? freeze_volume(img) : NULL;
+		int r = lp_snapshot_create(d->pool, s, img, &st);
+		if (frozen) {
+			lp_fs_thaw(frozen);
+			free(frozen);
+		}
+		if (r)
 			ret = fail_st(ctx, &st);
 		else
 			KLOG_I("Created snapshot snapshot=\"%s\" name=\"%s\" volume=\"%s\"", id,

@@ -40,4 +40,11 @@ long long lp_ext4_size(const char *dev);
 int lp_fs_grow(const char *volume, const char *dev, const char *mountpoint, const char *fstype,
 	       struct lp_status *st);
 
+/*
+ * Freezes a mounted filesystem (all dirty data and metadata on disk, writes blocked) so that a
+ * copy of its device is clean, not just crash-consistent; lp_fs_thaw() resumes it.
+ */
+int lp_fs_freeze(const char *mountpoint);
+void lp_fs_thaw(const char *mountpoint);
+
 #endif

@@ -253,3 +253,29 @@ int lp_umount(const char *volume, const char *target, struct lp_status *st)
 	return lp_fail(st, LP_INTERNAL, "volume %s: %s is still mounted after 16 unmounts",
 		       volume, target);
 }
+
+struct dev_arg {
+	unsigned major, minor;
+	struct lp_mount *out;
+	int found;
+};
+
+static bool dev_cb(struct lp_mount *m, void *arg)
+{
+	struct dev_arg *a = arg;
+	if (m->major != a->major || m->minor != a->minor || strcmp(m->root, "/") != 0)
+		return false;
+	*a->out = *m;
+	memset(m, 0, sizeof(*m));
+	a->found = 1;
+	return true;
+}
+
+int lp_mount_find_dev(unsigned major, unsigned minor, struct lp_mount *m)
+{
+	memset(m, 0, sizeof(*m));
+	struct dev_arg a = { major, minor, m, 0 };
+	if (each_mount(dev_cb, &a) < 0)
+		return -1;
+	return a.found;
+}

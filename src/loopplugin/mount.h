@@ -32,6 +32,8 @@ struct lp_mount {
  */
 int lp_mount_find(const char *target, struct lp_mount *m);
 void lp_mount_release(struct lp_mount *m);
+/* Finds a mount of device major:minor (the first in mountinfo): 1 and *m, 0, or -1. */
+int lp_mount_find_dev(unsigned major, unsigned minor, struct lp_mount *m);
 /* Counts the mounts whose device is major:minor (e.g. every mount of one loop device). */
 int lp_mount_count_dev(unsigned major, unsigned minor);
 

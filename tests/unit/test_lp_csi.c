@@ -1,0 +1,1043 @@
+/*
+ * kcsi-loopplugin through CSI: the real plugin binary, started as a process on a unix socket in
+ * a temporary folder, driven with kcsi's CSI client. Real loop devices, mkfs and mounts (root).
+ *
+ * Scenarios follow the issue: the full lifecycle of a mount volume and of a block volume,
+ * idempotency of every call, each error code from an invalid request, the attach limit and
+ * device-name reuse, ABORTED for concurrent calls on one volume, kill -9 and restart. After each
+ * scenario nothing of ours may remain: no loop device backed by our pool (losetup -a), no mount
+ * below our folder (/proc/self/mountinfo), no temporary file in the pool.
+ *
+ * LP_PLUGIN_BIN is the plugin's path, set by the build.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "check.h"
+#include "csi/client.h"
+
+#define MiB (1024LL * 1024)
+#define GiB (1024LL * MiB)
+#define T (60 * NSEC_PER_SEC)
+
+enum { SNW = 1, SNRO = 2, MNRO = 3, MNSW = 4, MNMW = 5 };
+
+extern char **environ;
+
+static char dir[256], sock[300], endpoint[320], pool[300];
+static pid_t plugin = -1;
+static struct csi_conn *conn;
+static struct csi_arena *A;
+static const char *NODE = "node-1";
+
+/* ---- the plugin process ---- */
+
+static void start_plugin(const char *extra)
+{
+	const char *argv[16];
+	int n = 0;
+	char ep[400], pd[400], nd[64];
+	snprintf(ep, sizeof(ep), "--endpoint=%s", endpoint);
+	snprintf(pd, sizeof(pd), "--pool-dir=%s", pool);
+	snprintf(nd, sizeof(nd), "--nodeid=%s", NODE);
+	argv[n++] = LP_PLUGIN_BIN;
+	argv[n++] = ep;
+	argv[n++] = pd;
+	argv[n++] = nd;
+	argv[n++] = "--volume-attach-limit=3";
+	argv[n++] = "--max-volume-size=4Gi";
+	if (extra)
+		argv[n++] = extra;
+	argv[n] = NULL;
+	int rc = posix_spawn(&plugin, LP_PLUGIN_BIN, NULL, NULL, (char *const *)argv, environ);
+	CHECK_INT(rc, 0);
+	char err[256];
+	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
+	o.connect_timeout_ns = T;
+	conn = csi_connect(endpoint, &o, err, sizeof(err));
+	if (!conn) {
+		fprintf(stderr, "connect: %s\n", err);
+		exit(1);
+	}
+}
+
+static void stop_plugin(int sig)
+{
+	csi_conn_free(conn);
+	conn = NULL;
+	if (plugin > 0) {
+		kill(plugin, sig);
+		waitpid(plugin, NULL, 0);
+	}
+	plugin = -1;
+}
+
+static int run(const char *const argv[], struct strbuf *out)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		return -1;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	posix_spawn_file_actions_addclose(&fa, pfd[0]);
+	pid_t pid;
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
+	char buf[4096];
+	ssize_t k;
+	while ((k = read(pfd[0], buf, sizeof(buf))) > 0)
+		if (out)
+			strbuf_add(out, buf, (size_t)k);
+	close(pfd[0]);
+	int status = 0;
+	if (rc == 0)
+		waitpid(pid, &status, 0);
+	return rc ? -1 : WEXITSTATUS(status);
+}
+
+/* Nothing of ours left: loop devices, mounts, temporary files. */
+static void check_clean(void)
+{
+	struct strbuf out = STRBUF_INIT;
+	const char *argv[] = { "losetup", "-a", NULL };
+	run(argv, &out);
+	CHECK(strstr(out.buf, dir) == NULL);
+	if (strstr(out.buf, dir))
+		fprintf(stderr, "left loop devices:\n%s", out.buf);
+	strbuf_release(&out);
+	FILE *fp = fopen("/proc/self/mountinfo", "r");
+	char line[4096];
+	while (fp && fgets(line, sizeof(line), fp)) {
+		CHECK(strstr(line, dir) == NULL);
+		if (strstr(line, dir))
+			fprintf(stderr, "left mount: %s", line);
+	}
+	if (fp)
+		fclose(fp);
+	const char *subs[] = { "volumes", "snapshots" };
+	for (int i = 0; i < 2; i++) {
+		char p[400];
+		snprintf(p, sizeof(p), "%s/%s", pool, subs[i]);
+		DIR *d = opendir(p);
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			CHECK(strstr(de->d_name, ".tmp") == NULL);
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
+/* ---- request builders ---- */
+
+static Csi__V1__VolumeCapability *cap(bool block, int mode, const char *fstype)
+{
+	Csi__V1__VolumeCapability *c = csi_msg_new(A, &csi__v1__volume_capability__descriptor);
+	c->access_mode = csi_msg_new(A, &csi__v1__volume_capability__access_mode__descriptor);
+	c->access_mode->mode = mode;
+	if (block) {
+		c->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+		c->block = csi_msg_new(A, &csi__v1__volume_capability__block_volume__descriptor);
+	} else {
+		c->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+		c->mount = csi_msg_new(A, &csi__v1__volume_capability__mount_volume__descriptor);
+		c->mount->fs_type = csi_arena_strdup(A, fstype ? fstype : "");
+	}
+	return c;
+}
+
+struct vol {
+	char id[128];
+	int64_t size;
+};
+
+static struct csi_status st;
+
+static Csi__V1__CreateVolumeRequest *create_req(const char *name, int64_t size,
+						Csi__V1__VolumeCapability *c)
+{
+	Csi__V1__CreateVolumeRequest *r = csi_msg_new(A, &csi__v1__create_volume_request__descriptor);
+	r->name = csi_arena_strdup(A, name);
+	if (size) {
+		r->capacity_range = csi_msg_new(A, &csi__v1__capacity_range__descriptor);
+		r->capacity_range->required_bytes = size;
+	}
+	if (c)
+		csi_repeated_add(A, &r->base, "volume_capabilities", c);
+	return r;
+}
+
+static int create_r(Csi__V1__CreateVolumeRequest *r, struct vol *v)
+{
+	Csi__V1__CreateVolumeResponse *resp = NULL;
+	int rc = csi_create_volume(conn, r, &resp, T, &st);
+	if (rc == 0 && v) {
+		snprintf(v->id, sizeof(v->id), "%s", resp->volume->volume_id);
+		v->size = resp->volume->capacity_bytes;
+	}
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int create(const char *name, int64_t size, Csi__V1__VolumeCapability *c, struct vol *v)
+{
+	return create_r(create_req(name, size, c), v);
+}
+
+static int del(const char *id)
+{
+	Csi__V1__DeleteVolumeRequest r = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	Csi__V1__DeleteVolumeResponse *resp = NULL;
+	int rc = csi_delete_volume(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int cpublish(const char *id, const char *node, Csi__V1__VolumeCapability *c, bool ro,
+		    char *device)
+{
+	Csi__V1__ControllerPublishVolumeRequest r = CSI__V1__CONTROLLER_PUBLISH_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.node_id = (char *)node;
+	r.volume_capability = c;
+	r.readonly = ro;
+	Csi__V1__ControllerPublishVolumeResponse *resp = NULL;
+	int rc = csi_controller_publish_volume(conn, &r, &resp, T, &st);
+	if (rc == 0 && device) {
+		const char *dv = csi_map_get(resp->n_publish_context, resp->publish_context, "device");
+		snprintf(device, 16, "%s", dv ? dv : "");
+	}
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int cunpublish(const char *id, const char *node)
+{
+	Csi__V1__ControllerUnpublishVolumeRequest r =
+		CSI__V1__CONTROLLER_UNPUBLISH_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.node_id = (char *)node;
+	Csi__V1__ControllerUnpublishVolumeResponse *resp = NULL;
+	int rc = csi_controller_unpublish_volume(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int stage(const char *id, const char *path, Csi__V1__VolumeCapability *c)
+{
+	Csi__V1__NodeStageVolumeRequest r = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.staging_target_path = (char *)path;
+	r.volume_capability = c;
+	Csi__V1__NodeStageVolumeResponse *resp = NULL;
+	int rc = csi_node_stage_volume(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int unstage(const char *id, const char *path)
+{
+	Csi__V1__NodeUnstageVolumeRequest r = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.staging_target_path = (char *)path;
+	Csi__V1__NodeUnstageVolumeResponse *resp = NULL;
+	int rc = csi_node_unstage_volume(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int npublish(const char *id, const char *staging, const char *target,
+		    Csi__V1__VolumeCapability *c, bool ro)
+{
+	Csi__V1__NodePublishVolumeRequest r = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.staging_target_path = (char *)staging;
+	r.target_path = (char *)target;
+	r.volume_capability = c;
+	r.readonly = ro;
+	Csi__V1__NodePublishVolumeResponse *resp = NULL;
+	int rc = csi_node_publish_volume(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int nunpublish(const char *id, const char *target)
+{
+	Csi__V1__NodeUnpublishVolumeRequest r = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.target_path = (char *)target;
+	Csi__V1__NodeUnpublishVolumeResponse *resp = NULL;
+	int rc = csi_node_unpublish_volume(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int cexpand(const char *id, int64_t size, int64_t *got, bool *node_needed)
+{
+	Csi__V1__ControllerExpandVolumeRequest r = CSI__V1__CONTROLLER_EXPAND_VOLUME_REQUEST__INIT;
+	Csi__V1__CapacityRange cr = CSI__V1__CAPACITY_RANGE__INIT;
+	cr.required_bytes = size;
+	r.volume_id = (char *)id;
+	r.capacity_range = &cr;
+	Csi__V1__ControllerExpandVolumeResponse *resp = NULL;
+	int rc = csi_controller_expand_volume(conn, &r, &resp, T, &st);
+	if (rc == 0) {
+		*got = resp->capacity_bytes;
+		*node_needed = resp->node_expansion_required;
+	}
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int nexpand(const char *id, const char *path, int64_t *got)
+{
+	Csi__V1__NodeExpandVolumeRequest r = CSI__V1__NODE_EXPAND_VOLUME_REQUEST__INIT;
+	r.volume_id = (char *)id;
+	r.volume_path = (char *)path;
+	Csi__V1__NodeExpandVolumeResponse *resp = NULL;
+	int rc = csi_node_expand_volume(conn, &r, &resp, T, &st);
+	if (rc == 0)
+		*got = resp->capacity_bytes;
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int snapshot(const char *name, const char *src, char *id)
+{
+	Csi__V1__CreateSnapshotRequest r = CSI__V1__CREATE_SNAPSHOT_REQUEST__INIT;
+	r.name = (char *)name;
+	r.source_volume_id = (char *)src;
+	Csi__V1__CreateSnapshotResponse *resp = NULL;
+	int rc = csi_create_snapshot(conn, &r, &resp, T, &st);
+	if (rc == 0) {
+		CHECK(resp->snapshot->ready_to_use);
+		CHECK_STR(resp->snapshot->source_volume_id, src);
+		CHECK(resp->snapshot->creation_time && resp->snapshot->creation_time->seconds > 0);
+		if (id)
+			snprintf(id, 128, "%s", resp->snapshot->snapshot_id);
+	}
+	csi_msg_free(resp);
+	return rc;
+}
+
+static int del_snapshot(const char *id)
+{
+	Csi__V1__DeleteSnapshotRequest r = CSI__V1__DELETE_SNAPSHOT_REQUEST__INIT;
+	r.snapshot_id = (char *)id;
+	Csi__V1__DeleteSnapshotResponse *resp = NULL;
+	int rc = csi_delete_snapshot(conn, &r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+/* ---- files ---- */
+
+static void put(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	fsync(fd);
+	close(fd);
+}
+
+static bool has(const char *path, const char *text)
+{
+	char buf[256] = { 0 };
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && strcmp(buf, text) == 0;
+}
+
+static void path_in(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+}
+
+static int64_t fs_size(const char *path)
+{
+	struct statvfs sv;
+	if (statvfs(path, &sv) < 0)
+		return -1;
+	return (int64_t)sv.f_blocks * (int64_t)sv.f_frsize;
+}
+
+/* ---- scenarios ---- */
+
+static void test_identity(void)
+{
+	Csi__V1__GetPluginInfoRequest r = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	Csi__V1__GetPluginInfoResponse *resp = NULL;
+	CHECK_INT(csi_get_plugin_info(conn, &r, &resp, T, &st), 0);
+	if (resp) {
+		CHECK_STR(resp->name, "loop.kcsi.io");
+		CHECK(resp->vendor_version && resp->vendor_version[0]);
+	}
+	csi_msg_free(resp);
+	Csi__V1__NodeGetInfoRequest ni = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
+	Csi__V1__NodeGetInfoResponse *nresp = NULL;
+	CHECK_INT(csi_node_get_info(conn, &ni, &nresp, T, &st), 0);
+	if (nresp) {
+		CHECK_STR(nresp->node_id, NODE);
+		CHECK_INT(nresp->max_volumes_per_node, 3);
+		CHECK(nresp->accessible_topology != NULL);
+		if (nresp->accessible_topology)
+			CHECK_STR(csi_map_get(nresp->accessible_topology->n_segments,
+					      nresp->accessible_topology->segments,
+					      "topology.loop.kcsi.io/zone"),
+				  "local");
+	}
+	csi_msg_free(nresp);
+	Csi__V1__ProbeRequest pr = CSI__V1__PROBE_REQUEST__INIT;
+	Csi__V1__ProbeResponse *presp = NULL;
+	CHECK_INT(csi_probe(conn, &pr, &presp, T, &st), 0);
+	csi_msg_free(presp);
+}
+
+/*
+ * The issue's lifecycle for a mount volume: create, publish, stage, publish, write, unpublish,
+ * unstage, stage again and read back, expand, snapshot and restore, tear down, delete. Every
+ * call is made twice: the repeat must succeed and change nothing.
+ */
+static void lifecycle_mount(const char *fstype, int64_t size, int64_t grown)
+{
+	char name[64], staging[400], target[400], file[500], dev1[16], dev2[16];
+	snprintf(name, sizeof(name), "pvc-life-%s", fstype);
+	path_in(staging, sizeof(staging), "staging");
+	path_in(target, sizeof(target), "pods/p1/vol");
+	mkdir(staging, 0750);
+	Csi__V1__VolumeCapability *c = cap(false, SNW, fstype);
+	struct vol v, v2;
+	CHECK_INT(create(name, size, c, &v), 0);
+	CHECK_INT(create(name, size, c, &v2), 0);
+	CHECK_STR(v.id, v2.id);
+	CHECK_INT(v.size, size);
+	CHECK_INT(cpublish(v.id, NODE, c, false, dev1), 0);
+	CHECK_INT(cpublish(v.id, NODE, c, false, dev2), 0);
+	CHECK_STR(dev1, dev2);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	/* the same target with another access mode is a conflict */
+	CHECK_INT(npublish(v.id, staging, target, c, true), 6 /* ALREADY_EXISTS */);
+	snprintf(file, sizeof(file), "%s/hello.txt", target);
+	put(file, "data written through the mount");
+	CHECK_INT(nunpublish(v.id, target), 0);
+	CHECK_INT(nunpublish(v.id, target), 0);
+	CHECK(access(target, F_OK) < 0); /* removed */
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+
+	/* stage again: the filesystem is found, not formatted again */
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	CHECK(has(file, "data written through the mount"));
+
+	/* expand while published */
+	int64_t got = 0, before = fs_size(target);
+	bool node_needed = false;
+	CHECK_INT(cexpand(v.id, grown, &got, &node_needed), 0);
+	CHECK_INT(got, grown);
+	CHECK(node_needed);
+	CHECK_INT(cexpand(v.id, grown, &got, &node_needed), 0);
+	if (strcmp(fstype, "xfs") == 0) {
+		/* online growth */
+		CHECK_INT(nexpand(v.id, target, &got), 0);
+		CHECK_INT(got, grown);
+		CHECK_INT(nexpand(v.id, target, &got), 0);
+		CHECK(fs_size(target) > before + (grown - size) / 2);
+	}
+
+	/* snapshot, restore into a new volume with the same data */
+	char sid[128], rname[80];
+	CHECK_INT(snapshot("snap-life", v.id, sid), 0);
+	CHECK_INT(snapshot("snap-life", v.id, NULL), 0);
+	snprintf(rname, sizeof(rname), "%s-restored", name);
+	Csi__V1__CreateVolumeRequest *rr = create_req(rname, 0, c);
+	rr->volume_content_source = csi_msg_new(A, &csi__v1__volume_content_source__descriptor);
+	rr->volume_content_source->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
+	rr->volume_content_source->snapshot =
+		csi_msg_new(A, &csi__v1__volume_content_source__snapshot_source__descriptor);
+	rr->volume_content_source->snapshot->snapshot_id = csi_arena_strdup(A, sid);
+	struct vol r;
+	CHECK_INT(create_r(rr, &r), 0);
+	CHECK_INT(r.size, grown);
+
+	CHECK_INT(nunpublish(v.id, target), 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+
+	/* the restored volume has the data; offline growth makes ext4 as large as the volume */
+	CHECK_INT(cpublish(r.id, NODE, c, false, dev1), 0);
+	CHECK_INT(stage(r.id, staging, c), 0);
+	if (st.code)
+		fprintf(stderr, "stage restored: %s\n", st.message);
+	CHECK_INT(npublish(r.id, staging, target, c, false), 0);
+	CHECK(has(file, "data written through the mount"));
+	CHECK(fs_size(target) > grown - grown / 8);
+	CHECK_INT(nunpublish(r.id, target), 0);
+	CHECK_INT(unstage(r.id, staging), 0);
+	CHECK_INT(cunpublish(r.id, NODE), 0);
+
+	CHECK_INT(del_snapshot(sid), 0);
+	CHECK_INT(del_snapshot(sid), 0);
+	CHECK_INT(del(r.id), 0);
+	CHECK_INT(del(v.id), 0);
+	CHECK_INT(del(v.id), 0);
+	rmdir(staging);
+	check_clean();
+}
+
+static void test_lifecycle_ext4(void) { lifecycle_mount("ext4", 64 * MiB, 128 * MiB); }
+static void test_lifecycle_xfs(void) { lifecycle_mount("xfs", 320 * MiB, 640 * MiB); }
+
+static void test_lifecycle_block(void)
+{
+	char staging[400], target[400], dev[16];
+	path_in(staging, sizeof(staging), "bstaging");
+	path_in(target, sizeof(target), "pods/p2/dev");
+	mkdir(staging, 0750);
+	Csi__V1__VolumeCapability *c = cap(true, SNW, NULL);
+	struct vol v;
+	CHECK_INT(create("pvc-block", 16 * MiB, c, &v), 0);
+	CHECK_INT(cpublish(v.id, NODE, c, false, dev), 0);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	struct stat sb;
+	CHECK(stat(target, &sb) == 0 && S_ISBLK(sb.st_mode));
+	/* write raw data through the device, read it back after unstage + stage */
+	int fd = open(target, O_RDWR);
+	CHECK(fd >= 0);
+	char msg[512] = "raw block data";
+	CHECK(pwrite(fd, msg, sizeof(msg), 4096) == (ssize_t)sizeof(msg));
+	fsync(fd);
+	close(fd);
+	CHECK_INT(nunpublish(v.id, target), 0);
+	CHECK(access(target, F_OK) < 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	char back[512] = { 0 };
+	fd = open(target, O_RDONLY);
+	CHECK(fd >= 0 && pread(fd, back, sizeof(back), 4096) == (ssize_t)sizeof(back));
+	if (fd >= 0)
+		close(fd);
+	CHECK_STR(back, "raw block data");
+	/* expansion reaches the device */
+	int64_t got;
+	bool node_needed;
+	CHECK_INT(cexpand(v.id, 32 * MiB, &got, &node_needed), 0);
+	CHECK(node_needed); /* published: the loop device must re-read its size */
+	CHECK_INT(nexpand(v.id, target, &got), 0);
+	CHECK_INT(got, 32 * MiB);
+	CHECK_INT(nunpublish(v.id, target), 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+	CHECK_INT(del(v.id), 0);
+	rmdir(staging);
+	check_clean();
+}
+
+static void expect(int rc, int code, const char *needle)
+{
+	CHECK_INT(rc, code);
+	if (needle && !strstr(st.message, needle)) {
+		fprintf(stderr, "message \"%s\" lacks \"%s\"\n", st.message, needle);
+		CHECK(0);
+	}
+}
+
+static void test_errors(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol v;
+	/* CreateVolume */
+	expect(create("", MiB, c, NULL), 3, "name");
+	expect(create("e1", MiB, NULL, NULL), 3, "capabilities");
+	expect(create("e1", MiB, cap(false, MNMW, "ext4"), NULL), 3, "MULTI_NODE_MULTI_WRITER");
+	expect(create("e1", MiB, cap(false, SNW, "btrfs"), NULL), 3, "btrfs");
+	expect(create("e1", 5 * GiB, c, NULL), 11, "e1");
+	Csi__V1__CreateVolumeRequest *r = create_req("e1", 2 * MiB, c);
+	r->capacity_range->limit_bytes = MiB;
+	expect(create_r(r, NULL), 11, "e1");
+	r = create_req("e1", MiB, c);
+	csi_map_add(A, &r->base, "parameters", "color", "blue");
+	expect(create_r(r, NULL), 3, "color");
+	r = create_req("e1", MiB, c);
+	csi_map_add(A, &r->base, "parameters", "type", "fat");
+	expect(create_r(r, NULL), 3, "fat");
+	r = create_req("e1", MiB, c);
+	r->accessibility_requirements = csi_msg_new(A, &csi__v1__topology_requirement__descriptor);
+	Csi__V1__Topology *t = csi_msg_new(A, &csi__v1__topology__descriptor);
+	csi_map_add(A, &t->base, "segments", "topology.loop.kcsi.io/zone", "elsewhere");
+	csi_repeated_add(A, &r->accessibility_requirements->base, "requisite", t);
+	expect(create_r(r, NULL), 8, "zone");
+	r = create_req("e1", MiB, c);
+	r->volume_content_source = csi_msg_new(A, &csi__v1__volume_content_source__descriptor);
+	r->volume_content_source->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME;
+	r->volume_content_source->volume =
+		csi_msg_new(A, &csi__v1__volume_content_source__volume_source__descriptor);
+	r->volume_content_source->volume->volume_id = "lv-missing";
+	expect(create_r(r, NULL), 5, "lv-missing");
+	r = create_req("e1", 0, c);
+	r->volume_content_source = csi_msg_new(A, &csi__v1__volume_content_source__descriptor);
+	r->volume_content_source->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
+	r->volume_content_source->snapshot =
+		csi_msg_new(A, &csi__v1__volume_content_source__snapshot_source__descriptor);
+	r->volume_content_source->snapshot->snapshot_id = "ls-missing";
+	expect(create_r(r, NULL), 5, "ls-missing");
+
+	/* default size, thick, and an incompatible repeat */
+	CHECK_INT(create("e1", 0, c, &v), 0);
+	CHECK_INT(v.size, GiB);
+	expect(create("e1", 2 * GiB, c, NULL), 6, "e1");
+	expect(create("e1", 0, cap(true, SNW, NULL), NULL), 6, "access type");
+	r = create_req("e1", 0, c);
+	csi_map_add(A, &r->base, "parameters", "type", "thick");
+	expect(create_r(r, NULL), 6, "type");
+
+	/* DeleteVolume */
+	expect(del(""), 3, NULL);
+	CHECK_INT(del("lv-never-existed"), 0);
+
+	/* ControllerPublishVolume */
+	expect(cpublish("", NODE, c, false, NULL), 3, NULL);
+	expect(cpublish(v.id, "", c, false, NULL), 3, v.id);
+	expect(cpublish(v.id, NODE, NULL, false, NULL), 3, v.id);
+	expect(cpublish("lv-missing", NODE, c, false, NULL), 5, "lv-missing");
+	expect(cpublish(v.id, "no-such-node", c, false, NULL), 5, "no-such-node");
+	CHECK_INT(cpublish(v.id, NODE, c, false, NULL), 0);
+	expect(cpublish(v.id, NODE, c, true, NULL), 6, v.id);
+	/* a node that never started is unknown; a single-node volume on a second node fails */
+	expect(cpublish(v.id, "node-2", c, false, NULL), 5, "node-2");
+	char node2[400];
+	snprintf(node2, sizeof(node2), "%s/nodes/node-2.json", pool);
+	put(node2, "{\"node\":\"node-2\",\"zone\":\"local\"}");
+	expect(cpublish(v.id, "node-2", c, false, NULL), 9, NODE);
+	unlink(node2);
+	expect(del(v.id), 9, NODE);
+
+	/* ControllerUnpublishVolume */
+	expect(cunpublish("", NODE), 3, NULL);
+	CHECK_INT(cunpublish("lv-missing", NODE), 0);
+	CHECK_INT(cunpublish(v.id, "unknown-node"), 0);
+
+	/* Node calls */
+	char staging[400], target[400];
+	path_in(staging, sizeof(staging), "estaging");
+	path_in(target, sizeof(target), "etarget");
+	mkdir(staging, 0750);
+	expect(stage("", staging, c), 3, NULL);
+	expect(stage(v.id, "", c), 3, v.id);
+	expect(stage(v.id, staging, NULL), 3, v.id);
+	expect(stage("lv-missing", staging, c), 5, "lv-missing");
+	expect(npublish(v.id, staging, target, c, false), 9, v.id); /* not staged */
+	expect(npublish("", staging, target, c, false), 3, NULL);
+	expect(npublish(v.id, staging, "", c, false), 3, v.id);
+	expect(npublish(v.id, staging, target, NULL, false), 3, v.id);
+	expect(nunpublish("", target), 3, NULL);
+	expect(nunpublish(v.id, ""), 3, v.id);
+	expect(unstage("", staging), 3, NULL);
+	expect(unstage(v.id, ""), 3, v.id);
+	int64_t got;
+	expect(nexpand("lv-missing", "/tmp", &got), 5, "lv-missing");
+	expect(nexpand(v.id, "", &got), 3, v.id);
+	Csi__V1__NodeGetVolumeStatsRequest sr = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
+	Csi__V1__NodeGetVolumeStatsResponse *sresp = NULL;
+	sr.volume_id = v.id;
+	sr.volume_path = "some/path";
+	expect(csi_node_get_volume_stats(conn, &sr, &sresp, T, &st), 5, v.id);
+	sr.volume_id = "lv-missing";
+	expect(csi_node_get_volume_stats(conn, &sr, &sresp, T, &st), 5, "lv-missing");
+
+	/* ListVolumes: bad token */
+	Csi__V1__ListVolumesRequest lr = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
+	Csi__V1__ListVolumesResponse *lresp = NULL;
+	lr.starting_token = "garbage";
+	expect(csi_list_volumes(conn, &lr, &lresp, T, &st), 10, "garbage");
+
+	/* snapshots */
+	expect(snapshot("", v.id, NULL), 3, NULL);
+	expect(snapshot("s-e", "", NULL), 3, "s-e");
+	expect(snapshot("s-e", "lv-missing", NULL), 5, "lv-missing");
+	CHECK_INT(snapshot("s-e", v.id, NULL), 0);
+	struct vol w;
+	CHECK_INT(create("e2", MiB, c, &w), 0);
+	expect(snapshot("s-e", w.id, NULL), 6, "s-e");
+	expect(del_snapshot(""), 3, NULL);
+	CHECK_INT(del_snapshot("ls-never"), 0);
+	char sid[128];
+	CHECK_INT(snapshot("s-e", v.id, sid), 0);
+	CHECK_INT(del_snapshot(sid), 0);
+
+	/* ControllerExpandVolume */
+	bool nn;
+	expect(cexpand("", GiB, &got, &nn), 3, NULL);
+	expect(cexpand("lv-missing", GiB, &got, &nn), 5, "lv-missing");
+	expect(cexpand(v.id, 8 * GiB, &got, &nn), 11, v.id);
+
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+	CHECK_INT(del(v.id), 0);
+	CHECK_INT(del(w.id), 0);
+	rmdir(staging);
+	check_clean();
+}
+
+static void test_list_and_capacity(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol v[5];
+	for (int i = 0; i < 5; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "list-%d", i);
+		CHECK_INT(create(name, MiB, c, &v[i]), 0);
+	}
+	CHECK_INT(cpublish(v[1].id, NODE, c, false, NULL), 0);
+	/* pages of 2 add up to the 5 volumes, in order, each once */
+	Csi__V1__ListVolumesRequest lr = CSI__V1__LIST_VOLUMES_REQUEST__INIT;
+	lr.max_entries = 2;
+	int seen = 0, pages = 0;
+	char token[256] = "";
+	bool published_seen = false;
+	do {
+		Csi__V1__ListVolumesResponse *resp = NULL;
+		lr.starting_token = token;
+		CHECK_INT(csi_list_volumes(conn, &lr, &resp, T, &st), 0);
+		if (!resp)
+			break;
+		CHECK(resp->n_entries <= 2);
+		for (size_t i = 0; i < resp->n_entries; i++) {
+			Csi__V1__ListVolumesResponse__Entry *e = resp->entries[i];
+			CHECK_STR(e->volume->volume_id, v[seen].id);
+			CHECK(e->status && e->status->volume_condition &&
+			      !e->status->volume_condition->abnormal);
+			if (strcmp(e->volume->volume_id, v[1].id) == 0) {
+				CHECK_INT(e->status->n_published_node_ids, 1);
+				published_seen = e->status->n_published_node_ids == 1;
+			}
+			seen++;
+		}
+		snprintf(token, sizeof(token), "%s", resp->next_token ? resp->next_token : "");
+		csi_msg_free(resp);
+		pages++;
+	} while (token[0] && pages < 10);
+	CHECK_INT(seen, 5);
+	CHECK_INT(pages, 3);
+	CHECK(published_seen);
+
+	Csi__V1__GetCapacityRequest gr = CSI__V1__GET_CAPACITY_REQUEST__INIT;
+	Csi__V1__GetCapacityResponse *gresp = NULL;
+	CHECK_INT(csi_get_capacity(conn, &gr, &gresp, T, &st), 0);
+	CHECK(gresp && gresp->available_capacity > 0);
+	CHECK(gresp && gresp->maximum_volume_size && gresp->maximum_volume_size->value <= 4 * GiB);
+	csi_msg_free(gresp);
+
+	CHECK_INT(cunpublish(v[1].id, NODE), 0);
+	for (int i = 0; i < 5; i++)
+		CHECK_INT(del(v[i].id), 0);
+	check_clean();
+}
+
+/* The limit of 3 per node, and device names: never two alike, freed ones reused. */
+static void test_attach_limit_and_device_names(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol v[4];
+	char dev[4][16];
+	for (int i = 0; i < 4; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "att-%d", i);
+		CHECK_INT(create(name, MiB, c, &v[i]), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		CHECK_INT(cpublish(v[i].id, NODE, c, false, dev[i]), 0);
+	CHECK(strcmp(dev[0], dev[1]) != 0 && strcmp(dev[1], dev[2]) != 0 &&
+	      strcmp(dev[0], dev[2]) != 0);
+	expect(cpublish(v[3].id, NODE, c, false, NULL), 8, NODE);
+	CHECK_INT(cunpublish(v[1].id, NODE), 0);
+	CHECK_INT(cpublish(v[3].id, NODE, c, false, dev[3]), 0);
+	CHECK_STR(dev[3], dev[1]); /* the freed name, not a new one */
+	for (int i = 0; i < 4; i++) {
+		CHECK_INT(cunpublish(v[i].id, NODE), 0);
+		CHECK_INT(del(v[i].id), 0);
+	}
+	check_clean();
+}
+
+struct bg_call {
+	Csi__V1__CreateVolumeRequest *req;
+	int rc;
+	volatile int done;
+};
+
+static void *bg_create(void *arg)
+{
+	struct bg_call *b = arg;
+	struct csi_status s2;
+	Csi__V1__CreateVolumeResponse *resp = NULL;
+	b->rc = csi_create_volume(conn, b->req, &resp, T, &s2);
+	csi_msg_free(resp);
+	b->done = 1;
+	return NULL;
+}
+
+/* Fills a thick volume's image with data so that cloning it takes a while. */
+static void fill_image(const char *id, int64_t bytes)
+{
+	char img[500];
+	snprintf(img, sizeof(img), "%s/volumes/%s.img", pool, id);
+	int fd = open(img, O_WRONLY);
+	CHECK(fd >= 0);
+	static char buf[1 << 20];
+	memset(buf, 0x5a, sizeof(buf));
+	for (int64_t off = 0; fd >= 0 && off < bytes; off += sizeof(buf))
+		CHECK(pwrite(fd, buf, sizeof(buf), off) == (ssize_t)sizeof(buf));
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+static Csi__V1__CreateVolumeRequest *clone_req(const char *name, const char *src,
+					       Csi__V1__VolumeCapability *c)
+{
+	Csi__V1__CreateVolumeRequest *r = create_req(name, 0, c);
+	r->volume_content_source = csi_msg_new(A, &csi__v1__volume_content_source__descriptor);
+	r->volume_content_source->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME;
+	r->volume_content_source->volume =
+		csi_msg_new(A, &csi__v1__volume_content_source__volume_source__descriptor);
+	r->volume_content_source->volume->volume_id = csi_arena_strdup(A, src);
+	return r;
+}
+
+/*
+ * A second call on a volume with an operation in flight gets ABORTED. The first call is a clone
+ * of a volume full of data; the second is made while the first has not returned. If the first
+ * finishes before the second arrives (a very fast disk) the round is repeated with more data.
+ */
+static void test_concurrent_aborted(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol src;
+	CHECK_INT(create("conc-src", 512 * MiB, c, &src), 0);
+	bool seen = false;
+	for (int round = 0; round < 4 && !seen; round++) {
+		fill_image(src.id, (128LL << round) * MiB);
+		char name[32];
+		snprintf(name, sizeof(name), "conc-%d", round);
+		struct bg_call b = { clone_req(name, src.id, c), -1, 0 };
+		pthread_t th;
+		pthread_create(&th, NULL, bg_create, &b);
+		/* wait until the clone's temporary image appears: the first call is in flight */
+		char *id = NULL;
+		{
+			Csi__V1__CreateVolumeRequest *r = clone_req(name, src.id, c);
+			int64_t until = mono_now_ns() + 30 * NSEC_PER_SEC;
+			while (!b.done && mono_now_ns() < until) {
+				DIR *d;
+				char p[400];
+				snprintf(p, sizeof(p), "%s/volumes", pool);
+				d = opendir(p);
+				struct dirent *de;
+				bool tmp = false;
+				while (d && (de = readdir(d)))
+					if (strstr(de->d_name, ".img.tmp"))
+						tmp = true;
+				if (d)
+					closedir(d);
+				if (tmp) {
+					int rc = create_r(r, NULL);
+					if (rc == 10) {
+						seen = true;
+						CHECK(strstr(st.message, "in progress") != NULL);
+					}
+					break;
+				}
+				sleep_ns(NSEC_PER_MSEC);
+			}
+		}
+		pthread_join(th, NULL);
+		CHECK_INT(b.rc, 0);
+		/* afterwards the retry succeeds with the same volume */
+		struct vol v;
+		CHECK_INT(create_r(clone_req(name, src.id, c), &v), 0);
+		CHECK_INT(del(v.id), 0);
+		free(id);
+	}
+	CHECK(seen);
+	CHECK_INT(del(src.id), 0);
+	check_clean();
+}
+
+/*
+ * kill -9 in the middle of a create (a long clone), and after publish and stage: after a restart
+ * the leftovers are gone, the retried calls answer as the first would have, and tearing down
+ * leaves nothing behind.
+ */
+static void test_kill9_recovery(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol src, v;
+	CHECK_INT(create("crash-src", 512 * MiB, c, &src), 0);
+	fill_image(src.id, 512 * MiB);
+	struct bg_call b = { clone_req("crash-clone", src.id, c), -1, 0 };
+	pthread_t th;
+	pthread_create(&th, NULL, bg_create, &b);
+	/* kill as soon as the clone's image is being written */
+	int64_t until = mono_now_ns() + 30 * NSEC_PER_SEC;
+	bool killed = false;
+	while (!b.done && mono_now_ns() < until && !killed) {
+		char p[400];
+		snprintf(p, sizeof(p), "%s/volumes", pool);
+		DIR *d = opendir(p);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (strstr(de->d_name, ".img.tmp"))
+				killed = true;
+		if (d)
+			closedir(d);
+		if (killed)
+			kill(plugin, SIGKILL);
+		else
+			sleep_ns(NSEC_PER_MSEC);
+	}
+	pthread_join(th, NULL);
+	stop_plugin(SIGKILL);
+	start_plugin(NULL);
+	check_clean(); /* the half-written image was removed at start */
+	CHECK_INT(create_r(clone_req("crash-clone", src.id, c), &v), 0);
+
+	/* publish + stage, then kill -9: the kernel keeps the loop device and the mount */
+	char staging[400], target[400];
+	path_in(staging, sizeof(staging), "cstaging");
+	path_in(target, sizeof(target), "cpods/vol");
+	mkdir(staging, 0750);
+	char dev1[16], dev2[16];
+	CHECK_INT(cpublish(v.id, NODE, c, false, dev1), 0);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	stop_plugin(SIGKILL);
+	start_plugin(NULL);
+	CHECK_INT(cpublish(v.id, NODE, c, false, dev2), 0);
+	CHECK_STR(dev1, dev2);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	stop_plugin(SIGKILL);
+	start_plugin(NULL);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	CHECK_INT(nunpublish(v.id, target), 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+	CHECK_INT(del(v.id), 0);
+	CHECK_INT(del(src.id), 0);
+	rmdir(staging);
+	check_clean();
+}
+
+/* --mode controller answers no node calls; --mode node creates nothing. */
+static void test_modes(void)
+{
+	stop_plugin(SIGTERM);
+	start_plugin("--mode=node");
+	Csi__V1__GetPluginCapabilitiesRequest r = CSI__V1__GET_PLUGIN_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__GetPluginCapabilitiesResponse *resp = NULL;
+	CHECK_INT(csi_get_plugin_capabilities(conn, &r, &resp, T, &st), 0);
+	for (size_t i = 0; resp && i < resp->n_capabilities; i++)
+		if (resp->capabilities[i]->type_case == CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE)
+			CHECK(resp->capabilities[i]->service->type !=
+			      CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
+	csi_msg_free(resp);
+	expect(create("mode-node", MiB, cap(false, SNW, "ext4"), NULL), 12, NULL);
+	stop_plugin(SIGTERM);
+	start_plugin("--mode=controller");
+	char staging[400];
+	path_in(staging, sizeof(staging), "mstaging");
+	expect(stage("lv-x", staging, cap(false, SNW, "ext4")), 12, NULL);
+	stop_plugin(SIGTERM);
+	start_plugin(NULL);
+}
+
+static void cleanup(void)
+{
+	if (plugin > 0)
+		stop_plugin(SIGKILL);
+	/* unmount and detach whatever a failed test left below our folder */
+	FILE *fp = fopen("/proc/self/mountinfo", "r");
+	char line[4096];
+	while (fp && fgets(line, sizeof(line), fp)) {
+		char mp[2048];
+		if (sscanf(line, "%*s %*s %*s %*s %2047s", mp) == 1 && strstr(mp, dir)) {
+			const char *argv[] = { "umount", "-l", mp, NULL };
+			run(argv, NULL);
+		}
+	}
+	if (fp)
+		fclose(fp);
+	struct strbuf out = STRBUF_INIT;
+	const char *ls[] = { "losetup", "-a", NULL };
+	run(ls, &out);
+	for (char *l = strtok(out.buf, "\n"); l; l = strtok(NULL, "\n")) {
+		if (!strstr(l, dir))
+			continue;
+		char *colon = strchr(l, ':');
+		if (colon) {
+			*colon = '\0';
+			const char *argv[] = { "losetup", "-d", l, NULL };
+			run(argv, NULL);
+		}
+	}
+	strbuf_release(&out);
+	const char *rm[] = { "rm", "-rf", dir, NULL };
+	run(rm, NULL);
+}
+
+int main(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/kcsi-lp-csi-XXXXXX");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(sock, sizeof(sock), "%s/csi.sock", dir);
+	snprintf(endpoint, sizeof(endpoint), "unix://%s", sock);
+	snprintf(pool, sizeof(pool), "%s/pool", dir);
+	atexit(cleanup);
+	A = csi_arena_new();
+	start_plugin(NULL);
+	RUN(test_identity);
+	RUN(test_lifecycle_ext4);
+	RUN(test_lifecycle_xfs);
+	RUN(test_lifecycle_block);
+	RUN(test_errors);
+	RUN(test_list_and_capacity);
+	RUN(test_attach_limit_and_device_names);
+	RUN(test_concurrent_aborted);
+	RUN(test_kill9_recovery);
+	RUN(test_modes);
+	stop_plugin(SIGTERM);
+	csi_arena_free(A);
+	return CHECK_DONE();
+}
