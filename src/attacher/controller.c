@@ -1,0 +1,302 @@
+/*
+ * The attach controller: informers feed names into two workqueues, workers call the handler.
+ *
+ * Informer handlers run on informer threads and only enqueue. A VA update that changes nothing
+ * but attachError/detachError is ignored: those are our own writes, and reacting to them would
+ * call the driver again at once and defeat the backoff. VA deletion pokes the PV queue so the PV
+ * finalizer can go once the last VA is gone (found through the "pv" index, never a scan).
+ */
+#include "attacher/att.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t index_va_by_pv(const struct kube_obj *o, const char **vals, size_t max)
+{
+	const struct kube_va *va = kube_va_of(o);
+
+	if (!va || !va->pv_name || max < 1)
+		return 0;
+	vals[0] = va->pv_name;
+	return 1;
+}
+
+static bool ours(struct att_ctrl *c, const struct kube_va *va)
+{
+	return va && va->attacher && strcmp(va->attacher, c->o.driver) == 0;
+}
+
+static bool same_kv(const struct kube_kv *a, size_t na, const struct kube_kv *b, size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i].key, b[i].key) || strcmp(a[i].value, b[i].value))
+			return false;
+	return true;
+}
+
+static bool streq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Upstream's shouldEnqueueVAChange on compact records. */
+static bool should_enqueue(const struct kube_va *old, const struct kube_va *va)
+{
+	if (streq(old->meta.rv, va->meta.rv))
+		return true; /* periodic resync */
+	if (!old->attach_error && !old->detach_error && !va->attach_error && !va->detach_error)
+		return true;
+	if (old->attached != va->attached || old->meta.deletion_ts != va->meta.deletion_ts ||
+	    old->meta.nfinalizers != va->meta.nfinalizers || !streq(old->node_id, va->node_id) ||
+	    !streq(old->node_name, va->node_name) || !streq(old->pv_name, va->pv_name) ||
+	    !streq(old->attacher, va->attacher) || old->inline_spec != va->inline_spec ||
+	    !same_kv(old->metadata, old->nmetadata, va->metadata, va->nmetadata))
+		return true;
+	for (size_t i = 0; i < va->meta.nfinalizers; i++)
+		if (!streq(old->meta.finalizers[i], va->meta.finalizers[i]))
+			return true;
+	return false;
+}
+
+static void va_added(const struct kube_obj *o, void *ud)
+{
+	struct att_ctrl *c = ud;
+
+	if (ours(c, kube_va_of(o)))
+		kube_workqueue_add(c->vaq, o->name);
+}
+
+static void va_updated(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	struct att_ctrl *c = ud;
+	const struct kube_va *va = kube_va_of(o);
+
+	if (!ours(c, va))
+		return;
+	if (should_enqueue(kube_va_of(old), va))
+		kube_workqueue_add(c->vaq, o->name);
+	else
+		KLOG_V(3, "Ignoring VolumeAttachment \"%s\" change", o->name);
+}
+
+static void va_deleted(const struct kube_obj *o, void *ud)
+{
+	struct att_ctrl *c = ud;
+	const struct kube_va *va = kube_va_of(o);
+
+	if (va && va->pv_name)
+		kube_workqueue_add(c->pvq, va->pv_name);
+}
+
+static void pv_added(const struct kube_obj *o, void *ud)
+{
+	struct att_ctrl *c = ud;
+
+	kube_workqueue_add(c->pvq, o->name);
+}
+
+static void pv_updated(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	(void)old;
+	pv_added(o, ud);
+}
+
+struct att_ctrl *att_ctrl_new(struct kube_client *kc, const struct att_ctrl_opts *o)
+{
+	struct att_ctrl *c = xcalloc(1, sizeof(*c));
+	struct kube_informer_opts io = { 0 };
+	struct kube_handlers vh = { va_added, va_updated, va_deleted, c };
+	struct kube_handlers ph = { pv_added, pv_updated, NULL, c };
+	struct kube_hmap empty = KUBE_HMAP_INIT;
+
+	c->o = *o;
+	c->kc = kc;
+	c->force_sync = empty;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	att_finalizer_name(o->driver, c->finalizer, sizeof(c->finalizer));
+
+	io.resync_ns = o->resync_ns;
+	io.kind = &KUBE_KIND_VOLUMEATTACHMENT;
+	c->va_inf = kube_informer_new(kc, &io);
+	kube_informer_add_index(c->va_inf, "pv", index_va_by_pv);
+	kube_informer_add_handlers(c->va_inf, &vh);
+	io.kind = &KUBE_KIND_PERSISTENTVOLUME;
+	c->pv_inf = kube_informer_new(kc, &io);
+	kube_informer_add_handlers(c->pv_inf, &ph);
+	io.kind = &KUBE_KIND_CSINODE_T;
+	io.resync_ns = 0;
+	c->csinode_inf = kube_informer_new(kc, &io);
+	/* Queue names as upstream, so workqueue metrics carry the same name labels. */
+	c->vaq = kube_workqueue_new("csi-attacher-va", o->retry_start_ns, o->retry_max_ns);
+	c->pvq = kube_workqueue_new("csi-attacher-pv", o->retry_start_ns, o->retry_max_ns);
+	return c;
+}
+
+void att_set_force_sync(struct att_ctrl *c, const char *va)
+{
+	pthread_mutex_lock(&c->mu);
+	kube_hmap_put(&c->force_sync, va, NULL);
+	pthread_mutex_unlock(&c->mu);
+}
+
+bool att_consume_force_sync(struct att_ctrl *c, const char *va)
+{
+	bool had;
+
+	pthread_mutex_lock(&c->mu);
+	had = kube_hmap_has(&c->force_sync, va);
+	if (had)
+		kube_hmap_del(&c->force_sync, va);
+	pthread_mutex_unlock(&c->mu);
+	return had;
+}
+
+const struct kube_pv *att_get_pv(struct att_ctrl *c, const char *name)
+{
+	struct kube_obj *o = kube_store_get(kube_informer_store(c->pv_inf), NULL, name);
+	const struct kube_pv *pv = kube_pv_of(o);
+
+	if (!pv)
+		kube_obj_unref(o);
+	return pv;
+}
+
+bool att_pv_in_use(struct att_ctrl *c, const char *pv)
+{
+	size_t n = 0;
+	struct kube_obj **v = kube_store_by_index(kube_informer_store(c->va_inf), "pv", pv, &n);
+
+	kube_objs_free(v, n);
+	return n > 0;
+}
+
+static void finish(struct kube_workqueue *q, const char *key, enum att_result r)
+{
+	switch (r) {
+	case ATT_DONE:
+		kube_workqueue_forget(q, key);
+		break;
+	case ATT_RETRY:
+		kube_workqueue_add_rate_limited(q, key);
+		break;
+	case ATT_CONFLICT:
+		kube_workqueue_add(q, key);
+		break;
+	}
+}
+
+static void *va_worker(void *arg)
+{
+	struct att_ctrl *c = arg;
+	char *key;
+
+	while ((key = kube_workqueue_get(c->vaq))) {
+		struct kube_obj *o = kube_store_get(kube_informer_store(c->va_inf), NULL, key);
+		const struct kube_va *va = kube_va_of(o);
+
+		if (!va)
+			KLOG_V(3, "VA \"%s\" deleted, ignoring", key);
+		else if (!ours(c, va))
+			KLOG_V(4, "Skipping VolumeAttachment %s for attacher %s", key, va->attacher);
+		else
+			finish(c->vaq, key, c->o.handler->sync_va(c, va));
+		kube_obj_unref(o);
+		kube_workqueue_done(c->vaq, key);
+		free(key);
+	}
+	return NULL;
+}
+
+static void *pv_worker(void *arg)
+{
+	struct att_ctrl *c = arg;
+	char *key;
+
+	while ((key = kube_workqueue_get(c->pvq))) {
+		struct kube_obj *o = kube_store_get(kube_informer_store(c->pv_inf), NULL, key);
+		const struct kube_pv *pv = kube_pv_of(o);
+
+		if (pv)
+			finish(c->pvq, key, c->o.handler->sync_pv(c, pv));
+		kube_obj_unref(o);
+		kube_workqueue_done(c->pvq, key);
+		free(key);
+	}
+	return NULL;
+}
+
+int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
+{
+	if (kube_informer_start(c->va_inf) || kube_informer_start(c->pv_inf) ||
+	    kube_informer_start(c->csinode_inf)) {
+		snprintf(err, errlen, "cannot start informers");
+		return -1;
+	}
+	KLOG_I("Starting CSI attacher");
+	/* Wait for the caches before the first decision, as upstream's WaitForCacheSync. */
+	while (!kube_informer_wait_synced(c->va_inf, NSEC_PER_SEC * 10) ||
+	       !kube_informer_wait_synced(c->pv_inf, NSEC_PER_SEC * 10) ||
+	       !kube_informer_wait_synced(c->csinode_inf, NSEC_PER_SEC * 10)) {
+		pthread_mutex_lock(&c->mu);
+		bool stop = c->stop;
+		pthread_mutex_unlock(&c->mu);
+		if (stop) {
+			snprintf(err, errlen, "stopped before the caches synced");
+			return -1;
+		}
+		KLOG_I("Waiting for the VolumeAttachment, PersistentVolume and CSINode caches to sync");
+	}
+	c->nthreads = (size_t)c->o.workers * 2;
+	c->threads = xcalloc(c->nthreads, sizeof(pthread_t));
+	for (size_t i = 0; i < c->nthreads; i++)
+		pthread_create(&c->threads[i], NULL, i % 2 ? pv_worker : va_worker, c);
+	if (c->o.reconcile_ns > 0 && c->o.csi) {
+		pthread_create(&c->reconciler, NULL, att_reconciler_main, c);
+		c->reconciler_running = true;
+	}
+	return 0;
+}
+
+void att_ctrl_stop(struct att_ctrl *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->mu);
+	kube_informer_stop(c->va_inf);
+	kube_informer_stop(c->pv_inf);
+	kube_informer_stop(c->csinode_inf);
+	kube_workqueue_shutdown(c->vaq);
+	kube_workqueue_shutdown(c->pvq);
+	for (size_t i = 0; i < c->nthreads; i++)
+		pthread_join(c->threads[i], NULL);
+	if (c->reconciler_running)
+		pthread_join(c->reconciler, NULL);
+	c->reconciler_running = false;
+	free(c->threads);
+	c->threads = NULL;
+	c->nthreads = 0;
+	KLOG_I("Shutting CSI attacher");
+}
+
+void att_ctrl_free(struct att_ctrl *c)
+{
+	if (!c)
+		return;
+	kube_informer_free(c->va_inf);
+	kube_informer_free(c->pv_inf);
+	kube_informer_free(c->csinode_inf);
+	kube_workqueue_free(c->vaq);
+	kube_workqueue_free(c->pvq);
+	kube_hmap_clear(&c->force_sync);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cond);
+	free(c);
+}

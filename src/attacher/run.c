@@ -1,0 +1,431 @@
+/*
+ * csi-attacher start-up and life cycle, in the order the upstream binary follows:
+ * flags -> kube client -> CSI connection (waits for the driver) -> Probe until ready ->
+ * GetPluginInfo (the driver name is the attacher name) -> diagnostics server -> capabilities
+ * pick the handler and the reconciler -> leader election (optional) -> controller -> SIGTERM.
+ *
+ * SIGTERM and SIGINT are blocked in every thread and taken by the main thread with
+ * sigtimedwait(), so shutdown runs in one place: stop the controller (workers finish their
+ * current key), release the Lease, exit 0. Losing the driver connection exits non-zero so that
+ * the orchestrator restarts the container, as upstream does.
+ */
+#include "attacher/attacher.h"
+#include "attacher/att.h"
+#include "base/diag.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/metrics.h"
+#include "kube/config.h"
+#include "kube/leader.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void att_register_flags(struct flagset *fs, struct att_config *c)
+{
+	flags_string(fs, "csi-address", &c->csi_address, "/run/csi/socket",
+		     "Address of the CSI driver socket.");
+	flags_string(fs, "kubeconfig", &c->kubeconfig, "",
+		     "Absolute path to the kubeconfig file. Required only when running out of cluster.");
+	flags_string(fs, "master", &c->master, "",
+		     "Master URL to build a client config from. Either this or kubeconfig needs to be set if the attacher is being run out of cluster.");
+	flags_duration(fs, "timeout", &c->timeout_ns, 15 * NSEC_PER_SEC,
+		       "Timeout for waiting for attaching or detaching the volume.");
+	flags_duration(fs, "retry-interval-start", &c->retry_start_ns, NSEC_PER_SEC,
+		       "Initial retry interval of failed create volume or deletion. It doubles with each failure, up to retry-interval-max.");
+	flags_duration(fs, "retry-interval-max", &c->retry_max_ns, 5 * NSEC_PER_MIN,
+		       "Maximum retry interval of failed create volume or deletion.");
+	flags_int(fs, "worker-threads", &c->worker_threads, 10, "Number of attacher worker threads");
+	flags_int(fs, "max-entries", &c->max_entries, 0,
+		  "Max entries per each page in volume lister call, 0 means no limit.");
+	flags_duration(fs, "resync", &c->resync_ns, 10 * NSEC_PER_MIN,
+		       "Resync interval of the controller.");
+	flags_duration(fs, "reconcile-sync", &c->reconcile_sync_ns, NSEC_PER_MIN,
+		       "Resync interval of the VolumeAttachment reconciler.");
+	flags_string(fs, "default-fstype", &c->default_fstype, "",
+		     "The default filesystem type of the volume to publish. Defaults to empty string");
+	flags_int(fs, "max-grpc-log-length", &c->max_grpc_log_length, -1,
+		  "The maximum amount of characters logged for every grpc responses. Defaults to no limit");
+	flags_double(fs, "kube-api-qps", &c->kube_api_qps, 5,
+		     "QPS to use while communicating with the kubernetes apiserver. Defaults to 5.0.");
+	flags_int(fs, "kube-api-burst", &c->kube_api_burst, 10,
+		  "Burst to use while communicating with the kubernetes apiserver. Defaults to 10.");
+	flags_bool(fs, "leader-election", &c->leader_election, false, "Enable leader election.");
+	flags_string(fs, "leader-election-namespace", &c->leader_election_namespace, "",
+		     "Namespace where the leader election resource lives. Defaults to the pod namespace if not set.");
+	flags_duration(fs, "leader-election-lease-duration", &c->le_lease_duration_ns,
+		       15 * NSEC_PER_SEC,
+		       "Duration, in seconds, that non-leader candidates will wait to force acquire leadership. Defaults to 15 seconds.");
+	flags_duration(fs, "leader-election-renew-deadline", &c->le_renew_deadline_ns,
+		       10 * NSEC_PER_SEC,
+		       "Duration, in seconds, that the acting leader will retry refreshing leadership before giving up. Defaults to 10 seconds.");
+	flags_duration(fs, "leader-election-retry-period", &c->le_retry_period_ns, 5 * NSEC_PER_SEC,
+		       "Duration, in seconds, the LeaderElector clients should wait between tries of actions. Defaults to 5 seconds.");
+	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
+		     "The TCP network address where the HTTP server for diagnostics, including metrics and leader election health check, will listen (example: `:8080`). The default is empty string, which means the server is disabled. Only one of `--metrics-address` and `--http-endpoint` can be set.");
+	flags_string(fs, "metrics-address", &c->metrics_address, "",
+		     "(deprecated) The TCP network address where the prometheus metrics endpoint will listen (example: `:8080`). The default is empty string, which means metrics endpoint is disabled. Only one of `--metrics-address` and `--http-endpoint` can be set.");
+	flags_deprecate(fs, "metrics-address", "use --http-endpoint");
+	flags_string(fs, "metrics-path", &c->metrics_path, "/metrics",
+		     "The HTTP path where prometheus metrics will be exposed. Default is `/metrics`.");
+	flags_map(fs, "feature-gates", &c->feature_gates,
+		  "A set of key=value pairs that describe feature gates for alpha/experimental features.");
+	flags_bool(fs, "dummy", &c->dummy, false,
+		   "Run in dummy mode, i.e. not connecting to CSI driver and marking everything as attached. Expected CSI driver name is \"csi/dummy\".");
+}
+
+/* Everything the diagnostics handlers and the signal loop look at. */
+struct att_runtime {
+	const struct att_config *cfg;
+	struct csi_metrics *metrics;
+	struct att_ctrl *ctrl;     /* NULL until leading (or started) */
+	struct kube_leader *leader; /* NULL without --leader-election */
+	char lease[320];
+	atomic_int leading;
+};
+
+static struct att_runtime *g_rt;
+
+static void on_connection_lost(void *arg)
+{
+	(void)arg;
+	KLOG_F("Lost connection to CSI driver, exiting");
+}
+
+static void on_started_leading(void *ud)
+{
+	struct att_runtime *rt = ud;
+
+	KLOG_V(2, "became leader, starting");
+	atomic_store(&rt->leading, 1);
+}
+
+static void on_new_leader(const char *identity, void *ud)
+{
+	(void)ud;
+	KLOG_V(3, "New leader detected leader=\"%s\"", identity);
+}
+
+static void render_queue(struct strbuf *out, struct kube_workqueue *q, const char *name)
+{
+	struct kube_workqueue_metrics m;
+
+	kube_workqueue_metrics(q, &m);
+	strbuf_addf(out, "workqueue_depth{name=\"%s\"} %zu\n", name, m.depth);
+	strbuf_addf(out, "workqueue_adds_total{name=\"%s\"} %llu\n", name,
+		    (unsigned long long)m.adds);
+	strbuf_addf(out, "workqueue_retries_total{name=\"%s\"} %llu\n", name,
+		    (unsigned long long)m.retries);
+	strbuf_addf(out, "workqueue_longest_running_processor_seconds{name=\"%s\"} %.6f\n", name,
+		    (double)m.longest_running_ns / 1e9);
+	strbuf_addf(out, "workqueue_queue_duration_seconds_bucket{name=\"%s\",le=\"+Inf\"} %llu\n"
+			 "workqueue_queue_duration_seconds_sum{name=\"%s\"} %.6f\n"
+			 "workqueue_queue_duration_seconds_count{name=\"%s\"} %llu\n",
+		    name, (unsigned long long)m.processed, name,
+		    (double)m.queue_latency_ns_total / 1e9, name, (unsigned long long)m.processed);
+	strbuf_addf(out, "workqueue_work_duration_seconds_bucket{name=\"%s\",le=\"+Inf\"} %llu\n"
+			 "workqueue_work_duration_seconds_sum{name=\"%s\"} %.6f\n"
+			 "workqueue_work_duration_seconds_count{name=\"%s\"} %llu\n",
+		    name, (unsigned long long)m.processed, name,
+		    (double)m.work_duration_ns_total / 1e9, name, (unsigned long long)m.processed);
+}
+
+static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
+{
+	struct att_runtime *rt = ud;
+
+	*ctype = "text/plain; version=0.0.4; charset=utf-8";
+	csi_metrics_render(rt->metrics, body);
+	if (rt->ctrl) {
+		strbuf_addstr(body, "# TYPE workqueue_depth gauge\n# TYPE workqueue_adds_total counter\n"
+				    "# TYPE workqueue_retries_total counter\n"
+				    "# TYPE workqueue_longest_running_processor_seconds gauge\n"
+				    "# TYPE workqueue_queue_duration_seconds histogram\n"
+				    "# TYPE workqueue_work_duration_seconds histogram\n");
+		render_queue(body, rt->ctrl->vaq, "csi-attacher-va");
+		render_queue(body, rt->ctrl->pvq, "csi-attacher-pv");
+	}
+	if (rt->leader)
+		strbuf_addf(body, "# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.\n"
+				  "# TYPE leader_election_master_status gauge\n"
+				  "leader_election_master_status{name=\"%s\"} %d\n",
+			    rt->lease, kube_leader_is_leader(rt->leader) ? 1 : 0);
+	diag_render_process_metrics(body);
+	return 200;
+}
+
+static int serve_leader_health(void *ud, struct strbuf *body, const char **ctype)
+{
+	struct att_runtime *rt = ud;
+
+	(void)ctype;
+	if (rt->leader && !kube_leader_healthy(rt->leader)) {
+		strbuf_addstr(body, "internal server error: failed election to renew leadership on lease\n");
+		return 500;
+	}
+	strbuf_addstr(body, "ok");
+	return 200;
+}
+
+static bool has_plugin_service(const Csi__V1__GetPluginCapabilitiesResponse *r)
+{
+	for (size_t i = 0; r && i < r->n_capabilities; i++)
+		if (r->capabilities[i]->type_case == CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE &&
+		    r->capabilities[i]->service->type ==
+			    CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE)
+			return true;
+	return false;
+}
+
+static bool has_ctrl_cap(const Csi__V1__ControllerGetCapabilitiesResponse *r, int type)
+{
+	for (size_t i = 0; r && i < r->n_capabilities; i++)
+		if (r->capabilities[i]->type_case == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC &&
+		    (int)r->capabilities[i]->rpc->type == type)
+			return true;
+	return false;
+}
+
+/* Discovers the driver name and capabilities; fills the controller options. */
+static int discover(struct csi_conn *csi, const struct att_config *cfg, struct att_ctrl_opts *o,
+		    char **driver)
+{
+	Csi__V1__GetPluginInfoRequest ireq = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	Csi__V1__GetPluginInfoResponse *info = NULL;
+	Csi__V1__GetPluginCapabilitiesRequest preq = CSI__V1__GET_PLUGIN_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__GetPluginCapabilitiesResponse *pcaps = NULL;
+	Csi__V1__ControllerGetCapabilitiesRequest creq = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__ControllerGetCapabilitiesResponse *ccaps = NULL;
+	struct csi_status st;
+
+	if (csi_get_plugin_info(csi, &ireq, &info, cfg->timeout_ns, &st) != 0) {
+		KLOG_E("GetPluginInfo failed: rpc error: code = %s desc = %s",
+		       csi_code_go_name(st.code), st.message);
+		return -1;
+	}
+	if (!info->name || !*info->name) {
+		KLOG_E("driver name is empty");
+		csi_msg_free(info);
+		return -1;
+	}
+	*driver = xstrdup(info->name);
+	csi_msg_free(info);
+	KLOG_V(2, "CSI driver name: \"%s\"", *driver);
+	if (csi_get_plugin_capabilities(csi, &preq, &pcaps, cfg->timeout_ns, &st) != 0) {
+		KLOG_E("GetPluginCapabilities failed: rpc error: code = %s desc = %s",
+		       csi_code_go_name(st.code), st.message);
+		return -1;
+	}
+	bool service = has_plugin_service(pcaps);
+	csi_msg_free(pcaps);
+	o->handler = &att_trivial_handler;
+	if (!service) {
+		KLOG_V(2, "CSI driver does not support Plugin Controller Service, using trivial handler");
+		return 0;
+	}
+	if (csi_controller_get_capabilities(csi, &creq, &ccaps, cfg->timeout_ns, &st) != 0) {
+		KLOG_E("ControllerGetCapabilities failed: rpc error: code = %s desc = %s",
+		       csi_code_go_name(st.code), st.message);
+		return -1;
+	}
+	if (has_ctrl_cap(ccaps, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME)) {
+		o->handler = &att_csi_handler;
+		o->csi = csi;
+		KLOG_V(2, "CSI driver supports ControllerPublishUnpublish, using real CSI handler");
+	} else {
+		KLOG_V(2, "CSI driver does not support ControllerPublishUnpublish, using trivial handler");
+	}
+	o->publish_readonly =
+		has_ctrl_cap(ccaps, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_READONLY);
+	o->single_node_multi_writer = has_ctrl_cap(
+		ccaps, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
+	if (o->csi &&
+	    has_ctrl_cap(ccaps, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES) &&
+	    has_ctrl_cap(ccaps, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES_PUBLISHED_NODES)) {
+		o->reconcile_ns = cfg->reconcile_sync_ns;
+		KLOG_V(2, "CSI driver supports list volumes published nodes. Using capability to "
+			  "reconcile volume attachment objects with actual backend state");
+	}
+	csi_msg_free(ccaps);
+	return 0;
+}
+
+/* Waits for SIGTERM/SIGINT; while waiting, starts the controller once leading. */
+static int wait_for_signal(struct att_runtime *rt, struct att_ctrl *ctrl, const sigset_t *set)
+{
+	struct timespec tick = { 0, 200 * 1000 * 1000 };
+	bool started = false;
+	char err[256];
+
+	for (;;) {
+		if (!started && atomic_load(&rt->leading)) {
+			if (att_ctrl_start(ctrl, err, sizeof(err))) {
+				KLOG_E("%s", err);
+				return 1;
+			}
+			rt->ctrl = ctrl;
+			started = true;
+		}
+		int sig = sigtimedwait(set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			if (started)
+				att_ctrl_stop(ctrl);
+			return 0;
+		}
+	}
+}
+
+int att_run(const struct att_config *cfg)
+{
+	struct att_runtime rt = { 0 };
+	struct kube_config *kcfg = NULL;
+	struct kube_client *kc = NULL, *lec = NULL;
+	struct csi_conn *csi = NULL;
+	struct diag_server *http = NULL;
+	struct kube_recorder *rec = NULL;
+	struct att_ctrl *ctrl = NULL;
+	struct att_ctrl_opts o = { 0 };
+	char err[1024], *driver = NULL;
+	const char *addr;
+	sigset_t set;
+	int rc = 1;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	KLOG_I("Version: %s", KCSI_VERSION);
+	if (*cfg->metrics_address && *cfg->http_endpoint) {
+		KLOG_E("only one of `--metrics-address` and `--http-endpoint` can be set.");
+		return 1;
+	}
+	addr = *cfg->metrics_address ? cfg->metrics_address : cfg->http_endpoint;
+	if (cfg->worker_threads <= 0) {
+		KLOG_E("option -worker-threads must be greater than zero");
+		return 1;
+	}
+	kcfg = kube_config_load(cfg->kubeconfig, cfg->master, NULL, err, sizeof(err));
+	if (!kcfg) {
+		KLOG_E("%s", err);
+		return 1;
+	}
+	struct kube_client_opts ko = { .component = "csi-attacher", .qps = cfg->kube_api_qps,
+				       .burst = cfg->kube_api_burst };
+	kc = kube_client_new(kcfg, &ko, err, sizeof(err));
+	if (!kc) {
+		KLOG_E("%s", err);
+		goto out;
+	}
+	rt.cfg = cfg;
+	rt.metrics = csi_metrics_new();
+	g_rt = &rt;
+
+	o.workers = cfg->worker_threads;
+	o.timeout_ns = cfg->timeout_ns;
+	o.retry_start_ns = cfg->retry_start_ns;
+	o.retry_max_ns = cfg->retry_max_ns;
+	o.resync_ns = cfg->resync_ns;
+	o.max_entries = cfg->max_entries;
+	o.default_fstype = cfg->default_fstype;
+	if (cfg->dummy) {
+		driver = xstrdup(ATT_DUMMY_ATTACHER);
+		o.handler = &att_trivial_handler;
+		KLOG_I("Running in dummy mode: VolumeAttachments of \"%s\" are marked attached",
+		       ATT_DUMMY_ATTACHER);
+	} else {
+		struct csi_conn_opts co = CSI_CONN_OPTS_INIT;
+		co.on_lost = on_connection_lost;
+		co.observer = csi_metrics_observe;
+		co.observer_arg = rt.metrics;
+		co.max_log_len = cfg->max_grpc_log_length;
+		csi = csi_connect(cfg->csi_address, &co, err, sizeof(err));
+		if (!csi) {
+			KLOG_E("%s", err);
+			goto out;
+		}
+		if (csi_wait_ready(csi, cfg->timeout_ns, err, sizeof(err))) {
+			KLOG_E("%s", err);
+			goto out;
+		}
+		if (discover(csi, cfg, &o, &driver))
+			goto out;
+		csi_metrics_set_driver(rt.metrics, driver);
+	}
+	o.driver = driver;
+
+	if (*addr) {
+		http = diag_server_start(addr, err, sizeof(err));
+		if (!http) {
+			KLOG_E("Failed to start HTTP server at specified address (\"%s\") and metrics "
+			       "path (\"%s\"): %s", addr, cfg->metrics_path, err);
+			goto out;
+		}
+		KLOG_I("ServeMux listening at \"%s\"", addr);
+		diag_server_handle(http, cfg->metrics_path, serve_metrics, &rt);
+	}
+
+	struct kube_recorder_opts ro = { 0 };
+	char component[300];
+	snprintf(component, sizeof(component), "csi-attacher %s", driver);
+	ro.component = component;
+	rec = kube_recorder_new(kc, &ro);
+	o.recorder = rec;
+	ctrl = att_ctrl_new(kc, &o);
+
+	if (!cfg->leader_election) {
+		atomic_store(&rt.leading, 1);
+	} else {
+		/* Its own client: a throttled volume workload must never delay lease renewal. */
+		lec = kube_client_new(kcfg, &ko, err, sizeof(err));
+		if (!lec) {
+			KLOG_E("Failed to create leaderelection client: %s", err);
+			goto out;
+		}
+		char prefixed[320];
+		snprintf(prefixed, sizeof(prefixed), "external-attacher-leader-%s", driver);
+		att_sanitize_name(prefixed, rt.lease, sizeof(rt.lease));
+		struct kube_leader_opts lo = {
+			.ns = cfg->leader_election_namespace, .name = rt.lease,
+			.lease_duration_ns = cfg->le_lease_duration_ns,
+			.renew_deadline_ns = cfg->le_renew_deadline_ns,
+			.retry_period_ns = cfg->le_retry_period_ns,
+			.on_started_leading = on_started_leading, .on_new_leader = on_new_leader,
+			.ud = &rt,
+		};
+		if (!lo.ns || !*lo.ns)
+			lo.ns = getenv("POD_NAMESPACE");
+		rt.leader = kube_leader_new(lec, &lo);
+		if (http)
+			diag_server_handle(http, "/healthz/leader-election", serve_leader_health, &rt);
+		if (kube_leader_start(rt.leader)) {
+			KLOG_E("failed to initialize leader election");
+			goto out;
+		}
+	}
+	rc = wait_for_signal(&rt, ctrl, &set);
+out:
+	if (rt.leader) {
+		kube_leader_stop(rt.leader);
+		kube_leader_free(rt.leader);
+	}
+	diag_server_stop(http);
+	att_ctrl_free(ctrl);
+	kube_recorder_free(rec);
+	csi_conn_free(csi);
+	kube_client_free(lec);
+	kube_client_free(kc);
+	kube_config_free(kcfg);
+	if (rt.metrics)
+		csi_metrics_free(rt.metrics);
+	g_rt = NULL;
+	free(driver);
+	return rc;
+}
