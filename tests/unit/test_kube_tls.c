@@ -1,0 +1,182 @@
+/*
+ * TLS and authentication against a real kube-emulator serving HTTPS with a certificate made by
+ * openssl here: CA file and data, a wrong CA, insecure-skip-tls-verify, tls-server-name, client
+ * certificates (files and data, and a key that does not match), and bearer tokens (static,
+ * file, exec plugin, wrong).
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "kube/client.h"
+#include "kube/testing/testenv.h"
+
+static struct kube_testenv env;
+static char dir[256];
+static char server[256];
+
+static void pathf(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+}
+
+static int sh(const char *fmt, const char *arg)
+{
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), fmt, arg, arg, arg, arg, arg, arg, arg, arg, arg, arg, arg, arg);
+	return system(cmd);
+}
+
+static int make_certs(void)
+{
+	/* EC keys keep this fast. The server certificate names only kube.test, not 127.0.0.1. */
+	return sh("set -e; cd %s; "
+		  "K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'; "
+		  "openssl req -x509 $K -keyout ca.key -out ca.crt -days 2 -subj /CN=kcsi-ca 2>/dev/null; "
+		  "openssl req -x509 $K -keyout other.key -out other.crt -days 2 -subj /CN=other-ca 2>/dev/null; "
+		  "echo subjectAltName=DNS:kube.test > san.ext; "
+		  "openssl req $K -keyout srv.key -out srv.csr -subj /CN=kube.test 2>/dev/null; "
+		  "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt "
+		  "-days 2 -extfile san.ext 2>/dev/null; "
+		  "openssl req $K -keyout cli.key -out cli.csr -subj /CN=kcsi-user 2>/dev/null; "
+		  "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt "
+		  "-days 2 2>/dev/null; "
+		  "printf 'file-token' > tok; "
+		  "printf '#!/bin/sh\\necho '\"'\"'{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+		  "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"s3cret\"}}'\"'\"'\\n' > plugin.sh; "
+		  "chmod +x plugin.sh", dir);
+}
+
+/* Writes a kubeconfig with the given cluster and user bodies, then GETs the node list. */
+static int try_get(const char *cluster, const char *user, struct kube_err *e, char *err, size_t errlen)
+{
+	char kc[320];
+	pathf(kc, sizeof(kc), "kc.yaml");
+	FILE *f = fopen(kc, "w");
+	fprintf(f, "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+		   "contexts:\n- name: t\n  context: {cluster: c, user: u}\n"
+		   "clusters:\n- name: c\n  cluster:\n    server: %s\n%s"
+		   "users:\n- name: u\n  user:\n%s",
+		server, cluster, user);
+	fclose(f);
+	struct kube_config *cfg = kube_config_load(kc, NULL, NULL, err, errlen);
+	if (!cfg)
+		return -2;
+	struct kube_client_opts o = { .qps = -1, .max_retries = 1 };
+	struct kube_client *c = kube_client_new(cfg, &o, err, errlen);
+	json_t *j = kube_list(c, &KUBE_RES_NODES, NULL, NULL, e);
+	int rc = j ? 0 : -1;
+	json_decref(j);
+	kube_client_free(c);
+	kube_config_free(cfg);
+	return rc;
+}
+
+#define CA "    certificate-authority: ca.crt\n"
+#define SNI "    tls-server-name: kube.test\n"
+#define TOKEN "    token: s3cret\n"
+
+static void test_ca(void)
+{
+	struct kube_err e;
+	char err[512];
+	CHECK_INT(try_get(CA SNI, TOKEN, &e, err, sizeof(err)), 0);
+	/* certificate-authority-data */
+	char ca[320], cmd[700];
+	pathf(ca, sizeof(ca), "ca.crt");
+	snprintf(cmd, sizeof(cmd), "base64 -w0 %s", ca);
+	FILE *p = popen(cmd, "r");
+	char b64[4096] = "";
+	if (p) {
+		if (!fgets(b64, sizeof(b64), p))
+			b64[0] = 0;
+		pclose(p);
+	}
+	char cluster[4400];
+	snprintf(cluster, sizeof(cluster), "    certificate-authority-data: %s\n" SNI, b64);
+	CHECK_INT(try_get(cluster, TOKEN, &e, err, sizeof(err)), 0);
+}
+
+static void test_wrong_ca_and_name(void)
+{
+	struct kube_err e;
+	char err[512];
+	CHECK_INT(try_get("    certificate-authority: other.crt\n" SNI, TOKEN, &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 0);
+	CHECK(strstr(e.message, "certificate") || strstr(e.message, "SSL"));
+	/* Without tls-server-name the certificate (for kube.test) does not match 127.0.0.1. */
+	CHECK_INT(try_get(CA, TOKEN, &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 0);
+	/* insecure-skip-tls-verify turns verification off, as asked. */
+	CHECK_INT(try_get("    insecure-skip-tls-verify: true\n", TOKEN, &e, err, sizeof(err)), 0);
+}
+
+static void test_client_cert(void)
+{
+	struct kube_err e;
+	char err[512];
+	CHECK_INT(try_get(CA SNI, TOKEN "    client-certificate: cli.crt\n    client-key: cli.key\n",
+			  &e, err, sizeof(err)), 0);
+	/* a key that does not belong to the certificate is refused before any request */
+	CHECK_INT(try_get(CA SNI, TOKEN "    client-certificate: cli.crt\n    client-key: srv.key\n",
+			  &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 0);
+}
+
+static void test_tokens(void)
+{
+	struct kube_err e;
+	char err[512];
+	CHECK_INT(try_get(CA SNI, "    token: wrong\n", &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 401);
+	CHECK_STR(e.reason, "Unauthorized");
+	CHECK_INT(try_get(CA SNI, "    tokenFile: tok\n", &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 401); /* the file holds "file-token" */
+	char tok[320];
+	pathf(tok, sizeof(tok), "tok");
+	FILE *f = fopen(tok, "w");
+	fputs("s3cret\n", f);
+	fclose(f);
+	CHECK_INT(try_get(CA SNI, "    tokenFile: tok\n", &e, err, sizeof(err)), 0);
+	CHECK_INT(try_get(CA SNI,
+			  "    exec: {apiVersion: client.authentication.k8s.io/v1, command: ./plugin.sh}\n",
+			  &e, err, sizeof(err)), 0);
+	CHECK_INT(try_get(CA SNI, "    {}\n", &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 401);
+}
+
+int main(void)
+{
+	if (access(KCSI_EMULATOR_BIN, X_OK) != 0) {
+		fprintf(stderr, "SKIP: kube-emulator not found at %s\n", KCSI_EMULATOR_BIN);
+		return 77;
+	}
+	if (system("openssl version >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: openssl not installed\n");
+		return 77;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/kcsi-kube-tls-XXXXXX");
+	if (!mkdtemp(dir) || make_certs() != 0) {
+		fprintf(stderr, "could not make certificates in %s\n", dir);
+		return 1;
+	}
+	char cert[320], key[320];
+	pathf(cert, sizeof(cert), "srv.crt");
+	pathf(key, sizeof(key), "srv.key");
+	const char *args[] = { "--tls-cert", cert, "--tls-key", key, "--token", "s3cret", NULL };
+	/* The emulator's own kubeconfig names 127.0.0.1, which this certificate does not cover;
+	 * only its server URL is used here. */
+	int rc = kube_testenv_start(&env, KCSI_EMULATOR_BIN, args);
+	if (rc == 0 || env.cfg) {
+		snprintf(server, sizeof(server), "%s", env.cfg->server);
+		RUN(test_ca);
+		RUN(test_wrong_ca_and_name);
+		RUN(test_client_cert);
+		RUN(test_tokens);
+	} else {
+		CHECK(!"emulator did not start");
+	}
+	kube_testenv_stop(&env);
+	sh("rm -rf '%s'", dir);
+	return CHECK_DONE();
+}
