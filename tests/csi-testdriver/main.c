@@ -370,6 +370,8 @@ H(ListSnapshots)
 		e->snapshot->source_volume_id = csi_arena_strdup(a, s->source);
 		e->snapshot->size_bytes = s->bytes;
 		e->snapshot->ready_to_use = 1;
+		e->snapshot->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
+		e->snapshot->creation_time->seconds = s->created;
 		csi_repeated_add(a, rs, "entries", e);
 	}
 	pthread_mutex_unlock(&lock);

@@ -1,0 +1,80 @@
+/*
+ * kcsi CLI internals: the verb table, per-verb argument parsing, request building helpers and
+ * output. main.c parses the global flags and dispatches; verbs.c holds one function per verb.
+ *
+ * Exit codes: 0 success; 1 local error (bad value, I/O); 2 usage error; 3 cannot connect to the
+ * driver; 10 + N when the driver answered with gRPC status code N (e.g. 15 = NOT_FOUND,
+ * 14 = DEADLINE_EXCEEDED, 22 = UNIMPLEMENTED).
+ */
+#ifndef KCSI_CMD_KCSI_CLI_H
+#define KCSI_CMD_KCSI_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "csi/client.h"
+
+enum { EXIT_LOCAL = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3, EXIT_GRPC_BASE = 10 };
+
+/* One option given to a verb, in command-line order. */
+struct cli_opt {
+	const char *name; /* without dashes */
+	const char *value; /* "true" for booleans */
+};
+
+/* Everything a verb needs. */
+struct cli {
+	struct csi_conn *conn;
+	struct csi_arena *arena; /* owns the request being built */
+	int64_t timeout_ns;
+	bool json;
+	const char **pos; /* positional arguments of the verb */
+	int npos;
+	struct cli_opt *opts;
+	int nopts;
+	FILE *out;
+};
+
+struct verb {
+	const char *service; /* identity, controller, node */
+	const char *name;
+	const char *args;    /* positional usage, e.g. "ID NODE" */
+	const char *options; /* space-separated option names it accepts; '*' suffix: repeatable */
+	const char *help;
+	int min_pos, max_pos;
+	int (*run)(struct cli *c);
+};
+extern const struct verb cli_verbs[];
+
+/* ---- argument helpers (args.c) ---- */
+/* Last value of option `name`, or NULL. */
+const char *cli_opt(const struct cli *c, const char *name);
+bool cli_flag(const struct cli *c, const char *name);
+/* Parses a Kubernetes quantity ("10Gi", "500M", "1073741824") into bytes; 0 or -1 with err. */
+int cli_parse_bytes(const char *s, int64_t *out, char *err, size_t errlen);
+/* Adds every `--name k=v` of the verb to map field `field` of msg; -1 with err on a bad pair. */
+int cli_add_kv_opts(struct cli *c, ProtobufCMessage *msg, const char *name, const char *field,
+		    char *err, size_t errlen);
+/* Builds a VolumeCapability from "MODE,mount|block[,fstype[,flag...]]". NULL with err. */
+Csi__V1__VolumeCapability *cli_parse_cap(struct cli *c, const char *spec, char *err,
+					 size_t errlen);
+/* Adds every --cap to repeated field `field`; when none was given adds the default one. */
+int cli_add_caps(struct cli *c, ProtobufCMessage *msg, const char *field, char *err,
+		 size_t errlen);
+/* Parses "k=v,k2=v2" into a Topology. */
+Csi__V1__Topology *cli_parse_topology(struct cli *c, const char *spec, char *err, size_t errlen);
+
+/* ---- output ---- */
+/* A simple aligned table: add rows of cells, then print. Cells are copied. */
+struct cli_table;
+struct cli_table *cli_table_new(int ncols, ...);
+void cli_table_row(struct cli_table *t, ...);
+void cli_table_print(struct cli_table *t, FILE *out);
+/* Renders a map as "k=v,k2=v2" into the arena. */
+const char *cli_map_str(struct cli *c, size_t n, void *entries);
+/* Runs one call; prints JSON of the response when -o json; returns the exit code. */
+int cli_call(struct cli *c, const char *method, ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
+
+#endif

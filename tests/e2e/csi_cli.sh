@@ -1,0 +1,145 @@
+#!/bin/bash
+# e2e: the kcsi CLI against csi-testdriver over a real unix socket: every verb, what the driver
+# received (via --record), exit codes, JSON output parsing, secrets never printed, help.
+set -u
+BIN=${KCSI_BIN:?}
+TESTS=${KCSI_TESTS:?}
+TMP=$(mktemp -d /tmp/csi_cli.XXXXXX)
+DRV_PID=
+cleanup() {
+	[ -n "$DRV_PID" ] && kill "$DRV_PID" 2>/dev/null && wait "$DRV_PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+
+SOCK=$TMP/csi.sock
+REC=$TMP/record
+"$TESTS/csi-testdriver" --endpoint "unix://$SOCK" --record "$REC" \
+	--fail ControllerGetVolume=NOT_FOUND --slow NodeGetInfo=3s --fail DeleteSnapshot=ABORTED \
+	2>"$TMP/driver.log" &
+DRV_PID=$!
+for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ] || { echo "driver did not start"; cat "$TMP/driver.log"; exit 1; }
+
+K() { "$BIN/kcsi" --endpoint "unix://$SOCK" "$@"; }
+# expect_rc WANT DESC -- command...
+expect_rc() {
+	local want=$1 desc=$2; shift 3
+	"$@" >"$TMP/out" 2>"$TMP/err"
+	local rc=$?
+	if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else
+		fail "$desc: exit $rc, want $want"; cat "$TMP/out" "$TMP/err"; fi
+}
+# last_request METHOD: the JSON of the last recorded request of that method.
+last_request() { grep "^$1 " "$REC" | tail -1 | cut -d' ' -f2-; }
+jq_ok() { python3 -c "import json,sys; d=json.load(open('$1')); sys.exit(0 if ($2) else 1)"; }
+
+# identity
+expect_rc 0 "identity info" -- K identity info
+grep -q "testdriver.kcsi.dev" "$TMP/out" || fail "identity info table lacks the name"
+expect_rc 0 "identity info json" -- K -o json identity info
+jq_ok "$TMP/out" "d['name']=='testdriver.kcsi.dev' and d['manifest']['kind']=='test'" ||
+	fail "identity info json"
+expect_rc 0 "identity capabilities" -- K identity capabilities
+grep -q "CONTROLLER_SERVICE" "$TMP/out" || fail "capabilities table"
+expect_rc 0 "identity probe" -- K identity probe
+grep -q "READY *true" "$TMP/out" || fail "probe output"
+
+# controller
+expect_rc 0 "controller capabilities json" -- K controller capabilities -o json
+jq_ok "$TMP/out" "len(d['capabilities'])==10 and d['capabilities'][0]['rpc']['type']=='CREATE_DELETE_VOLUME'" ||
+	fail "controller capabilities json"
+expect_rc 0 "create-volume with every option" -- K controller create-volume pvc-1 \
+	--cap-bytes 10Gi --limit-bytes 20Gi --param type=fast --param fs=ext4 \
+	--cap SINGLE_NODE_WRITER,mount,xfs,noatime,nodev --cap MULTI_NODE_READER_ONLY,block \
+	--secret password=planted-cli-s3cret --requisite zone=a,rack=r1 --preferred zone=a \
+	--from-volume vol-src -o json -v 5
+jq_ok "$TMP/out" "d['volume']['volume_id']=='vol-pvc-1' and d['volume']['capacity_bytes']==10737418240 and d['volume']['volume_context']['type']=='fast'" ||
+	fail "create-volume json output"
+last_request CreateVolume >"$TMP/req"
+jq_ok "$TMP/req" "d['name']=='pvc-1' and d['capacity_range']=={'required_bytes':10737418240,'limit_bytes':21474836480} and d['parameters']=={'type':'fast','fs':'ext4'} and d['secrets']=={'password':'planted-cli-s3cret'} and d['volume_content_source']=={'volume':{'volume_id':'vol-src'}}" ||
+	fail "create-volume request fields"
+jq_ok "$TMP/req" "d['volume_capabilities'][0]=={'mount':{'fs_type':'xfs','mount_flags':['noatime','nodev']},'access_mode':{'mode':'SINGLE_NODE_WRITER'}} and d['volume_capabilities'][1]=={'block':{},'access_mode':{'mode':'MULTI_NODE_READER_ONLY'}}" ||
+	fail "create-volume capabilities"
+jq_ok "$TMP/req" "d['accessibility_requirements']=={'requisite':[{'segments':{'zone':'a','rack':'r1'}}],'preferred':[{'segments':{'zone':'a'}}]}" ||
+	fail "create-volume topology"
+if grep -q "planted-cli-s3cret" "$TMP/out" "$TMP/err"; then fail "secret printed by kcsi -v 5"; else ok "secret not in kcsi output at -v 5"; fi
+grep -q '"secrets":"\*\*\*stripped\*\*\*"' "$TMP/err" || fail "-v 5 log lacks the stripped request"
+expect_rc 0 "create-volume from snapshot" -- K controller create-volume pvc-2 --from-snapshot snap-9
+jq_ok <(last_request CreateVolume) "d['volume_content_source']=={'snapshot':{'snapshot_id':'snap-9'}} and d['volume_capabilities'][0]['access_mode']['mode']=='SINGLE_NODE_WRITER'" ||
+	fail "create-volume from snapshot request"
+expect_rc 2 "from-snapshot with from-volume" -- K controller create-volume x --from-snapshot a --from-volume b
+expect_rc 2 "bad quantity" -- K controller create-volume x --cap-bytes 10Q
+expect_rc 2 "bad access mode" -- K controller create-volume x --cap NOPE,mount
+expect_rc 2 "unknown option" -- K controller create-volume x --bogus 1
+expect_rc 2 "missing argument" -- K controller create-volume
+
+expect_rc 0 "publish" -- K controller publish vol-pvc-1 node-1 --readonly --cap MULTI_NODE_READER_ONLY,mount --vol-ctx a=b --secret s=planted-cli-s3cret
+grep -q "devicePath *\/dev\/test\/vol-pvc-1" "$TMP/out" || fail "publish context table"
+jq_ok <(last_request ControllerPublishVolume) "d['volume_id']=='vol-pvc-1' and d['node_id']=='node-1' and d['readonly'] and d['volume_context']=={'a':'b'} and d['volume_capability']['access_mode']['mode']=='MULTI_NODE_READER_ONLY'" ||
+	fail "publish request"
+expect_rc 15 "publish unknown volume -> NOT_FOUND" -- K controller publish nope node-1
+grep -q "^NOT_FOUND: volume nope not found" "$TMP/err" || fail "NOT_FOUND message on stderr"
+expect_rc 0 "list-volumes json" -- K -o json controller list-volumes
+jq_ok "$TMP/out" "sorted(e['volume']['volume_id'] for e in d['entries'])==['vol-pvc-1','vol-pvc-2'] and any(e.get('status',{}).get('published_node_ids')==['node-1'] for e in d['entries'])" ||
+	fail "list-volumes json"
+expect_rc 0 "list-volumes paged" -- K -o json controller list-volumes --max 1
+jq_ok "$TMP/out" "len(d['entries'])==1 and d['next_token']=='1'" || fail "list-volumes paging"
+expect_rc 0 "get-capacity" -- K controller get-capacity --param type=fast --topology zone=a
+jq_ok <(last_request GetCapacity) "d['parameters']=={'type':'fast'} and d['accessible_topology']=={'segments':{'zone':'a'}}" ||
+	fail "get-capacity request"
+expect_rc 0 "validate" -- K controller validate vol-pvc-1 --cap SINGLE_NODE_WRITER,mount,ext4
+grep -q "CONFIRMED *true" "$TMP/out" || fail "validate output"
+expect_rc 0 "controller expand" -- K -o json controller expand vol-pvc-1 15Gi
+jq_ok "$TMP/out" "d['capacity_bytes']==16106127360 and d['node_expansion_required']" || fail "expand json"
+expect_rc 0 "create-snapshot" -- K -o json controller create-snapshot s1 vol-pvc-1 --param p=q
+jq_ok "$TMP/out" "d['snapshot']['snapshot_id']=='snap-s1' and d['snapshot']['ready_to_use'] and d['snapshot']['creation_time']['seconds']>0" ||
+	fail "create-snapshot json"
+expect_rc 0 "list-snapshots" -- K controller list-snapshots
+grep -q "snap-s1" "$TMP/out" || fail "list-snapshots table"
+expect_rc 20 "delete-snapshot -> ABORTED" -- K controller delete-snapshot snap-s1
+grep -q "^ABORTED: injected failure" "$TMP/err" || fail "ABORTED message"
+expect_rc 0 "unpublish" -- K controller unpublish vol-pvc-1 node-1
+expect_rc 0 "delete-volume" -- K controller delete-volume vol-pvc-2 --secret k=v
+grep -q "Deleted volume vol-pvc-2" "$TMP/out" || fail "delete output"
+
+# node
+expect_rc 14 "node info past --timeout -> DEADLINE_EXCEEDED" -- K --timeout 300ms node info
+grep -q "^DEADLINE_EXCEEDED" "$TMP/err" || fail "deadline message"
+expect_rc 0 "node info" -- K node info -o json
+jq_ok "$TMP/out" "d['node_id']=='test-node' and d['max_volumes_per_node']==16" || fail "node info json"
+expect_rc 0 "node capabilities" -- K node capabilities
+grep -q "STAGE_UNSTAGE_VOLUME" "$TMP/out" || fail "node capabilities table"
+expect_rc 0 "stage" -- K node stage vol-pvc-1 /staging --pub-ctx devicePath=/dev/x --cap SINGLE_NODE_WRITER,mount,ext4 --secret a=b
+jq_ok <(last_request NodeStageVolume) "d['staging_target_path']=='/staging' and d['publish_context']=={'devicePath':'/dev/x'} and d['volume_capability']['mount']['fs_type']=='ext4'" ||
+	fail "stage request"
+expect_rc 0 "node publish" -- K node publish vol-pvc-1 /target --staging /staging --readonly
+jq_ok <(last_request NodePublishVolume) "d['target_path']=='/target' and d['staging_target_path']=='/staging' and d['readonly']" ||
+	fail "node publish request"
+expect_rc 0 "stats" -- K -o json node stats vol-pvc-1 /target
+jq_ok "$TMP/out" "d['usage'][0]['unit']=='BYTES' and d['usage'][1]['unit']=='INODES'" || fail "stats json"
+expect_rc 0 "node expand" -- K node expand vol-pvc-1 /target 2Gi
+grep -q "2147483648" "$TMP/out" || fail "node expand output"
+expect_rc 0 "node unpublish" -- K node unpublish vol-pvc-1 /target
+expect_rc 0 "unstage" -- K node unstage vol-pvc-1 /staging
+
+# usage, help, connection
+expect_rc 0 "kcsi --help" -- "$BIN/kcsi" --help
+for v in "identity info" "controller create-volume" "controller list-snapshots" "node expand"; do
+	grep -q "kcsi $v" "$TMP/out" || fail "--help lacks $v"
+done
+expect_rc 0 "kcsi controller --help" -- "$BIN/kcsi" controller --help
+grep -q -- "--from-snapshot" "$TMP/out" || fail "controller --help lacks options"
+expect_rc 2 "unknown service" -- K volume list
+expect_rc 2 "unknown verb" -- K node fly
+expect_rc 2 "bad -o" -- K -o yaml identity info
+expect_rc 3 "no driver" -- "$BIN/kcsi" --endpoint "unix://$TMP/none.sock" --connect-timeout 200ms identity info
+expect_rc 2 "tcp endpoint refused" -- "$BIN/kcsi" --endpoint tcp://127.0.0.1:1 identity info
+if grep -rq "planted-cli-s3cret" "$TMP/out" "$TMP/err"; then fail "secret leaked"; fi
+
+echo "$FAILS failures"
+[ "$FAILS" -eq 0 ]
