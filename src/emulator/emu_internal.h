@@ -105,8 +105,9 @@ void emu_faults_count(struct emu_faults *f, long *counter);
 enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c,
 				const char *method, const char *body, size_t len);
 
-/* base64 (standard alphabet, padded); decode returns NULL on bad input. */
-char *emu_base64_encode(const unsigned char *data, size_t len);
+/* base64: standard and padded, or URL-safe and unpadded (url); decode accepts both and
+ * returns NULL on bad input. */
+char *emu_base64_encode(const unsigned char *data, size_t len, bool url);
 unsigned char *emu_base64_decode(const char *s, size_t *len);
 
 #endif

@@ -98,50 +98,64 @@ const char *emu_arg(struct emu_call *k, const char *name)
 /* ---- base64 ---- */
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-char *emu_base64_encode(const unsigned char *d, size_t len)
+char *emu_base64_encode(const unsigned char *d, size_t len, bool url)
 {
+	const char *a = url ? b64url : b64;
 	char *out = xmalloc(4 * ((len + 2) / 3) + 1), *p = out;
 	for (size_t i = 0; i < len; i += 3) {
 		unsigned v = (unsigned)d[i] << 16 | (i + 1 < len ? (unsigned)d[i + 1] << 8 : 0) |
 			     (i + 2 < len ? d[i + 2] : 0);
-		*p++ = b64[v >> 18 & 63];
-		*p++ = b64[v >> 12 & 63];
-		*p++ = i + 1 < len ? b64[v >> 6 & 63] : '=';
-		*p++ = i + 2 < len ? b64[v & 63] : '=';
+		*p++ = a[v >> 18 & 63];
+		*p++ = a[v >> 12 & 63];
+		if (i + 1 < len || !url)
+			*p++ = i + 1 < len ? a[v >> 6 & 63] : '=';
+		if (i + 2 < len || !url)
+			*p++ = i + 2 < len ? a[v & 63] : '=';
 	}
 	*p = '\0';
 	return out;
 }
 
+static int b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
 unsigned char *emu_base64_decode(const char *s, size_t *len)
 {
 	size_t n = strlen(s);
-	if (n % 4)
+	while (n && s[n - 1] == '=')
+		n--;
+	if (n % 4 == 1)
 		return NULL;
-	unsigned char *out = xmalloc(n / 4 * 3 + 1);
+	unsigned char *out = xmalloc(n / 4 * 3 + 3);
 	size_t o = 0;
-	for (size_t i = 0; i < n; i += 4) {
-		unsigned v = 0;
-		int pad = 0;
-		for (int j = 0; j < 4; j++) {
-			const char *q = strchr(b64, s[i + j]);
-			if (s[i + j] == '=' && i + 4 == n && j >= 2) {
-				pad++;
-				v <<= 6;
-				continue;
-			}
-			if (!s[i + j] || !q || pad) {
-				free(out);
-				return NULL;
-			}
-			v = v << 6 | (unsigned)(q - b64);
+	unsigned acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_value(s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
 		}
-		out[o++] = (unsigned char)(v >> 16);
-		if (pad < 2)
-			out[o++] = (unsigned char)(v >> 8);
-		if (pad < 1)
-			out[o++] = (unsigned char)v;
+		acc = acc << 6 | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
 	}
 	out[o] = '\0';
 	*len = o;
@@ -440,7 +454,8 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 	if (!body_is_json(c, method)) {
 		return emu_reply_status(c, 415, "UnsupportedMediaType",
 			"the body of the request was in an unknown format - accepted media types "
-			"include: application/json", NULL);
+			"include: application/json (kube-emulator does not decode protobuf or YAML "
+			"bodies)", NULL);
 	}
 	int retry_after = 0;
 	int fault = emu_faults_apply(&srv->faults, verb, k.r->plural, &retry_after);
@@ -714,7 +729,7 @@ int emu_server_write_kubeconfig(const struct emu_server *srv, const char *path, 
 	strbuf_addf(&sb, "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emulator\n"
 		    "  cluster:\n    server: %s\n", srv->url);
 	if (srv->tls_ca) {
-		char *ca = emu_base64_encode((unsigned char *)srv->tls_ca, strlen(srv->tls_ca));
+		char *ca = emu_base64_encode((unsigned char *)srv->tls_ca, strlen(srv->tls_ca), false);
 		strbuf_addf(&sb, "    certificate-authority-data: %s\n", ca);
 		free(ca);
 	}

@@ -104,7 +104,7 @@ static char *continue_encode(uint64_t rv, const char *key)
 	json_t *tok = json_pack("{s:s, s:I, s:s#}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv,
 				"start", start.buf, start.len + 1);
 	char *text = json_dumps(tok, JSON_COMPACT);
-	char *b64 = emu_base64_encode((unsigned char *)text, strlen(text));
+	char *b64 = emu_base64_encode((unsigned char *)text, strlen(text), true);
 	free(text);
 	json_decref(tok);
 	strbuf_release(&start);
@@ -118,7 +118,7 @@ static int continue_decode(const char *tok, uint64_t *rv, char **key)
 	unsigned char *raw = emu_base64_decode(tok, &len);
 	if (!raw)
 		return -1;
-	json_t *j = json_loadb((char *)raw, len, 0, NULL);
+	json_t *j = json_loadb((char *)raw, len, JSON_ALLOW_NUL, NULL);
 	free(raw);
 	json_t *jrv = json_object_get(j, "rv"), *js = json_object_get(j, "start");
 	int rc = -1;

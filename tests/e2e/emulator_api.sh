@@ -1,0 +1,222 @@
+#!/bin/bash
+# kube-emulator over raw HTTP: create/get/update/patch/delete semantics and every Status error
+# the issue lists, pagination, the status subresource, generation, finalizers, preconditions,
+# token auth and discovery.
+. "$(dirname "$0")/lib_emulator.sh"
+emu_start --token s3cret
+
+# --- token auth ---
+req GET /api/v1/namespaces
+expect_code 401 "request without a token"
+check "401 is a Status" eq "$(jqo .reason)" "Unauthorized"
+CURL_EXTRA=(-H "Authorization: Bearer wrong")
+req GET /api/v1/namespaces
+expect_code 401 "request with a wrong token"
+CURL_EXTRA=(-H "Authorization: Bearer s3cret")
+req GET /api/v1/namespaces
+expect_code 200 "request with the token"
+check "default and kube-system exist" eq "$(jqo '[.items[].metadata.name]|join(",")')" "default,kube-system"
+
+# --- discovery ---
+req GET /version
+expect_code 200 "/version"
+check "version major" eq "$(jqo .major)" "1"
+req GET /api/v1
+check "pv discovery entry" eq "$(jqo '.resources[]|select(.name=="persistentvolumes")|"\(.kind) \(.namespaced) \(.shortNames[0])"')" "PersistentVolume false pv"
+check "pv/status discovery entry" eq "$(jqo '[.resources[].name]|index("persistentvolumes/status") != null')" "true"
+req GET /apis/storage.k8s.io/v1
+check "volumeattachments discovered" eq "$(jqo '.resources[]|select(.name=="volumeattachments")|.verbs|index("watch") != null')" "true"
+req GET /apis
+check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "coordination.k8s.io,events.k8s.io,storage.k8s.io"
+
+PV='{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv-a","labels":{"tier":"gold"}},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"]},"status":{"phase":"Bound"}}'
+
+# --- create ---
+req POST /api/v1/persistentvolumes "$PV"
+expect_code 201 "create pv"
+check "server sets uid" test -n "$(jqo .metadata.uid)"
+check "server sets generation 1" eq "$(jqo .metadata.generation)" "1"
+check "server sets creationTimestamp" test -n "$(jqo .metadata.creationTimestamp)"
+check "status reset on create" eq "$(jqo .status.phase)" "Pending"
+RV1=$(jqo .metadata.resourceVersion)
+req POST /api/v1/persistentvolumes "$PV"
+expect_code 409 "create twice"
+check "AlreadyExists reason" eq "$(jqo .reason)" "AlreadyExists"
+check "AlreadyExists message" eq "$(jqo .message)" 'persistentvolumes "pv-a" already exists'
+req POST /api/v1/persistentvolumes '{"metadata":{"name":"Bad_Name"},"spec":{}}'
+expect_code 422 "non-DNS-1123 name"
+check "Invalid reason" eq "$(jqo .reason)" "Invalid"
+check "Invalid names the field" eq "$(jqo '.details.causes[0].field')" "metadata.name"
+req POST /api/v1/persistentvolumes '{"metadata":{},"spec":{}}'
+expect_code 422 "missing name"
+req POST /api/v1/persistentvolumes '{"metadata":{"generateName":"pv-gen-"},"spec":{}}'
+expect_code 201 "generateName"
+check "generated name" bash -c "[[ '$(jqo .metadata.name)' =~ ^pv-gen-[a-z0-9]{5}$ ]]"
+req POST /api/v1/persistentvolumes '{"metadata":{"name":"x"'
+expect_code 400 "malformed JSON"
+check "BadRequest reason" eq "$(jqo .reason)" "BadRequest"
+req POST /api/v1/persistentvolumes '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}'
+expect_code 400 "wrong kind"
+req POST /api/v1/persistentvolumes '{"apiVersion":"storage.k8s.io/v1","kind":"PersistentVolume","metadata":{"name":"x"}}'
+expect_code 400 "wrong apiVersion"
+req POST /api/v1/persistentvolumes '[1,2]'
+expect_code 400 "body not an object"
+req POST /api/v1/namespaces/nope/persistentvolumeclaims '{"metadata":{"name":"c"},"spec":{}}'
+expect_code 404 "namespace does not exist"
+check "404 names the namespace" eq "$(jqo .message)" 'namespaces "nope" not found'
+req POST /api/v1/namespaces/default/persistentvolumeclaims '{"metadata":{"name":"c","namespace":"other"},"spec":{}}'
+expect_code 400 "namespace mismatch between URL and body"
+req POST /api/v1/persistentvolumes "$PV" application/vnd.kubernetes.protobuf
+expect_code 415 "protobuf body"
+req DELETE /api/v1/persistentvolumes
+expect_code 200 "deletecollection is served"
+req POST /api/v1/persistentvolumes "$PV"
+RV1=$(jqo .metadata.resourceVersion)
+
+# --- get / 404 / 405 ---
+req GET /api/v1/persistentvolumes/pv-a
+expect_code 200 "get"
+check "apiVersion and kind filled in" eq "$(jqo '.apiVersion+"/"+.kind')" "v1/PersistentVolume"
+req GET /api/v1/persistentvolumes/missing
+expect_code 404 "get missing"
+check "NotFound Status" eq "$(jqo '.kind+" "+.reason+" "+(.code|tostring)')" "Status NotFound 404"
+req GET /apis/storage.k8s.io/v1/volumeattachments/missing
+check "group in NotFound message" eq "$(jqo .message)" 'volumeattachments.storage.k8s.io "missing" not found'
+req POST /api/v1/persistentvolumes/pv-a "$PV"
+expect_code 405 "POST on an object"
+check "MethodNotAllowed" eq "$(jqo .reason)" "MethodNotAllowed"
+req GET /api/v1/frobnicators
+expect_code 404 "unknown resource"
+
+# --- update (PUT) ---
+req GET /api/v1/persistentvolumes/pv-a
+OBJ=$(cat "$T/out")
+req PUT /api/v1/persistentvolumes/pv-a "$(echo "$OBJ" | jq -c 'del(.metadata.resourceVersion)')"
+expect_code 422 "PUT without resourceVersion"
+req PUT /api/v1/persistentvolumes/pv-a "$(echo "$OBJ" | jq -c '.metadata.resourceVersion="1"')"
+expect_code 409 "PUT with a stale resourceVersion"
+check "Conflict reason" eq "$(jqo .reason)" "Conflict"
+req PUT /api/v1/persistentvolumes/pv-b "$OBJ"
+expect_code 400 "name mismatch between URL and body"
+req PUT /api/v1/persistentvolumes/pv-a "$(echo "$OBJ" | jq -c '.metadata.labels.x="1" | .status.phase="Failed"')"
+expect_code 200 "PUT metadata change"
+check "main endpoint ignores status" eq "$(jqo .status.phase)" "Pending"
+check "metadata change keeps generation" eq "$(jqo .metadata.generation)" "1"
+check "resourceVersion increases" test "$(jqo .metadata.resourceVersion)" -gt "$RV1"
+OBJ=$(cat "$T/out")
+req PUT /api/v1/persistentvolumes/pv-a "$(echo "$OBJ" | jq -c '.spec.capacity.storage="2Gi"')"
+check "spec change bumps generation" eq "$(jqo .metadata.generation)" "2"
+RV2=$(jqo .metadata.resourceVersion)
+req PUT /api/v1/persistentvolumes/pv-a "$(cat "$T/out")"
+check "no-op update keeps resourceVersion" eq "$(jqo .metadata.resourceVersion)" "$RV2"
+
+# --- status subresource ---
+req GET /api/v1/persistentvolumes/pv-a
+OBJ=$(cat "$T/out")
+req PUT /api/v1/persistentvolumes/pv-a/status "$(echo "$OBJ" | jq -c '.status.phase="Available" | .spec.capacity.storage="9Gi" | .metadata.labels.y="2"')"
+expect_code 200 "PUT status"
+check "/status changes status" eq "$(jqo .status.phase)" "Available"
+check "/status ignores spec" eq "$(jqo .spec.capacity.storage)" "2Gi"
+check "/status ignores labels" eq "$(jqo '.metadata.labels.y // "none"')" "none"
+req PATCH /api/v1/persistentvolumes/pv-a/status '{"status":{"phase":"Released"},"spec":{"capacity":{"storage":"5Gi"}}}' application/merge-patch+json
+expect_code 200 "PATCH status"
+check "PATCH /status changes status" eq "$(jqo .status.phase)" "Released"
+check "PATCH /status ignores spec" eq "$(jqo .spec.capacity.storage)" "2Gi"
+req GET /api/v1/namespaces/default/configmaps/x/status
+expect_code 404 "no status subresource on configmaps"
+
+# --- patch ---
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"labels":{"tier":null,"new":"1"}}}' application/merge-patch+json
+expect_code 200 "merge patch"
+check "merge patch deletes and adds" eq "$(jqo '.metadata.labels|keys|join(",")')" "new,x"
+req PATCH /api/v1/persistentvolumes/pv-a '[{"op":"test","path":"/metadata/labels/new","value":"1"},{"op":"add","path":"/metadata/annotations","value":{"a":"b"}}]' application/json-patch+json
+expect_code 200 "json patch with a passing test"
+check "json patch applied" eq "$(jqo .metadata.annotations.a)" "b"
+req PATCH /api/v1/persistentvolumes/pv-a '[{"op":"test","path":"/metadata/labels/new","value":"2"}]' application/json-patch+json
+expect_code 422 "json patch with a failing test"
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":["a"]}}' application/strategic-merge-patch+json
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":["b"]}}' application/strategic-merge-patch+json
+expect_code 200 "strategic merge patch"
+check "strategic merge unions finalizers" eq "$(jqo '.metadata.finalizers|join(",")')" "a,b"
+req PATCH /api/v1/persistentvolumes/pv-a '{"spec":{"$retainKeys":["x"]}}' application/strategic-merge-patch+json
+expect_code 422 "unsupported strategic directive"
+check "directive refusal is clear" bash -c "jq -r .message '$T/out' | grep -q 'not supported'"
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"resourceVersion":"1"}}' application/merge-patch+json
+expect_code 409 "patch with a stale resourceVersion precondition"
+req PATCH /api/v1/persistentvolumes/pv-a '{"a":1}' text/plain
+expect_code 415 "patch with an unknown content type"
+check "UnsupportedMediaType" eq "$(jqo .reason)" "UnsupportedMediaType"
+req PATCH /api/v1/persistentvolumes/pv-a '{"a":' application/merge-patch+json
+expect_code 400 "malformed patch"
+req PATCH /api/v1/persistentvolumes/missing '{}' application/merge-patch+json
+expect_code 404 "patch missing object"
+
+# --- delete with finalizers ---
+req GET /api/v1/persistentvolumes/pv-a
+UID_A=$(jqo .metadata.uid)
+req DELETE /api/v1/persistentvolumes/pv-a '{"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}'
+expect_code 409 "delete with a wrong uid precondition"
+req DELETE /api/v1/persistentvolumes/pv-a '{"preconditions":{"resourceVersion":"1"}}'
+expect_code 409 "delete with a wrong resourceVersion precondition"
+req DELETE /api/v1/persistentvolumes/pv-a "{\"preconditions\":{\"uid\":\"$UID_A\"}}"
+expect_code 202 "delete with finalizers is accepted"
+check "deletionTimestamp set" test -n "$(jqo '.metadata.deletionTimestamp // ""')"
+check "deletionGracePeriodSeconds 0" eq "$(jqo .metadata.deletionGracePeriodSeconds)" "0"
+req GET /api/v1/persistentvolumes/pv-a
+expect_code 200 "object with finalizers stays"
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":["a","b","c"]}}' application/merge-patch+json
+expect_code 422 "adding a finalizer while deleting"
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":["b"]}}' application/merge-patch+json
+expect_code 200 "removing one finalizer"
+req GET /api/v1/persistentvolumes/pv-a
+expect_code 200 "still there with one finalizer"
+req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":null}}' application/merge-patch+json
+expect_code 200 "removing the last finalizer"
+req GET /api/v1/persistentvolumes/pv-a
+expect_code 404 "removing the last finalizer removes the object"
+req POST /api/v1/namespaces/default/configmaps '{"metadata":{"name":"cm1"},"data":{"k":"v"}}'
+req DELETE /api/v1/namespaces/default/configmaps/cm1
+expect_code 200 "delete without finalizers"
+check "delete answers a Success Status" eq "$(jqo .status)" "Success"
+req GET /api/v1/namespaces/default/configmaps/cm1
+expect_code 404 "deleted object is gone"
+req DELETE /api/v1/namespaces/default/configmaps/cm1
+expect_code 404 "delete missing object"
+
+# --- list: pagination, selectors ---
+for i in $(seq -w 1 7); do
+	req POST /apis/storage.k8s.io/v1/volumeattachments "{\"metadata\":{\"name\":\"va-$i\",\"labels\":{\"n\":\"$i\"}},\"spec\":{\"attacher\":\"x\",\"nodeName\":\"node-$((10#$i % 2))\",\"source\":{\"persistentVolumeName\":\"pv-$i\"}}}"
+	expect_code 201 "create va-$i"
+done
+req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3"
+check "page 1 has 3 items" eq "$(jqo '.items|length')" "3"
+check "remainingItemCount" eq "$(jqo .metadata.remainingItemCount)" "4"
+LRV=$(jqo .metadata.resourceVersion)
+TOK=$(jqo .metadata.continue)
+NAMES=$(jqo '[.items[].metadata.name]|join(",")')
+req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3&continue=$TOK"
+NAMES="$NAMES,$(jqo '[.items[].metadata.name]|join(",")')"
+check "continued list keeps the first list's resourceVersion" eq "$(jqo .metadata.resourceVersion)" "$LRV"
+TOK=$(jqo .metadata.continue)
+req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3&continue=$TOK"
+NAMES="$NAMES,$(jqo '[.items[].metadata.name]|join(",")')"
+check "last page has no continue" eq "$(jqo '.metadata.continue // "none"')" "none"
+check "pages cover every object once, in order" eq "$NAMES" "va-1,va-2,va-3,va-4,va-5,va-6,va-7"
+req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3&continue=garbage"
+expect_code 400 "invalid continue token"
+req GET "/apis/storage.k8s.io/v1/volumeattachments?labelSelector=n%20in%20(2,3),n!=3"
+check "set-based label selector" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-2"
+req GET "/apis/storage.k8s.io/v1/volumeattachments?fieldSelector=metadata.name%3Dva-5"
+check "field selector on name" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-5"
+req GET "/apis/storage.k8s.io/v1/volumeattachments?fieldSelector=spec.nodeName%3Dx"
+expect_code 400 "unsupported field selector"
+req GET "/apis/storage.k8s.io/v1/volumeattachments?labelSelector=n%20in%20(2"
+expect_code 400 "bad label selector"
+req POST /api/v1/namespaces/kube-system/pods '{"metadata":{"name":"p1"},"spec":{"nodeName":"node-a"}}'
+req POST /api/v1/namespaces/default/pods '{"metadata":{"name":"p2"},"spec":{"nodeName":"node-b"}}'
+req GET "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a"
+check "cluster-wide pod list by spec.nodeName" eq "$(jqo '[.items[]|.metadata.namespace+"/"+.metadata.name]|join(",")')" "kube-system/p1"
+req GET "/api/v1/namespaces/default/pods"
+check "namespaced list" eq "$(jqo '[.items[].metadata.name]|join(",")')" "p2"
+
+finish

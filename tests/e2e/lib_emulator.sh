@@ -1,0 +1,97 @@
+# lib_emulator.sh: shared helpers for the kube-emulator e2e scenarios (sourced, not run).
+#
+# emu_start [flags...]   starts build/bin/kube-emulator on 127.0.0.1:0 with a kubeconfig in $T,
+#                        waits for the kubeconfig, sets EMU_PID, S (server URL), KC (kubeconfig)
+# req METHOD PATH [BODY] [CONTENT-TYPE]
+#                        one HTTP request; sets CODE and writes the body to $T/out (jq reads it)
+# expect_code N "what"   fails the scenario unless CODE is N
+# check "what" cond...   fails unless the command succeeds
+# Everything started here is stopped, and $T removed, by the EXIT trap.
+set -u
+: "${KCSI_BIN:?KCSI_BIN must point at the build bin directory}"
+T=$(mktemp -d /tmp/kcsi-emu-e2e.XXXXXX)
+EMU_PID=""
+FAILS=0
+CURL_EXTRA=()
+emu_cleanup() {
+	if [ -n "$EMU_PID" ] && kill -0 "$EMU_PID" 2>/dev/null; then
+		kill -TERM "$EMU_PID" 2>/dev/null
+		wait "$EMU_PID" 2>/dev/null
+	fi
+	for p in $(jobs -p); do kill "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap emu_cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	FAILS=$((FAILS + 1))
+}
+
+emu_start() {
+	rm -f "$T/kubeconfig"
+	"$KCSI_BIN/kube-emulator" --listen 127.0.0.1:0 --write-kubeconfig "$T/kubeconfig" "$@" \
+		>>"$T/emulator.log" 2>&1 &
+	EMU_PID=$!
+	for _ in $(seq 1 200); do
+		[ -s "$T/kubeconfig" ] && break
+		kill -0 "$EMU_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if [ ! -s "$T/kubeconfig" ]; then
+		echo "kube-emulator did not start:" >&2
+		cat "$T/emulator.log" >&2
+		exit 1
+	fi
+	KC="$T/kubeconfig"
+	S=$(awk '/server:/ {print $2}' "$KC")
+}
+
+# Stops the emulator with SIGTERM and returns its exit status.
+emu_stop() {
+	kill -TERM "$EMU_PID"
+	local rc=0
+	wait "$EMU_PID" || rc=$?
+	EMU_PID=""
+	return $rc
+}
+
+req() {
+	local method=$1 path=$2 body=${3:-} ct=${4:-application/json}
+	local args=(-s -o "$T/out" -w '%{http_code}' -X "$method" "${CURL_EXTRA[@]}")
+	if [ -n "$body" ]; then
+		args+=(-H "Content-Type: $ct" --data-binary "$body")
+	fi
+	CODE=$(curl "${args[@]}" "$S$path")
+}
+
+expect_code() {
+	if [ "$CODE" != "$1" ]; then
+		fail "$2: expected HTTP $1, got $CODE: $(head -c 400 "$T/out")"
+		return 1
+	fi
+}
+
+# jqo FILTER: runs jq on the last response body.
+jqo() { jq -r "$1" "$T/out"; }
+
+check() {
+	local what=$1
+	shift
+	if ! "$@"; then
+		fail "$what"
+	fi
+}
+
+# eq A B: string equality as a command, for check.
+eq() { [ "$1" = "$2" ] || { echo "  '$1' != '$2'" >&2; return 1; }; }
+
+finish() {
+	if [ "$FAILS" -ne 0 ]; then
+		echo "$FAILS check(s) failed; emulator log:" >&2
+		tail -50 "$T/emulator.log" >&2
+		exit 1
+	fi
+	echo "PASS"
+	exit 0
+}
