@@ -286,6 +286,7 @@ static void test_loop_fs_lifecycle(void)
 	/* idempotent: the same device, found through its backing file */
 	CHECK_INT(lp_loop_attach(v->id, img, false, &dev2, &st), 0);
 	CHECK_STR(dev2, dev);
+	free(found);
 	CHECK_INT(lp_loop_find(img, &found), 1);
 	CHECK_STR(found, dev);
 	CHECK_INT(lp_blockdev_size(dev), 64 * MiB);
@@ -325,6 +326,7 @@ static void test_loop_fs_lifecycle(void)
 	CHECK(file_has(file, "kept"));
 	CHECK_INT(lp_umount(v->id, mnt, &st), 0);
 	CHECK_INT(lp_loop_detach(v->id, dev, &st), 0);
+	free(found);
 	CHECK_INT(lp_loop_find(img, &found), 0);
 
 	/* snapshot: a copy of the image; a new volume from it has the data */
