@@ -1,0 +1,160 @@
+/*
+ * test_csi_msg: message helpers without a network: JSON rendering of every kind of field,
+ * secret stripping driven by the schema, map/repeated building, status names, method lookup.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strbuf.h"
+#include "check.h"
+#include "csi/msg.h"
+#include "test_csi_fill.h"
+
+static char *json(const void *m, int flags)
+{
+	struct strbuf sb = STRBUF_INIT;
+	csi_msg_to_json(m, flags, &sb);
+	return strbuf_detach(&sb, NULL);
+}
+
+static void test_json_fields(void)
+{
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__CreateVolumeRequest *r = csi_msg_new(a, &csi__v1__create_volume_request__descriptor);
+	char *s = json(r, 0);
+	CHECK_STR(s, "{}");
+	free(s);
+	r->name = "pvc-1";
+	r->capacity_range = csi_msg_new(a, &csi__v1__capacity_range__descriptor);
+	r->capacity_range->required_bytes = 1073741824;
+	CHECK_INT(csi_map_add(a, &r->base, "parameters", "type", "fast \"x\""), 0);
+	CHECK_INT(csi_map_add(a, &r->base, "secrets", "password", "hunter2"), 0);
+	CHECK_INT(csi_map_add(a, &r->base, "name", "k", "v"), -1);
+	CHECK_INT(csi_map_add(a, &r->base, "no_such_field", "k", "v"), -1);
+	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
+	cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+	cap->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
+	cap->access_mode = csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
+	cap->access_mode->mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	CHECK_INT(csi_repeated_add(a, &r->base, "volume_capabilities", cap), 0);
+	s = json(r, 0);
+	CHECK_STR(s, "{\"name\":\"pvc-1\",\"capacity_range\":{\"required_bytes\":1073741824},"
+		     "\"volume_capabilities\":[{\"block\":{},\"access_mode\":{\"mode\":"
+		     "\"SINGLE_NODE_WRITER\"}}],\"parameters\":{\"type\":\"fast \\\"x\\\"\"},"
+		     "\"secrets\":{\"password\":\"hunter2\"}}");
+	free(s);
+	s = json(r, CSI_JSON_STRIP_SECRETS);
+	CHECK(strstr(s, "\"secrets\":\"***stripped***\"") != NULL);
+	CHECK(strstr(s, "hunter2") == NULL);
+	CHECK(strstr(s, "\"type\":\"fast") != NULL);
+	free(s);
+	s = json(r, CSI_JSON_PRETTY | CSI_JSON_STRIP_SECRETS);
+	CHECK(strstr(s, "{\n  \"name\": \"pvc-1\",\n") == s);
+	free(s);
+	CHECK_STR(csi_map_get(r->n_parameters, r->parameters, "type"), "fast \"x\"");
+	CHECK(csi_map_get(r->n_parameters, r->parameters, "nope") == NULL);
+	csi_arena_free(a);
+}
+
+static void test_json_wrappers_and_timestamps(void)
+{
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__ProbeResponse *p = csi_msg_new(a, &csi__v1__probe_response__descriptor);
+	p->ready = csi_msg_new(a, &google__protobuf__bool_value__descriptor);
+	char *s = json(p, 0);
+	CHECK_STR(s, "{\"ready\":{}}"); /* present but false: proto3 omits the false value */
+	free(s);
+	p->ready->value = 1;
+	s = json(p, 0);
+	CHECK_STR(s, "{\"ready\":{\"value\":true}}");
+	free(s);
+	Csi__V1__Snapshot *sn = csi_msg_new(a, &csi__v1__snapshot__descriptor);
+	sn->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
+	sn->creation_time->seconds = 1700000000;
+	sn->creation_time->nanos = 5;
+	sn->ready_to_use = 1;
+	s = json(sn, 0);
+	CHECK_STR(s, "{\"creation_time\":{\"seconds\":1700000000,\"nanos\":5},\"ready_to_use\":true}");
+	free(s);
+	csi_arena_free(a);
+}
+
+/* Every secret field of the schema is stripped, wherever it sits, and nothing else is. */
+static void test_every_secret_field_stripped(void)
+{
+	int secret_fields = 0;
+	for (const ProtobufCServiceDescriptor *const *sv = csi_services; *sv; sv++) {
+		for (unsigned i = 0; i < (*sv)->n_methods; i++) {
+			const ProtobufCMessageDescriptor *d = (*sv)->methods[i].input;
+			struct csi_arena *a = csi_arena_new();
+			ProtobufCMessage *m = csi_msg_new(a, d);
+			csi_test_fill(a, m, 0, 0);
+			char *full = json(m, 0), *stripped = json(m, CSI_JSON_STRIP_SECRETS);
+			bool has_secret = false;
+			for (unsigned f = 0; f < d->n_fields; f++)
+				if (csi_field_is_secret(d, &d->fields[f])) {
+					has_secret = true;
+					secret_fields++;
+					CHECK_STR(d->fields[f].name, "secrets");
+				}
+			if (has_secret) {
+				CHECK(strstr(full, "\"secrets\":{") != NULL);
+				CHECK(strstr(stripped, "\"secrets\":\"***stripped***\"") != NULL);
+			} else {
+				CHECK_STR(full, stripped);
+			}
+			free(full);
+			free(stripped);
+			csi_arena_free(a);
+		}
+	}
+	/* Create/Delete/Publish/Unpublish/Validate/Modify/CreateSnap/DeleteSnap/ListSnap/
+	 * ControllerExpand/NodeStage/NodePublish/NodeExpand. */
+	CHECK_INT(secret_fields, 13);
+}
+
+static void test_codes(void)
+{
+	CHECK_STR(csi_code_name(0), "OK");
+	CHECK_STR(csi_code_name(4), "DEADLINE_EXCEEDED");
+	CHECK_STR(csi_code_name(16), "UNAUTHENTICATED");
+	CHECK_STR(csi_code_name(17), "UNKNOWN_CODE");
+	CHECK_STR(csi_code_go_name(1), "Canceled");
+	CHECK_STR(csi_code_go_name(4), "DeadlineExceeded");
+	CHECK_INT(csi_code_parse("NOT_FOUND"), 5);
+	CHECK_INT(csi_code_parse("not_found"), 5);
+	CHECK_INT(csi_code_parse("NotFound"), 5);
+	CHECK_INT(csi_code_parse("12"), 12);
+	CHECK_INT(csi_code_parse("nope"), -1);
+	CHECK_INT(csi_code_parse("99"), -1);
+}
+
+static void test_method_lookup(void)
+{
+	const ProtobufCMethodDescriptor *m = csi_method_lookup("/csi.v1.Controller/CreateVolume");
+	CHECK(m != NULL);
+	if (m) {
+		CHECK(m->input == &csi__v1__create_volume_request__descriptor);
+		CHECK(m->output == &csi__v1__create_volume_response__descriptor);
+	}
+	CHECK(csi_method_lookup("/csi.v1.Node/NodeGetInfo") != NULL);
+	CHECK(csi_method_lookup("/csi.v1.Identity/Probe") != NULL);
+	CHECK(csi_method_lookup("/csi.v1.Controller/Nope") == NULL);
+	CHECK(csi_method_lookup("/csi.v0.Controller/CreateVolume") == NULL);
+	CHECK(csi_method_lookup("csi.v1.Controller/CreateVolume") == NULL);
+	CHECK(csi_method_lookup("/csi.v1.Controller") == NULL);
+	int n = 0;
+	for (const ProtobufCServiceDescriptor *const *s = csi_services; *s; s++)
+		n += (int)(*s)->n_methods;
+	CHECK_INT(n, 3 + 14 + 8);
+}
+
+int main(void)
+{
+	RUN(test_json_fields);
+	RUN(test_json_wrappers_and_timestamps);
+	RUN(test_every_secret_field_stripped);
+	RUN(test_codes);
+	RUN(test_method_lookup);
+	return CHECK_DONE();
+}
