@@ -30,7 +30,7 @@ leads() { grep -q "^LEADING $1" "$T/$1.log"; }
 wait_leads() { # name timeout_s -> prints seconds waited
 	local t0=$(date +%s.%N)
 	for _ in $(seq $(( $2 * 20 ))); do
-		if leads "$1"; then echo "$(date +%s.%N) - $t0" | bc; return 0; fi
+		if leads "$1"; then awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { print a - b }'; return 0; fi
 		sleep 0.05
 	done
 	return 1

@@ -1,0 +1,98 @@
+/*
+ * Events against a real kube-emulator: a repeated event becomes one Event with a count, a
+ * different message is a new Event, and the per-object spam filter stops an error loop.
+ */
+#include <stdlib.h>
+
+#include "base/timeutil.h"
+#include "check.h"
+#include "kube/events.h"
+#include "kube/testing/testenv.h"
+
+static struct kube_testenv env;
+
+/* Returns the Events about an object name, as a new list reference. */
+static json_t *events_for(const char *name)
+{
+	struct kube_err e;
+	json_t *list = kube_list(env.client, &KUBE_RES_EVENTS, "default", NULL, &e);
+	json_t *out = json_array();
+	size_t i;
+	json_t *it;
+	json_array_foreach(json_object_get(list, "items"), i, it) {
+		const char *n = json_string_value(
+			json_object_get(json_object_get(it, "involvedObject"), "name"));
+		if (n && !strcmp(n, name))
+			json_array_append(out, it);
+	}
+	json_decref(list);
+	return out;
+}
+
+static void test_aggregation(void)
+{
+	struct kube_recorder_opts o = { .component = "csi-attacher", .host = "node-1" };
+	struct kube_recorder *r = kube_recorder_new(env.client, &o);
+	struct kube_objref ref = { .kind = "VolumeAttachment", .api_version = "storage.k8s.io/v1",
+				   .name = "va-ev", .uid = "3f1e2d4c-5b6a-4789-8abc-def012345678" };
+	for (int i = 0; i < 3; i++)
+		kube_event(r, &ref, KUBE_EVENT_WARNING, "AttachFailed", "Attach failed: %s", "timeout");
+	kube_event(r, &ref, KUBE_EVENT_NORMAL, "Attached", "Attached volume");
+	kube_recorder_flush(r);
+	struct kube_recorder_stats s;
+	kube_recorder_stats(r, &s);
+	CHECK_INT(s.created, 2);
+	CHECK_INT(s.patched, 2);
+	json_t *evs = events_for("va-ev");
+	CHECK_INT(json_array_size(evs), 2);
+	size_t i;
+	json_t *ev;
+	json_array_foreach(evs, i, ev) {
+		const char *reason = json_string_value(json_object_get(ev, "reason"));
+		json_int_t count = json_integer_value(json_object_get(ev, "count"));
+		if (reason && !strcmp(reason, "AttachFailed")) {
+			CHECK_INT(count, 3);
+			CHECK_STR(json_string_value(json_object_get(ev, "type")), "Warning");
+			CHECK_STR(json_string_value(json_object_get(ev, "message")), "Attach failed: timeout");
+			CHECK_STR(json_string_value(json_object_get(json_object_get(ev, "source"), "component")),
+				  "csi-attacher");
+			CHECK_STR(json_string_value(json_object_get(json_object_get(ev, "involvedObject"), "uid")),
+				  "3f1e2d4c-5b6a-4789-8abc-def012345678");
+		} else {
+			CHECK_INT(count, 1);
+		}
+	}
+	json_decref(evs);
+	kube_recorder_free(r);
+}
+
+static void test_spam_filter(void)
+{
+	struct kube_recorder_opts o = { .component = "csi-attacher", .spam_burst = 5 };
+	struct kube_recorder *r = kube_recorder_new(env.client, &o);
+	struct kube_objref ref = { .kind = "PersistentVolume", .api_version = "v1", .name = "pv-spam" };
+	struct kube_objref other = { .kind = "PersistentVolume", .api_version = "v1", .name = "pv-quiet" };
+	for (int i = 0; i < 20; i++)
+		kube_event(r, &ref, KUBE_EVENT_WARNING, "Failed", "error number %d", i);
+	kube_event(r, &other, KUBE_EVENT_NORMAL, "Ok", "fine");
+	kube_recorder_flush(r);
+	struct kube_recorder_stats s;
+	kube_recorder_stats(r, &s);
+	CHECK_INT(s.dropped, 15);
+	CHECK_INT(s.created, 6); /* 5 for the noisy object, 1 for the other: its own bucket */
+	json_t *evs = events_for("pv-spam");
+	CHECK_INT(json_array_size(evs), 5);
+	json_decref(evs);
+	kube_recorder_free(r);
+}
+
+int main(void)
+{
+	int rc = kube_testenv_start(&env, KCSI_EMULATOR_BIN, NULL);
+	if (rc)
+		return rc == KUBE_TESTENV_SKIP ? rc : 1;
+	RUN(test_aggregation);
+	RUN(test_spam_filter);
+	kube_testenv_stop(&env);
+	return CHECK_DONE();
+}
