@@ -46,6 +46,7 @@ struct csi_conn {
 	bool watcher_running;
 	atomic_bool stopping;
 	atomic_bool lost;
+	pthread_mutex_t lock; /* orders the watcher's channel use against csi_conn_free() */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -151,24 +152,38 @@ static int wait_for_ready_channel(struct csi_conn *c, int64_t start, char *err, 
 	return rc;
 }
 
+/*
+ * The watcher touches the channel only under c->lock, and csi_conn_free() destroys the channel
+ * under the same lock after setting `stopping`; destroying the channel completes the pending
+ * watch at once, so closing a connection never waits for the watch deadline.
+ */
 static void *watch_loss(void *arg)
 {
 	struct csi_conn *c = arg;
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-	while (!atomic_load(&c->stopping)) {
-		grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 0);
-		if (s != GRPC_CHANNEL_READY) {
-			if (!atomic_load(&c->stopping)) {
-				atomic_store(&c->lost, true);
-				KLOG_E("Lost connection to CSI driver at %s", c->endpoint);
-				if (c->opts.on_lost)
-					c->opts.on_lost(c->opts.on_lost_arg);
-			}
+	bool lost = false;
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		if (atomic_load(&c->stopping)) {
+			pthread_mutex_unlock(&c->lock);
 			break;
 		}
-		grpc_channel_watch_connectivity_state(c->ch, s, deadline_after(200 * NSEC_PER_MSEC),
-						      cq, NULL);
+		grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 0);
+		if (s != GRPC_CHANNEL_READY) {
+			lost = true;
+			atomic_store(&c->lost, true);
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		grpc_channel_watch_connectivity_state(c->ch, s, deadline_after(NSEC_PER_SEC), cq,
+						      NULL);
+		pthread_mutex_unlock(&c->lock);
 		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	}
+	if (lost) {
+		KLOG_E("Lost connection to CSI driver at %s", c->endpoint);
+		if (c->opts.on_lost)
+			c->opts.on_lost(c->opts.on_lost_arg);
 	}
 	drain_and_destroy(cq, false);
 	return NULL;
@@ -192,6 +207,7 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 		c->opts.max_recv_bytes = 4 * 1024 * 1024;
 	atomic_init(&c->stopping, false);
 	atomic_init(&c->lost, false);
+	pthread_mutex_init(&c->lock, NULL);
 
 	int64_t start = mono_now_ns();
 	KLOG_V(2, "Connecting to %s", endpoint);
@@ -239,11 +255,14 @@ void csi_conn_free(struct csi_conn *c)
 {
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->lock);
 	atomic_store(&c->stopping, true);
-	if (c->watcher_running)
-		pthread_join(c->watcher, NULL);
 	if (c->ch)
 		grpc_channel_destroy(c->ch);
+	pthread_mutex_unlock(&c->lock);
+	if (c->watcher_running)
+		pthread_join(c->watcher, NULL);
+	pthread_mutex_destroy(&c->lock);
 	free(c->endpoint);
 	free(c->path);
 	free(c);
