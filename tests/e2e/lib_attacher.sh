@@ -1,0 +1,162 @@
+# lib_attacher.sh: helpers for csi-attacher e2e scenarios (sourced after lib_emulator.sh).
+#
+# lp_start NODE [flags]      kcsi-loopplugin on $T/lp.sock with its pool in $T/pool (LP_PID)
+# td_start [flags]           csi-testdriver on $T/td.sock recording requests in $T/td.rec (TD_PID)
+# att_start NAME SOCK [flags] csi-attacher NAME against SOCK, log in $T/NAME.log (ATT_PIDS[NAME])
+# att_stop NAME              SIGTERM; returns its exit status
+# kc ARGS...                 kubectl against the emulator
+# wait_for "what" SECS cmd.. polls cmd until it succeeds; fails the scenario after SECS
+# va_json NAME               the VolumeAttachment as JSON on stdout ("" when absent)
+# mk_node / mk_csinode / mk_pv / mk_va   create objects with kubectl (see each for arguments)
+# The EXIT trap stops every process, deletes volumes it made and checks nothing is left behind.
+: "${KCSI_TESTS:?KCSI_TESTS must point at the build tests directory}"
+LP_PID=""
+LP_NODE_PIDS=()
+TD_PID=""
+declare -A ATT_PIDS=()
+
+att_cleanup() {
+	for n in "${!ATT_PIDS[@]}"; do
+		kill -KILL "${ATT_PIDS[$n]}" 2>/dev/null
+		wait "${ATT_PIDS[$n]}" 2>/dev/null
+	done
+	if [ -n "$LP_PID" ]; then
+		# Unpublish and delete what the scenario left, so no loop device or image stays.
+		for v in $("$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller list-volumes 2>/dev/null |
+			jq -r '.entries[]?.volume.volume_id' 2>/dev/null); do
+			for n in $("$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller list-volumes |
+				jq -r ".entries[] | select(.volume.volume_id==\"$v\") | .status.published_node_ids[]?"); do
+				"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" controller unpublish "$v" "$n" >/dev/null 2>&1
+			done
+			"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" controller delete-volume "$v" >/dev/null 2>&1
+		done
+		kill -TERM "$LP_PID" "${LP_NODE_PIDS[@]}" 2>/dev/null
+		wait "$LP_PID" "${LP_NODE_PIDS[@]}" 2>/dev/null
+	fi
+	if [ -n "$TD_PID" ]; then
+		kill -TERM "$TD_PID" 2>/dev/null
+		wait "$TD_PID" 2>/dev/null
+	fi
+	if losetup -a | grep -q "$T/"; then
+		echo "FAIL: loop devices left behind:" >&2
+		losetup -a | grep "$T/" >&2
+	fi
+	emu_cleanup
+}
+trap att_cleanup EXIT
+
+kc() { kubectl --kubeconfig "$KC" "$@"; }
+
+wait_sock() {
+	for _ in $(seq 1 200); do [ -S "$1" ] && return 0; sleep 0.05; done
+	return 1
+}
+
+lp_start() {
+	local node=$1
+	shift
+	mkdir -p "$T/pool"
+	"$KCSI_BIN/kcsi-loopplugin" --endpoint "unix://$T/lp.sock" --nodeid "$node" \
+		--pool-dir "$T/pool" "$@" >>"$T/lp.log" 2>&1 &
+	LP_PID=$!
+	wait_sock "$T/lp.sock" || { echo "kcsi-loopplugin did not start" >&2; cat "$T/lp.log" >&2; exit 1; }
+}
+
+td_start() {
+	"$KCSI_TESTS/csi-testdriver" --endpoint "unix://$T/td.sock" --record "$T/td.rec" "$@" \
+		>>"$T/td.log" 2>&1 &
+	TD_PID=$!
+	wait_sock "$T/td.sock" || { echo "csi-testdriver did not start" >&2; cat "$T/td.log" >&2; exit 1; }
+}
+
+att_start() {
+	local name=$1 sock=$2
+	shift 2
+	"$KCSI_BIN/csi-attacher" --csi-address "unix://$sock" --kubeconfig "$KC" \
+		--retry-interval-start 200ms --retry-interval-max 2s "$@" >>"$T/$name.log" 2>&1 &
+	ATT_PIDS[$name]=$!
+}
+
+att_stop() {
+	local name=$1 rc=0
+	kill -TERM "${ATT_PIDS[$name]}"
+	wait "${ATT_PIDS[$name]}" || rc=$?
+	unset "ATT_PIDS[$name]"
+	return $rc
+}
+
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local end=$((SECONDS + secs))
+	while [ $SECONDS -lt $end ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	fail "timed out after ${secs}s waiting for: $what"
+	return 1
+}
+
+va_json() { kc get volumeattachment "$1" -o json 2>/dev/null || true; }
+va_field() { va_json "$1" | jq -r "$2"; }
+va_attached() { [ "$(va_field "$1" .status.attached)" = "true" ]; }
+va_gone() { ! kc get volumeattachment "$1" >/dev/null 2>&1; }
+pv_gone() { ! kc get pv "$1" >/dev/null 2>&1; }
+va_has_error() { [ "$(va_field "$1" ".status.${2}.message // empty")" != "" ]; }
+
+# mk_node NAME [nodeid-annotation-json]
+mk_node() {
+	local ann=""
+	[ -n "${2:-}" ] && ann="\"annotations\":{\"csi.volume.kubernetes.io/nodeid\":$(jq -Rn --arg v "$2" '$v')},"
+	echo "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{$ann\"name\":\"$1\"}}" | kc create -f - >/dev/null
+}
+# mk_csinode NODE DRIVER NODEID
+mk_csinode() {
+	echo "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"CSINode\",\"metadata\":{\"name\":\"$1\"},
+	\"spec\":{\"drivers\":[{\"name\":\"$2\",\"nodeID\":\"$3\"}]}}" | kc create -f - >/dev/null
+}
+# mk_pv NAME DRIVER HANDLE [extra-spec-json] (access mode ReadWriteOnce unless extra sets one)
+mk_pv() {
+	local extra=${4:-"{}"}
+	jq -n --arg n "$1" --arg d "$2" --arg h "$3" --argjson x "$extra" '{
+		apiVersion: "v1", kind: "PersistentVolume", metadata: {name: $n},
+		spec: ({capacity: {storage: "64Mi"}, accessModes: ["ReadWriteOnce"],
+		        csi: {driver: $d, volumeHandle: $h}} * $x)}' | kc create -f - >/dev/null
+}
+# mk_va NAME ATTACHER NODE PV
+mk_va() {
+	jq -n --arg n "$1" --arg a "$2" --arg node "$3" --arg pv "$4" '{
+		apiVersion: "storage.k8s.io/v1", kind: "VolumeAttachment", metadata: {name: $n},
+		spec: {attacher: $a, nodeName: $node, source: {persistentVolumeName: $pv}}}' |
+		kc create -f - >/dev/null
+}
+# lp_volume NAME [create-volume flags]: creates a loopplugin volume, prints its ID
+lp_volume() {
+	local name=$1
+	shift
+	"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller create-volume "$name" \
+		--cap-bytes 16Mi "$@" | jq -r .volume.volume_id
+}
+# lp_node_start NODE: a second plugin in node mode on the same pool, so the pool knows NODE
+lp_node_start() {
+	"$KCSI_BIN/kcsi-loopplugin" --endpoint "unix://$T/lp-$1.sock" --nodeid "$1" --mode node \
+		--pool-dir "$T/pool" >>"$T/lp-$1.log" 2>&1 &
+	LP_NODE_PIDS+=($!)
+	wait_sock "$T/lp-$1.sock" || { echo "node plugin did not start" >&2; exit 1; }
+}
+lp_not_published() { ! lp_published "$@"; }
+# lp_published VOLUME NODE: the loop driver reports VOLUME published on NODE
+lp_published() {
+	"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller list-volumes |
+		jq -e ".entries[] | select(.volume.volume_id==\"$1\") | .status.published_node_ids // [] | index(\"$2\")" >/dev/null
+}
+
+att_finish() {
+	if [ "$FAILS" -ne 0 ]; then
+		for f in "$T"/*.log; do
+			echo "---- $f (last 40 lines)" >&2
+			tail -40 "$f" >&2
+		done
+	fi
+	finish
+}
