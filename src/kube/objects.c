@@ -147,7 +147,8 @@ static const struct kube_kv *pk_map(struct packer *pk, json_t *map, uint16_t *co
 	json_object_foreach(map, k, v) {
 		if (i >= n)
 			break;
-		const char *ks = pk_str(pk, k), *vs = pk_str(pk, json_is_string(v) ? json_string_value(v) : "");
+		/* Keys repeat across objects (devicePath, attribute names): interned. */
+		const char *ks = kube_intern(k), *vs = pk_str(pk, json_is_string(v) ? json_string_value(v) : "");
 		if (kv) {
 			kv[i].key = ks;
 			kv[i].value = vs;

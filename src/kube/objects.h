@@ -4,7 +4,7 @@
  * An informer decodes each object once into a record that holds only the fields kcsi reads; the
  * JSON is dropped. A record is one allocation: the typed struct followed by a blob holding its
  * strings and arrays. Strings repeated across objects (namespaces, node, driver, class and
- * finalizer names) are interned process-wide and never freed.
+ * finalizer names, map keys such as "devicePath") are interned process-wide and never freed.
  *
  * Life cycle: a record is created with one reference; kube_obj_ref()/kube_obj_unref() are atomic
  * and the record is freed at zero. Once a record is published (put in a store) it is never
