@@ -536,7 +536,12 @@ int lp_volume_save(struct lp_pool *p, const struct lp_volume *v, struct lp_statu
 int lp_volume_create(struct lp_pool *p, const struct lp_volume *v, const char *src_image,
 		     struct lp_status *st)
 {
-	if (!v->thick && v->size > lp_pool_free_bytes(p) && !src_image)
+	/*
+	 * Thin images take no room at first, but a volume larger than what the pool has left
+	 * could never be filled; refusing it here is the "pool full" answer. Thick images are
+	 * checked before fallocate so a failed attempt never fills the pool's filesystem.
+	 */
+	if (v->size > lp_pool_free_bytes(p))
 		return lp_fail(st, LP_RESOURCE_EXHAUSTED,
 			       "volume %s (%s): %lld bytes requested, pool has %lld free", v->id,
 			       v->name, (long long)v->size, (long long)lp_pool_free_bytes(p));
@@ -585,7 +590,7 @@ int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
 	int err = 0;
 	if (fd < 0)
 		err = errno;
-	else if (!v->thick && new_size - v->size > lp_pool_free_bytes(p))
+	else if (new_size - v->size > lp_pool_free_bytes(p))
 		err = ENOSPC;
 	else if (v->thick)
 		err = posix_fallocate(fd, 0, new_size);

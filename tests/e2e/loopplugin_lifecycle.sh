@@ -1,0 +1,160 @@
+#!/bin/bash
+# kcsi-loopplugin end to end through the kcsi CLI: a running plugin, real loop devices, mkfs and
+# mounts. Mount volumes (ext4, and xfs for online growth), block volumes, snapshots and restore,
+# the attach limit, error codes as kcsi exit codes (10 + gRPC code), kill -9 and restart.
+# Every step checks that nothing is left behind: losetup -a and /proc/self/mountinfo.
+set -euo pipefail
+
+BIN=${KCSI_BIN:?KCSI_BIN must point at the built binaries}
+D=$(mktemp -d /tmp/kcsi-lp-e2e-XXXXXX)
+SOCK="$D/csi.sock"
+PID=
+
+fail() { echo "FAIL: $*" >&2; echo "--- plugin log (tail)" >&2; tail -20 "$D/plugin.log" >&2 || true; exit 1; }
+
+cleanup() {
+	set +e
+	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	# unmount what a failed run left below $D (deepest first), detach our loop devices only
+	grep -F "$D" /proc/self/mountinfo | awk '{print $5}' | sort -r | while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done
+	losetup -a | grep -F "$D" | cut -d: -f1 | while read -r l; do losetup -d "$l" || true; done
+	rm -rf "$D"
+}
+trap cleanup EXIT
+
+start_plugin() {
+	"$BIN/kcsi-loopplugin" --endpoint "unix://$SOCK" --pool-dir "$D/pool" --nodeid node-1 \
+		--volume-attach-limit=2 --max-volume-size=2Gi >>"$D/plugin.log" 2>&1 &
+	PID=$!
+	for _ in $(seq 1 200); do [ -S "$SOCK" ] && return 0; sleep 0.05; done
+	fail "plugin did not start"
+}
+
+k() { "$BIN/kcsi" --endpoint "unix://$SOCK" --timeout 60s "$@"; }
+# json FIELD.PATH: reads JSON on stdin
+json() { python3 -c 'import json,sys
+v=json.load(sys.stdin)
+for p in sys.argv[1].split("."): v=v[int(p)] if isinstance(v,list) else v[p]
+print(v)' "$1"; }
+expect_exit() {
+	local want=$1; shift
+	set +e; out=$(k "$@" 2>&1); rc=$?; set -e
+	[ "$rc" -eq "$want" ] || fail "kcsi $* exited $rc, want $want: $out"
+}
+check_clean() {
+	! losetup -a | grep -qF "$D" || fail "loop device left: $(losetup -a | grep -F "$D")"
+	! grep -qF "$D" /proc/self/mountinfo || fail "mount left: $(grep -F "$D" /proc/self/mountinfo)"
+	! ls "$D/pool/volumes" "$D/pool/snapshots" | grep -q '\.tmp$' || fail "temporary file left"
+}
+
+start_plugin
+MNT="SINGLE_NODE_WRITER,mount,ext4"
+mkdir -p "$D/staging" "$D/pods"
+
+echo "== mount volume: create, publish, stage, publish, write"
+ID=$(k -o json controller create-volume pvc-e2e --cap-bytes 64Mi --cap "$MNT" | json volume.volume_id)
+[ "$(k -o json controller create-volume pvc-e2e --cap-bytes 64Mi --cap "$MNT" | json volume.volume_id)" = "$ID" ] \
+	|| fail "CreateVolume is not idempotent"
+DEV=$(k -o json controller publish "$ID" node-1 --cap "$MNT" | json publish_context.device)
+[ "$(k -o json controller publish "$ID" node-1 --cap "$MNT" | json publish_context.device)" = "$DEV" ] \
+	|| fail "ControllerPublishVolume is not idempotent"
+k node stage "$ID" "$D/staging" --cap "$MNT" >/dev/null
+k node stage "$ID" "$D/staging" --cap "$MNT" >/dev/null
+k node publish "$ID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
+k node publish "$ID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
+echo "kept across unstage" >"$D/pods/vol/data.txt"
+sync
+
+echo "== unpublish, unstage, stage again, read back"
+k node unpublish "$ID" "$D/pods/vol" >/dev/null
+k node unpublish "$ID" "$D/pods/vol" >/dev/null
+[ ! -e "$D/pods/vol" ] || fail "target not removed"
+k node unstage "$ID" "$D/staging" >/dev/null
+k node unstage "$ID" "$D/staging" >/dev/null
+losetup -a | grep -qF "$D" && fail "loop device not detached by unstage"
+k node stage "$ID" "$D/staging" --cap "$MNT" >/dev/null
+k node publish "$ID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
+grep -q "kept across unstage" "$D/pods/vol/data.txt" || fail "data lost across unstage/stage"
+
+echo "== snapshot and restore"
+SNAP=$(k -o json controller create-snapshot snap-e2e "$ID" | json snapshot.snapshot_id)
+RID=$(k -o json controller create-volume pvc-restored --from-snapshot "$SNAP" --cap "$MNT" | json volume.volume_id)
+k node unpublish "$ID" "$D/pods/vol" >/dev/null
+k node unstage "$ID" "$D/staging" >/dev/null
+k controller unpublish "$ID" node-1 >/dev/null
+k controller publish "$RID" node-1 --cap "$MNT" >/dev/null
+k node stage "$RID" "$D/staging" --cap "$MNT" >/dev/null
+k node publish "$RID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
+grep -q "kept across unstage" "$D/pods/vol/data.txt" || fail "restored volume lacks the data"
+k node unpublish "$RID" "$D/pods/vol" >/dev/null
+k node unstage "$RID" "$D/staging" >/dev/null
+k controller unpublish "$RID" node-1 >/dev/null
+
+echo "== errors as exit codes"
+expect_exit 15 controller publish lv-missing node-1 --cap "$MNT"      # NOT_FOUND
+expect_exit 15 controller publish "$ID" node-9 --cap "$MNT"           # unknown node
+expect_exit 16 controller create-volume pvc-e2e --cap-bytes 1Gi --cap "$MNT"  # ALREADY_EXISTS
+expect_exit 21 controller create-volume pvc-big --cap-bytes 3Gi --cap "$MNT"  # OUT_OF_RANGE
+expect_exit 13 controller create-volume pvc-x --cap "MULTI_NODE_MULTI_WRITER,mount"  # INVALID_ARGUMENT
+expect_exit 19 node stage "$ID" "$D/staging" --cap "$MNT"             # not published here
+expect_exit 20 controller list-volumes --starting-token nonsense      # ABORTED
+# the attach limit (2): a third volume on node-1 is refused until one is unpublished
+A2=$(k -o json controller create-volume pvc-a2 --cap-bytes 8Mi --cap "$MNT" | json volume.volume_id)
+k controller publish "$ID" node-1 --cap "$MNT" >/dev/null
+k controller publish "$RID" node-1 --cap "$MNT" >/dev/null
+expect_exit 18 controller publish "$A2" node-1 --cap "$MNT"           # RESOURCE_EXHAUSTED
+expect_exit 19 controller delete-volume "$ID"                         # still published
+k controller unpublish "$RID" node-1 >/dev/null
+k controller publish "$A2" node-1 --cap "$MNT" >/dev/null
+for v in "$ID" "$A2"; do k controller unpublish "$v" node-1 >/dev/null; done
+for v in "$ID" "$RID" "$A2"; do k controller delete-volume "$v" >/dev/null; done
+k controller delete-volume "$ID" >/dev/null
+k controller delete-snapshot "$SNAP" >/dev/null
+check_clean
+
+echo "== xfs: online expansion"
+XFS="SINGLE_NODE_WRITER,mount,xfs"
+X=$(k -o json controller create-volume pvc-xfs --cap-bytes 320Mi --cap "$XFS" | json volume.volume_id)
+k controller publish "$X" node-1 --cap "$XFS" >/dev/null
+k node stage "$X" "$D/staging" --cap "$XFS" >/dev/null
+k node publish "$X" "$D/pods/vol" --staging "$D/staging" --cap "$XFS" >/dev/null
+before=$(df -B1 --output=size "$D/pods/vol" | tail -1)
+[ "$(k -o json controller expand "$X" 640Mi | json capacity_bytes)" = 671088640 ] || fail "expand size"
+k node expand "$X" "$D/pods/vol" >/dev/null
+after=$(df -B1 --output=size "$D/pods/vol" | tail -1)
+[ "$after" -gt $((before + 250 * 1024 * 1024)) ] || fail "filesystem did not grow online ($before -> $after)"
+
+echo "== kill -9 while staged and published, restart, retry, tear down"
+kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=
+grep -qF "$D/pods/vol" /proc/self/mountinfo || fail "mount vanished with the plugin"
+start_plugin
+k node stage "$X" "$D/staging" --cap "$XFS" >/dev/null
+k node publish "$X" "$D/pods/vol" --staging "$D/staging" --cap "$XFS" >/dev/null
+k node unpublish "$X" "$D/pods/vol" >/dev/null
+k node unstage "$X" "$D/staging" >/dev/null
+k controller unpublish "$X" node-1 >/dev/null
+k controller delete-volume "$X" >/dev/null
+check_clean
+
+echo "== block volume"
+BLK="SINGLE_NODE_WRITER,block"
+B=$(k -o json controller create-volume pvc-block --cap-bytes 16Mi --cap "$BLK" | json volume.volume_id)
+k controller publish "$B" node-1 --cap "$BLK" >/dev/null
+k node stage "$B" "$D/staging" --cap "$BLK" >/dev/null
+k node publish "$B" "$D/pods/blk" --staging "$D/staging" --cap "$BLK" >/dev/null
+[ -b "$D/pods/blk" ] || fail "block target is not a block device"
+echo "raw data on the device" | dd of="$D/pods/blk" bs=512 seek=8 conv=fsync status=none
+k node unpublish "$B" "$D/pods/blk" >/dev/null
+k node unstage "$B" "$D/staging" >/dev/null
+k node stage "$B" "$D/staging" --cap "$BLK" >/dev/null
+k node publish "$B" "$D/pods/blk" --staging "$D/staging" --cap "$BLK" >/dev/null
+dd if="$D/pods/blk" bs=512 skip=8 count=1 status=none | grep -qa "raw data on the device" \
+	|| fail "block data lost"
+k node unpublish "$B" "$D/pods/blk" >/dev/null
+k node unstage "$B" "$D/staging" >/dev/null
+k controller unpublish "$B" node-1 >/dev/null
+k controller delete-volume "$B" >/dev/null
+check_clean
+echo "PASS"
