@@ -359,6 +359,43 @@ static void test_secrets_never_logged(void)
 	strbuf_release(&all);
 }
 
+/* --max-grpc-log-length: logged JSON is cut to the limit and marked with "...". */
+static void test_log_truncation(void)
+{
+	char logpath[PATH_MAX], err[256];
+	snprintf(logpath, sizeof(logpath), "%s/log2", tmpdir);
+	int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
+	o.max_log_len = 24;
+	struct csi_conn *c = csi_connect(endpoint, &o, err, sizeof(err));
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	log_set_output_fd(fd);
+	log_set_verbosity(5);
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__CreateVolumeRequest *req = csi_msg_new(a, &csi__v1__create_volume_request__descriptor);
+	req->name = "a-rather-long-volume-name-that-will-be-cut";
+	Csi__V1__CreateVolumeResponse *resp;
+	struct csi_status st;
+	csi_create_volume(c, req, &resp, 5 * NSEC_PER_SEC, &st);
+	csi_msg_free(resp);
+	log_set_verbosity(0);
+	log_set_output_fd(-1);
+	close(fd);
+	csi_arena_free(a);
+	csi_conn_free(c);
+	FILE *f = fopen(logpath, "r");
+	char line[4096];
+	bool found = false;
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "GRPC request: {\"name\":\"a-rather-long-v...\n"))
+			found = true;
+	if (f)
+		fclose(f);
+	CHECK(found);
+}
+
 static void *call_slow(void *arg)
 {
 	struct csi_status *st = arg;
@@ -552,6 +589,7 @@ int main(void)
 		RUN(test_error_status);
 		RUN(test_malformed_and_oversize);
 		RUN(test_secrets_never_logged);
+		RUN(test_log_truncation);
 		RUN(test_graceful_stop);
 		csi_conn_free(conn);
 	}
