@@ -1223,20 +1223,22 @@ static int stage_mount(struct lp_driver *d, const struct lp_volume *v, const cha
 			       "volume %s: staging path %s has another filesystem mounted", v->id,
 			       staging);
 	}
-	(void)d;
 	char have[64];
 	int r = lp_fs_probe(v->id, dev, have, sizeof(have), st);
 	if (r < 0)
 		return r;
-	if (r == 0) {
+	/* an mkfs that was interrupted leaves a filesystem nobody should trust: redo it */
+	bool interrupted = lp_volume_formatting(d->pool, v->id);
+	if (r == 0 || interrupted) {
 		if (ro)
 			return lp_fail(st, LP_FAILED_PRECONDITION,
-				       "volume %s is blank and published read-only: nothing to "
-				       "mount",
-				       v->id);
-		KLOG_I("Formatting volume volume=\"%s\" device=\"%s\" fstype=\"%s\"", v->id, dev,
-		       fstype);
-		if (lp_fs_format(v->id, dev, fstype, st))
+				       "volume %s is %s and published read-only: nothing to mount",
+				       v->id, interrupted ? "half-formatted" : "blank");
+		KLOG_I("Formatting volume volume=\"%s\" device=\"%s\" fstype=\"%s\" redo=%d", v->id,
+		       dev, fstype, interrupted);
+		if (lp_volume_mark_formatting(d->pool, v->id, true, st) ||
+		    lp_fs_format(v->id, dev, fstype, st) ||
+		    lp_volume_mark_formatting(d->pool, v->id, false, st))
 			return -1;
 		snprintf(have, sizeof(have), "%s", fstype);
 	} else if (strcmp(have, "ext4") != 0 && strcmp(have, "xfs") != 0 &&

@@ -74,7 +74,8 @@ int lp_fs_format(const char *volume, const char *dev, const char *fstype, struct
 				       "lazy_itable_init=1,lazy_journal_init=1", dev, NULL };
 		rc = lp_exec(argv, &out);
 	} else if (strcmp(fstype, "xfs") == 0) {
-		const char *argv[] = { "mkfs.xfs", "-q", dev, NULL };
+		/* -f: the caller decided to format (blank, or an interrupted earlier mkfs) */
+		const char *argv[] = { "mkfs.xfs", "-q", "-f", dev, NULL };
 		rc = lp_exec(argv, &out);
 	} else {
 		strbuf_release(&out);

@@ -577,7 +577,43 @@ int lp_volume_delete(struct lp_pool *p, const char *id, struct lp_status *st)
 {
 	if (!lp_id_valid(id))
 		return 0;
-	return remove_files(p, "volumes", id, "volume", st);
+	int r = remove_files(p, "volumes", id, "volume", st);
+	if (r == 0) {
+		char *mark = path_of(p, "volumes", id, ".formatting");
+		unlink(mark);
+		free(mark);
+	}
+	return r;
+}
+
+int lp_volume_mark_formatting(struct lp_pool *p, const char *id, bool on, struct lp_status *st)
+{
+	char *mark = path_of(p, "volumes", id, ".formatting");
+	int err = 0;
+	if (on) {
+		int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 || fsync(fd) < 0)
+			err = errno;
+		if (fd >= 0)
+			close(fd);
+	} else if (unlink(mark) < 0 && errno != ENOENT) {
+		err = errno;
+	}
+	if (!err)
+		fsync_dir(mark);
+	free(mark);
+	if (err)
+		return lp_fail(st, LP_INTERNAL, "volume %s: %s the formatting mark: %s", id,
+			       on ? "set" : "clear", strerror(err));
+	return 0;
+}
+
+bool lp_volume_formatting(struct lp_pool *p, const char *id)
+{
+	char *mark = path_of(p, "volumes", id, ".formatting");
+	bool on = access(mark, F_OK) == 0;
+	free(mark);
+	return on;
 }
 
 int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,

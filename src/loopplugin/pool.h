@@ -5,6 +5,7 @@
  *
  *     volumes/<id>.img      the volume's image (sparse for thin volumes, allocated for thick)
  *     volumes/<id>.json     its metadata: name, size, access type, source, attachments
+ *     volumes/<id>.formatting  present while a node formats the volume (see below)
  *     snapshots/<id>.img    a snapshot: a copy of a volume's image at one moment
  *     snapshots/<id>.json   its metadata: name, source volume, size, creation time
  *     nodes/<node>.json     a node service that has started on this pool (its zone)
@@ -130,6 +131,14 @@ int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
 int lp_volume_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
 		   struct lp_status *st);
 void lp_free_strings(char **v, size_t n);
+
+/*
+ * The "formatting" mark (volumes/<id>.formatting): set, durably, before mkfs starts and cleared
+ * after it succeeds. A stage that finds it knows an earlier mkfs was interrupted (kill -9,
+ * reboot) and formats again instead of trusting a half-written filesystem.
+ */
+int lp_volume_mark_formatting(struct lp_pool *p, const char *id, bool on, struct lp_status *st);
+bool lp_volume_formatting(struct lp_pool *p, const char *id);
 
 /* Attachments. */
 struct lp_attachment *lp_volume_attachment(const struct lp_volume *v, const char *node);

@@ -957,6 +957,71 @@ static void test_kill9_recovery(void)
 	check_clean();
 }
 
+/*
+ * A damaged filesystem is refused at stage (and the loop device set up for it is released);
+ * a formatting mark left by an interrupted mkfs makes the next stage format again.
+ */
+static void test_damaged_and_interrupted_format(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	char staging[400], img[500], mark[500];
+	path_in(staging, sizeof(staging), "dstaging");
+	mkdir(staging, 0750);
+	struct vol v;
+	CHECK_INT(create("damaged", 64 * MiB, c, &v), 0);
+	CHECK_INT(cpublish(v.id, NODE, c, false, NULL), 0);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+	/* zero the group descriptors: blkid still sees ext4, e2fsck -p gives up */
+	snprintf(img, sizeof(img), "%s/volumes/%s.img", pool, v.id);
+	int fd = open(img, O_WRONLY);
+	char zero[1024] = { 0 };
+	CHECK(fd >= 0 && pwrite(fd, zero, sizeof(zero), 2048) == (ssize_t)sizeof(zero));
+	if (fd >= 0)
+		close(fd);
+	expect(stage(v.id, staging, c), 9, "damaged");
+	CHECK(strstr(st.message, v.id) != NULL);
+	check_clean(); /* the failed stage released its loop device */
+	/* as if mkfs had been killed: the mark makes stage format again */
+	snprintf(mark, sizeof(mark), "%s/volumes/%s.formatting", pool, v.id);
+	put(mark, "");
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK(access(mark, F_OK) < 0);
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+	CHECK_INT(del(v.id), 0);
+	rmdir(staging);
+	check_clean();
+}
+
+/*
+ * A call that outlives its caller's deadline still finishes; the retry (ABORTED while the first
+ * is running) then returns the volume the first call created.
+ */
+static void test_deadline_then_retry(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol src, v;
+	CHECK_INT(create("late-src", 256 * MiB, c, &src), 0);
+	fill_image(src.id, 256 * MiB);
+	Csi__V1__CreateVolumeResponse *resp = NULL;
+	int rc = csi_create_volume(conn, clone_req("late-clone", src.id, c), &resp,
+				   NSEC_PER_MSEC, &st);
+	csi_msg_free(resp);
+	CHECK(rc == 4 || rc == 0); /* DEADLINE_EXCEEDED (or a very fast disk) */
+	int64_t until = mono_now_ns() + 60 * NSEC_PER_SEC;
+	do {
+		rc = create_r(clone_req("late-clone", src.id, c), &v);
+		if (rc == 10)
+			sleep_ns(20 * NSEC_PER_MSEC);
+	} while (rc == 10 && mono_now_ns() < until);
+	CHECK_INT(rc, 0);
+	CHECK_INT(v.size, 256 * MiB);
+	CHECK_INT(del(v.id), 0);
+	CHECK_INT(del(src.id), 0);
+	check_clean();
+}
+
 /* --mode controller answers no node calls; --mode node creates nothing. */
 static void test_modes(void)
 {
@@ -1036,6 +1101,8 @@ int main(void)
 	RUN(test_attach_limit_and_device_names);
 	RUN(test_concurrent_aborted);
 	RUN(test_kill9_recovery);
+	RUN(test_damaged_and_interrupted_format);
+	RUN(test_deadline_then_retry);
 	RUN(test_modes);
 	stop_plugin(SIGTERM);
 	csi_arena_free(A);
