@@ -403,6 +403,44 @@ static int v_list_snapshots(struct cli *c)
 	return 0;
 }
 
+static int v_get_volume(struct cli *c)
+{
+	REQ(ControllerGetVolume, controller_get_volume);
+	req->volume_id = (char *)c->pos[0];
+	CALL(Controller, ControllerGetVolume, controller_get_volume);
+	if (!c->json) {
+		print_volume(c, resp->volume);
+		if (resp->status) {
+			const char *nodes = "";
+			for (size_t j = 0; j < resp->status->n_published_node_ids; j++)
+				nodes = csi_arena_printf(c->arena, "%s%s%s", nodes, j ? "," : "",
+							 resp->status->published_node_ids[j]);
+			fprintf(c->out, "PUBLISHED_NODES   %s\n", nodes);
+			if (resp->status->volume_condition)
+				fprintf(c->out, "CONDITION         %s %s\n",
+					resp->status->volume_condition->abnormal ? "abnormal" : "normal",
+					resp->status->volume_condition->message);
+		}
+	}
+	csi_msg_free(resp);
+	return 0;
+}
+
+static int v_modify_volume(struct cli *c)
+{
+	REQ(ControllerModifyVolume, controller_modify_volume);
+	req->volume_id = (char *)c->pos[0];
+	if (cli_add_kv_opts(c, &req->base, "mutable-param", "mutable_parameters", err,
+			    sizeof(err)) ||
+	    cli_add_kv_opts(c, &req->base, "secret", "secrets", err, sizeof(err)))
+		FAIL("%s", err);
+	CALL(Controller, ControllerModifyVolume, controller_modify_volume);
+	if (!c->json)
+		fprintf(c->out, "Modified volume %s\n", c->pos[0]);
+	csi_msg_free(resp);
+	return 0;
+}
+
 /* ---- node ---- */
 
 static int v_node_info(struct cli *c)
@@ -585,6 +623,10 @@ const struct verb cli_verbs[] = {
 	  v_delete_snapshot },
 	{ "controller", "list-snapshots", "", "max starting-token source-volume snapshot-id secret*",
 	  "ListSnapshots", 0, 0, v_list_snapshots },
+	{ "controller", "get-volume", "ID", "", "ControllerGetVolume (alpha in CSI v1.9)", 1, 1,
+	  v_get_volume },
+	{ "controller", "modify-volume", "ID", "mutable-param* secret*",
+	  "ControllerModifyVolume (alpha in CSI v1.9)", 1, 1, v_modify_volume },
 	{ "node", "info", "", "", "NodeGetInfo: node ID, volume limit, topology", 0, 0,
 	  v_node_info },
 	{ "node", "capabilities", "", "", "NodeGetCapabilities", 0, 0, v_node_caps },

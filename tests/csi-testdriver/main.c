@@ -388,6 +388,30 @@ H(ControllerExpandVolume)
 	return 0;
 }
 
+H(ControllerGetVolume)
+{
+	PRO();
+	const Csi__V1__ControllerGetVolumeRequest *q = (const void *)rq;
+	Csi__V1__ControllerGetVolumeResponse *r = (void *)rs;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	pthread_mutex_lock(&lock);
+	struct vol *v = find_vol(q->volume_id);
+	if (v) {
+		r->volume = csi_msg_new(a, &csi__v1__volume__descriptor);
+		r->volume->volume_id = csi_arena_strdup(a, v->id);
+		r->volume->capacity_bytes = v->bytes;
+		r->status = csi_msg_new(a,
+			&csi__v1__controller_get_volume_response__volume_status__descriptor);
+		if (v->node)
+			csi_repeated_add(a, &r->status->base, "published_node_ids",
+					 csi_arena_strdup(a, v->node));
+		r->status->volume_condition = csi_msg_new(a, &csi__v1__volume_condition__descriptor);
+		r->status->volume_condition->message = "healthy";
+	}
+	pthread_mutex_unlock(&lock);
+	return v ? 0 : csi_ctx_error(ctx, 5, "volume %s not found", q->volume_id);
+}
+
 /* Node operations only record the request. */
 H(NodeOk)
 {
@@ -496,6 +520,8 @@ int main(int argc, char **argv)
 	REG(Controller, DeleteSnapshot, DeleteSnapshot);
 	REG(Controller, ListSnapshots, ListSnapshots);
 	REG(Controller, ControllerExpandVolume, ControllerExpandVolume);
+	REG(Controller, ControllerGetVolume, ControllerGetVolume);
+	REG(Controller, ControllerModifyVolume, NodeOk);
 	REG(Node, NodeStageVolume, NodeOk);
 	REG(Node, NodeUnstageVolume, NodeOk);
 	REG(Node, NodePublishVolume, NodeOk);

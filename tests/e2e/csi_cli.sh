@@ -19,7 +19,7 @@ ok() { echo "ok: $*"; }
 SOCK=$TMP/csi.sock
 REC=$TMP/record
 "$TESTS/csi-testdriver" --endpoint "unix://$SOCK" --record "$REC" \
-	--fail ControllerGetVolume=NOT_FOUND --slow NodeGetInfo=3s --fail DeleteSnapshot=ABORTED \
+	--slow NodeGetInfo=3s --fail DeleteSnapshot=ABORTED \
 	2>"$TMP/driver.log" &
 DRV_PID=$!
 for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
@@ -103,6 +103,12 @@ expect_rc 0 "list-snapshots" -- K controller list-snapshots
 grep -q "snap-s1" "$TMP/out" || fail "list-snapshots table"
 expect_rc 20 "delete-snapshot -> ABORTED" -- K controller delete-snapshot snap-s1
 grep -q "^ABORTED: injected failure" "$TMP/err" || fail "ABORTED message"
+expect_rc 0 "get-volume" -- K controller get-volume vol-pvc-1
+grep -q "PUBLISHED_NODES *node-1" "$TMP/out" || fail "get-volume published nodes"
+expect_rc 15 "get-volume unknown" -- K controller get-volume nope
+expect_rc 0 "modify-volume" -- K controller modify-volume vol-pvc-1 --mutable-param iops=3000 --secret k=v
+jq_ok <(last_request ControllerModifyVolume) "d['volume_id']=='vol-pvc-1' and d['mutable_parameters']=={'iops':'3000'} and d['secrets']=={'k':'v'}" ||
+	fail "modify-volume request"
 expect_rc 0 "unpublish" -- K controller unpublish vol-pvc-1 node-1
 expect_rc 0 "delete-volume" -- K controller delete-volume vol-pvc-2 --secret k=v
 grep -q "Deleted volume vol-pvc-2" "$TMP/out" || fail "delete output"
