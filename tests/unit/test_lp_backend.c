@@ -425,6 +425,27 @@ static void test_fsck_refuses_damage(void)
 	lp_volume_free(v);
 }
 
+/* Paths with spaces come back from mountinfo as they were given (\040 undone). */
+static void test_mount_path_with_space(void)
+{
+	struct lp_status st;
+	char src[512], dst[512];
+	snprintf(src, sizeof(src), "%s/bind src", tmpdir);
+	snprintf(dst, sizeof(dst), "%s/bind dst", tmpdir);
+	mkdir(src, 0755);
+	mkdir(dst, 0755);
+	CHECK_INT(lp_mount_bind("vol-x", src, dst, true, &st), 0);
+	struct lp_mount m;
+	CHECK_INT(lp_mount_find(dst, &m), 1);
+	CHECK_STR(m.target, dst);
+	CHECK(m.readonly);
+	lp_mount_release(&m);
+	CHECK_INT(lp_umount("vol-x", dst, &st), 0);
+	CHECK_INT(lp_mount_find(dst, &m), 0);
+	rmdir(src);
+	rmdir(dst);
+}
+
 /* Leaves nothing: no loop device on our pool, no mount below our folder. */
 static void check_nothing_left(void)
 {
@@ -463,6 +484,7 @@ int main(void)
 	RUN(test_recover);
 	RUN(test_attach_device_names);
 	RUN(test_mount_flags);
+	RUN(test_mount_path_with_space);
 	RUN(test_inflight);
 	RUN(test_exec);
 	RUN(test_loop_fs_lifecycle);

@@ -27,6 +27,7 @@
 #include "base/timeutil.h"
 #include "check.h"
 #include "csi/client.h"
+#include "loopplugin/driver.h"
 
 #define MiB (1024LL * 1024)
 #define GiB (1024LL * MiB)
@@ -383,6 +384,23 @@ static int64_t fs_size(const char *path)
 }
 
 /* ---- scenarios ---- */
+
+static void test_parse_size(void)
+{
+	int64_t v = 0;
+	CHECK_INT(lp_parse_size("1Ti", &v), 0);
+	CHECK_INT(v, 1024 * GiB);
+	CHECK_INT(lp_parse_size("512Mi", &v), 0);
+	CHECK_INT(v, 512 * MiB);
+	CHECK_INT(lp_parse_size("10G", &v), 0);
+	CHECK_INT(v, 10000000000LL);
+	CHECK_INT(lp_parse_size("4096", &v), 0);
+	CHECK_INT(v, 4096);
+	CHECK_INT(lp_parse_size("1Xi", &v), -1);
+	CHECK_INT(lp_parse_size("-1Gi", &v), -1);
+	CHECK_INT(lp_parse_size("", &v), -1);
+	CHECK_INT(lp_parse_size("99999Pi", &v), -1);
+}
 
 static void test_identity(void)
 {
@@ -1092,6 +1110,7 @@ int main(void)
 	atexit(cleanup);
 	A = csi_arena_new();
 	start_plugin(NULL);
+	RUN(test_parse_size);
 	RUN(test_identity);
 	RUN(test_lifecycle_ext4);
 	RUN(test_lifecycle_xfs);
