@@ -142,7 +142,7 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	X(Node, NodeGetCapabilities, node_get_capabilities) \
 	X(Node, NodeGetInfo, node_get_info)
 
-/* Method path constants: CSI_METHOD_Probe "/csi.v1.Identity/Probe", etc. */
+/* Method paths: CSI_METHOD(Identity, Probe) is "/csi.v1.Identity/Probe". */
 #define CSI_METHOD(svc, name) "/csi.v1." #svc "/" #name
 
 #define CSI_TYPED_HELPER(svc, Name, snake) \

@@ -72,7 +72,11 @@ struct csi_server *csi_server_new(const struct csi_server_opts *opts);
 int csi_server_handle(struct csi_server *s, const char *method, csi_handler_fn fn, void *arg);
 /* Binds the endpoint (see client.h for forms) and starts the workers. 0, or -1 with err. */
 int csi_server_start(struct csi_server *s, const char *endpoint, char *err, size_t errlen);
-/* Blocks until SIGTERM or SIGINT (or csi_server_stop from another thread), then stops. */
+/*
+ * Blocks until SIGTERM or SIGINT (or csi_server_stop from another thread), then stops. It
+ * installs process-wide handlers for those signals while it runs (restored on return), so one
+ * server per process runs this at a time.
+ */
 void csi_server_run(struct csi_server *s);
 /* Graceful stop as described above; safe to call from any thread, more than once. */
 void csi_server_stop(struct csi_server *s);

@@ -466,10 +466,27 @@ static void test_late_start_and_loss(void)
 	o.connect_timeout_ns = 60 * NSEC_PER_SEC;
 	o.on_lost = on_lost;
 	o.observer = observer;
+	o.log_interval_ns = 250 * NSEC_PER_MSEC;
+	char logpath[PATH_MAX];
+	snprintf(logpath, sizeof(logpath), "%s/log3", tmpdir);
+	int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	log_set_output_fd(fd);
 	int64_t t0 = mono_now_ns();
 	struct csi_conn *c = csi_connect(ep, &o, err, sizeof(err));
+	log_set_output_fd(-1);
+	close(fd);
 	CHECK(c != NULL);
 	CHECK(mono_now_ns() - t0 >= 900 * NSEC_PER_MSEC);
+	/* Progress was logged while waiting. */
+	FILE *f = fopen(logpath, "r");
+	char line[1024];
+	int waits = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "Still connecting to unix://"))
+			waits++;
+	if (f)
+		fclose(f);
+	CHECK(waits >= 2);
 	if (c) {
 		CHECK_INT(csi_wait_ready(c, 5 * NSEC_PER_SEC, err, sizeof(err)), 0);
 		CHECK(atomic_load(&observed) >= 1);
