@@ -64,6 +64,12 @@ int main(int argc, char **argv)
 			cfg.attach_limit, lp_device_range_size());
 		return 2;
 	}
+	if (strcmp(cfg.mode, "all") != 0 && strcmp(cfg.mode, "controller") != 0 &&
+	    strcmp(cfg.mode, "node") != 0) {
+		fprintf(stderr, "kcsi-loopplugin: --mode=%s: expected all, controller or node\n",
+			cfg.mode);
+		return 2;
+	}
 	if (threads < 1)
 		threads = 1;
 	cfg.version = KCSI_VERSION;
