@@ -50,8 +50,21 @@ static const char *opt_arg(const char *name)
 
 static void print_verb(const struct verb *v, FILE *out, bool options)
 {
-	fprintf(out, "  kcsi %s %s%s%s\n      %s\n", v->service, v->name, v->args[0] ? " " : "",
-		v->args, v->help);
+	fprintf(out, "  kcsi %s %s%s%s", v->service, v->name, v->args[0] ? " " : "", v->args);
+	if (!options && v->options[0]) {
+		/* The overview names every option; SERVICE --help explains them. */
+		char *list = xstrdup(v->options), *save = NULL;
+		for (char *o = strtok_r(list, " ", &save); o; o = strtok_r(NULL, " ", &save)) {
+			size_t n = strlen(o);
+			bool rep = o[n - 1] == '*';
+			if (rep)
+				o[n - 1] = '\0';
+			fprintf(out, " [--%s%s%s]%s", o, opt_arg(o)[0] ? " " : "", opt_arg(o),
+				rep ? "..." : "");
+		}
+		free(list);
+	}
+	fprintf(out, "\n      %s\n", v->help);
 	if (!options || !v->options[0])
 		return;
 	char *list = xstrdup(v->options), *save = NULL;
