@@ -14,7 +14,8 @@ fail() { echo "FAIL: $*" >&2; echo "--- plugin log (tail)" >&2; tail -20 "$D/plu
 
 cleanup() {
 	set +e
-	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	[ -n "${CPID:-}" ] && kill -9 "$CPID" 2>/dev/null && wait "$CPID" 2>/dev/null
 	# unmount what a failed run left below $D (deepest first), detach our loop devices only
 	grep -F "$D" /proc/self/mountinfo | awk '{print $5}' | sort -r | while read -r m; do
 		umount -l "$m" 2>/dev/null || true
@@ -156,5 +157,34 @@ k node unpublish "$B" "$D/pods/blk" >/dev/null
 k node unstage "$B" "$D/staging" >/dev/null
 k controller unpublish "$B" node-1 >/dev/null
 k controller delete-volume "$B" >/dev/null
+check_clean
+
+echo "== split: a controller-only and a node-only plugin sharing the pool"
+kill "$PID"; wait "$PID" 2>/dev/null || true; PID=
+"$BIN/kcsi-loopplugin" --endpoint "unix://$D/ctrl.sock" --pool-dir "$D/pool" --nodeid ctrl-0 \
+	--mode controller >>"$D/plugin.log" 2>&1 &
+CPID=$!
+"$BIN/kcsi-loopplugin" --endpoint "unix://$D/node.sock" --pool-dir "$D/pool" --nodeid node-7 \
+	--mode node >>"$D/plugin.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 200); do [ -S "$D/ctrl.sock" ] && [ -S "$D/node.sock" ] && break; sleep 0.05; done
+kc() { "$BIN/kcsi" --endpoint "unix://$D/ctrl.sock" --timeout 60s "$@"; }
+kn() { "$BIN/kcsi" --endpoint "unix://$D/node.sock" --timeout 60s "$@"; }
+kc identity capabilities | grep -q CONTROLLER_SERVICE || fail "controller mode lacks CONTROLLER_SERVICE"
+! kn identity capabilities | grep -q CONTROLLER_SERVICE || fail "node mode advertises CONTROLLER_SERVICE"
+set +e; kn controller create-volume pvc-n --cap "$MNT" >/dev/null 2>&1; rc=$?; set -e
+[ "$rc" -eq 22 ] || fail "node mode answered CreateVolume ($rc, want 22 UNIMPLEMENTED)"
+S=$(kc -o json controller create-volume pvc-split --cap-bytes 32Mi --cap "$MNT" | json volume.volume_id)
+set +e; kc node stage "$S" "$D/staging" --cap "$MNT" >/dev/null 2>&1; rc=$?; set -e
+[ "$rc" -eq 22 ] || fail "controller mode answered NodeStageVolume ($rc)"
+kc controller publish "$S" node-7 --cap "$MNT" >/dev/null
+kn node stage "$S" "$D/staging" --cap "$MNT" >/dev/null
+kn node publish "$S" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
+echo split >"$D/pods/vol/f" && grep -q split "$D/pods/vol/f"
+kn node unpublish "$S" "$D/pods/vol" >/dev/null
+kn node unstage "$S" "$D/staging" >/dev/null
+kc controller unpublish "$S" node-7 >/dev/null
+kc controller delete-volume "$S" >/dev/null
+kill "$CPID"; wait "$CPID" 2>/dev/null || true
 check_clean
 echo "PASS"
