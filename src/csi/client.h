@@ -43,7 +43,11 @@
 
 struct csi_conn;
 
-/* Called once per connection when an established connection is lost. */
+/*
+ * Called once per connection when an established connection is lost, on the watcher thread.
+ * It may exit the process (what the sidecars do) or signal another thread; it must not call
+ * csi_conn_free() on the same connection, which waits for the watcher to finish.
+ */
 typedef void (*csi_conn_lost_fn)(void *arg);
 /* Called after every call: full method path, gRPC status code, duration. Must be thread-safe. */
 typedef void (*csi_call_observer_fn)(void *arg, const char *method, int code, int64_t duration_ns);
