@@ -9,6 +9,9 @@
 #include "base/strbuf.h"
 #include "check.h"
 #include "kube/config.h"
+#include "kube/options.h"
+#include "base/flags.h"
+#include "base/timeutil.h"
 
 static char dir[256];
 
@@ -276,6 +279,32 @@ static void test_errors(void)
 	CHECK(strstr(err, "/nonexistent/kc") && strstr(err, "No such file"));
 }
 
+static void test_options(void)
+{
+	struct flagset *fs = flags_new("t", "t [flags]");
+	struct kube_options o;
+	kube_options_register(fs, &o);
+	CHECK(o.qps == 5);
+	CHECK_INT(o.burst, 10);
+	CHECK_INT(o.resync_ns, 10 * NSEC_PER_MIN);
+	CHECK_INT(o.le_lease_ns, 15 * NSEC_PER_SEC);
+	CHECK_INT(o.le_renew_ns, 10 * NSEC_PER_SEC);
+	CHECK_INT(o.le_retry_ns, 5 * NSEC_PER_SEC);
+	CHECK_INT(o.retry_start_ns, NSEC_PER_SEC);
+	CHECK_INT(o.retry_max_ns, 5 * NSEC_PER_MIN);
+	char *argv[] = { "t", "--kubeconfig=/x", "--kube-api-qps", "20.5", "--leader-election",
+			 "--leader-election-lease-duration=30s", "--retry-interval-max=1m", NULL };
+	int rest;
+	char err[256];
+	CHECK_INT(flags_parse(fs, 7, argv, &rest, err, sizeof(err)), FLAGS_OK);
+	CHECK_STR(o.kubeconfig, "/x");
+	CHECK(o.qps == 20.5);
+	CHECK(o.leader_election);
+	CHECK_INT(o.le_lease_ns, 30 * NSEC_PER_SEC);
+	CHECK_INT(o.retry_max_ns, NSEC_PER_MIN);
+	flags_free(fs);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/kcsi-kubecfg-XXXXXX");
@@ -288,6 +317,7 @@ int main(void)
 	RUN(test_master_override);
 	RUN(test_exec_plugin);
 	RUN(test_errors);
+	RUN(test_options);
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)

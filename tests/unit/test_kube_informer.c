@@ -122,7 +122,10 @@ static void *create_pvs(void *arg)
 				      "capacity", "storage", "1Gi", "csi", "driver", "d.example",
 				      "volumeHandle", name);
 		struct kube_err e;
-		json_decref(kube_create(env.client, &KUBE_RES_PERSISTENTVOLUMES, NULL, o, &e));
+		json_t *r = kube_create(env.client, &KUBE_RES_PERSISTENTVOLUMES, NULL, o, &e);
+		if (!r)
+			fprintf(stderr, "create %s: %s\n", name, e.message);
+		json_decref(r);
 		json_decref(o);
 	}
 	return NULL;
@@ -130,14 +133,10 @@ static void *create_pvs(void *arg)
 
 static void test_paginated_list(void)
 {
-	pthread_t th[8];
-	struct creator cr[8];
-	for (int i = 0; i < 8; i++) {
-		cr[i] = (struct creator){ i * 625, (i + 1) * 625 };
-		pthread_create(&th[i], NULL, create_pvs, &cr[i]);
-	}
-	for (int i = 0; i < 8; i++)
-		pthread_join(th[i], NULL);
+	/* One creating thread: kube-emulator's path parsing is not yet safe for concurrent
+	 * requests (strtok), which made a parallel fill lose an object now and then. */
+	struct creator cr = { 0, 5000 };
+	create_pvs(&cr);
 	struct counts c = { 0 };
 	struct kube_informer *inf = start(&KUBE_KIND_PERSISTENTVOLUME, &c, 500, 0, 0);
 	CHECK(kube_informer_wait_synced(inf, 60 * NSEC_PER_SEC));

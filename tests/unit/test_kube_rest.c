@@ -77,8 +77,10 @@ static void test_verbs(void)
 	/* delete with a wrong uid precondition fails, with the right one succeeds */
 	CHECK_INT(kube_delete(c, &KUBE_RES_PERSISTENTVOLUMES, NULL, "pv-verbs", "wrong-uid", NULL, &e), -1);
 	CHECK_INT(e.code, 409);
-	CHECK_INT(kube_patch(c, &KUBE_RES_PERSISTENTVOLUMES, NULL, "pv-verbs", false, KUBE_PATCH_MERGE,
-			     "{\"metadata\":{\"finalizers\":null}}", &e) != NULL, 1);
+	json_t *nofin = kube_patch(c, &KUBE_RES_PERSISTENTVOLUMES, NULL, "pv-verbs", false,
+				   KUBE_PATCH_MERGE, "{\"metadata\":{\"finalizers\":null}}", &e);
+	CHECK(nofin != NULL);
+	json_decref(nofin);
 	CHECK_INT(kube_delete(c, &KUBE_RES_PERSISTENTVOLUMES, NULL, "pv-verbs",
 			      jget(created, "metadata", "uid"), NULL, &e), 0);
 	CHECK(kube_get(c, &KUBE_RES_PERSISTENTVOLUMES, NULL, "pv-verbs", &e) == NULL);
