@@ -334,10 +334,91 @@ static struct kube_obj *node_decode(json_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_node), KUBE_KIND_NODE, node_fields, err, errlen);
 }
 
+/* ---- PersistentVolumeClaim and StorageClass ---- */
+
+static int64_t quantity_or(json_t *map, const char *key)
+{
+	const char *q = jstr(map, key);
+	char err[128];
+	int64_t v;
+	return (q && kube_quantity_parse(q, &v, err, sizeof(err)) == 0) ? v : -1;
+}
+
+static int pvc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_pvc *pvc = rec;
+	if (decode_meta(pk, obj, &pvc->meta, err, errlen))
+		return -1;
+	json_t *spec = json_object_get(obj, "spec");
+	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	pvc->storage_class = kube_intern(jstr(spec, "storageClassName"));
+	pvc->volume_name = pk_str(pk, jstr(spec, "volumeName"));
+	const char *prov = jstr(ann, "volume.kubernetes.io/storage-provisioner");
+	pvc->provisioner = kube_intern(prov ? prov : jstr(ann, "volume.beta.kubernetes.io/storage-provisioner"));
+	pvc->selected_node = kube_intern(jstr(ann, "volume.kubernetes.io/selected-node"));
+	json_t *ds = json_object_get(spec, "dataSource");
+	pvc->data_source_kind = kube_intern(jstr(ds, "kind"));
+	pvc->data_source_group = kube_intern(jstr(ds, "apiGroup"));
+	pvc->data_source_name = pk_str(pk, jstr(ds, "name"));
+	json_t *res = json_object_get(spec, "resources");
+	pvc->request = quantity_or(json_object_get(res, "requests"), "storage");
+	pvc->limit = quantity_or(json_object_get(res, "limits"), "storage");
+	json_t *st = json_object_get(obj, "status");
+	pvc->capacity = quantity_or(json_object_get(st, "capacity"), "storage");
+	pvc->access_modes = access_modes(json_object_get(spec, "accessModes"));
+	const char *mode = jstr(spec, "volumeMode");
+	pvc->block = mode && !strcmp(mode, "Block");
+	pvc->has_selector = json_is_object(json_object_get(spec, "selector"));
+	const char *ph = jstr(st, "phase");
+	pvc->phase = ph && !strcmp(ph, "Bound") ? KUBE_PVC_BOUND
+		     : ph && !strcmp(ph, "Lost") ? KUBE_PVC_LOST : KUBE_PVC_PENDING;
+	return 0;
+}
+
+static struct kube_obj *pvc_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_pvc), KUBE_KIND_PVC, pvc_fields, err, errlen);
+}
+
+static int sc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_storageclass *sc = rec;
+	if (decode_meta(pk, obj, &sc->meta, err, errlen))
+		return -1;
+	sc->provisioner = kube_intern(jstr(obj, "provisioner"));
+	sc->parameters = pk_map(pk, json_object_get(obj, "parameters"), &sc->nparameters);
+	json_t *mo = json_object_get(obj, "mountOptions");
+	size_t n = json_is_array(mo) ? json_array_size(mo) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	const char **arr = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		const char *s = json_string_value(json_array_get(mo, i));
+		s = pk_str(pk, s ? s : "");
+		if (arr)
+			arr[i] = s;
+	}
+	sc->mount_options = arr;
+	sc->nmount_options = (uint16_t)n;
+	const char *rp = jstr(obj, "reclaimPolicy");
+	sc->reclaim = rp && !strcmp(rp, "Retain") ? 1 : 0;
+	const char *bm = jstr(obj, "volumeBindingMode");
+	sc->wait_for_first_consumer = bm && !strcmp(bm, "WaitForFirstConsumer");
+	sc->allow_expansion = json_is_true(json_object_get(obj, "allowVolumeExpansion"));
+	return 0;
+}
+
+static struct kube_obj *sc_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_storageclass), KUBE_KIND_SC, sc_fields, err, errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
 const struct kube_kind KUBE_KIND_NODE_T = { "Node", &KUBE_RES_NODES, node_decode };
+const struct kube_kind KUBE_KIND_PERSISTENTVOLUMECLAIM = { "PersistentVolumeClaim", &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc_decode };
+const struct kube_kind KUBE_KIND_STORAGECLASS = { "StorageClass", &KUBE_RES_STORAGECLASSES, sc_decode };
 
 /* ---- helpers ---- */
 

@@ -27,7 +27,8 @@
 /* Returns the canonical copy of s (NULL stays NULL). Thread-safe; the result lives forever. */
 const char *kube_intern(const char *s);
 
-enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE };
+enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
+		   KUBE_KIND_PVC, KUBE_KIND_SC };
 
 #define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes */
 
@@ -113,6 +114,39 @@ struct kube_node { /* core/v1 Node */
 	const char *csi_node_ids; /* annotation csi.volume.kubernetes.io/nodeid (a JSON map) */
 };
 
+enum kube_pvc_phase { KUBE_PVC_PENDING, KUBE_PVC_BOUND, KUBE_PVC_LOST };
+
+struct kube_pvc { /* core/v1 PersistentVolumeClaim */
+	struct kube_obj meta;
+	const char *storage_class; /* spec.storageClassName (interned); NULL when absent */
+	const char *volume_name;   /* spec.volumeName */
+	const char *provisioner;   /* annotation volume.kubernetes.io/storage-provisioner, else the
+				    * volume.beta.kubernetes.io one (interned) */
+	const char *selected_node; /* annotation volume.kubernetes.io/selected-node (interned) */
+	const char *data_source_kind;  /* spec.dataSource (kind and apiGroup interned) */
+	const char *data_source_group;
+	const char *data_source_name;
+	int64_t request;  /* spec.resources.requests.storage in bytes; -1 when absent or invalid */
+	int64_t limit;    /* spec.resources.limits.storage; -1 when absent */
+	int64_t capacity; /* status.capacity.storage; -1 when absent */
+	uint8_t access_modes; /* enum kube_access_mode bits */
+	bool block;           /* spec.volumeMode == Block */
+	bool has_selector;    /* spec.selector present */
+	uint8_t phase;        /* enum kube_pvc_phase */
+};
+
+struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */
+	struct kube_obj meta;
+	const char *provisioner; /* interned */
+	const struct kube_kv *parameters;
+	const char *const *mount_options;
+	uint16_t nparameters;
+	uint16_t nmount_options;
+	uint8_t reclaim;               /* 0 Delete, 1 Retain */
+	bool wait_for_first_consumer;  /* volumeBindingMode == WaitForFirstConsumer */
+	bool allow_expansion;
+};
+
 /* How an informer handles one kind. */
 struct kube_kind {
 	const char *name; /* "VolumeAttachment" */
@@ -125,6 +159,8 @@ extern const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT;
 extern const struct kube_kind KUBE_KIND_PERSISTENTVOLUME;
 extern const struct kube_kind KUBE_KIND_CSINODE_T;
 extern const struct kube_kind KUBE_KIND_NODE_T;
+extern const struct kube_kind KUBE_KIND_PERSISTENTVOLUMECLAIM;
+extern const struct kube_kind KUBE_KIND_STORAGECLASS;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -155,6 +191,14 @@ static inline const struct kube_csinode *kube_csinode_of(const struct kube_obj *
 static inline const struct kube_node *kube_node_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_NODE ? (const struct kube_node *)o : NULL;
+}
+static inline const struct kube_pvc *kube_pvc_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_PVC ? (const struct kube_pvc *)o : NULL;
+}
+static inline const struct kube_storageclass *kube_storageclass_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_SC ? (const struct kube_storageclass *)o : NULL;
 }
 
 #endif

@@ -123,6 +123,56 @@ static void test_pv_csinode_node(void)
 	kube_obj_unref(o);
 }
 
+static void test_pvc_storageclass(void)
+{
+	struct kube_obj *o = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM,
+		"{\"metadata\":{\"name\":\"data-0\",\"namespace\":\"prod\",\"annotations\":{"
+		"\"volume.beta.kubernetes.io/storage-provisioner\":\"d.example\","
+		"\"volume.kubernetes.io/selected-node\":\"node-7\"}},"
+		"\"spec\":{\"storageClassName\":\"fast\",\"accessModes\":[\"ReadWriteOncePod\"],"
+		"\"resources\":{\"requests\":{\"storage\":\"1.5Gi\"}},\"volumeMode\":\"Block\","
+		"\"dataSource\":{\"kind\":\"VolumeSnapshot\",\"apiGroup\":\"snapshot.storage.k8s.io\",\"name\":\"snap\"}},"
+		"\"status\":{\"phase\":\"Pending\"}}");
+	const struct kube_pvc *pvc = kube_pvc_of(o);
+	CHECK(pvc != NULL);
+	if (pvc) {
+		CHECK_STR(o->ns, "prod");
+		CHECK_STR(pvc->storage_class, "fast");
+		CHECK_STR(pvc->provisioner, "d.example");
+		CHECK_STR(pvc->selected_node, "node-7");
+		CHECK_INT(pvc->request, 1610612736LL);
+		CHECK_INT(pvc->limit, -1);
+		CHECK_INT(pvc->capacity, -1);
+		CHECK_INT(pvc->access_modes, KUBE_RWOP);
+		CHECK(pvc->block);
+		CHECK_STR(pvc->data_source_kind, "VolumeSnapshot");
+		CHECK_STR(pvc->data_source_name, "snap");
+		CHECK_INT(pvc->phase, KUBE_PVC_PENDING);
+		CHECK(pvc->volume_name == NULL);
+		char key[128];
+		kube_obj_key(o, key, sizeof(key));
+		CHECK_STR(key, "prod/data-0");
+	}
+	kube_obj_unref(o);
+	o = decode(&KUBE_KIND_STORAGECLASS,
+		   "{\"metadata\":{\"name\":\"fast\"},\"provisioner\":\"d.example\","
+		   "\"parameters\":{\"type\":\"gp3\"},\"reclaimPolicy\":\"Retain\","
+		   "\"volumeBindingMode\":\"WaitForFirstConsumer\",\"allowVolumeExpansion\":true,"
+		   "\"mountOptions\":[\"noatime\"]}");
+	const struct kube_storageclass *sc = kube_storageclass_of(o);
+	CHECK(sc != NULL);
+	if (sc) {
+		CHECK_STR(sc->provisioner, "d.example");
+		CHECK_INT(sc->nparameters, 1);
+		CHECK_STR(sc->parameters[0].value, "gp3");
+		CHECK_INT(sc->reclaim, 1);
+		CHECK(sc->wait_for_first_consumer);
+		CHECK(sc->allow_expansion);
+		CHECK_INT(sc->nmount_options, 1);
+	}
+	kube_obj_unref(o);
+}
+
 static size_t by_pv(const struct kube_obj *o, const char **vals, size_t max)
 {
 	const struct kube_va *va = kube_va_of(o);
@@ -277,6 +327,7 @@ int main(void)
 {
 	RUN(test_va_record);
 	RUN(test_pv_csinode_node);
+	RUN(test_pvc_storageclass);
 	RUN(test_store_and_index);
 	RUN(test_watch_decoder);
 	RUN(test_ratelimit);

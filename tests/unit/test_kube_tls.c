@@ -138,6 +138,33 @@ static void test_tokens(void)
 	fputs("s3cret\n", f);
 	fclose(f);
 	CHECK_INT(try_get(CA SNI, "    tokenFile: tok\n", &e, err, sizeof(err)), 0);
+	/* Rotation while a client runs: the next request uses the new file content. */
+	char kc[320];
+	pathf(kc, sizeof(kc), "kc.yaml");
+	char err2[512];
+	struct kube_config *cfg = kube_config_load(kc, NULL, NULL, err2, sizeof(err2));
+	struct kube_client_opts o = { .qps = -1, .max_retries = 1 };
+	struct kube_client *c = kube_client_new(cfg, &o, err2, sizeof(err2));
+	json_t *j = kube_list(c, &KUBE_RES_NODES, NULL, NULL, &e);
+	CHECK(j != NULL);
+	json_decref(j);
+	char tmp[320];
+	pathf(tmp, sizeof(tmp), "tok.new");
+	f = fopen(tmp, "w");
+	fputs("rotated-wrong", f);
+	fclose(f);
+	rename(tmp, tok);
+	j = kube_list(c, &KUBE_RES_NODES, NULL, NULL, &e);
+	CHECK(j == NULL && e.code == 401);
+	f = fopen(tmp, "w");
+	fputs("s3cret", f);
+	fclose(f);
+	rename(tmp, tok);
+	j = kube_list(c, &KUBE_RES_NODES, NULL, NULL, &e);
+	CHECK(j != NULL);
+	json_decref(j);
+	kube_client_free(c);
+	kube_config_free(cfg);
 	CHECK_INT(try_get(CA SNI,
 			  "    exec: {apiVersion: client.authentication.k8s.io/v1, command: ./plugin.sh}\n",
 			  &e, err, sizeof(err)), 0);
