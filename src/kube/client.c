@@ -408,6 +408,8 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	char *url = make_url(c, rq->path, rq->query);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	struct curl_slist *hd = curl_slist_append(NULL, "Accept: application/json");
+	/* No "Expect: 100-continue" round trip before larger bodies: the API server answers at once. */
+	hd = curl_slist_append(hd, "Expect:");
 	struct strbuf line = STRBUF_INIT;
 	if (tok.len) {
 		strbuf_addf(&line, "Authorization: Bearer %s", tok.buf);

@@ -715,12 +715,13 @@ int kube_config_bearer(struct kube_config *c, struct strbuf *token, unsigned *ge
 	int rc = 0;
 	strbuf_reset(token);
 	pthread_mutex_lock(&c->mu);
-	if (c->token) {
-		strbuf_addstr(token, c->token);
-	} else if (c->token_file) {
+	/* As client-go: a token file, when given, wins over a static token (it is the one kept fresh). */
+	if (c->token_file) {
 		rc = refresh_token_file(c, err, errlen);
 		if (!rc)
 			strbuf_addstr(token, c->cached_token);
+	} else if (c->token) {
+		strbuf_addstr(token, c->token);
 	} else if (c->exec) {
 		/* Renew a little before expiry so a request never carries a just-expired token. */
 		if (!c->exec_valid || (c->exec_expiry && time(NULL) + 10 >= c->exec_expiry))

@@ -7,6 +7,8 @@
  *   neither                 in-cluster: KUBERNETES_SERVICE_HOST/_PORT, the service-account token
  *                           and ca.crt under /var/run/secrets/kubernetes.io/serviceaccount/.
  *
+ * Bearer token precedence: tokenFile, then token, then the exec plugin.
+ *
  * A struct kube_config is immutable after loading except for its credential cache, which is
  * guarded by an internal mutex: kube_config_credential() may be called from any thread. It
  * re-reads a token file when the file changes (bound service-account tokens rotate hourly) and

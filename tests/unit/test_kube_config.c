@@ -114,6 +114,15 @@ static void test_token_file_rotation(void)
 	rename(path("tok.new"), path("tok"));
 	CHECK_INT(kube_config_bearer(c, &t, NULL, err, sizeof(err)), 0);
 	CHECK_STR(t.buf, "second-token");
+	kube_config_free(c);
+	/* tokenFile wins over a static token */
+	c = load(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h:1'}\n"
+		 "users:\n- name: u1\n  user: {tokenFile: tok, token: static}\n", err, sizeof(err));
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	CHECK_INT(kube_config_bearer(c, &t, NULL, err, sizeof(err)), 0);
+	CHECK_STR(t.buf, "second-token");
 	unlink(path("tok"));
 	CHECK_INT(kube_config_bearer(c, &t, NULL, err, sizeof(err)), -1);
 	CHECK(strstr(err, "tok") != NULL);
