@@ -4,6 +4,11 @@
  * The cache maps the event's identity to the Event object it created; entries older than the
  * window are dropped lazily when looked up, and the whole cache is bounded (4096 entries, like
  * client-go's LRU) by clearing it when full, which at worst creates one new Event per key.
+ *
+ * Similar events (same object, type and reason, different messages) are counted per window;
+ * from the eleventh distinct message on they are combined into one Event whose message is
+ * "(combined from similar events): <latest message>", so a loop of ever-changing error texts
+ * still produces a bounded number of objects.
  */
 #include "kube/events.h"
 
@@ -19,10 +24,14 @@
 #include "kube/hmap.h"
 
 #define CACHE_MAX 4096
+#define SIMILAR_MAX 10
+#define COMBINED_PREFIX "(combined from similar events): "
 
 struct pending {
 	struct pending *next;
-	char *ns, *key;
+	char *ns;
+	char *agg_key; /* object, type, reason */
+	char *message;
 	json_t *event; /* the Event to create */
 };
 
@@ -32,6 +41,11 @@ struct agg {
 	long count;
 	int64_t last_mono;
 	char first_ts[RFC3339_BUFLEN];
+};
+
+struct similar {
+	int64_t first_mono;
+	struct kube_hmap msgs; /* distinct messages seen in the window */
 };
 
 struct spam {
@@ -51,6 +65,7 @@ struct kube_recorder {
 	bool stop, busy;
 	struct kube_hmap spam;  /* object key -> struct spam* (guarded by mu) */
 	struct kube_hmap cache; /* event key -> struct agg* (recorder thread only) */
+	struct kube_hmap similar; /* aggregate key -> struct similar* (recorder thread only) */
 	struct kube_recorder_stats stats;
 };
 
@@ -126,7 +141,7 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 	const char *tname = type == KUBE_EVENT_WARNING ? "Warning" : "Normal";
 	strbuf_addf(&objkey, "%s/%s/%s/%s", ref->kind ? ref->kind : "", ref->ns ? ref->ns : "",
 		    ref->name ? ref->name : "", ref->uid ? ref->uid : "");
-	strbuf_addf(&key, "%s\x1f%s\x1f%s\x1f%s", objkey.buf, tname, reason, msg.buf);
+	strbuf_addf(&key, "%s\x1f%s\x1f%s", objkey.buf, tname, reason);
 	char now[RFC3339_BUFLEN];
 	rfc3339_format(time(NULL), now, sizeof(now));
 	const char *ns = ref->ns && *ref->ns ? ref->ns : "default";
@@ -155,7 +170,8 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 	} else {
 		struct pending *p = xcalloc(1, sizeof(*p));
 		p->ns = xstrdup(ns);
-		p->key = strbuf_detach(&key, NULL);
+		p->agg_key = strbuf_detach(&key, NULL);
+		p->message = xstrdup(msg.buf);
 		p->event = ev;
 		if (r->tail)
 			r->tail->next = p;
@@ -187,19 +203,74 @@ static void cache_clear(struct kube_hmap *m)
 	kube_hmap_clear(m);
 }
 
+static void similar_free(struct similar *sm)
+{
+	if (!sm)
+		return;
+	kube_hmap_clear(&sm->msgs);
+	free(sm);
+}
+
+static void similar_clear(struct kube_hmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			similar_free(m->slots[i].value);
+	kube_hmap_clear(m);
+}
+
+/*
+ * Decides the identity of an event: its own message, or the combined message once the
+ * object/type/reason has had more than SIMILAR_MAX distinct messages in the window.
+ * Returns true when combined (the event's message is rewritten).
+ */
+static bool combine_similar(struct kube_recorder *r, struct pending *p, int64_t now)
+{
+	struct similar *sm = kube_hmap_get(&r->similar, p->agg_key);
+	if (sm && now - sm->first_mono >= r->window_ns) {
+		similar_free(kube_hmap_del(&r->similar, p->agg_key));
+		sm = NULL;
+	}
+	if (!sm) {
+		if (r->similar.len >= CACHE_MAX)
+			similar_clear(&r->similar);
+		sm = xcalloc(1, sizeof(*sm));
+		sm->first_mono = now;
+		kube_hmap_put(&r->similar, p->agg_key, sm);
+	}
+	if (sm->msgs.len <= SIMILAR_MAX)
+		kube_hmap_put(&sm->msgs, p->message, NULL);
+	if (sm->msgs.len <= SIMILAR_MAX)
+		return false;
+	struct strbuf m = STRBUF_INIT;
+	strbuf_addf(&m, COMBINED_PREFIX "%s", p->message);
+	json_object_set_new(p->event, "message", json_string(m.buf));
+	strbuf_release(&m);
+	return true;
+}
+
 /* Sends one event: a PATCH of the aggregated Event, or a new Event. */
 static void send_one(struct kube_recorder *r, struct pending *p)
 {
-	struct agg *a = kube_hmap_get(&r->cache, p->key);
 	int64_t now = mono_now_ns();
+	bool combined = combine_similar(r, p, now);
+	struct strbuf keysb = STRBUF_INIT;
+	strbuf_addf(&keysb, "%s\x1f%s", p->agg_key, combined ? COMBINED_PREFIX : p->message);
+	const char *key = keysb.buf;
+	struct agg *a = kube_hmap_get(&r->cache, key);
 	struct kube_err e;
 	if (a && now - a->last_mono < r->window_ns) {
 		char ts[RFC3339_BUFLEN];
 		rfc3339_format(time(NULL), ts, sizeof(ts));
-		char body[256];
-		snprintf(body, sizeof(body), "{\"count\":%ld,\"lastTimestamp\":\"%s\"}", a->count + 1, ts);
+		json_t *patch = json_pack("{s:I, s:s}", "count", (json_int_t)(a->count + 1),
+					  "lastTimestamp", ts);
+		if (combined)
+			json_object_set(patch, "message", json_object_get(p->event, "message"));
+		char *body = json_dumps(patch, JSON_COMPACT);
+		json_decref(patch);
 		json_t *res = kube_patch(r->client, &KUBE_RES_EVENTS, a->ns, a->name, false,
 					 KUBE_PATCH_MERGE, body, &e);
+		free(body);
 		if (res) {
 			a->count++;
 			a->last_mono = now;
@@ -207,6 +278,7 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 			pthread_mutex_lock(&r->mu);
 			r->stats.patched++;
 			pthread_mutex_unlock(&r->mu);
+			strbuf_release(&keysb);
 			return;
 		}
 		if (!kube_err_is_not_found(&e)) {
@@ -214,11 +286,12 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 			pthread_mutex_lock(&r->mu);
 			r->stats.failed++;
 			pthread_mutex_unlock(&r->mu);
+			strbuf_release(&keysb);
 			return;
 		}
 		/* The Event expired on the server: create a new one. */
 	}
-	agg_free(kube_hmap_del(&r->cache, p->key));
+	agg_free(kube_hmap_del(&r->cache, key));
 	const char *objname = json_string_value(
 		json_object_get(json_object_get(p->event, "involvedObject"), "name"));
 	char name[320];
@@ -234,6 +307,7 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 	pthread_mutex_unlock(&r->mu);
 	if (!res) {
 		KLOG_E("Server rejected event: %s", e.message);
+		strbuf_release(&keysb);
 		return;
 	}
 	json_decref(res);
@@ -244,7 +318,8 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 	a->ns = xstrdup(p->ns);
 	a->count = 1;
 	a->last_mono = now;
-	kube_hmap_put(&r->cache, p->key, a);
+	kube_hmap_put(&r->cache, key, a);
+	strbuf_release(&keysb);
 }
 
 static void *run(void *arg)
@@ -265,7 +340,8 @@ static void *run(void *arg)
 		send_one(r, p);
 		json_decref(p->event);
 		free(p->ns);
-		free(p->key);
+		free(p->agg_key);
+		free(p->message);
 		free(p);
 		pthread_mutex_lock(&r->mu);
 		r->busy = false;
@@ -300,6 +376,7 @@ void kube_recorder_free(struct kube_recorder *r)
 	pthread_mutex_unlock(&r->mu);
 	pthread_join(r->thread, NULL);
 	cache_clear(&r->cache);
+	similar_clear(&r->similar);
 	for (size_t i = 0; i < r->spam.cap; i++)
 		if (r->spam.slots[i].key)
 			free(r->spam.slots[i].value);

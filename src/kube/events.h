@@ -6,7 +6,9 @@
  * reason, message) within the aggregation window (10 minutes) patches the existing Event's
  * count and lastTimestamp instead of creating a new object. A per-object token bucket (burst 25,
  * then one event per 5 minutes, client-go's spam filter) drops events of an error loop before
- * they reach the API; dropped events are counted.
+ * they reach the API; dropped events are counted. Events that differ only in their message are
+ * combined after ten distinct messages in the window: further ones update a single Event whose
+ * message is "(combined from similar events): <latest message>".
  *
  * The recorder borrows its client. kube_recorder_free() sends what is queued, then frees.
  */

@@ -86,6 +86,37 @@ static void test_spam_filter(void)
 	kube_recorder_free(r);
 }
 
+static void test_similar_combined(void)
+{
+	struct kube_recorder_opts o = { .component = "csi-attacher", .spam_burst = 100 };
+	struct kube_recorder *r = kube_recorder_new(env.client, &o);
+	struct kube_objref ref = { .kind = "VolumeAttachment", .api_version = "storage.k8s.io/v1",
+				   .name = "va-similar" };
+	for (int i = 0; i < 15; i++)
+		kube_event(r, &ref, KUBE_EVENT_WARNING, "AttachFailed", "rpc error %d", i);
+	kube_recorder_flush(r);
+	struct kube_recorder_stats s;
+	kube_recorder_stats(r, &s);
+	CHECK_INT(s.created, 11); /* ten distinct messages, then one combined Event */
+	CHECK_INT(s.patched, 4);
+	json_t *evs = events_for("va-similar");
+	CHECK_INT(json_array_size(evs), 11);
+	int combined = 0;
+	size_t i;
+	json_t *ev;
+	json_array_foreach(evs, i, ev) {
+		const char *m = json_string_value(json_object_get(ev, "message"));
+		if (m && !strncmp(m, "(combined from similar events): ", 32)) {
+			combined++;
+			CHECK_STR(m, "(combined from similar events): rpc error 14");
+			CHECK_INT(json_integer_value(json_object_get(ev, "count")), 5);
+		}
+	}
+	CHECK_INT(combined, 1);
+	json_decref(evs);
+	kube_recorder_free(r);
+}
+
 int main(void)
 {
 	int rc = kube_testenv_start(&env, KCSI_EMULATOR_BIN, NULL);
@@ -93,6 +124,7 @@ int main(void)
 		return rc == KUBE_TESTENV_SKIP ? rc : 1;
 	RUN(test_aggregation);
 	RUN(test_spam_filter);
+	RUN(test_similar_combined);
 	kube_testenv_stop(&env);
 	return CHECK_DONE();
 }

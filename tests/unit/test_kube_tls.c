@@ -5,6 +5,7 @@
  * file, exec plugin, wrong).
  */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -168,6 +169,29 @@ static void test_tokens(void)
 	CHECK_INT(try_get(CA SNI,
 			  "    exec: {apiVersion: client.authentication.k8s.io/v1, command: ./plugin.sh}\n",
 			  &e, err, sizeof(err)), 0);
+	/* A plugin whose first credential is stale: after the 401 the client runs it again. */
+	char script[320], runs[320];
+	pathf(script, sizeof(script), "stale.sh");
+	pathf(runs, sizeof(runs), "runs");
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\n"
+		   "n=$(cat %s 2>/dev/null || echo 0); echo $((n+1)) > %s\n"
+		   "if [ $n = 0 ]; then t=stale; else t=s3cret; fi\n"
+		   "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
+		   "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%%s\"}}' $t\n", runs, runs);
+	fclose(f);
+	chmod(script, 0700);
+	CHECK_INT(try_get(CA SNI,
+			  "    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: ./stale.sh}\n",
+			  &e, err, sizeof(err)), 0);
+	f = fopen(runs, "r");
+	int n = 0;
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	CHECK_INT(n, 2);
 	CHECK_INT(try_get(CA SNI, "    {}\n", &e, err, sizeof(err)), -1);
 	CHECK_INT(e.code, 401);
 }
