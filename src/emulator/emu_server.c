@@ -566,6 +566,13 @@ static int open_listener(struct emu_server *srv, const char *listen_addr, char *
 	else
 		snprintf(host, sizeof(host), "%.*s", (int)hl, listen_addr);
 	snprintf(port, sizeof(port), "%s", colon + 1);
+	char *end;
+	long pnum = strtol(port, &end, 10);
+	if (!*port || *end || pnum < 0 || pnum > 65535) {
+		snprintf(err, errlen, "--listen %s: port must be a number from 0 to 65535",
+			 listen_addr);
+		return -1;
+	}
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *ai;
 	int rc = getaddrinfo(host, port, &hints, &ai);
