@@ -86,7 +86,18 @@ check() {
 # eq A B: string equality as a command, for check.
 eq() { [ "$1" = "$2" ] || { echo "  '$1' != '$2'" >&2; return 1; }; }
 
+# Stops the emulator (SIGTERM must exit 0) and fails on any sanitizer report in its log, so the
+# -DKCSI_SANITIZE=ON build checks the server, not only the scripts.
 finish() {
+	if [ -n "$EMU_PID" ]; then
+		local rc=0
+		emu_stop || rc=$?
+		[ "$rc" -eq 0 ] || fail "kube-emulator exited $rc on SIGTERM"
+	fi
+	if grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/emulator.log"; then
+		fail "sanitizer report in the emulator log"
+		grep -A30 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/emulator.log" | head -60 >&2
+	fi
 	if [ "$FAILS" -ne 0 ]; then
 		echo "$FAILS check(s) failed; emulator log:" >&2
 		tail -50 "$T/emulator.log" >&2
