@@ -95,12 +95,42 @@ static int fsync_dir(const char *file)
 	return r;
 }
 
+/*
+ * Opens a temporary file for writing, holding an exclusive flock() on it for as long as the fd
+ * is open. That lock is how lp_pool_recover() in another process (a controller starting while
+ * a node registers, or a standby controller) tells a file being written from a crash's
+ * leftover: the kernel drops the lock when its holder dies, even by kill -9.
+ * Returns the fd (truncated to 0) or -1 with errno.
+ */
+static int open_locked(const char *path)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -1;
+		struct stat a, b;
+		/* the sweeper may have removed the file between our open and our lock */
+		if (flock(fd, LOCK_EX) == 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+			if (ftruncate(fd, 0) == 0)
+				return fd;
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		close(fd);
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
 /* Writes data to path atomically; returns 0 or an errno. */
 static int write_atomic(const char *path, const char *data, size_t len)
 {
 	struct strbuf tmp = STRBUF_INIT;
 	strbuf_addf(&tmp, "%s.tmp", path);
-	int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open_locked(tmp.buf);
 	int err = 0;
 	if (fd < 0) {
 		err = errno;
@@ -118,13 +148,13 @@ static int write_atomic(const char *path, const char *data, size_t len)
 	}
 	if (!err && fsync(fd) < 0)
 		err = errno;
-	close(fd);
 	if (!err && rename(tmp.buf, path) < 0)
 		err = errno;
 	if (err)
 		unlink(tmp.buf);
 	else
 		fsync_dir(path);
+	close(fd); /* drops the lock only once the file has its final name */
 out:
 	strbuf_release(&tmp);
 	return err;
@@ -261,14 +291,22 @@ static int sweep(const char *dir)
 	while ((de = readdir(d))) {
 		char path[4400];
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		bool drop = has_suffix(de->d_name, ".tmp");
-		if (!drop && has_suffix(de->d_name, ".img")) {
-			char meta[4400];
-			snprintf(meta, sizeof(meta), "%.*s.json", (int)(strlen(path) - 4), path);
-			drop = access(meta, F_OK) < 0 && errno == ENOENT;
-		}
-		if (drop && unlink(path) == 0)
+		bool tmp = has_suffix(de->d_name, ".tmp");
+		bool img = has_suffix(de->d_name, ".img");
+		if (!tmp && !img)
+			continue;
+		char meta[4400];
+		snprintf(meta, sizeof(meta), "%.*s.json", (int)(strlen(path) - 4), path);
+		if (img && !(access(meta, F_OK) < 0 && errno == ENOENT))
+			continue;
+		/* a writer holds its file locked: only a dead writer's file can be taken */
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    (tmp || (access(meta, F_OK) < 0 && errno == ENOENT)) && unlink(path) == 0)
 			removed++;
+		close(fd);
 	}
 	closedir(d);
 	return removed;
@@ -375,12 +413,13 @@ static int copy_extents(int src, int dst, int64_t size)
  * Builds an image at path (through path.tmp): a copy of src (if any), then sized to size and,
  * when thick, fully allocated. Returns 0 or an errno.
  */
-static int build_image(const char *path, const char *src, int64_t size, bool thick)
+static int build_image(const char *path, const char *src, int64_t size, bool thick,
+		       int *locked_fd)
 {
 	struct strbuf tmp = STRBUF_INIT;
 	strbuf_addf(&tmp, "%s.tmp", path);
 	int err = 0, sfd = -1;
-	int fd = open(tmp.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open_locked(tmp.buf);
 	if (fd < 0) {
 		err = errno;
 		goto out;
@@ -422,10 +461,12 @@ static int build_image(const char *path, const char *src, int64_t size, bool thi
 out:
 	if (sfd >= 0)
 		close(sfd);
-	if (fd >= 0)
-		close(fd);
 	if (err)
 		unlink(tmp.buf);
+	if (fd >= 0 && (err || !locked_fd))
+		close(fd);
+	else if (fd >= 0)
+		*locked_fd = fd; /* still locked: the image is not committed until its metadata is */
 	strbuf_release(&tmp);
 	return err;
 }
@@ -546,12 +587,15 @@ int lp_volume_create(struct lp_pool *p, const struct lp_volume *v, const char *s
 			       "volume %s (%s): %lld bytes requested, pool has %lld free", v->id,
 			       v->name, (long long)v->size, (long long)lp_pool_free_bytes(p));
 	char *img = lp_volume_image(p, v->id);
-	int err = build_image(img, src_image, v->size, v->thick);
+	int lock = -1;
+	int err = build_image(img, src_image, v->size, v->thick, &lock);
 	free(img);
 	if (err)
 		return lp_fail(st, code_for_errno(err), "volume %s (%s): create image: %s", v->id,
 			       v->name, strerror(err));
-	return lp_volume_save(p, v, st);
+	int r = lp_volume_save(p, v, st);
+	close(lock);
+	return r;
 }
 
 static int remove_files(struct lp_pool *p, const char *sub, const char *id, const char *what,
@@ -881,7 +925,8 @@ int lp_snapshot_create(struct lp_pool *p, const struct lp_snapshot *s, const cha
 		       struct lp_status *st)
 {
 	char *img = lp_snapshot_image(p, s->id);
-	int err = build_image(img, src_image, s->size, false);
+	int lock = -1;
+	int err = build_image(img, src_image, s->size, false, &lock);
 	free(img);
 	if (err)
 		return lp_fail(st, code_for_errno(err), "snapshot %s (%s) of volume %s: %s", s->id,
@@ -893,6 +938,7 @@ int lp_snapshot_create(struct lp_pool *p, const struct lp_snapshot *s, const cha
 	err = save_json(path, j);
 	json_decref(j);
 	free(path);
+	close(lock);
 	if (err)
 		return lp_fail(st, code_for_errno(err), "snapshot %s: write metadata: %s", s->id,
 			       strerror(err));

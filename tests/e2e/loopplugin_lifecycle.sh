@@ -10,7 +10,7 @@ D=$(mktemp -d /tmp/kcsi-lp-e2e-XXXXXX)
 SOCK="$D/csi.sock"
 PID=
 
-fail() { echo "FAIL: $*" >&2; echo "--- plugin log (tail)" >&2; tail -20 "$D/plugin.log" >&2 || true; exit 1; }
+fail() { echo "FAIL: $*" >&2; echo "--- plugin log (tail)" >&2; tail -40 "$D/plugin.log" >&2 || true; exit 1; }
 
 cleanup() {
 	set +e
@@ -29,8 +29,16 @@ start_plugin() {
 	"$BIN/kcsi-loopplugin" --endpoint "unix://$SOCK" --pool-dir "$D/pool" --nodeid node-1 \
 		--volume-attach-limit=2 --max-volume-size=2Gi >>"$D/plugin.log" 2>&1 &
 	PID=$!
-	for _ in $(seq 1 200); do [ -S "$SOCK" ] && return 0; sleep 0.05; done
-	fail "plugin did not start"
+	wait_ready "$SOCK"
+}
+# ready = answers Probe (the socket file appears before the server listens)
+wait_ready() {
+	for _ in $(seq 1 200); do
+		[ -S "$1" ] && "$BIN/kcsi" --endpoint "unix://$1" --timeout 5s identity probe \
+			>/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	fail "plugin on $1 did not become ready"
 }
 
 k() { "$BIN/kcsi" --endpoint "unix://$SOCK" --timeout 60s "$@"; }
@@ -167,7 +175,8 @@ CPID=$!
 "$BIN/kcsi-loopplugin" --endpoint "unix://$D/node.sock" --pool-dir "$D/pool" --nodeid node-7 \
 	--mode node >>"$D/plugin.log" 2>&1 &
 PID=$!
-for _ in $(seq 1 200); do [ -S "$D/ctrl.sock" ] && [ -S "$D/node.sock" ] && break; sleep 0.05; done
+wait_ready "$D/ctrl.sock"
+wait_ready "$D/node.sock"
 kc() { "$BIN/kcsi" --endpoint "unix://$D/ctrl.sock" --timeout 60s "$@"; }
 kn() { "$BIN/kcsi" --endpoint "unix://$D/node.sock" --timeout 60s "$@"; }
 kc identity capabilities | grep -q CONTROLLER_SERVICE || fail "controller mode lacks CONTROLLER_SERVICE"

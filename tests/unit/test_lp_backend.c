@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -146,7 +147,16 @@ static void test_recover(void)
 	touch(tmpimg);
 	struct lp_volume *keep = new_volume("keep", 4 * MiB, false);
 	CHECK_INT(lp_volume_create(pool, keep, NULL, &st), 0);
+	/* a file another writer holds locked is in progress, not a leftover */
+	char busy[512];
+	snprintf(busy, sizeof(busy), "%s/pool/nodes/n9.json.tmp", tmpdir);
+	int bfd = open(busy, O_RDWR | O_CREAT, 0600);
+	CHECK(bfd >= 0 && flock(bfd, LOCK_EX) == 0);
 	CHECK_INT(lp_pool_recover(pool, &st), 3);
+	CHECK(access(busy, F_OK) == 0);
+	close(bfd);
+	CHECK_INT(lp_pool_recover(pool, &st), 1);
+	CHECK(access(busy, F_OK) < 0);
 	CHECK(access(path, F_OK) < 0);
 	CHECK(access(orphan, F_OK) < 0);
 	CHECK(access(tmpimg, F_OK) < 0);
