@@ -60,6 +60,7 @@ struct emu_call {
 	const char *sub;  /* NULL or "status" */
 	const char *body;
 	size_t body_len;
+	bool dry_run; /* dryRun=All: decide and answer, but commit nothing */
 };
 
 /* An answer being built under the store lock: HTTP code and JSON text (owned). */

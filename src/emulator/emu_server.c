@@ -457,6 +457,16 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 			"include: application/json (kube-emulator does not decode protobuf or YAML "
 			"bodies)", NULL);
 	}
+	const char *dry = emu_arg(&k, "dryRun");
+	if (dry && *dry) {
+		if (strcmp(dry, "All")) {
+			char msg[256];
+			snprintf(msg, sizeof(msg), "dryRun: Unsupported value: \"%.100s\": supported "
+				 "values: \"All\"", dry);
+			return emu_reply_status(c, 400, "BadRequest", msg, NULL);
+		}
+		k.dry_run = true;
+	}
 	int retry_after = 0;
 	int fault = emu_faults_apply(&srv->faults, verb, k.r->plural, &retry_after);
 	if (fault == 500)

@@ -352,12 +352,17 @@ enum MHD_Result emu_do_create(struct emu_call *k)
 			reply_status(&rp, 409, "AlreadyExists", msg, details_for(k->r, name));
 		} else {
 			reset_server_fields(k, obj, meta);
+			if (k->dry_run) {
+				reply_dump(&rp, 201, obj);
+				goto unlock;
+			}
 			const struct emu_event *ev = emu_store_commit(st, k->res, key, obj,
 								      EMU_ADDED);
 			obj = NULL;
 			reply_object(&rp, 201, ev->text);
 		}
 	}
+unlock:
 	pthread_mutex_unlock(&st->mu);
 out:
 	json_decref(obj);
@@ -465,6 +470,11 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 	if (json_equal(nobj, old)) {
 		json_decref(nobj);
 		reply_dump(rp, 200, old);
+		return;
+	}
+	if (k->dry_run) {
+		reply_dump(rp, 200, nobj);
+		json_decref(nobj);
 		return;
 	}
 	json_t *nmeta = meta_of(nobj), *fin = json_object_get(nmeta, "finalizers");
@@ -637,6 +647,10 @@ static bool check_preconditions(struct emu_call *k, const json_t *opts, const js
 void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct reply *rp)
 {
 	json_t *meta = json_object_get(old, "metadata");
+	if (k->dry_run) {
+		reply_dump(rp, 200, old);
+		return;
+	}
 	if (json_array_size(json_object_get(meta, "finalizers")) > 0) {
 		if (json_object_get(meta, "deletionTimestamp")) {
 			reply_dump(rp, 202, old);

@@ -183,6 +183,20 @@ expect_code 404 "deleted object is gone"
 req DELETE /api/v1/namespaces/default/configmaps/cm1
 expect_code 404 "delete missing object"
 
+# --- dryRun ---
+req POST "/api/v1/persistentvolumes?dryRun=All" '{"metadata":{"name":"pv-dry"},"spec":{}}'
+expect_code 201 "dry-run create answers"
+req GET /api/v1/persistentvolumes/pv-dry
+expect_code 404 "dry-run create stores nothing"
+req POST /api/v1/namespaces/default/configmaps '{"metadata":{"name":"cm-dry"},"data":{"k":"v"}}'
+req PATCH "/api/v1/namespaces/default/configmaps/cm-dry?dryRun=All" '{"data":{"k":"w"}}' application/merge-patch+json
+check "dry-run patch answers the patched object" eq "$(jqo .data.k)" "w"
+req DELETE "/api/v1/namespaces/default/configmaps/cm-dry?dryRun=All"
+req GET /api/v1/namespaces/default/configmaps/cm-dry
+check "dry-run patch and delete change nothing" eq "$(jqo .data.k)" "v"
+req DELETE "/api/v1/namespaces/default/configmaps/cm-dry?dryRun=Some"
+expect_code 400 "unknown dryRun value"
+
 # --- list: pagination, selectors ---
 for i in $(seq -w 1 7); do
 	req POST /apis/storage.k8s.io/v1/volumeattachments "{\"metadata\":{\"name\":\"va-$i\",\"labels\":{\"n\":\"$i\"}},\"spec\":{\"attacher\":\"x\",\"nodeName\":\"node-$((10#$i % 2))\",\"source\":{\"persistentVolumeName\":\"pv-$i\"}}}"
