@@ -281,7 +281,10 @@ static void apply_base(struct kube_client *c, CURL *h)
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
 	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	/* Probes find a dead peer within about a minute, so a silent watch does not hang for hours. */
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 10L);
 	if (c->connect_to)
 		curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
 	if (cfg->insecure) {
@@ -325,7 +328,7 @@ struct xfer {
 	CURL *h;
 	kube_stream_fn on_data;
 	void *ud;
-	const volatile int *stop;
+	const atomic_int *stop;
 	bool stopped;
 };
 
@@ -371,7 +374,7 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c2, curl
 {
 	(void)a, (void)b, (void)c2, (void)d;
 	struct xfer *x = ud;
-	if (x->stop && *x->stop) {
+	if (x->stop && atomic_load(x->stop)) {
 		x->stopped = true;
 		return 1;
 	}
@@ -514,7 +517,7 @@ int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf 
 }
 
 int kube_stream(struct kube_client *c, const char *path, const char *query, kube_stream_fn on_data,
-		void *ud, const volatile int *stop, struct kube_err *e)
+		void *ud, const atomic_int *stop, struct kube_err *e)
 {
 	struct kube_request rq = { .method = "GET", .path = path, .query = query };
 	struct strbuf body = STRBUF_INIT;

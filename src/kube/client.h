@@ -22,6 +22,7 @@
 #define KCSI_KUBE_CLIENT_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,7 +101,7 @@ int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf 
  */
 typedef int (*kube_stream_fn)(const char *data, size_t len, void *ud);
 int kube_stream(struct kube_client *c, const char *path, const char *query, kube_stream_fn on_data,
-		void *ud, const volatile int *stop, struct kube_err *e);
+		void *ud, const atomic_int *stop, struct kube_err *e);
 
 /* Builds the path of a collection (name NULL) or object, with an optional subresource. */
 void kube_path(struct strbuf *sb, const struct kube_resource *r, const char *ns, const char *name,

@@ -11,6 +11,7 @@
 #include "kube/informer.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ struct kube_informer {
 
 	pthread_t thread, resync_thread;
 	bool started;
-	volatile int stop;
+	atomic_int stop; /* written under mu (to pair with the condition), read anywhere */
 	pthread_mutex_t mu; /* guards synced, last_rv, stats, stop wakeups */
 	pthread_cond_t cond;
 	bool synced;
