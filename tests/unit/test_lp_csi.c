@@ -864,7 +864,7 @@ static void test_concurrent_aborted(void)
 	CHECK_INT(create("conc-src", 512 * MiB, c, &src), 0);
 	bool seen = false;
 	for (int round = 0; round < 4 && !seen; round++) {
-		fill_image(src.id, (128LL << round) * MiB);
+		fill_image(src.id, round < 2 ? (128LL << round) * MiB : 512 * MiB);
 		char name[32];
 		snprintf(name, sizeof(name), "conc-%d", round);
 		struct bg_call b = { clone_req(name, src.id, c), -1, 0 };
