@@ -22,14 +22,18 @@ att_cleanup() {
 	done
 	if [ -n "$LP_PID" ]; then
 		# Unpublish and delete what the scenario left, so no loop device or image stays.
-		for v in $("$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller list-volumes 2>/dev/null |
-			jq -r '.entries[]?.volume.volume_id' 2>/dev/null); do
-			for n in $("$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller list-volumes |
-				jq -r ".entries[] | select(.volume.volume_id==\"$v\") | .status.published_node_ids[]?"); do
+		"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json controller list-volumes 2>/dev/null |
+			jq -r '.entries[]? | .volume.volume_id + " " + ((.status.published_node_ids // []) | join(" "))' \
+				>"$T/leftover" 2>/dev/null
+		local dels=()
+		while read -r v nodes; do
+			for n in $nodes; do
 				"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" controller unpublish "$v" "$n" >/dev/null 2>&1
 			done
-			"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" controller delete-volume "$v" >/dev/null 2>&1
-		done
+			"$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" controller delete-volume "$v" >/dev/null 2>&1 &
+			dels+=($!)
+		done <"$T/leftover"
+		[ ${#dels[@]} -eq 0 ] || wait "${dels[@]}" 2>/dev/null
 		kill -TERM "$LP_PID" "${LP_NODE_PIDS[@]}" 2>/dev/null
 		wait "$LP_PID" "${LP_NODE_PIDS[@]}" 2>/dev/null
 	fi
