@@ -9,6 +9,11 @@
  * --record appends one line per request: "<method> <full JSON, secrets included>". It exists so
  * tests can check what a client sent; never point it at a real driver's secrets.
  * --fail makes a method (short name, e.g. CreateVolume) answer the given gRPC code.
+ * --fail-count Method=N limits that failure to the method's first N calls (then it succeeds;
+ *   without --fail for the method the code is UNAVAILABLE).
+ * --controller-caps NAME,... replaces the controller capabilities (RPC type names such as
+ *   PUBLISH_UNPUBLISH_VOLUME, or "none"); --no-controller-service drops the plugin's
+ *   CONTROLLER_SERVICE capability.
  * --slow delays a method before it answers (deadline tests).
  * --start-delay waits before creating the socket (clients that must wait for it).
  */
@@ -44,7 +49,27 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vol *vols;
 static struct snap *snaps;
 static FILE *record;
-static struct flag_map fail_map, slow_map;
+static struct flag_map fail_map, slow_map, fail_count_map;
+static const char *controller_caps;
+static bool no_controller_service;
+/* Calls seen per method, for --fail-count (guarded by lock). */
+static struct { char method[64]; long calls; } call_counts[64];
+
+static long count_call(const char *m)
+{
+	long n = 0;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < sizeof(call_counts) / sizeof(call_counts[0]); i++) {
+		if (!call_counts[i].method[0])
+			snprintf(call_counts[i].method, sizeof(call_counts[i].method), "%s", m);
+		if (strcmp(call_counts[i].method, m) == 0) {
+			n = ++call_counts[i].calls;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
 
 static const char *short_name(const char *method)
 {
@@ -70,6 +95,15 @@ static int prologue(struct csi_call_ctx *ctx, const ProtobufCMessage *req)
 	if (slow && duration_parse(slow, &ns, NULL, 0) == 0)
 		sleep_ns(ns);
 	const char *fail = flag_map_get(&fail_map, m);
+	const char *times = flag_map_get(&fail_count_map, m);
+	if (times) {
+		long call = count_call(m);
+		if (call > atol(times))
+			return 0;
+		int code = fail ? csi_code_parse(fail) : 14;
+		return csi_ctx_error(ctx, code > 0 ? code : 2, "injected failure %ld of %s for %s",
+				     call, times, m);
+	}
 	if (fail) {
 		int code = csi_code_parse(fail);
 		return csi_ctx_error(ctx, code > 0 ? code : 2, "injected failure for %s", m);
@@ -104,6 +138,8 @@ H(GetPluginCapabilities)
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	int svc[] = { 1, 2 };
 	for (int i = 0; i < 2; i++) {
+		if (svc[i] == 1 && no_controller_service)
+			continue;
 		Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);
 		c->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE;
 		c->service = csi_msg_new(a, &csi__v1__plugin_capability__service__descriptor);
@@ -131,7 +167,22 @@ H(ControllerGetCapabilities)
 {
 	PRO();
 	struct csi_arena *a = csi_ctx_arena(ctx);
-	for (int t = 1; t <= 10; t++) {
+	int types[32], ntypes = 0;
+	if (controller_caps && *controller_caps) {
+		char *list = xstrdup(controller_caps), *save = NULL;
+		for (char *n = strtok_r(list, ",", &save); n && ntypes < 32; n = strtok_r(NULL, ",", &save)) {
+			const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value_by_name(
+				&csi__v1__controller_service_capability__rpc__type__descriptor, n);
+			if (v)
+				types[ntypes++] = v->value;
+		}
+		free(list);
+	} else {
+		for (int t = 1; t <= 10; t++)
+			types[ntypes++] = t;
+	}
+	for (int i = 0; i < ntypes; i++) {
+		int t = types[i];
 		Csi__V1__ControllerServiceCapability *c =
 			csi_msg_new(a, &csi__v1__controller_service_capability__descriptor);
 		c->type_case = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;
@@ -484,6 +535,12 @@ int main(int argc, char **argv)
 	flags_string(fs, "record", &record_path, "", "append every request as JSON to this file");
 	flags_map(fs, "fail", &fail_map, "Method=CODE: make a method fail with a gRPC code");
 	flags_map(fs, "slow", &slow_map, "Method=DURATION: delay a method");
+	flags_map(fs, "fail-count", &fail_count_map,
+		  "Method=N: fail only the first N calls of a method (code from --fail, else UNAVAILABLE)");
+	flags_string(fs, "controller-caps", &controller_caps, "",
+		     "comma-separated controller RPC capability names to report (default: types 1-10)");
+	flags_bool(fs, "no-controller-service", &no_controller_service, false,
+		   "do not report the CONTROLLER_SERVICE plugin capability");
 	flags_duration(fs, "start-delay", &start_delay, 0, "wait this long before listening");
 	flags_int(fs, "threads", &threads, 4, "worker threads");
 	log_register_flags(fs);

@@ -62,10 +62,23 @@ wait_for "va-late detached" 20 va_gone va-late
 wait_for "va-badnode deleted (no finalizer to hold it)" 20 va_gone va-badnode
 att_stop a || fail "attacher exit status"
 
+# A driver that fails three times, then succeeds.
+td_start --fail-count ControllerPublishVolume=3 --fail ControllerPublishVolume=INTERNAL
+"$KCSI_BIN/kcsi" --endpoint "unix://$T/td.sock" controller create-volume flaky >/dev/null
+mk_csinode node-td testdriver.kcsi.dev td-1
+mk_pv pv-flaky testdriver.kcsi.dev vol-flaky
+mk_va va-flaky testdriver.kcsi.dev node-td pv-flaky
+att_start f "$T/td.sock"
+wait_for "va-flaky attached after three failures" 30 va_attached va-flaky
+check "four publish calls reached the driver" eq "$(grep -c '^ControllerPublishVolume ' "$T/td.rec")" 4
+check "attachError cleared once attached" eq "$(va_field va-flaky '.status.attachError // "none"')" none
+check "the failures were recorded as events" event_for va-flaky FailedAttach
+att_stop f || fail "attacher exit status"
+td_stop
+
 # Slow driver and --timeout; then unpublish failures.
 td_start --slow ControllerPublishVolume=3s --fail ControllerUnpublishVolume=INTERNAL
 "$KCSI_BIN/kcsi" --endpoint "unix://$T/td.sock" controller create-volume slow >/dev/null
-mk_csinode node-td testdriver.kcsi.dev td-1
 mk_pv pv-slow testdriver.kcsi.dev vol-slow
 mk_va va-slow testdriver.kcsi.dev node-td pv-slow
 att_start s "$T/td.sock" --timeout 1s

@@ -49,6 +49,23 @@ check "the log shows the secret as stripped" grep -q 'stripped' "$T/a.log"
 check "attachmentMetadata from the publish context" eq "$(va_field va-blk .status.attachmentMetadata.devicePath)" /dev/test/vol-blk
 att_stop a || fail "attacher exit status"
 
+# A driver with SINGLE_NODE_MULTI_WRITER and without PUBLISH_READONLY.
+td_stop
+td_start --controller-caps PUBLISH_UNPUBLISH_VOLUME,SINGLE_NODE_MULTI_WRITER
+for v in snmw-rwo snmw-rwop snmw-ro; do TD controller create-volume "$v"; done
+mk_pv pv-snmw-rwo $DRV vol-snmw-rwo
+mk_pv pv-snmw-rwop $DRV vol-snmw-rwop '{"accessModes":["ReadWriteOncePod"]}'
+mk_pv pv-snmw-ro $DRV vol-snmw-ro '{"accessModes":["ReadOnlyMany"],"csi":{"readOnly":true}}'
+for v in snmw-rwo snmw-rwop snmw-ro; do mk_va "va-$v" $DRV node-1 "pv-$v"; done
+att_start b "$T/td.sock"
+for v in snmw-rwo snmw-rwop snmw-ro; do wait_for "va-$v attached" 20 va_attached "va-$v"; done
+check "ReadWriteOnce with SINGLE_NODE_MULTI_WRITER: SINGLE_NODE_MULTI_WRITER" \
+	req vol-snmw-rwo '.volume_capability.access_mode.mode == "SINGLE_NODE_MULTI_WRITER"'
+check "ReadWriteOncePod with SINGLE_NODE_MULTI_WRITER: SINGLE_NODE_SINGLE_WRITER" \
+	req vol-snmw-rwop '.volume_capability.access_mode.mode == "SINGLE_NODE_SINGLE_WRITER"'
+check "readOnly is not sent to a driver without PUBLISH_READONLY" req vol-snmw-ro '(.readonly // false) == false'
+att_stop b || fail "attacher exit status"
+
 # --dummy: no socket at all.
 mk_pv pv-d csi/dummy h-d
 mk_va va-dummy csi/dummy node-1 pv-d

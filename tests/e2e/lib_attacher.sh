@@ -2,6 +2,7 @@
 #
 # lp_start NODE [flags]      kcsi-loopplugin on $T/lp.sock with its pool in $T/pool (LP_PID)
 # td_start [flags]           csi-testdriver on $T/td.sock recording requests in $T/td.rec (TD_PID)
+# td_stop                    stops it and forgets its record
 # att_start NAME SOCK [flags] csi-attacher NAME against SOCK, log in $T/NAME.log (ATT_PIDS[NAME])
 # att_stop NAME              SIGTERM; returns its exit status
 # kc ARGS...                 kubectl against the emulator
@@ -71,6 +72,13 @@ td_start() {
 		>>"$T/td.log" 2>&1 &
 	TD_PID=$!
 	wait_sock "$T/td.sock" || { echo "csi-testdriver did not start" >&2; cat "$T/td.log" >&2; exit 1; }
+}
+
+td_stop() {
+	kill -TERM "$TD_PID" 2>/dev/null
+	wait "$TD_PID" 2>/dev/null
+	TD_PID=""
+	rm -f "$T/td.rec"
 }
 
 att_start() {
