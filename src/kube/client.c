@@ -408,6 +408,19 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	}
 	CURL *h = handle_get(c);
 	apply_base(c, h);
+	struct strbuf xcert = STRBUF_INIT, xkey = STRBUF_INIT;
+	if (c->cfg->exec) {
+		kube_config_exec_cert(c->cfg, &xcert, &xkey);
+		if (xcert.len) {
+			/* Copied: the plugin may replace its certificate while this request runs. */
+			struct curl_blob cb = { xcert.buf, xcert.len, CURL_BLOB_COPY };
+			struct curl_blob kb = { xkey.buf, xkey.len, CURL_BLOB_COPY };
+			curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
+			curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+			curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+			curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+		}
+	}
 	char *url = make_url(c, rq->path, rq->query);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	struct curl_slist *hd = curl_slist_append(NULL, "Accept: application/json");
@@ -461,6 +474,8 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	curl_slist_free_all(hd);
 	strbuf_release(&line);
 	strbuf_release(&tok);
+	strbuf_release(&xcert);
+	strbuf_release(&xkey);
 	free(url);
 	handle_put(c, h);
 	return code;

@@ -358,6 +358,10 @@ static int load_cluster(struct ydoc *y, yaml_node_t *cl, const char *p, const ch
 	if (strncmp(c->server, "https://", 8) && strncmp(c->server, "http://", 7))
 		return errf(y->err, y->errlen, "%s: %s.server: \"%s\" is not an http(s) URL", y->file,
 			    p, c->server);
+	if (c->insecure && (c->ca_file || c->ca_pem))
+		return errf(y->err, y->errlen,
+			    "%s: %s: insecure-skip-tls-verify and a certificate authority exclude each "
+			    "other (drop one)", y->file, p);
 	c->ca_file = resolve(dir, c->ca_file);
 	char f[300];
 	snprintf(f, sizeof(f), "%s.certificate-authority", p);
@@ -573,6 +577,8 @@ void kube_config_free(struct kube_config *c)
 	free(c->password);
 	exec_free(c->exec);
 	free(c->cached_token);
+	free(c->exec_cert_pem);
+	free(c->exec_key_pem);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
@@ -685,9 +691,17 @@ static int run_exec(struct kube_config *c, char *err, size_t errlen)
 	}
 	json_t *st = json_object_get(root, "status");
 	const char *tok = json_string_value(json_object_get(st, "token"));
-	if (!tok || !*tok) {
-		errf(err, errlen, "exec plugin %s: status.token: missing (client certificates from "
-				  "exec plugins are not supported)", e->command);
+	const char *cert = json_string_value(json_object_get(st, "clientCertificateData"));
+	const char *key = json_string_value(json_object_get(st, "clientKeyData"));
+	if (!cert != !key) {
+		errf(err, errlen, "exec plugin %s: status.%s: missing (clientCertificateData and "
+				  "clientKeyData come together)", e->command,
+		     cert ? "clientKeyData" : "clientCertificateData");
+		goto out;
+	}
+	if ((!tok || !*tok) && !cert) {
+		errf(err, errlen, "exec plugin %s: status: neither token nor clientCertificateData "
+				  "given", e->command);
 		goto out;
 	}
 	const char *exp = json_string_value(json_object_get(st, "expirationTimestamp"));
@@ -698,7 +712,11 @@ static int run_exec(struct kube_config *c, char *err, size_t errlen)
 		goto out;
 	}
 	free(c->cached_token);
-	c->cached_token = xstrdup(tok);
+	c->cached_token = xstrdup(tok ? tok : "");
+	free(c->exec_cert_pem);
+	free(c->exec_key_pem);
+	c->exec_cert_pem = cert ? xstrdup(cert) : NULL;
+	c->exec_key_pem = key ? xstrdup(key) : NULL;
 	c->exec_expiry = t;
 	c->exec_valid = true;
 	c->cred_generation++;
@@ -733,6 +751,18 @@ int kube_config_bearer(struct kube_config *c, struct strbuf *token, unsigned *ge
 		*gen = c->cred_generation;
 	pthread_mutex_unlock(&c->mu);
 	return rc;
+}
+
+void kube_config_exec_cert(struct kube_config *c, struct strbuf *cert, struct strbuf *key)
+{
+	strbuf_reset(cert);
+	strbuf_reset(key);
+	pthread_mutex_lock(&c->mu);
+	if (c->exec_cert_pem && c->exec_key_pem) {
+		strbuf_addstr(cert, c->exec_cert_pem);
+		strbuf_addstr(key, c->exec_key_pem);
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
 void kube_config_invalidate(struct kube_config *c, unsigned gen)

@@ -63,6 +63,7 @@ struct kube_config {
 	int64_t token_ino, token_size;
 	time_t exec_expiry; /* 0: no expiry given */
 	bool exec_valid;
+	char *exec_cert_pem, *exec_key_pem; /* status.clientCertificateData/clientKeyData, or NULL */
 	unsigned cred_generation; /* bumped each time the credential changes */
 };
 
@@ -84,6 +85,11 @@ void kube_config_free(struct kube_config *c);
  */
 int kube_config_bearer(struct kube_config *c, struct strbuf *token, unsigned *gen, char *err,
 		       size_t errlen);
+/*
+ * Copies the client certificate and key an exec plugin returned (PEM) into cert and key; both
+ * stay empty when the plugin gave none. Call after kube_config_bearer(), which runs the plugin.
+ */
+void kube_config_exec_cert(struct kube_config *c, struct strbuf *cert, struct strbuf *key);
 /* Called after a 401: forgets an exec credential so the next call runs the plugin again. */
 void kube_config_invalidate(struct kube_config *c, unsigned gen);
 

@@ -82,15 +82,19 @@ static void test_data_fields(void)
 	/* "Q0EK" = "CA\n", "Q0VSVA==" = "CERT", "S0VZ" = "KEY" */
 	struct kube_config *c = load(HEAD
 		"clusters:\n- name: k1\n  cluster:\n    server: https://h:1\n"
-		"    certificate-authority-data: Q0EK\n    insecure-skip-tls-verify: true\n"
+		"    insecure-skip-tls-verify: true\n"
 		"users:\n- name: u1\n  user:\n    client-certificate-data: Q0VSVA==\n"
 		"    client-key-data: S0VZ\n", err, sizeof(err));
 	CHECK(c != NULL);
 	if (!c)
 		return;
-	CHECK_INT(c->ca_pem_len, 3);
-	CHECK(memcmp(c->ca_pem, "CA\n", 3) == 0);
 	CHECK_STR(c->cert_pem, "CERT");
+	struct kube_config *c2 = load(HEAD
+		"clusters:\n- name: k1\n  cluster: {server: 'https://h:1', certificate-authority-data: Q0EK}\n"
+		"users:\n- name: u1\n  user: {}\n",
+		err, sizeof(err));
+	CHECK(c2 && c2->ca_pem_len == 3 && memcmp(c2->ca_pem, "CA\n", 3) == 0 && !c2->insecure);
+	kube_config_free(c2);
 	CHECK_STR(c->key_pem, "KEY");
 	CHECK(c->insecure);
 	kube_config_free(c);
@@ -237,6 +241,19 @@ static void test_exec_plugin(void)
 	CHECK_INT(runs, 2);
 	kube_config_free(c);
 
+	/* A certificate without its key is refused with the field named. */
+	write_file("half.sh", "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+		   "\"kind\":\"ExecCredential\",\"status\":{\"clientCertificateData\":\"x\"}}'\n", 0700);
+	c = load(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h:1'}\n"
+		 "users:\n- name: u1\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: ./half.sh}\n",
+		 err, sizeof(err));
+	CHECK(c != NULL);
+	if (c) {
+		CHECK_INT(kube_config_bearer(c, &t, NULL, err, sizeof(err)), -1);
+		CHECK(strstr(err, "status.clientKeyData: missing") != NULL);
+		kube_config_free(c);
+	}
+
 	/* A plugin that fails: the error names the command and status. */
 	write_file("bad.sh", "#!/bin/sh\nexit 4\n", 0700);
 	c = load(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h:1'}\n"
@@ -275,6 +292,8 @@ static void test_errors(void)
 		     "certificate-authority-data: not valid base64");
 	expect_error(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h', insecure-skip-tls-verify: maybe}\n",
 		     "insecure-skip-tls-verify (line");
+	expect_error(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h', insecure-skip-tls-verify: true,"
+		     " certificate-authority-data: Q0EK}\n", "exclude each other");
 	expect_error(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h'}\n"
 		     "users:\n- name: u1\n  user: {client-certificate-data: Q0VSVA==}\n",
 		     "client-certificate is set but client-key is missing");

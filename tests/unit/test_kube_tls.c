@@ -124,6 +124,51 @@ static void test_client_cert(void)
 	CHECK_INT(e.code, 0);
 }
 
+/* Writes an ExecCredential with token and the given certificate/key files, and a plugin that prints it. */
+static void write_cert_plugin(const char *certname, const char *keyname)
+{
+	char p[320];
+	FILE *f;
+	char buf[8192];
+	size_t n;
+	json_t *st = json_pack("{s:s}", "token", "s3cret");
+	const char *files[2] = { certname, keyname };
+	const char *fields[2] = { "clientCertificateData", "clientKeyData" };
+	for (int i = 0; i < 2; i++) {
+		pathf(p, sizeof(p), files[i]);
+		f = fopen(p, "r");
+		n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		buf[n] = 0;
+		if (f)
+			fclose(f);
+		json_object_set_new(st, fields[i], json_string(buf));
+	}
+	json_t *cred = json_pack("{s:s, s:s, s:o}", "apiVersion", "client.authentication.k8s.io/v1",
+				 "kind", "ExecCredential", "status", st);
+	pathf(p, sizeof(p), "cred.json");
+	json_dump_file(cred, p, JSON_COMPACT);
+	json_decref(cred);
+	char script[320];
+	pathf(script, sizeof(script), "certplugin.sh");
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\ncat %s\n", p);
+	fclose(f);
+	chmod(script, 0700);
+}
+
+static void test_exec_client_cert(void)
+{
+	struct kube_err e;
+	char err[512];
+	const char *user = "    exec: {apiVersion: client.authentication.k8s.io/v1, command: ./certplugin.sh}\n";
+	write_cert_plugin("cli.crt", "cli.key");
+	CHECK_INT(try_get(CA SNI, user, &e, err, sizeof(err)), 0);
+	/* The plugin's certificate is really used: a key that does not match fails the handshake. */
+	write_cert_plugin("cli.crt", "srv.key");
+	CHECK_INT(try_get(CA SNI, user, &e, err, sizeof(err)), -1);
+	CHECK_INT(e.code, 0);
+}
+
 static void test_tokens(void)
 {
 	struct kube_err e;
@@ -224,6 +269,7 @@ int main(void)
 		RUN(test_wrong_ca_and_name);
 		RUN(test_client_cert);
 		RUN(test_tokens);
+		RUN(test_exec_client_cert);
 	} else {
 		CHECK(!"emulator did not start");
 	}
