@@ -77,6 +77,32 @@ static void grow(struct kube_store *s)
 	s->cap = ncap;
 }
 
+static size_t one_value(const char *v, const char **vals, size_t max)
+{
+	if (!v || !max)
+		return 0;
+	vals[0] = v;
+	return 1;
+}
+
+size_t kube_index_va_by_pv(const struct kube_obj *o, const char **vals, size_t max)
+{
+	const struct kube_va *va = kube_va_of(o);
+	return va ? one_value(va->pv_name, vals, max) : 0;
+}
+
+size_t kube_index_va_by_node(const struct kube_obj *o, const char **vals, size_t max)
+{
+	const struct kube_va *va = kube_va_of(o);
+	return va ? one_value(va->node_name, vals, max) : 0;
+}
+
+size_t kube_index_pvc_by_volume(const struct kube_obj *o, const char **vals, size_t max)
+{
+	const struct kube_pvc *pvc = kube_pvc_of(o);
+	return pvc ? one_value(pvc->volume_name, vals, max) : 0;
+}
+
 struct kube_store *kube_store_new(void)
 {
 	struct kube_store *s = xcalloc(1, sizeof(*s));

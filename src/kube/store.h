@@ -23,6 +23,12 @@ struct kube_store;
 /* Writes up to max index values of o into vals (pointers into o); returns how many. */
 typedef size_t (*kube_index_fn)(const struct kube_obj *o, const char **vals, size_t max);
 
+/* Ready-made index functions: a VolumeAttachment by spec.source.persistentVolumeName and by
+ * spec.nodeName; a PersistentVolumeClaim by spec.volumeName. */
+size_t kube_index_va_by_pv(const struct kube_obj *o, const char **vals, size_t max);
+size_t kube_index_va_by_node(const struct kube_obj *o, const char **vals, size_t max);
+size_t kube_index_pvc_by_volume(const struct kube_obj *o, const char **vals, size_t max);
+
 struct kube_store *kube_store_new(void);
 /* Releases the store's references and frees it. */
 void kube_store_free(struct kube_store *s);

@@ -194,6 +194,7 @@ static void test_store_and_index(void)
 {
 	struct kube_store *s = kube_store_new();
 	kube_store_add_index(s, "pv", by_pv);
+	kube_store_add_index(s, "pv2", kube_index_va_by_pv);
 	char name[32];
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "va-%d", i);
@@ -218,6 +219,12 @@ static void test_store_and_index(void)
 	kube_objs_free(v, n);
 	v = kube_store_by_index(s, "pv", "pv-new", &n);
 	CHECK_INT(n, 1);
+	kube_objs_free(v, n);
+	v = kube_store_by_index(s, "pv2", "pv-new", &n);
+	CHECK_INT(n, 1);
+	kube_objs_free(v, n);
+	v = kube_store_by_index(s, "no-such-index", "pv-new", &n);
+	CHECK_INT(n, 0);
 	kube_objs_free(v, n);
 	/* remove half, the rest stays reachable (backward-shift deletion) */
 	for (int i = 0; i < 1000; i += 2) {
