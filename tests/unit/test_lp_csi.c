@@ -432,6 +432,159 @@ static void test_identity(void)
 	csi_msg_free(presp);
 }
 
+static void expect(int rc, int code, const char *needle);
+
+/* The calls csi-sanity checks that the lifecycle tests do not reach. */
+static void test_sanity_calls(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol v;
+	CHECK_INT(create("sanity-like", 32 * MiB, c, &v), 0);
+
+	/* ValidateVolumeCapabilities: confirmed for what fits, a message for what does not */
+	Csi__V1__ValidateVolumeCapabilitiesRequest vr =
+		CSI__V1__VALIDATE_VOLUME_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__ValidateVolumeCapabilitiesResponse *vresp = NULL;
+	Csi__V1__VolumeCapability *caps[1] = { c };
+	vr.volume_id = v.id;
+	vr.n_volume_capabilities = 1;
+	vr.volume_capabilities = caps;
+	CHECK_INT(csi_validate_volume_capabilities(conn, &vr, &vresp, T, &st), 0);
+	CHECK(vresp && vresp->confirmed && vresp->confirmed->n_volume_capabilities == 1);
+	csi_msg_free(vresp);
+	caps[0] = cap(true, SNW, NULL);
+	CHECK_INT(csi_validate_volume_capabilities(conn, &vr, &vresp, T, &st), 0);
+	CHECK(vresp && !vresp->confirmed && vresp->message && strstr(vresp->message, "block"));
+	csi_msg_free(vresp);
+	vr.n_volume_capabilities = 0;
+	expect(csi_validate_volume_capabilities(conn, &vr, &vresp, T, &st), 3, v.id);
+	vr.volume_id = "lv-missing";
+	vr.n_volume_capabilities = 1;
+	expect(csi_validate_volume_capabilities(conn, &vr, &vresp, T, &st), 5, "lv-missing");
+
+	/* ControllerGetVolume: the volume, its nodes, its condition */
+	CHECK_INT(cpublish(v.id, NODE, c, false, NULL), 0);
+	Csi__V1__ControllerGetVolumeRequest gr = CSI__V1__CONTROLLER_GET_VOLUME_REQUEST__INIT;
+	Csi__V1__ControllerGetVolumeResponse *gresp = NULL;
+	gr.volume_id = v.id;
+	CHECK_INT(csi_controller_get_volume(conn, &gr, &gresp, T, &st), 0);
+	if (gresp) {
+		CHECK_INT(gresp->volume->capacity_bytes, 32 * MiB);
+		CHECK_INT(gresp->status->n_published_node_ids, 1);
+		CHECK(!gresp->status->volume_condition->abnormal);
+	}
+	csi_msg_free(gresp);
+	gr.volume_id = "lv-missing";
+	expect(csi_controller_get_volume(conn, &gr, &gresp, T, &st), 5, "lv-missing");
+
+	/* NodeGetVolumeStats on a published volume: bytes and inodes, healthy; abnormal once
+	 * the mount is gone */
+	char staging[400], target[400];
+	path_in(staging, sizeof(staging), "sstaging");
+	path_in(target, sizeof(target), "spods/vol");
+	mkdir(staging, 0750);
+	CHECK_INT(stage(v.id, staging, c), 0);
+	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
+	Csi__V1__NodeGetVolumeStatsRequest sr = CSI__V1__NODE_GET_VOLUME_STATS_REQUEST__INIT;
+	Csi__V1__NodeGetVolumeStatsResponse *sresp = NULL;
+	sr.volume_id = v.id;
+	sr.volume_path = target;
+	CHECK_INT(csi_node_get_volume_stats(conn, &sr, &sresp, T, &st), 0);
+	if (sresp) {
+		CHECK_INT(sresp->n_usage, 2);
+		CHECK(sresp->usage[0]->unit == CSI__V1__VOLUME_USAGE__UNIT__BYTES &&
+		      sresp->usage[0]->total > 16 * MiB && sresp->usage[0]->available > 0);
+		CHECK(sresp->usage[1]->unit == CSI__V1__VOLUME_USAGE__UNIT__INODES &&
+		      sresp->usage[1]->total > 0);
+		CHECK(sresp->volume_condition && !sresp->volume_condition->abnormal);
+	}
+	csi_msg_free(sresp);
+	CHECK_INT(nunpublish(v.id, target), 0);
+	mkdir(target, 0750); /* the path is there, the volume is not */
+	CHECK_INT(csi_node_get_volume_stats(conn, &sr, &sresp, T, &st), 0);
+	CHECK(sresp && sresp->volume_condition && sresp->volume_condition->abnormal);
+	csi_msg_free(sresp);
+	rmdir(target);
+	CHECK_INT(unstage(v.id, staging), 0);
+	CHECK_INT(cunpublish(v.id, NODE), 0);
+
+	/* ListSnapshots: filters and pagination */
+	char sid[3][128];
+	for (int i = 0; i < 3; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "ls-snap-%d", i);
+		CHECK_INT(snapshot(name, v.id, sid[i]), 0);
+	}
+	Csi__V1__ListSnapshotsRequest lr = CSI__V1__LIST_SNAPSHOTS_REQUEST__INIT;
+	Csi__V1__ListSnapshotsResponse *lresp = NULL;
+	lr.snapshot_id = sid[1];
+	CHECK_INT(csi_list_snapshots(conn, &lr, &lresp, T, &st), 0);
+	CHECK(lresp && lresp->n_entries == 1 &&
+	      strcmp(lresp->entries[0]->snapshot->snapshot_id, sid[1]) == 0);
+	csi_msg_free(lresp);
+	lr.snapshot_id = "none-exist-id";
+	CHECK_INT(csi_list_snapshots(conn, &lr, &lresp, T, &st), 0);
+	CHECK(lresp && lresp->n_entries == 0);
+	csi_msg_free(lresp);
+	lr.snapshot_id = NULL;
+	lr.source_volume_id = "lv-other";
+	CHECK_INT(csi_list_snapshots(conn, &lr, &lresp, T, &st), 0);
+	CHECK(lresp && lresp->n_entries == 0);
+	csi_msg_free(lresp);
+	lr.source_volume_id = v.id;
+	lr.max_entries = 2;
+	CHECK_INT(csi_list_snapshots(conn, &lr, &lresp, T, &st), 0);
+	char token[256] = "";
+	if (lresp) {
+		CHECK_INT(lresp->n_entries, 2);
+		CHECK(lresp->next_token && lresp->next_token[0]);
+		snprintf(token, sizeof(token), "%s", lresp->next_token ? lresp->next_token : "");
+	}
+	csi_msg_free(lresp);
+	lr.max_entries = 0;
+	lr.starting_token = token;
+	CHECK_INT(csi_list_snapshots(conn, &lr, &lresp, T, &st), 0);
+	CHECK(lresp && lresp->n_entries == 1 &&
+	      strcmp(lresp->entries[0]->snapshot->snapshot_id, sid[2]) == 0);
+	csi_msg_free(lresp);
+	lr.starting_token = "bogus";
+	expect(csi_list_snapshots(conn, &lr, &lresp, T, &st), 10, "bogus");
+	for (int i = 0; i < 3; i++)
+		CHECK_INT(del_snapshot(sid[i]), 0);
+
+	/* GetCapacity: our zone has room, another zone none */
+	Csi__V1__GetCapacityRequest cr = CSI__V1__GET_CAPACITY_REQUEST__INIT;
+	Csi__V1__GetCapacityResponse *cresp = NULL;
+	Csi__V1__Topology *t = csi_msg_new(A, &csi__v1__topology__descriptor);
+	csi_map_add(A, &t->base, "segments", "topology.loop.kcsi.io/zone", "local");
+	cr.accessible_topology = t;
+	CHECK_INT(csi_get_capacity(conn, &cr, &cresp, T, &st), 0);
+	CHECK(cresp && cresp->available_capacity > 0);
+	csi_msg_free(cresp);
+	Csi__V1__Topology *t2 = csi_msg_new(A, &csi__v1__topology__descriptor);
+	csi_map_add(A, &t2->base, "segments", "topology.loop.kcsi.io/zone", "far");
+	cr.accessible_topology = t2;
+	CHECK_INT(csi_get_capacity(conn, &cr, &cresp, T, &st), 0);
+	CHECK(cresp && cresp->available_capacity == 0);
+	csi_msg_free(cresp);
+
+	/* capabilities */
+	Csi__V1__ControllerGetCapabilitiesRequest ccr = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__ControllerGetCapabilitiesResponse *ccresp = NULL;
+	CHECK_INT(csi_controller_get_capabilities(conn, &ccr, &ccresp, T, &st), 0);
+	CHECK(ccresp && ccresp->n_capabilities == 13);
+	csi_msg_free(ccresp);
+	Csi__V1__NodeGetCapabilitiesRequest ncr = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__NodeGetCapabilitiesResponse *ncresp = NULL;
+	CHECK_INT(csi_node_get_capabilities(conn, &ncr, &ncresp, T, &st), 0);
+	CHECK(ncresp && ncresp->n_capabilities == 5);
+	csi_msg_free(ncresp);
+
+	CHECK_INT(del(v.id), 0);
+	rmdir(staging);
+	check_clean();
+}
+
 /*
  * The issue's lifecycle for a mount volume: create, publish, stage, publish, write, unpublish,
  * unstage, stage again and read back, expand, snapshot and restore, tear down, delete. Every
@@ -1117,6 +1270,7 @@ int main(void)
 	RUN(test_lifecycle_block);
 	RUN(test_errors);
 	RUN(test_list_and_capacity);
+	RUN(test_sanity_calls);
 	RUN(test_attach_limit_and_device_names);
 	RUN(test_concurrent_aborted);
 	RUN(test_kill9_recovery);
