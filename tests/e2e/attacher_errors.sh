@@ -93,5 +93,14 @@ check "failed detach keeps attached=true" eq "$(va_field va-slow .status.attache
 check "failed detach keeps the finalizer" eq "$(va_field va-slow '.metadata.finalizers | join(",")')" external-attacher/testdriver-kcsi-dev
 check "detachError message" bash -c "kubectl --kubeconfig '$KC' get volumeattachment va-slow -o json | jq -e '.status.detachError.message | test(\"code = Internal\")'"
 wait_for "FailedDetach event" 10 event_for va-slow FailedDetach
-att_stop s2 || fail "attacher exit status"
+
+# Losing the driver connection ends the attacher with an error, so the orchestrator restarts it.
+td_stop
+att_exited() { ! kill -0 "${ATT_PIDS[s2]}" 2>/dev/null; }
+wait_for "csi-attacher exits when the driver goes away" 20 att_exited
+rc=0
+wait "${ATT_PIDS[s2]}" || rc=$?
+unset "ATT_PIDS[s2]"
+check "exit status after connection loss is non-zero ($rc)" test "$rc" -ne 0
+check "the log says why" grep -q "Lost connection to CSI driver" "$T/s2.log"
 att_finish
