@@ -9,6 +9,7 @@
  *     snapshots/<id>.img    a snapshot: a copy of a volume's image at one moment
  *     snapshots/<id>.json   its metadata: name, source volume, size, creation time
  *     nodes/<node>.json     a node service that has started on this pool (its zone)
+ *     attachments/<node>/<device>  a device name in use on a node; holds the volume ID
  *     .lock                 flock()ed around changes that must see every volume at once
  *
  * The metadata file is the commit point of every change. Images are built under a ".tmp" name and
@@ -23,8 +24,11 @@
  * Attachments (which node a volume is published to, under which device name) live in the
  * volume's metadata, so the pool, possibly on a shared filesystem, is the one source of truth
  * for controller and node services alike. Device names are allocated per node from a fixed
- * range; the set in use on a node is recomputed from the metadata under the pool lock, so a name
- * is never handed out twice and never lost, even after a crash (the seed's device-name problem).
+ * range (the seed's device-name problem): a name is taken by creating attachments/<node>/<name>
+ * with O_EXCL, so it is never handed out twice, and only then recorded in the metadata (the
+ * commit point); unpublishing removes it from the metadata first and frees the file after. A
+ * crash in between leaves a name file no metadata backs, which lp_pool_recover() removes, so
+ * no name is lost. Publishing costs a readdir of one node's names, not a scan of every volume.
  *
  * Thread safety: lp_pool functions may be called from many threads. Operations on one volume
  * must be serialized by the caller (see inflight.h); lp_pool_lock() serializes the pool-wide

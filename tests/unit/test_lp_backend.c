@@ -208,6 +208,21 @@ static void test_attach_device_names(void)
 	CHECK_INT(back->natt, 0);
 	lp_volume_free(back);
 
+	/* the names are files under attachments/<node>; a stale one (a crash between taking the
+	 * name and saving the metadata) is removed by recovery, the backed ones stay */
+	char stale[512], backed[512];
+	snprintf(stale, sizeof(stale), "%s/pool/attachments/n1/xvdzz", tmpdir);
+	snprintf(backed, sizeof(backed), "%s/pool/attachments/n1/xvdba", tmpdir);
+	CHECK(access(backed, F_OK) == 0);
+	touch(stale);
+	CHECK_INT(lp_pool_recover(pool, &st), 1);
+	CHECK(access(stale, F_OK) < 0);
+	CHECK(access(backed, F_OK) == 0);
+	CHECK_INT(lp_volume_detach(pool, c, "n1", &st), 0);
+	CHECK_INT(lp_volume_detach(pool, c, "n2", &st), 0);
+	CHECK_INT(lp_volume_detach(pool, b, "n1", &st), 0);
+	CHECK(access(backed, F_OK) < 0);
+
 	lp_volume_delete(pool, a->id, &st);
 	lp_volume_delete(pool, b->id, &st);
 	lp_volume_delete(pool, c->id, &st);

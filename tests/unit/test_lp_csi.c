@@ -110,8 +110,8 @@ static int run(const char *const argv[], struct strbuf *out)
 	return rc ? -1 : WEXITSTATUS(status);
 }
 
-/* Nothing of ours left: loop devices, mounts, temporary files. */
-static void check_clean(void)
+/* No loop device or mount of ours. */
+static void check_system(void)
 {
 	struct strbuf out = STRBUF_INIT;
 	const char *argv[] = { "losetup", "-a", NULL };
@@ -129,6 +129,25 @@ static void check_clean(void)
 	}
 	if (fp)
 		fclose(fp);
+}
+
+/* Nothing of ours left at the end of a scenario: the above, no device name taken, no
+ * temporary file in the pool. */
+static void check_clean(void)
+{
+	check_system();
+	/* no device name stays taken once everything is unpublished */
+	char adir[400];
+	snprintf(adir, sizeof(adir), "%s/attachments/%s", pool, NODE);
+	DIR *ad = opendir(adir);
+	struct dirent *ade;
+	while (ad && (ade = readdir(ad))) {
+		CHECK(ade->d_name[0] == '.');
+		if (ade->d_name[0] != '.')
+			fprintf(stderr, "device name left: %s\n", ade->d_name);
+	}
+	if (ad)
+		closedir(ad);
 	const char *subs[] = { "volumes", "snapshots" };
 	for (int i = 0; i < 2; i++) {
 		char p[400];
@@ -1152,7 +1171,7 @@ static void test_damaged_and_interrupted_format(void)
 		close(fd);
 	expect(stage(v.id, staging, c), 9, "damaged");
 	CHECK(strstr(st.message, v.id) != NULL);
-	check_clean(); /* the failed stage released its loop device */
+	check_system(); /* the failed stage released its loop device */
 	/* as if mkfs had been killed: the mark makes stage format again */
 	snprintf(mark, sizeof(mark), "%s/volumes/%s.formatting", pool, v.id);
 	put(mark, "");
