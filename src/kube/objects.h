@@ -30,7 +30,7 @@ const char *kube_intern(const char *s);
 enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
 		   KUBE_KIND_PVC, KUBE_KIND_SC };
 
-#define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes */
+#define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes; the other flag bits are internal */
 
 struct kube_obj {
 	_Atomic uint32_t refs;
@@ -170,6 +170,8 @@ static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 }
 void kube_obj_unref(struct kube_obj *o);
 
+/* Bytes of memory the record occupies (for benchmarks and metrics). */
+size_t kube_obj_mem_size(const struct kube_obj *o);
 /* Writes the uid as text into buf (at least 64 bytes); returns buf. */
 const char *kube_obj_uid(const struct kube_obj *o, char *buf, size_t len);
 bool kube_obj_has_finalizer(const struct kube_obj *o, const char *finalizer);

@@ -63,6 +63,9 @@ static void test_va_record(void)
 	CHECK(kube_va_of(o2)->node_name == va->node_name);
 	CHECK(kube_va_of(o2)->pv_name != va->pv_name);
 	CHECK(kube_pv_of(o) == NULL);
+	/* one allocation holds the struct and every string of the record */
+	CHECK(kube_obj_mem_size(o) >= sizeof(struct kube_va));
+	CHECK(kube_obj_mem_size(o) < sizeof(struct kube_va) + 160);
 	kube_obj_unref(o2);
 	kube_obj_unref(o);
 	/* no name: rejected with a reason */
