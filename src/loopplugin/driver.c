@@ -1361,21 +1361,39 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	int ret = 0;
 	char *staging = canon(req->staging_target_path);
 	char *img = lp_volume_image(d->pool, req->volume_id), *dev = NULL;
-	if (lp_umount(req->volume_id, staging, &st)) {
-		ret = fail_st(ctx, &st);
-	} else if (lp_loop_find(img, &dev) == 1) {
+	int users = 0;
+	if (lp_loop_find(img, &dev) == 1) {
+		/* every mount of the device but the staging one, plus bind mounts of the device
+		 * node (how block volumes are published): all must be gone first */
 		unsigned ma, mi;
-		int users = lp_blockdev_numbers(dev, &ma, &mi) == 0 ? lp_mount_count_dev(ma, mi) : 0;
-		if (users > 0)
-			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
-					    "volume %s: %s is still mounted in %d place(s); "
-					    "unpublish it first",
-					    req->volume_id, dev, users);
-		else if (lp_loop_detach(req->volume_id, dev, &st))
-			ret = fail_st(ctx, &st);
-		else
-			KLOG_I("Unstaged volume volume=\"%s\" device=\"%s\"", req->volume_id, dev);
+		struct lp_mount m;
+		if (lp_blockdev_numbers(dev, &ma, &mi) == 0) {
+			users = lp_mount_count_dev(ma, mi);
+			if (lp_mount_find(staging, &m) == 1) {
+				if (m.major == ma && m.minor == mi)
+					users--;
+				lp_mount_release(&m);
+			}
+		}
+		char root[80];
+		snprintf(root, sizeof(root), "/%s", strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev);
+		struct stat devfs;
+		if (stat("/dev", &devfs) == 0) {
+			int binds = lp_mount_count_root(root, major(devfs.st_dev), minor(devfs.st_dev));
+			users += binds > 0 ? binds : 0;
+		}
 	}
+	if (users > 0)
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s: %s is still mounted in %d other place(s); unpublish "
+				    "it first",
+				    req->volume_id, dev, users);
+	else if (lp_umount(req->volume_id, staging, &st))
+		ret = fail_st(ctx, &st);
+	else if (dev && lp_loop_detach(req->volume_id, dev, &st))
+		ret = fail_st(ctx, &st);
+	else if (dev)
+		KLOG_I("Unstaged volume volume=\"%s\" device=\"%s\"", req->volume_id, dev);
 	free(dev);
 	free(img);
 	free(staging);

@@ -279,3 +279,25 @@ int lp_mount_find_dev(unsigned major, unsigned minor, struct lp_mount *m)
 		return -1;
 	return a.found;
 }
+
+struct root_arg {
+	const char *root;
+	unsigned major, minor;
+	int n;
+};
+
+static bool root_cb(struct lp_mount *m, void *arg)
+{
+	struct root_arg *a = arg;
+	if (strcmp(m->root, a->root) == 0 && m->major == a->major && m->minor == a->minor)
+		a->n++;
+	return false;
+}
+
+int lp_mount_count_root(const char *root, unsigned major, unsigned minor)
+{
+	struct root_arg a = { root, major, minor, 0 };
+	if (each_mount(root_cb, &a) < 0)
+		return -1;
+	return a.n;
+}

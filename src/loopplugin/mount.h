@@ -36,6 +36,9 @@ void lp_mount_release(struct lp_mount *m);
 int lp_mount_find_dev(unsigned major, unsigned minor, struct lp_mount *m);
 /* Counts the mounts whose device is major:minor (e.g. every mount of one loop device). */
 int lp_mount_count_dev(unsigned major, unsigned minor);
+/* Counts the mounts of path root within the filesystem major:minor ("/loop3" in /dev's
+ * filesystem: bind mounts of the device node /dev/loop3, how block volumes are published). */
+int lp_mount_count_root(const char *root, unsigned major, unsigned minor);
 
 /*
  * Mount flags from CSI mount_flags ("noatime", "ro", "nodev", ...). Known flags become

@@ -631,6 +631,9 @@ static void lifecycle_mount(const char *fstype, int64_t size, int64_t grown)
 	CHECK_INT(npublish(v.id, staging, target, c, false), 0);
 	/* the same target with another access mode is a conflict */
 	CHECK_INT(npublish(v.id, staging, target, c, true), 6 /* ALREADY_EXISTS */);
+	/* unstaging under a published target is refused, and changes nothing */
+	expect(unstage(v.id, staging), 9, "unpublish it first");
+	CHECK(access(target, F_OK) == 0);
 	snprintf(file, sizeof(file), "%s/hello.txt", target);
 	put(file, "data written through the mount");
 	CHECK_INT(nunpublish(v.id, target), 0);
@@ -726,6 +729,8 @@ static void test_lifecycle_block(void)
 	CHECK(pwrite(fd, msg, sizeof(msg), 4096) == (ssize_t)sizeof(msg));
 	fsync(fd);
 	close(fd);
+	/* the device is in use by the published target: unstage must refuse */
+	expect(unstage(v.id, staging), 9, "unpublish it first");
 	CHECK_INT(nunpublish(v.id, target), 0);
 	CHECK(access(target, F_OK) < 0);
 	CHECK_INT(unstage(v.id, staging), 0);
