@@ -6,6 +6,7 @@ set -u
 BIN=${KCSI_BIN:?}/kube-emulator
 DEMO=${KCSI_TESTS:?}/kube-leader-demo
 if [ ! -x "$BIN" ]; then echo "SKIP: kube-emulator not built"; exit 77; fi
+command -v curl >/dev/null || { echo "SKIP: the curl command is needed"; exit 77; }
 T=$(mktemp -d /tmp/kcsi-kube-leader-XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$T"; }
@@ -56,4 +57,23 @@ echo "c took over ${took}s after SIGTERM of b"
 # Released: c only needs its next retry (1s + jitter), not the 6s lease expiry.
 awk -v t="$took" 'BEGIN { exit !(t < 5) }' || fail "release did not hand over at once (${took}s)"
 grep -q STOPPED "$T/b.log" || fail "b did not exit cleanly"
+
+# Losing the lease ends the process (as upstream): another identity takes the Lease behind c's
+# back and keeps renewing it; c cannot renew within its deadline and exits non-zero.
+SERVER=$(awk '/server:/ { print $2; exit }' "$T/kc")
+LEASE="$SERVER/apis/coordination.k8s.io/v1/namespaces/default/leases/kcsi-e2e"
+cpid=$(cat "$T/c.pid")
+for i in $(seq 40); do
+	now=$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)
+	curl -s -X PATCH -H 'Content-Type: application/merge-patch+json' "$LEASE" \
+		-d "{\"spec\":{\"holderIdentity\":\"intruder\",\"renewTime\":\"$now\",\"leaseDurationSeconds\":6}}" >/dev/null
+	kill -0 "$cpid" 2>/dev/null || break
+	sleep 0.5
+done
+kill -0 "$cpid" 2>/dev/null && fail "c kept running after losing its lease"
+wait "$cpid"
+rc=$?
+[ "$rc" -ne 0 ] || fail "c exited 0 after losing its lease"
+grep -q "leadership lost" "$T/c.log" || fail "c did not log the loss"
+echo "c exited with status $rc after losing the lease"
 echo "PASS"
