@@ -387,9 +387,23 @@ static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, 
 		json_t *e = json_array_get(drv, i);
 		const char *name = kube_intern(jstr(e, "name"));
 		const char *id = pk_str(pk, jstr(e, "nodeID"));
+		json_t *tk = json_object_get(e, "topologyKeys");
+		size_t nk = json_is_array(tk) ? json_array_size(tk) : 0;
+		if (nk > UINT16_MAX)
+			nk = UINT16_MAX;
+		const char **keys = pk_alloc(pk, nk * sizeof(char *), sizeof(char *));
+		for (size_t k = 0; k < nk; k++) {
+			const char *key = kube_intern(json_string_value(json_array_get(tk, k)));
+			if (keys)
+				keys[k] = key ? key : kube_intern("");
+		}
+		json_t *cnt = json_object_get(json_object_get(e, "allocatable"), "count");
 		if (d) {
 			d[i].name = name;
 			d[i].node_id = id;
+			d[i].topology_keys = keys;
+			d[i].ntopology_keys = (uint16_t)nk;
+			d[i].allocatable = json_is_integer(cnt) ? (int32_t)json_integer_value(cnt) : -1;
 		}
 	}
 	cn->drivers = d;
@@ -409,6 +423,27 @@ static int node_fields(struct packer *pk, json_t *obj, void *rec, char *err, siz
 		return -1;
 	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
 	n->csi_node_ids = pk_str(pk, jstr(ann, "csi.volume.kubernetes.io/nodeid"));
+	json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+	size_t cnt = json_is_object(labels) ? json_object_size(labels) : 0;
+	if (cnt > UINT16_MAX)
+		cnt = UINT16_MAX;
+	struct kube_kv *kv = pk_alloc(pk, cnt * sizeof(*kv), sizeof(char *));
+	size_t i = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach(labels, k, v) {
+		if (i >= cnt)
+			break;
+		const char *ks = kube_intern(k);
+		const char *vs = kube_intern(json_is_string(v) ? json_string_value(v) : "");
+		if (kv) {
+			kv[i].key = ks;
+			kv[i].value = vs;
+		}
+		i++;
+	}
+	n->labels = kv;
+	n->nlabels = (uint16_t)cnt;
 	return 0;
 }
 

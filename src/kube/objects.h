@@ -101,6 +101,9 @@ enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_
 struct kube_csinode_driver {
 	const char *name;    /* interned */
 	const char *node_id;
+	const char *const *topology_keys; /* interned */
+	uint16_t ntopology_keys;
+	int32_t allocatable; /* allocatable.count; -1 when not set */
 };
 
 struct kube_csinode { /* storage.k8s.io/v1 CSINode */
@@ -112,6 +115,9 @@ struct kube_csinode { /* storage.k8s.io/v1 CSINode */
 struct kube_node { /* core/v1 Node */
 	struct kube_obj meta;
 	const char *csi_node_ids; /* annotation csi.volume.kubernetes.io/nodeid (a JSON map) */
+	const struct kube_kv *labels; /* metadata.labels (keys and values interned: topology labels
+				       * repeat across nodes) */
+	uint16_t nlabels;
 };
 
 enum kube_pvc_phase { KUBE_PVC_PENDING, KUBE_PVC_BOUND, KUBE_PVC_LOST };

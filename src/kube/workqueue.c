@@ -25,6 +25,7 @@ struct kube_workqueue {
 	int64_t retry_start, retry_max;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
+	pthread_cond_t idle_cond; /* signalled when nothing is queued or in flight while draining */
 	char **ring; /* queued keys (pointers owned by the ring) */
 	size_t head, len, cap;
 	struct kube_hmap dirty;      /* key -> queued time (int64 cast) */
@@ -32,7 +33,7 @@ struct kube_workqueue {
 	struct kube_hmap failures;   /* key -> count */
 	struct delayed *heap;
 	size_t nheap, capheap;
-	bool shutdown;
+	bool shutdown, draining;
 	struct kube_workqueue_metrics m;
 };
 
@@ -45,6 +46,7 @@ struct kube_workqueue *kube_workqueue_new(const char *name, int64_t retry_start_
 	q->retry_max = retry_max_ns >= q->retry_start ? retry_max_ns : q->retry_start;
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->cond, NULL);
+	pthread_cond_init(&q->idle_cond, NULL);
 	return q;
 }
 
@@ -63,6 +65,7 @@ void kube_workqueue_free(struct kube_workqueue *q)
 	kube_hmap_clear(&q->failures);
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->cond);
+	pthread_cond_destroy(&q->idle_cond);
 	free(q->name);
 	free(q);
 }
@@ -221,7 +224,7 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 		}
 	}
 	char *key = NULL;
-	if (q->len && !q->shutdown) {
+	if (q->len && (!q->shutdown || q->draining)) {
 		key = ring_pop(q);
 		int64_t now = mono_now_ns();
 		int64_t queued = (int64_t)(intptr_t)kube_hmap_del(&q->dirty, key);
@@ -243,6 +246,8 @@ void kube_workqueue_done(struct kube_workqueue *q, const char *key)
 			ring_push(q, key);
 			pthread_cond_signal(&q->cond);
 		}
+		if (q->draining && !q->len && !q->processing.len)
+			pthread_cond_broadcast(&q->idle_cond);
 	}
 	pthread_mutex_unlock(&q->mu);
 }
@@ -251,6 +256,22 @@ void kube_workqueue_shutdown(struct kube_workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
 	q->shutdown = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void kube_workqueue_shutdown_drain(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->shutdown = true;
+	q->draining = true;
+	for (size_t i = 0; i < q->nheap; i++) /* delayed keys are not waited for */
+		free(q->heap[i].key);
+	q->nheap = 0;
+	pthread_cond_broadcast(&q->cond);
+	while (q->len || q->processing.len)
+		pthread_cond_wait(&q->idle_cond, &q->mu);
+	/* Wake getters blocked on an empty queue so they return NULL. */
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->mu);
 }

@@ -8,7 +8,9 @@
  *   - add_after() queues a key after a delay; add_rate_limited() after the key's own exponential
  *     delay (start, doubling per failure, capped at max) until forget() resets it;
  *   - get() blocks until a key is ready or the queue shuts down (then returns NULL);
- *   - after shutdown, adds are ignored and get() drains nothing more.
+ *   - after shutdown, adds are ignored and get() returns NULL at once (keys still queued are
+ *     dropped); shutdown_drain() instead lets workers take the keys already queued and returns
+ *     once they and every key in flight are done (client-go's ShutDownWithDrain).
  *
  * get() returns a malloc'd copy of the key that the caller frees after done(). Thread-safe.
  *
@@ -53,6 +55,8 @@ char *kube_workqueue_get(struct kube_workqueue *q);
 void kube_workqueue_done(struct kube_workqueue *q, const char *key);
 
 void kube_workqueue_shutdown(struct kube_workqueue *q);
+/* Blocks until the queued and in-flight keys are done; needs running workers. */
+void kube_workqueue_shutdown_drain(struct kube_workqueue *q);
 bool kube_workqueue_shutting_down(struct kube_workqueue *q);
 size_t kube_workqueue_len(struct kube_workqueue *q);
 void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metrics *m);

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "kube/objects.h"
 #include "kube/ratelimit.h"
+#include "kube/selector.h"
 #include "kube/store.h"
 #include "kube/watch.h"
 
@@ -112,17 +113,32 @@ static void test_pv_csinode_node(void)
 	}
 	kube_obj_unref(o);
 	o = decode(&KUBE_KIND_CSINODE_T, "{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":["
-		   "{\"name\":\"a\",\"nodeID\":\"id-a\"},{\"name\":\"b\",\"nodeID\":\"id-b\"}]}}");
+		   "{\"name\":\"a\",\"nodeID\":\"id-a\"},{\"name\":\"b\",\"nodeID\":\"id-b\","
+		   "\"topologyKeys\":[\"topology.b/zone\"],\"allocatable\":{\"count\":39}}]}}");
 	const struct kube_csinode *cn = kube_csinode_of(o);
 	CHECK(cn && cn->ndrivers == 2);
 	if (cn && cn->ndrivers == 2) {
 		CHECK_STR(cn->drivers[1].name, "b");
 		CHECK_STR(cn->drivers[1].node_id, "id-b");
+		CHECK_INT(cn->drivers[1].ntopology_keys, 1);
+		CHECK_STR(cn->drivers[1].topology_keys[0], "topology.b/zone");
+		CHECK_INT(cn->drivers[1].allocatable, 39);
+		CHECK_INT(cn->drivers[0].allocatable, -1);
+		CHECK_INT(cn->drivers[0].ntopology_keys, 0);
 	}
 	kube_obj_unref(o);
 	o = decode(&KUBE_KIND_NODE_T, "{\"metadata\":{\"name\":\"n1\",\"annotations\":{"
-		   "\"csi.volume.kubernetes.io/nodeid\":\"{\\\"a\\\":\\\"id-a\\\"}\"}}}");
+		   "\"csi.volume.kubernetes.io/nodeid\":\"{\\\"a\\\":\\\"id-a\\\"}\"},"
+		   "\"labels\":{\"topology.b/zone\":\"z1\",\"kubernetes.io/hostname\":\"n1\"}}}");
 	CHECK(kube_node_of(o) && strcmp(kube_node_of(o)->csi_node_ids, "{\"a\":\"id-a\"}") == 0);
+	if (kube_node_of(o)) {
+		const struct kube_node *nd = kube_node_of(o);
+		CHECK_INT(nd->nlabels, 2);
+		char err[128];
+		struct kube_selector *sel = kube_selector_parse("topology.b/zone in (z1,z2)", err, sizeof(err));
+		CHECK(sel && kube_selector_matches(sel, nd->labels, nd->nlabels));
+		kube_selector_free(sel);
+	}
 	kube_obj_unref(o);
 }
 

@@ -108,6 +108,43 @@ static void test_shutdown_wakes_getters(void)
 	kube_workqueue_free(q);
 }
 
+static atomic_int drained;
+
+static void *slow_worker(void *arg)
+{
+	struct kube_workqueue *q = arg;
+	char *k;
+	while ((k = kube_workqueue_get(q))) {
+		sleep_ns(NSEC_PER_MSEC);
+		atomic_fetch_add(&drained, 1);
+		kube_workqueue_done(q, k);
+		free(k);
+	}
+	return NULL;
+}
+
+static void test_shutdown_drain(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	char key[16];
+	for (int i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		kube_workqueue_add(q, key);
+	}
+	kube_workqueue_add_after(q, "delayed", 10 * NSEC_PER_SEC);
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, slow_worker, q);
+	kube_workqueue_shutdown_drain(q); /* returns only when every queued key is done */
+	CHECK_INT(atomic_load(&drained), 50);
+	kube_workqueue_add(q, "late");
+	CHECK_INT(kube_workqueue_len(q), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	CHECK_INT(atomic_load(&drained), 50);
+	kube_workqueue_free(q);
+}
+
 #define NKEYS 200
 #define ROUNDS 20
 static atomic_int active[NKEYS];
@@ -177,6 +214,7 @@ int main(void)
 	RUN(test_rate_limited_backoff);
 	RUN(test_add_after_order);
 	RUN(test_shutdown_wakes_getters);
+	RUN(test_shutdown_drain);
 	RUN(test_eight_workers);
 	return CHECK_DONE();
 }
