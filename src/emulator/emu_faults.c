@@ -129,6 +129,16 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 		snprintf(err, errlen, "bad fault rule: %s", je.text);
 		return -1;
 	}
+	static const char *const verbs[] = { "*", "write", "get", "list", "watch", "create",
+					     "update", "patch", "delete", "deletecollection" };
+	bool known = false;
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		known = known || !strcmp(verb, verbs[i]);
+	if (!known || strlen(res) >= sizeof(r->resource)) {
+		snprintf(err, errlen, "bad fault rule: unknown verb \"%.40s\" or resource name too "
+			 "long", verb);
+		return -1;
+	}
 	if (code != 0 && code != 500 && code != 429 && code != 409) {
 		snprintf(err, errlen, "bad fault rule: code must be 500, 429, 409 or 0, got %d", code);
 		return -1;

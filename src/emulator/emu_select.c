@@ -359,7 +359,7 @@ static int field_term(struct emu_selector *sel, const char *p, size_t n, char *e
 		if (p[i] == '=' || (p[i] == '!' && i + 1 < n && p[i + 1] == '='))
 			break;
 	}
-	if (i == n || i == 0) {
+	if (i >= n || i == 0) {
 		snprintf(err, errlen, "invalid selector: '%.*s'; can't understand '%.*s'", (int)n, p,
 			 (int)n, p);
 		return -1;

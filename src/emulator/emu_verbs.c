@@ -182,6 +182,56 @@ bool parse_body(struct emu_call *k, json_t **out, struct reply *rp)
 	return true;
 }
 
+static bool all_strings(const json_t *v, bool map)
+{
+	if (map ? !json_is_object(v) : !json_is_array(v))
+		return false;
+	const char *k;
+	size_t i;
+	json_t *e;
+	if (map) {
+		json_object_foreach((json_t *)v, k, e)
+			if (!json_is_string(e))
+				return false;
+	} else {
+		json_array_foreach((json_t *)v, i, e)
+			if (!json_is_string(e))
+				return false;
+	}
+	return true;
+}
+
+/*
+ * The metadata fields the emulator reads must have their API types, as decoding into ObjectMeta
+ * would require upstream: strings, string maps, a string list.
+ */
+static bool check_meta_types(const json_t *meta, struct reply *rp)
+{
+	static const char *const strs[] = { "name", "generateName", "namespace", "resourceVersion",
+					    "uid" };
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		json_t *v = json_object_get(meta, strs[i]);
+		if (v && !json_is_string(v) && !json_is_null(v)) {
+			reply_bad(rp, "metadata.%s must be a string", strs[i]);
+			return false;
+		}
+	}
+	static const char *const maps[] = { "labels", "annotations" };
+	for (size_t i = 0; i < 2; i++) {
+		json_t *v = json_object_get(meta, maps[i]);
+		if (v && !json_is_null(v) && !all_strings(v, true)) {
+			reply_bad(rp, "metadata.%s must be a map of strings to strings", maps[i]);
+			return false;
+		}
+	}
+	json_t *f = json_object_get(meta, "finalizers");
+	if (f && !json_is_null(f) && !all_strings(f, false)) {
+		reply_bad(rp, "metadata.finalizers must be an array of strings");
+		return false;
+	}
+	return true;
+}
+
 /* Body is an object of this resource's apiVersion/kind (when given) with an object metadata. */
 static bool check_type(struct emu_call *k, json_t *obj, struct reply *rp)
 {
@@ -207,7 +257,7 @@ static bool check_type(struct emu_call *k, json_t *obj, struct reply *rp)
 		reply_bad(rp, "metadata must be a JSON object");
 		return false;
 	}
-	return true;
+	return check_meta_types(meta, rp);
 }
 
 static bool namespace_exists(struct emu_server *srv, const char *ns)
@@ -421,7 +471,7 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 	json_object_del(nmeta, "selfLink");
 	json_object_del(nmeta, "managedFields");
 	json_t *nfin = json_object_get(nmeta, "finalizers");
-	if (nfin && !json_is_array(nfin)) {
+	if (nfin && !json_is_array(nfin) && !json_is_null(nfin)) {
 		reply_bad(rp, "metadata.finalizers must be an array of strings");
 		json_decref(nobj);
 		return NULL;
@@ -625,8 +675,16 @@ static bool check_preconditions(struct emu_call *k, const json_t *opts, const js
 				struct reply *rp)
 {
 	const json_t *pre = json_object_get(opts, "preconditions");
-	const char *uid = json_string_value(json_object_get(pre, "uid"));
-	const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+	const json_t *juid = json_object_get(pre, "uid"), *jrv = json_object_get(pre, "resourceVersion");
+	if ((pre && !json_is_object(pre) && !json_is_null(pre)) ||
+	    (juid && !json_is_string(juid) && !json_is_null(juid)) ||
+	    (jrv && !json_is_string(jrv) && !json_is_null(jrv))) {
+		reply_bad(rp, "DeleteOptions.preconditions must be {\"uid\": string, "
+			  "\"resourceVersion\": string}");
+		return false;
+	}
+	const char *uid = json_string_value(juid);
+	const char *rv = json_string_value(jrv);
 	char why[512];
 	if (uid && strcmp(uid, meta_str(old, "uid"))) {
 		snprintf(why, sizeof(why), "Precondition failed: UID in precondition: %s, UID in "

@@ -233,4 +233,34 @@ check "cluster-wide pod list by spec.nodeName" eq "$(jqo '[.items[]|.metadata.na
 req GET "/api/v1/namespaces/default/pods"
 check "namespaced list" eq "$(jqo '[.items[].metadata.name]|join(",")')" "p2"
 
+# --- hostile input: clear 4xx answers, and the server stays up ---
+req POST /api/v1/persistentvolumes '{"metadata":{"name":"pv-t","labels":"x"}}'
+expect_code 400 "labels that are not a map"
+req POST /api/v1/persistentvolumes '{"metadata":{"name":"pv-t","finalizers":[1]}}'
+expect_code 400 "finalizers that are not strings"
+req POST /api/v1/persistentvolumes '{"metadata":{"name":5}}'
+expect_code 400 "a name that is not a string"
+req POST /api/v1/persistentvolumes "$(python3 -c 'print("["*5000+"]"*5000)')"
+expect_code 400 "nesting too deep"
+head -c 4000000 /dev/zero | tr '\0' 'a' >"$T/big"
+CODE=$(curl -s -o "$T/out" -w '%{http_code}' "${CURL_EXTRA[@]}" -H 'Content-Type: application/json' --data-binary @"$T/big" "$S/api/v1/persistentvolumes")
+expect_code 413 "a body over 3 MiB"
+req POST /api/v1/persistentvolumes "{\"metadata\":{\"name\":\"$(printf 'n%.0s' $(seq 1 300))\"}}"
+expect_code 422 "a name over 253 characters"
+req GET "/api/v1/persistentvolumes?fieldSelector=%5C"
+expect_code 400 "a field selector that is one backslash"
+req GET "/api/v1/persistentvolumes?labelSelector=!"
+expect_code 400 "a label selector that is one !"
+req GET "/api/v1/persistentvolumes?watch=1&resourceVersion=abc"
+expect_code 400 "a watch resourceVersion that is not a number"
+req GET "/api/v1/persistentvolumes?limit=-1"
+expect_code 400 "a negative limit"
+req POST /api/v1/namespaces/default/configmaps '{"metadata":{"name":"cm-del"}}'
+req DELETE /api/v1/namespaces/default/configmaps/cm-del '{"preconditions":"x"}'
+expect_code 400 "preconditions that are not an object"
+req PATCH /api/v1/namespaces/default/configmaps/cm-del '[{"op":"add","path":"/metadata/finalizers","value":[{"x":1}]}]' application/json-patch+json
+expect_code 400 "a JSON patch that makes finalizers invalid"
+req GET /healthz
+expect_code 200 "the server is still up"
+
 finish
