@@ -96,6 +96,9 @@ static void test_field_selectors(void)
 	CHECK(emu_selector_match_fields(s, odd));
 	emu_selector_free(s);
 	json_decref(odd);
+	/* regression: a selector ending in a backslash was read past its end */
+	CHECK_INT(emu_field_selector_parse("\\", &s, err, sizeof(err)), -1);
+	CHECK_INT(emu_field_selector_parse("metadata.name=a\\", &s, err, sizeof(err)), -1);
 	CHECK_INT(emu_field_selector_parse("metadata.name", &s, err, sizeof(err)), -1);
 	CHECK(s == NULL);
 	CHECK(strstr(err, "can't understand") != NULL);
