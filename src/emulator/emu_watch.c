@@ -13,6 +13,7 @@
  * hangs up (seen with poll(POLLRDHUP) once a second), or with a 410 ERROR event when it has
  * fallen behind the retained history.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -438,8 +439,9 @@ static bool watch_params(struct emu_call *k, struct emu_watch *w, bool *initial,
 	*initial = !rv || !*rv || !strcmp(rv, "0");
 	if (!*initial) {
 		char *end;
+		errno = 0;
 		unsigned long long v = strtoull(rv, &end, 10);
-		if (*end || *rv == '-') {
+		if (*end || *rv == '-' || errno || v > INT64_MAX) {
 			reply_bad(rp, "resourceVersion: Invalid value: \"%s\": must be an unsigned "
 				  "integer", rv);
 			return false;
@@ -516,8 +518,21 @@ enum MHD_Result emu_do_watch(struct emu_call *k)
 	} else if (w->cursor < st->history_start) {
 		add_expired(&w->out, w->cursor, st->history_start);
 		w->finished = true;
+	} else if (w->cursor > st->rv) {
+		/* upstream waits a few seconds for its cache to catch up, then answers 504 */
+		char msg[160];
+		snprintf(msg, sizeof(msg), "Too large resource version: %" PRIu64 ", current: %" PRIu64,
+			 w->cursor, st->rv);
+		rp.code = 504;
+		rp.text = emu_status_text(504, "Timeout", msg, json_pack("{s:[{s:s, s:s}], s:i}",
+			"causes", "reason", "ResourceVersionTooLarge", "message",
+			"Too large resource version", "retryAfterSeconds", 1));
 	}
 	pthread_mutex_unlock(&st->mu);
+	if (rp.text) {
+		watch_free(w);
+		return emu_reply_text(k->conn, rp.code, rp.text, 1);
+	}
 
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
 								      watch_read, w, watch_free);

@@ -75,6 +75,14 @@ check "sendInitialEvents: ADDED then the initial-events-end bookmark" eq \
 	"$(jq -r '"\(.type) \(.object.metadata.annotations["k8s.io/initial-events-end"] // .object.metadata.name)"' "$T/wl" | head -2 | paste -sd, -)" \
 	"ADDED cm-a,BOOKMARK true"
 
+# a resourceVersion from the future is 504 ResourceVersionTooLarge, as upstream after its wait
+CUR=$(curl -s "$S/api/v1/namespaces/default/configmaps" | jq -r .metadata.resourceVersion)
+req GET "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=$((CUR + 1000))"
+expect_code 504 "watch from a future resourceVersion"
+check "future resourceVersion cause" eq "$(jqo '.details.causes[0].reason')" "ResourceVersionTooLarge"
+req GET "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=18446744073709551615"
+expect_code 400 "resourceVersion out of range"
+
 # 410: push the first events out of the 20-event history
 mk cm-c web
 req GET "/api/v1/namespaces/default/configmaps?limit=1"
