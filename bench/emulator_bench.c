@@ -160,10 +160,10 @@ struct watcher {
 	size_t len;
 	int64_t *lat;
 	int n;
-	volatile int started;
+
 };
 
-static volatile int watchers_stop;
+static int watchers_stop;
 
 static void watcher_line(struct watcher *w)
 {
@@ -172,14 +172,16 @@ static void watcher_line(struct watcher *w)
 	if (!strstr(w->line, "\"type\":\"ADDED\""))
 		return;
 	char *p = strstr(w->line, key);
-	if (p && w->n < WATCHED_EVENTS)
-		w->lat[w->n++] = now_ns() - strtoll(p + sizeof(key) - 1, NULL, 10);
+	int n = __atomic_load_n(&w->n, __ATOMIC_RELAXED);
+	if (p && n < WATCHED_EVENTS) {
+		w->lat[n] = now_ns() - strtoll(p + sizeof(key) - 1, NULL, 10);
+		__atomic_store_n(&w->n, n + 1, __ATOMIC_RELEASE); /* the main thread polls it */
+	}
 }
 
 static size_t watcher_data(char *p, size_t s, size_t n, void *u)
 {
 	struct watcher *w = u;
-	w->started = 1;
 	for (size_t i = 0; i < s * n; i++) {
 		if (p[i] == '\n') {
 			watcher_line(w);
@@ -198,7 +200,8 @@ static int watcher_progress(void *u, curl_off_t a, curl_off_t b, curl_off_t c, c
 	(void)b;
 	(void)c;
 	(void)d;
-	return watchers_stop || w->n >= WATCHED_EVENTS;
+	return __atomic_load_n(&watchers_stop, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&w->n, __ATOMIC_RELAXED) >= WATCHED_EVENTS;
 }
 
 static void *watcher_main(void *arg)
@@ -253,12 +256,12 @@ static void watch_phase(void)
 	for (;;) {
 		int done = 0;
 		for (int i = 0; i < WATCHERS; i++)
-			done += w[i].n >= WATCHED_EVENTS;
+			done += __atomic_load_n(&w[i].n, __ATOMIC_ACQUIRE) >= WATCHED_EVENTS;
 		if (done == WATCHERS || now_ns() > deadline)
 			break;
 		usleep(10 * 1000);
 	}
-	watchers_stop = 1;
+	__atomic_store_n(&watchers_stop, 1, __ATOMIC_RELAXED);
 	size_t total = 0;
 	for (int i = 0; i < WATCHERS; i++) {
 		pthread_join(w[i].t, NULL);

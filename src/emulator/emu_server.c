@@ -335,7 +335,8 @@ static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *
 static int split_path(char *path, char **segs)
 {
 	int n = 0;
-	for (char *tok = strtok(path, "/"); tok; tok = strtok(NULL, "/")) {
+	char *save = NULL;
+	for (char *tok = strtok_r(path, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
 		if (n == MAX_SEGS)
 			return -1;
 		segs[n++] = tok;
@@ -705,6 +706,7 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, siz
 		return NULL;
 	}
 	add_default_namespaces(&srv->st);
+	unsigned long long start_rv = (unsigned long long)srv->st.rv; /* read before threads exist */
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			 MHD_USE_POLL | MHD_USE_ERROR_LOG;
 	if (srv->tls_cert)
@@ -715,7 +717,9 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, siz
 		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv },
 		{ MHD_OPTION_CONNECTION_LIMIT, 4096, NULL },
 		{ MHD_OPTION_CONNECTION_TIMEOUT, 0, NULL },
-		{ MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL },
+		/* 8 MiB of (virtual) stack per connection thread: JSON nesting up to jansson's
+		 * 2048-level limit recurses deeply, more so under sanitizers */
+		{ MHD_OPTION_THREAD_STACK_SIZE, 8 * 1024 * 1024, NULL },
 		{ srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert },
 		{ MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key },
 		{ MHD_OPTION_END, 0, NULL },
@@ -729,8 +733,7 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, siz
 		server_free(srv);
 		return NULL;
 	}
-	KLOG_I("kube-emulator serving url=\"%s\" resourceVersion=%llu", srv->url,
-	       (unsigned long long)srv->st.rv);
+	KLOG_I("kube-emulator serving url=\"%s\" resourceVersion=%llu", srv->url, start_rv);
 	return srv;
 }
 
