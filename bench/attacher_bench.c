@@ -1,0 +1,595 @@
+/*
+ * attacher_bench: how fast an attacher turns VolumeAttachments into attached volumes, and back.
+ *
+ * It runs kube-emulator, kcsi-loopplugin (one controller+node process and a registration for
+ * every other node; or, with --driver test, the in-memory csi-testdriver, to measure the attacher
+ * alone: the loop driver writes its state durably and serializes publishes) and the attacher under test (--attacher BIN: kcsi's csi-attacher by default,
+ * or any binary that takes the upstream flags) as separate processes, then:
+ *   1. creates --cached VolumeAttachments of another driver (the attacher caches but skips them),
+ *   2. creates -n VolumeAttachments over --nodes nodes at once from 16 threads, and records for
+ *      each the time from its creation to `status.attached` seen in a watch,
+ *   3. deletes them all at once and records the time to each object's disappearance.
+ * It prints throughput, p50/p99 latency, API writes per attach (from the global resourceVersion,
+ * which counts every successful write, so it works for any attacher), peak and idle RSS and CPU
+ * seconds of the attacher. The last line is machine-readable. It never fails on a figure.
+ */
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/client.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOADERS 16
+
+static const char *DRIVER = "loop.kcsi.io";
+
+static struct {
+	const char *attacher, *bin, *driver;
+	int n, nodes, workers, burst, cached;
+	double qps;
+} opt;
+
+static char tmp[PATH_MAX];
+static struct kube_client *kc;
+static struct csi_conn *csi;
+static char **volumes;
+static int64_t *t_create, *t_attached, *t_delete, *t_gone;
+static atomic_int n_attached, n_gone;
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setpgid(0, 0);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void stop(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+static bool wait_file(const char *path, bool sock, int64_t timeout_ns)
+{
+	int64_t end = mono_now_ns() + timeout_ns;
+	struct stat st;
+
+	while (mono_now_ns() < end) {
+		if (stat(path, &st) == 0 && (sock ? S_ISSOCK(st.st_mode) : st.st_size > 0))
+			return true;
+		sleep_ns(20 * NSEC_PER_MSEC);
+	}
+	return false;
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* Private (anonymous) resident memory: what the process itself allocated, without the shared
+ * library pages that RSS also counts. */
+static long rss_anon_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static double cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "attacher_bench: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+static void create_or_die(const struct kube_resource *r, json_t *obj)
+{
+	struct kube_err e;
+	json_t *res;
+
+	for (int attempt = 0; attempt < 5; attempt++) {
+		res = kube_create(kc, r, NULL, obj, &e);
+		if (res || kube_err_is_already_exists(&e))
+			break;
+	}
+	if (!res && !kube_err_is_already_exists(&e))
+		die("create failed: %s", e.message);
+	json_decref(res);
+	json_decref(obj);
+}
+
+/* Runs fn(i) for i in [0, n) on LOADERS threads. */
+struct range_job {
+	void (*fn)(int i);
+	atomic_int next;
+	int n;
+};
+
+static void *range_worker(void *arg)
+{
+	struct range_job *j = arg;
+	int i;
+
+	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
+		j->fn(i);
+	return NULL;
+}
+
+static void parallel(int n, void (*fn)(int i))
+{
+	struct range_job j = { fn, 0, n };
+	pthread_t t[LOADERS];
+
+	for (int k = 0; k < LOADERS; k++)
+		pthread_create(&t[k], NULL, range_worker, &j);
+	for (int k = 0; k < LOADERS; k++)
+		pthread_join(t[k], NULL);
+}
+
+static void make_volume(int i)
+{
+	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+	Csi__V1__CreateVolumeResponse *resp = NULL;
+	Csi__V1__VolumeCapability cap = CSI__V1__VOLUME_CAPABILITY__INIT;
+	Csi__V1__VolumeCapability__AccessMode mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
+	Csi__V1__VolumeCapability__MountVolume mnt = CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
+	Csi__V1__VolumeCapability *caps[1] = { &cap };
+	Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+	struct csi_status st;
+	char name[64];
+
+	snprintf(name, sizeof(name), "bench-vol-%05d", i);
+	mode.mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	cap.access_mode = &mode;
+	cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+	cap.mount = &mnt;
+	range.required_bytes = 1 << 20;
+	req.name = name;
+	req.capacity_range = &range;
+	req.n_volume_capabilities = 1;
+	req.volume_capabilities = caps;
+	if (csi_create_volume(csi, &req, &resp, 60 * NSEC_PER_SEC, &st) != 0)
+		die("CreateVolume %s: %s", name, st.message);
+	volumes[i] = xstrdup(resp->volume->volume_id);
+	csi_msg_free(resp);
+}
+
+static void delete_volume(int i)
+{
+	Csi__V1__DeleteVolumeRequest req = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+	Csi__V1__DeleteVolumeResponse *resp = NULL;
+	struct csi_status st;
+
+	if (!volumes[i])
+		return;
+	req.volume_id = volumes[i];
+	if (csi_delete_volume(csi, &req, &resp, 60 * NSEC_PER_SEC, &st) != 0)
+		fprintf(stderr, "DeleteVolume %s: %s\n", volumes[i], st.message);
+	csi_msg_free(resp);
+}
+
+static void make_pv(int i)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "bench-pv-%05d", i);
+	create_or_die(&KUBE_RES_PERSISTENTVOLUMES,
+		      json_pack("{s:s,s:s,s:{s:s},s:{s:{s:s},s:[s],s:{s:s,s:s,s:s}}}", "apiVersion", "v1",
+				"kind", "PersistentVolume", "metadata", "name", name, "spec",
+				"capacity", "storage", "1Mi", "accessModes", "ReadWriteOnce", "csi",
+				"driver", DRIVER, "volumeHandle", volumes[i], "fsType", "ext4"));
+}
+
+static json_t *va_json(const char *name, const char *attacher, const char *node, const char *pv,
+		       const char *label)
+{
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:s,s:s,s:{s:s}}}", "apiVersion",
+			 "storage.k8s.io/v1", "kind", "VolumeAttachment", "metadata", "name", name,
+			 "labels", "bench", label, "spec", "attacher", attacher, "nodeName", node,
+			 "source", "persistentVolumeName", pv);
+}
+
+static void make_cached(int i)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "cached-va-%05d", i);
+	create_or_die(&KUBE_RES_VOLUMEATTACHMENTS,
+		      va_json(name, "other.example.com", "node-0", "some-pv-of-another-driver",
+			      "cached"));
+}
+
+static void make_va(int i)
+{
+	char name[64], node[32], pv[64];
+
+	snprintf(name, sizeof(name), "bench-va-%05d", i);
+	snprintf(node, sizeof(node), "node-%d", i % opt.nodes);
+	snprintf(pv, sizeof(pv), "bench-pv-%05d", i);
+	t_create[i] = mono_now_ns();
+	create_or_die(&KUBE_RES_VOLUMEATTACHMENTS, va_json(name, DRIVER, node, pv, "load"));
+}
+
+static void delete_va(int i)
+{
+	char name[64];
+	struct kube_err e;
+
+	snprintf(name, sizeof(name), "bench-va-%05d", i);
+	t_delete[i] = mono_now_ns();
+	if (kube_delete(kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL, name, NULL, NULL, &e) &&
+	    !kube_err_is_not_found(&e))
+		die("delete %s: %s", name, e.message);
+}
+
+static int va_index(const struct kube_obj *o)
+{
+	return strncmp(o->name, "bench-va-", 9) == 0 ? atoi(o->name + 9) : -1;
+}
+
+static void on_va(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	const struct kube_va *va = kube_va_of(o);
+	int i = va_index(o);
+
+	(void)old;
+	(void)ud;
+	if (i >= 0 && i < opt.n && va->attached && !t_attached[i]) {
+		t_attached[i] = mono_now_ns();
+		atomic_fetch_add(&n_attached, 1);
+	}
+}
+
+static void on_va_add(const struct kube_obj *o, void *ud)
+{
+	on_va(NULL, o, ud);
+}
+
+static void on_va_delete(const struct kube_obj *o, void *ud)
+{
+	int i = va_index(o);
+
+	(void)ud;
+	if (i >= 0 && i < opt.n && !t_gone[i]) {
+		t_gone[i] = mono_now_ns();
+		atomic_fetch_add(&n_gone, 1);
+	}
+}
+
+static long long current_rv(void)
+{
+	struct kube_list_opts lo = { .limit = 1 };
+	struct kube_err e;
+	json_t *l = kube_list(kc, &KUBE_RES_NODES, NULL, &lo, &e);
+	long long rv;
+
+	if (!l)
+		die("list: %s", e.message);
+	rv = atoll(json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")));
+	json_decref(l);
+	return rv;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* p50 and p99 of end[i]-start[i] in ms. */
+static void percentiles(const int64_t *start, const int64_t *end, double *p50, double *p99)
+{
+	int64_t *d = xcalloc((size_t)opt.n, sizeof(int64_t));
+
+	for (int i = 0; i < opt.n; i++)
+		d[i] = end[i] - start[i];
+	qsort(d, (size_t)opt.n, sizeof(int64_t), cmp64);
+	*p50 = (double)d[opt.n / 2] / 1e6;
+	*p99 = (double)d[(opt.n * 99) / 100 >= opt.n ? opt.n - 1 : (opt.n * 99) / 100] / 1e6;
+	free(d);
+}
+
+struct sampler {
+	pid_t pid;
+	atomic_long peak;
+	atomic_bool stop;
+};
+
+static void *sample_rss(void *arg)
+{
+	struct sampler *s = arg;
+
+	while (!atomic_load(&s->stop)) {
+		long kb = rss_kb(s->pid);
+		if (kb > atomic_load(&s->peak))
+			atomic_store(&s->peak, kb);
+		sleep_ns(20 * NSEC_PER_MSEC);
+	}
+	return NULL;
+}
+
+static void wait_count(atomic_int *counter, int want, const char *what)
+{
+	int64_t end = mono_now_ns() + 600 * NSEC_PER_SEC;
+
+	while (atomic_load(counter) < want) {
+		if (mono_now_ns() > end)
+			die("timed out: %d of %d %s", atomic_load(counter), want, what);
+		sleep_ns(NSEC_PER_MSEC);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct flagset *fs = flags_new("attacher_bench", "attacher_bench [flags]");
+	char path[PATH_MAX + 64], kcpath[PATH_MAX + 64], sock[PATH_MAX + 64], err[512];
+	char self[PATH_MAX], defbin[PATH_MAX + 16], defatt[PATH_MAX + 32];
+	pid_t emu, lp = -1, att;
+
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[sl > 0 ? sl : 0] = '\0';
+	*strrchr(self, '/') = '\0'; /* <build>/tests */
+	snprintf(defbin, sizeof(defbin), "%s/../bin", self);
+	snprintf(defatt, sizeof(defatt), "%s/csi-attacher", defbin);
+	flags_string(fs, "attacher", &opt.attacher, defatt, "attacher binary under test (upstream flags)");
+	flags_string(fs, "bin", &opt.bin, defbin, "folder with kube-emulator and kcsi-loopplugin");
+	flags_string(fs, "driver", &opt.driver, "loop",
+		     "loop: kcsi-loopplugin; test: csi-testdriver (in memory, isolates the attacher)");
+	flags_int(fs, "n", &opt.n, 1000, "VolumeAttachments to attach and detach");
+	flags_int(fs, "nodes", &opt.nodes, 10, "nodes the attachments spread over");
+	flags_int(fs, "cached", &opt.cached, 10000, "VolumeAttachments of another driver kept in the cache");
+	flags_int(fs, "worker-threads", &opt.workers, 10, "passed to the attacher");
+	flags_double(fs, "kube-api-qps", &opt.qps, 10000, "passed to the attacher");
+	flags_int(fs, "kube-api-burst", &opt.burst, 10000, "passed to the attacher");
+	log_register_flags(fs);
+	flags_parse_or_exit(fs, argc, argv);
+	if (opt.n < 1 || opt.nodes < 1)
+		die("-n and --nodes must be positive");
+
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(tmp, sizeof(tmp), "/tmp/kcsi-bench.XXXXXX");
+	if (!mkdtemp(tmp))
+		die("mkdtemp: %s", strerror(errno));
+	snprintf(kcpath, sizeof(kcpath), "%s/kubeconfig", tmp);
+	snprintf(path, sizeof(path), "%s/kube-emulator", opt.bin);
+	char hist[32];
+	snprintf(hist, sizeof(hist), "%d", 10 * (opt.n + opt.cached) + 1000);
+	char *emu_argv[] = { path, "--listen", "127.0.0.1:0", "--write-kubeconfig", kcpath,
+			     "--watch-history", hist, NULL };
+	char log[PATH_MAX + 64];
+	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
+	emu = spawn(emu_argv, log);
+	if (!wait_file(kcpath, false, 10 * NSEC_PER_SEC))
+		die("kube-emulator did not start (see %s)", log);
+
+	char pool[PATH_MAX + 16], lpbin[PATH_MAX + 64], nodeid[32], ep[PATH_MAX + 80];
+	snprintf(pool, sizeof(pool), "%s/pool", tmp);
+	mkdir(pool, 0755);
+	snprintf(log, sizeof(log), "%s/driver.log", tmp);
+	snprintf(sock, sizeof(sock), "%s/lp-0.sock", tmp);
+	snprintf(ep, sizeof(ep), "unix://%s", sock);
+	if (strcmp(opt.driver, "test") == 0) {
+		DRIVER = "testdriver.kcsi.dev";
+		snprintf(lpbin, sizeof(lpbin), "%s/csi-testdriver", self);
+		char *td_argv[] = { lpbin, "--endpoint", ep, "--threads", "16", NULL };
+		lp = spawn(td_argv, log);
+		if (!wait_file(sock, true, 10 * NSEC_PER_SEC))
+			die("csi-testdriver did not start (see %s)", log);
+	} else if (strcmp(opt.driver, "loop") == 0) {
+		snprintf(lpbin, sizeof(lpbin), "%s/kcsi-loopplugin", opt.bin);
+		/* Register nodes 1..M-1 with short-lived node plugins; node-0 keeps running. */
+		for (int k = opt.nodes - 1; k >= 0; k--) {
+			char ksock[PATH_MAX + 64], kep[PATH_MAX + 80];
+			snprintf(nodeid, sizeof(nodeid), "node-%d", k);
+			snprintf(ksock, sizeof(ksock), "%s/lp-%d.sock", tmp, k);
+			snprintf(kep, sizeof(kep), "unix://%s", ksock);
+			char *lp_argv[] = { lpbin, "--endpoint", kep, "--nodeid", nodeid, "--pool-dir",
+					    pool, "--mode", k ? "node" : "all", "--threads", "16", NULL };
+			pid_t p = spawn(lp_argv, log);
+			if (!wait_file(ksock, true, 10 * NSEC_PER_SEC))
+				die("kcsi-loopplugin did not start (see %s)", log);
+			if (k)
+				stop(p);
+			else
+				lp = p;
+		}
+	} else {
+		die("--driver must be loop or test");
+	}
+
+	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
+	struct kube_client_opts ko = { .component = "attacher_bench", .qps = 0 };
+	if (!cfg || !(kc = kube_client_new(cfg, &ko, err, sizeof(err))))
+		die("%s", err);
+	struct csi_conn_opts co = CSI_CONN_OPTS_INIT;
+	co.connect_timeout_ns = 10 * NSEC_PER_SEC;
+	if (!(csi = csi_connect(ep, &co, err, sizeof(err))))
+		die("%s", err);
+
+	volumes = xcalloc((size_t)opt.n, sizeof(char *));
+	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
+	t_attached = xcalloc((size_t)opt.n, sizeof(int64_t));
+	t_delete = xcalloc((size_t)opt.n, sizeof(int64_t));
+	t_gone = xcalloc((size_t)opt.n, sizeof(int64_t));
+	fprintf(stderr, "setup: %d volumes, %d nodes, %d PVs, %d cached VAs of another driver\n",
+		opt.n, opt.nodes, opt.n, opt.cached);
+	parallel(opt.n, make_volume);
+	for (int k = 0; k < opt.nodes; k++) {
+		snprintf(nodeid, sizeof(nodeid), "node-%d", k);
+		create_or_die(&KUBE_RES_NODES, json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1",
+							 "kind", "Node", "metadata", "name", nodeid));
+		create_or_die(&KUBE_RES_CSINODES,
+			      json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s}]}}", "apiVersion",
+					"storage.k8s.io/v1", "kind", "CSINode", "metadata", "name",
+					nodeid, "spec", "drivers", "name", DRIVER, "nodeID", nodeid));
+	}
+	parallel(opt.n, make_pv);
+	parallel(opt.cached, make_cached);
+
+	struct kube_informer_opts io = { .kind = &KUBE_KIND_VOLUMEATTACHMENT,
+					 .label_selector = "bench=load" };
+	struct kube_informer *inf = kube_informer_new(kc, &io);
+	struct kube_handlers h = { on_va_add, on_va, on_va_delete, NULL };
+	kube_informer_add_handlers(inf, &h);
+	kube_informer_start(inf);
+	kube_informer_wait_synced(inf, 10 * NSEC_PER_SEC);
+
+	char workers[16], qps[32], burst[16], csiaddr[PATH_MAX + 80];
+	snprintf(workers, sizeof(workers), "%d", opt.workers);
+	snprintf(qps, sizeof(qps), "%g", opt.qps);
+	snprintf(burst, sizeof(burst), "%d", opt.burst);
+	snprintf(csiaddr, sizeof(csiaddr), "unix://%s/lp-0.sock", tmp);
+	char *att_argv[] = { (char *)opt.attacher, "--csi-address", csiaddr, "--kubeconfig", kcpath,
+			     "--worker-threads", workers, "--kube-api-qps", qps,
+			     "--kube-api-burst", burst, NULL };
+	snprintf(log, sizeof(log), "%s/attacher.log", tmp);
+	att = spawn(att_argv, log);
+	sleep_ns(2 * NSEC_PER_SEC); /* connect, discover, sync the caches */
+	if (waitpid(att, NULL, WNOHANG) == att)
+		die("the attacher exited at start (see %s)", log);
+	long rss_start = rss_kb(att), anon_start = rss_anon_kb(att);
+
+	struct sampler smp = { .pid = att };
+	pthread_t sampler;
+	pthread_create(&sampler, NULL, sample_rss, &smp);
+	double cpu0 = cpu_s(att);
+	long long rv0 = current_rv();
+	int64_t t0 = mono_now_ns();
+	parallel(opt.n, make_va);
+	wait_count(&n_attached, opt.n, "attached");
+	int64_t t1 = mono_now_ns();
+	long long rv1 = current_rv();
+	sleep_ns(NSEC_PER_SEC);
+	long rss_idle = rss_kb(att), anon_idle = rss_anon_kb(att);
+
+	long long rv2 = current_rv();
+	int64_t t2 = mono_now_ns();
+	parallel(opt.n, delete_va);
+	wait_count(&n_gone, opt.n, "detached");
+	int64_t t3 = mono_now_ns();
+	long long rv3 = current_rv();
+	double cpu1 = cpu_s(att);
+	atomic_store(&smp.stop, true);
+	pthread_join(sampler, NULL);
+
+	double attach_s = (double)(t1 - t0) / 1e9, detach_s = (double)(t3 - t2) / 1e9;
+	double a50, a99, d50, d99;
+	percentiles(t_create, t_attached, &a50, &a99);
+	percentiles(t_delete, t_gone, &d50, &d99);
+	/* The bench's own writes: one create per VA, one delete per VA. */
+	double wpa = (double)(rv1 - rv0 - opt.n) / opt.n;
+	double wpd = (double)(rv3 - rv2 - opt.n) / opt.n;
+
+	printf("attacher: %s\n", opt.attacher);
+	printf("load: %d VolumeAttachments over %d nodes, %d cached VAs of another driver, "
+	       "--worker-threads %d --kube-api-qps %g --kube-api-burst %d\n",
+	       opt.n, opt.nodes, opt.cached, opt.workers, opt.qps, opt.burst);
+	printf("attach: all attached in %.3f s, %.0f attaches/s, latency p50 %.1f ms p99 %.1f ms, "
+	       "%.2f API writes per attach (each VA has its own PV, so this includes one PV "
+	       "finalizer per attach: the first attach of a PV)\n", attach_s, opt.n / attach_s, a50,
+	       a99, wpa);
+	printf("detach: all gone in %.3f s, %.0f detaches/s, latency p50 %.1f ms p99 %.1f ms, "
+	       "%.2f API writes per detach\n", detach_s, opt.n / detach_s, d50, d99, wpd);
+	printf("attacher process: RSS %ld kB at start (cache synced), %ld kB peak, %ld kB idle "
+	       "after attach; CPU %.2f s for attach+detach\n",
+	       rss_start, atomic_load(&smp.peak), rss_idle, cpu1 - cpu0);
+	printf("attacher private memory (RssAnon, without shared library pages): %ld kB at start, "
+	       "%ld kB idle after attach\n", anon_start, anon_idle);
+	printf("driver: %s (%s)\n", opt.driver, DRIVER);
+	printf("attach n=%d total_s=%.3f ops_s=%.0f p50_ms=%.1f p99_ms=%.1f rss_kb=%ld cpu_s=%.2f "
+	       "api_writes_per_attach=%.2f detach_total_s=%.3f detach_p50_ms=%.1f detach_p99_ms=%.1f\n",
+	       opt.n, attach_s, opt.n / attach_s, a50, a99, atomic_load(&smp.peak), cpu1 - cpu0, wpa,
+	       detach_s, d50, d99);
+	fflush(stdout);
+
+	stop(att);
+	kube_informer_stop(inf);
+	kube_informer_free(inf);
+	parallel(opt.n, delete_volume);
+	csi_conn_free(csi);
+	stop(lp);
+	stop(emu);
+	kube_client_free(kc);
+	kube_config_free(cfg);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	flags_free(fs);
+	return 0;
+}
