@@ -9,7 +9,7 @@ packages=(
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   libmicrohttpd-dev
   openssl e2fsprogs xfsprogs util-linux mount
-  curl jq procps
+  curl jq procps python3
 )
 
 missing=()
