@@ -286,6 +286,9 @@ static bool valid_name(struct emu_call *k, const char *name, struct reply *rp)
 	return ok;
 }
 
+static bool ns_terminating(struct emu_server *srv, const char *ns);
+static void ns_maybe_finish(struct emu_server *srv, const char *ns);
+
 /* ---- get ---- */
 
 enum MHD_Result emu_do_get(struct emu_call *k)
@@ -392,6 +395,11 @@ enum MHD_Result emu_do_create(struct emu_call *k)
 	pthread_mutex_lock(&st->mu);
 	if (k->r->namespaced && !namespace_exists(k->srv, k->ns)) {
 		reply_ns_not_found(k->srv, &rp, k->ns);
+	} else if (k->r->namespaced && ns_terminating(k->srv, k->ns)) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "%s is forbidden: unable to create new content in namespace "
+			 "%s because it is being terminated", k->r->plural, k->ns);
+		reply_status(&rp, 403, "Forbidden", msg, NULL);
 	} else if (choose_name(k, meta, k->ns, &rp)) {
 		const char *name = meta_str(obj, "name");
 		char key[KEY_MAX], q[128], msg[800];
@@ -532,6 +540,8 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 	const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, key, nobj,
 						      gone ? EMU_DELETED : EMU_MODIFIED);
 	reply_object(rp, 200, ev->text);
+	if (gone && k->r->namespaced)
+		ns_maybe_finish(k->srv, k->ns);
 }
 
 static bool check_identity(struct emu_call *k, json_t *obj, struct reply *rp)
@@ -701,17 +711,19 @@ static bool check_preconditions(struct emu_call *k, const json_t *opts, const js
 	return true;
 }
 
-/* Deletes one stored object (lock held): finalizers make it pending, else it goes. */
-void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct reply *rp)
+/*
+ * Deletes one stored object (lock held): finalizers make it pending (deletionTimestamp, 202 with
+ * the object), else it goes (200 with a Success Status). rp may be NULL.
+ */
+static void delete_object(struct emu_server *srv, int res, const char *key, json_t *old,
+			  struct reply *rp)
 {
+	struct emu_resource *r = &srv->st.res[res];
 	json_t *meta = json_object_get(old, "metadata");
-	if (k->dry_run) {
-		reply_dump(rp, 200, old);
-		return;
-	}
 	if (json_array_size(json_object_get(meta, "finalizers")) > 0) {
 		if (json_object_get(meta, "deletionTimestamp")) {
-			reply_dump(rp, 202, old);
+			if (rp)
+				reply_dump(rp, 202, old);
 			return;
 		}
 		char ts[RFC3339_BUFLEN];
@@ -720,20 +732,127 @@ void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct 
 		json_t *nmeta = meta_of(nobj);
 		json_object_set_new(nmeta, "deletionTimestamp", json_string(ts));
 		json_object_set_new(nmeta, "deletionGracePeriodSeconds", json_integer(0));
-		const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, key, nobj,
-							      EMU_MODIFIED);
-		reply_object(rp, 202, ev->text);
+		const struct emu_event *ev = emu_store_commit(&srv->st, res, key, nobj, EMU_MODIFIED);
+		if (rp)
+			reply_object(rp, 202, ev->text);
 		return;
 	}
-	json_t *d = details_for(k->r, meta_str(old, "name"));
+	json_t *d = details_for(r, meta_str(old, "name"));
 	json_object_set_new(d, "uid", json_string(meta_str(old, "uid")));
-	emu_store_commit(&k->srv->st, k->res, key, json_deep_copy(old), EMU_DELETED);
-	free(rp->text);
-	rp->code = 200;
+	emu_store_commit(&srv->st, res, key, json_deep_copy(old), EMU_DELETED);
 	json_t *s = json_pack("{s:s, s:s, s:{}, s:s, s:o}", "kind", "Status", "apiVersion", "v1",
 			      "metadata", "status", "Success", "details", d);
-	rp->text = json_dumps(s, JSON_COMPACT);
+	if (rp) {
+		free(rp->text);
+		rp->code = 200;
+		rp->text = json_dumps(s, JSON_COMPACT);
+	}
 	json_decref(s);
+}
+
+/* ---- namespace termination (what upstream's namespace controller does, done inline) ---- */
+
+static int ns_res(struct emu_server *srv)
+{
+	return emu_store_resource(&srv->st, "", "v1", "namespaces");
+}
+
+static bool ns_terminating(struct emu_server *srv, const char *ns)
+{
+	json_t *o = emu_store_get(&srv->st, ns_res(srv), ns);
+	return o && json_object_get(json_object_get(o, "metadata"), "deletionTimestamp");
+}
+
+/* Keys of every object in namespace ns of resource res (caller frees). */
+static char **ns_keys(struct emu_store *st, int res, const char *ns, size_t *n)
+{
+	char prefix[300];
+	snprintf(prefix, sizeof(prefix), "%s/", ns);
+	struct emu_resource *r = &st->res[res];
+	char **keys = NULL;
+	*n = 0;
+	for (size_t i = emu_store_lower_bound(r, prefix);
+	     i < r->n && !strncmp(r->items[i].key, prefix, strlen(prefix)); i++) {
+		keys = xrealloc(keys, (*n + 1) * sizeof(char *));
+		keys[(*n)++] = xstrdup(r->items[i].key);
+	}
+	return keys;
+}
+
+/* A terminating namespace goes once its last object is gone. */
+static void ns_maybe_finish(struct emu_server *srv, const char *ns)
+{
+	if (!ns || !ns_terminating(srv, ns))
+		return;
+	for (size_t i = 0; i < srv->st.nres; i++) {
+		size_t n;
+		char **keys = srv->st.res[i].namespaced ? ns_keys(&srv->st, (int)i, ns, &n) : NULL;
+		for (size_t j = 0; keys && j < n; j++)
+			free(keys[j]);
+		free(keys);
+		if (keys)
+			return;
+	}
+	int res = ns_res(srv);
+	char *name = xstrdup(ns); /* ns may point into the object being deleted */
+	emu_store_commit(&srv->st, res, name, json_deep_copy(emu_store_get(&srv->st, res, name)),
+			 EMU_DELETED);
+	free(name);
+}
+
+static void ns_delete(struct emu_call *k, const char *name, json_t *old, struct reply *rp)
+{
+	if (!strcmp(name, "default") || !strcmp(name, "kube-system") ||
+	    !strcmp(name, "kube-public")) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "namespaces \"%s\" is forbidden: this namespace may not "
+			 "be deleted", name);
+		reply_status(rp, 403, "Forbidden", msg, details_for(k->r, name));
+		return;
+	}
+	if (ns_terminating(k->srv, name)) {
+		reply_dump(rp, 200, old);
+		return;
+	}
+	char ts[RFC3339_BUFLEN];
+	now_rfc3339(ts, sizeof(ts));
+	json_t *nobj = json_deep_copy(old);
+	json_object_set_new(meta_of(nobj), "deletionTimestamp", json_string(ts));
+	json_object_set_new(nobj, "status", json_pack("{s:s}", "phase", "Terminating"));
+	const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, name, nobj,
+						      EMU_MODIFIED);
+	reply_object(rp, 200, ev->text);
+	for (size_t i = 0; i < k->srv->st.nres; i++) {
+		if (!k->srv->st.res[i].namespaced)
+			continue;
+		size_t n;
+		char **keys = ns_keys(&k->srv->st, (int)i, name, &n);
+		for (size_t j = 0; j < n; j++) {
+			json_t *o = emu_store_get(&k->srv->st, (int)i, keys[j]);
+			if (o)
+				delete_object(k->srv, (int)i, keys[j], o, NULL);
+			free(keys[j]);
+		}
+		free(keys);
+	}
+	ns_maybe_finish(k->srv, name);
+}
+
+void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct reply *rp)
+{
+	if (k->dry_run) {
+		reply_dump(rp, 200, old);
+		return;
+	}
+	if (!strcmp(k->r->plural, "namespaces") && !*k->r->group) {
+		ns_delete(k, key, old, rp);
+		return;
+	}
+	char ns[300] = "";
+	snprintf(ns, sizeof(ns), "%s", meta_str(old, "namespace") ?: "");
+	delete_object(k->srv, k->res, key, old, rp);
+	if (k->r->namespaced)
+		ns_maybe_finish(k->srv, ns);
 }
 
 enum MHD_Result emu_do_delete(struct emu_call *k)

@@ -233,6 +233,31 @@ check "cluster-wide pod list by spec.nodeName" eq "$(jqo '[.items[]|.metadata.na
 req GET "/api/v1/namespaces/default/pods"
 check "namespaced list" eq "$(jqo '[.items[].metadata.name]|join(",")')" "p2"
 
+# --- namespace deletion: Terminating, content removed, gone when empty ---
+req DELETE /api/v1/namespaces/default
+expect_code 403 "the default namespace may not be deleted"
+req POST /api/v1/namespaces '{"metadata":{"name":"doomed"}}'
+req POST /api/v1/namespaces/doomed/configmaps '{"metadata":{"name":"plain"}}'
+req POST /api/v1/namespaces/doomed/configmaps '{"metadata":{"name":"held","finalizers":["x/y"]}}'
+req DELETE /api/v1/namespaces/doomed
+expect_code 200 "delete a namespace with content"
+check "namespace is Terminating" eq "$(jqo .status.phase)" "Terminating"
+req GET /api/v1/namespaces/doomed/configmaps/plain
+expect_code 404 "content without finalizers is deleted with the namespace"
+req GET /api/v1/namespaces/doomed/configmaps/held
+check "content with finalizers is pending deletion" test -n "$(jqo '.metadata.deletionTimestamp // ""')"
+req POST /api/v1/namespaces/doomed/configmaps '{"metadata":{"name":"late"}}'
+expect_code 403 "no new content in a terminating namespace"
+req GET /api/v1/namespaces/doomed
+expect_code 200 "namespace stays while content remains"
+req PATCH /api/v1/namespaces/doomed/configmaps/held '{"metadata":{"finalizers":[]}}' application/merge-patch+json
+req GET /api/v1/namespaces/doomed
+expect_code 404 "namespace goes with its last object"
+req POST /api/v1/namespaces '{"metadata":{"name":"empty-ns"}}'
+req DELETE /api/v1/namespaces/empty-ns
+req GET /api/v1/namespaces/empty-ns
+expect_code 404 "an empty namespace goes at once"
+
 # --- hostile input: clear 4xx answers, and the server stays up ---
 req POST /api/v1/persistentvolumes '{"metadata":{"name":"pv-t","labels":"x"}}'
 expect_code 400 "labels that are not a map"
