@@ -185,6 +185,8 @@ static json_t *resource_list(struct emu_server *srv, const char *group, const ch
 				      "deletecollection", "get", "list", "patch", "update", "watch");
 		if (json_array_size(shorts))
 			json_object_set(e, "shortNames", shorts);
+		if (!strcmp(r->plural, "pods")) /* so that "kubectl get all" resolves */
+			json_object_set_new(e, "categories", json_pack("[s]", "all"));
 		json_decref(shorts);
 		json_array_append_new(list, e);
 		if (r->has_status) {

@@ -128,6 +128,10 @@ metadata: {name: c1, namespace: team-a}
 data: {k: v}
 YAML
 check "namespace and configmap from a manifest" "${K[@]}" apply -f "$T/ns.yaml"
+check "apply again is unchanged" bash -c "${K[*]} apply -f '$T/ns.yaml' | grep -q 'configmap/c1 unchanged'"
+check "get all (category) works" "${K[@]}" get all -n team-a
+check "api-resources lists volumeattachments" bash -c "${K[*]} api-resources | grep -q '^volumeattachments '"
+check "describe pvc" bash -c "${K[*]} describe pvc claim-1 | grep -q 'StorageClass:.*loop'"
 check "configmap data" eq "$("${K[@]}" -n team-a get configmap c1 -o jsonpath='{.data.k}')" "v"
 
 finish
