@@ -312,6 +312,26 @@ static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *
 			return reply_path_not_found(c);
 		}
 	}
+	if (!strcmp(url, "/openapi/v2")) {
+		/*
+		 * An OpenAPI v2 document with no definitions. Older kubectl (Debian's 1.20) validates
+		 * manifests against /openapi/v2 and skips kinds the document does not describe, so
+		 * an empty document makes "create -f" work; a 404 would make it fail. The protobuf
+		 * form of an empty message is zero bytes.
+		 */
+		const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+		bool proto = accept && strstr(accept, "protobuf");
+		const char *body = proto ? "" : "{\"swagger\":\"2.0\",\"info\":{\"title\":"
+						"\"kube-emulator\",\"version\":\"v1.32.0\"},\"paths\":{}}";
+		struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
+									 MHD_RESPMEM_PERSISTENT);
+		/* as upstream: clients' media-type parsers reject the '@' of the Accept value */
+		MHD_add_response_header(r, "Content-Type", proto ? "application/octet-stream" :
+			"application/json");
+		enum MHD_Result ret = MHD_queue_response(c, 200, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
 	if (!strcmp(url, "/openapi/v3"))
 		return emu_reply_json(c, 200, openapi_root(srv));
 	if (!strncmp(url, "/openapi/v3/", 12)) {

@@ -29,6 +29,13 @@ check "volumeattachments discovered" eq "$(jqo '.resources[]|select(.name=="volu
 req GET /apis
 check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "coordination.k8s.io,events.k8s.io,storage.k8s.io"
 
+curl -s -D "$T/h" -o "$T/out" -H "Authorization: Bearer s3cret" -H "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf" "$S/openapi/v2"
+check "/openapi/v2 as protobuf: an empty document kubectl 1.20 can parse" bash -c "grep -qi '^Content-Type: application/octet-stream' '$T/h' && test ! -s '$T/out'"
+req GET /openapi/v3
+check "/openapi/v3 lists group-versions" eq "$(jqo '.paths["apis/storage.k8s.io/v1"].serverRelativeURL|startswith("/openapi/v3/apis/storage.k8s.io/v1")')" "true"
+req GET /openapi/v3/apis/storage.k8s.io/v1
+check "/openapi/v3 declares fieldValidation on PATCH" eq "$(jqo '.paths["/apis/storage.k8s.io/v1/volumeattachments/{name}"].patch.parameters[0].name')" "fieldValidation"
+
 PV='{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv-a","labels":{"tier":"gold"}},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"]},"status":{"phase":"Bound"}}'
 
 # --- create ---
