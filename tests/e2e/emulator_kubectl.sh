@@ -7,7 +7,8 @@ command -v kubectl >/dev/null || { echo "kubectl not installed: install Debian's
 # No token here: kubectl does not send bearer tokens over plain HTTP (emulator_tls.sh covers
 # kubectl with a token over HTTPS).
 emu_start
-K=(kubectl --kubeconfig "$KC" --request-timeout=20s)
+# KUBECTL may name another kubectl build (e.g. Debian's 1.20 kubernetes-client) to try it by hand.
+K=("${KUBECTL:-kubectl}" --kubeconfig "$KC" --request-timeout=20s)
 
 cat >"$T/objs.yaml" <<'YAML'
 apiVersion: storage.k8s.io/v1
