@@ -280,24 +280,6 @@ static void finalizers_union(json_t *meta, const json_t *add)
 	json_object_set_new(meta, "finalizers", out);
 }
 
-static void finalizers_remove(json_t *meta, const json_t *del)
-{
-	json_t *cur = json_object_get(meta, "finalizers");
-	if (!json_is_array(cur))
-		return;
-	json_t *out = json_array();
-	size_t i, j;
-	json_t *v, *w;
-	json_array_foreach(cur, i, v) {
-		bool drop = false;
-		json_array_foreach(del, j, w)
-			drop = drop || json_equal(v, w);
-		if (!drop)
-			json_array_append(out, v);
-	}
-	json_object_set_new(meta, "finalizers", out);
-}
-
 /* Fails on a directive we do not implement anywhere inside v. */
 static int check_no_directive(const json_t *v, const char *where, char *err, size_t errlen)
 {
@@ -326,6 +308,154 @@ static int check_no_directive(const json_t *v, const char *where, char *err, siz
 
 static json_t *smp_into(json_t *target, const json_t *patch, bool is_meta, int depth, char *err,
 			size_t errlen);
+static json_t *smp_object(json_t *target, const json_t *patch, bool is_meta, int depth, char *err,
+			  size_t errlen);
+
+/*
+ * Lists that upstream merges by a key (patchStrategy "merge" with a patchMergeKey), known by their
+ * field name: the ones of the kinds served here that a strategic patch may carry.
+ */
+static const struct {
+	const char *field, *key;
+} merge_keys[] = {
+	{ "containers", "name" }, { "initContainers", "name" }, { "ephemeralContainers", "name" },
+	{ "volumes", "name" },    { "volumeMounts", "mountPath" }, { "env", "name" },
+	{ "drivers", "name" },    { "conditions", "type" },        { "addresses", "type" },
+	{ "ownerReferences", "uid" }, { "imagePullSecrets", "name" },
+};
+
+static const char *merge_key_of(const char *field)
+{
+	for (size_t i = 0; i < sizeof(merge_keys) / sizeof(merge_keys[0]); i++)
+		if (!strcmp(merge_keys[i].field, field))
+			return merge_keys[i].key;
+	return NULL;
+}
+
+/* Index of the element of arr whose key equals v, or -1. */
+static long find_by_key(const json_t *arr, const char *key, const json_t *v)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach((json_t *)arr, i, e)
+		if (json_equal(json_object_get(e, key), v))
+			return (long)i;
+	return -1;
+}
+
+/* Merges patch into the list target (taken) element by element, matched on key. */
+static json_t *smp_list(json_t *target, const json_t *patch, const char *field, const char *key,
+			char *err, size_t errlen)
+{
+	size_t i;
+	json_t *pe;
+	json_array_foreach((json_t *)patch, i, pe) {
+		const char *d = json_string_value(json_object_get(pe, "$patch"));
+		if (d && !strcmp(d, "replace") && json_object_size(pe) == 1) {
+			/* {"$patch": "replace"} in a list: the list becomes the other elements */
+			json_t *out = json_array();
+			size_t j;
+			json_t *e;
+			json_array_foreach((json_t *)patch, j, e)
+				if (j != i)
+					json_array_append(out, e);
+			json_decref(target);
+			if (check_no_directive(out, field, err, errlen) < 0) {
+				json_decref(out);
+				return NULL;
+			}
+			return out;
+		}
+	}
+	json_t *out = json_is_array(target) ? json_deep_copy(target) : json_array();
+	json_decref(target);
+	json_array_foreach((json_t *)patch, i, pe) {
+		json_t *kv = json_object_get(pe, key);
+		if (!json_is_object(pe) || !kv) {
+			snprintf(err, errlen, "strategic merge patch: every element of %s must be an "
+				 "object with its merge key \"%s\"", field, key);
+			json_decref(out);
+			return NULL;
+		}
+		long j = find_by_key(out, key, kv);
+		const char *d = json_string_value(json_object_get(pe, "$patch"));
+		if (d && !strcmp(d, "delete")) {
+			if (j >= 0)
+				json_array_remove(out, (size_t)j);
+			continue;
+		}
+		json_t *cur = j >= 0 ? json_incref(json_array_get(out, (size_t)j)) : json_object();
+		json_t *nv = smp_object(cur, pe, false, 2, err, errlen);
+		if (!nv || json_is_null(nv)) {
+			if (nv)
+				snprintf(err, errlen, "strategic merge patch: bad $patch in %s", field);
+			json_decref(nv);
+			json_decref(out);
+			return NULL;
+		}
+		if (j >= 0)
+			json_array_set_new(out, (size_t)j, nv);
+		else
+			json_array_append_new(out, nv);
+	}
+	return out;
+}
+
+/* $setElementOrder/<field>: listed elements first, in the given order, then the others. */
+static int set_element_order(json_t *target, const char *field, const json_t *order, char *err,
+			     size_t errlen)
+{
+	json_t *cur = json_object_get(target, field);
+	if (!json_is_array(order)) {
+		snprintf(err, errlen, "strategic merge patch: $setElementOrder/%s must be a list", field);
+		return -1;
+	}
+	if (!json_is_array(cur))
+		return 0;
+	const char *key = merge_key_of(field);
+	json_t *out = json_array(), *rest = json_deep_copy(cur);
+	size_t i;
+	json_t *o;
+	json_array_foreach((json_t *)order, i, o) {
+		long j = -1;
+		if (key) {
+			j = find_by_key(rest, key, json_object_get(o, key));
+		} else {
+			size_t k;
+			json_t *e;
+			json_array_foreach(rest, k, e)
+				if (j < 0 && json_equal(e, o))
+					j = (long)k;
+		}
+		if (j >= 0) {
+			json_array_append(out, json_array_get(rest, (size_t)j));
+			json_array_remove(rest, (size_t)j);
+		}
+	}
+	json_array_extend(out, rest);
+	json_decref(rest);
+	json_object_set_new(target, field, out);
+	return 0;
+}
+
+/* $deleteFromPrimitiveList/<field>: removes the listed values. */
+static void delete_from_list(json_t *target, const char *field, const json_t *del)
+{
+	json_t *cur = json_object_get(target, field);
+	if (!json_is_array(cur) || !json_is_array(del))
+		return;
+	json_t *out = json_array();
+	size_t i, j;
+	json_t *v, *w;
+	json_array_foreach(cur, i, v) {
+		bool drop = false;
+		json_array_foreach((json_t *)del, j, w)
+			drop = drop || json_equal(v, w);
+		if (!drop)
+			json_array_append(out, v);
+	}
+	json_object_set_new(target, field, out);
+}
 
 static json_t *smp_object(json_t *target, const json_t *patch, bool is_meta, int depth, char *err,
 			  size_t errlen)
@@ -359,10 +489,12 @@ static json_t *smp_object(json_t *target, const json_t *patch, bool is_meta, int
 	const char *k;
 	json_t *v;
 	json_object_foreach((json_t *)patch, k, v) {
-		if (is_meta && !strcmp(k, "$deleteFromPrimitiveList/finalizers") && json_is_array(v)) {
-			finalizers_remove(target, v);
+		if (!strncmp(k, "$deleteFromPrimitiveList/", 25)) {
+			delete_from_list(target, k + 25, v);
 			continue;
 		}
+		if (!strncmp(k, "$setElementOrder/", 17))
+			continue; /* applied below, once the list itself is merged */
 		if (k[0] == '$') {
 			snprintf(err, errlen, "strategic merge patch directive \"%s\" is not supported "
 				 "by kube-emulator; send a merge patch (application/merge-patch+json) "
@@ -378,13 +510,18 @@ static json_t *smp_object(json_t *target, const json_t *patch, bool is_meta, int
 			finalizers_union(target, v);
 			continue;
 		}
-		if (json_is_array(v) && check_no_directive(v, k, err, errlen) < 0) {
-			json_decref(target);
-			return NULL;
-		}
 		json_t *cur = json_incref(json_object_get(target, k));
-		json_t *nv = smp_into(cur, v, depth == 0 && !strcmp(k, "metadata"), depth + 1, err,
+		json_t *nv;
+		const char *mkey = json_is_array(v) ? merge_key_of(k) : NULL;
+		if (mkey) {
+			nv = smp_list(cur, v, k, mkey, err, errlen);
+		} else if (json_is_array(v) && check_no_directive(v, k, err, errlen) < 0) {
+			json_decref(cur);
+			nv = NULL;
+		} else {
+			nv = smp_into(cur, v, depth == 0 && !strcmp(k, "metadata"), depth + 1, err,
 				      errlen);
+		}
 		if (!nv) {
 			json_decref(target);
 			return NULL;
@@ -394,6 +531,13 @@ static json_t *smp_object(json_t *target, const json_t *patch, bool is_meta, int
 		else
 			json_object_set(target, k, nv);
 		json_decref(nv);
+	}
+	json_object_foreach((json_t *)patch, k, v) {
+		if (!strncmp(k, "$setElementOrder/", 17) &&
+		    set_element_order(target, k + 17, v, err, errlen) < 0) {
+			json_decref(target);
+			return NULL;
+		}
 	}
 	return target;
 }

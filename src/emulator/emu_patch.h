@@ -6,12 +6,16 @@
  *   json       RFC 6902 JSON patch: add, remove, replace, move, copy, test over RFC 6901
  *              pointers ("~0" is '~', "~1" is '/', "-" appends to an array).
  *   strategic  Kubernetes strategic merge patch, reduced to what the CSI components and kubectl
- *              send for the objects this emulator serves: it behaves as a merge patch, except
- *              that metadata.finalizers merges as a set (its patch strategy upstream), and
- *              the directives `$patch: replace|delete` on maps and
- *              `$deleteFromPrimitiveList/finalizers` are applied. Every other directive
- *              (`$retainKeys`, `$setElementOrder/...`, `$patch` in lists, ...) is refused with
- *              an error rather than silently misapplied.
+ *              send for the objects this emulator serves. Maps merge as in a merge patch;
+ *              metadata.finalizers merges as a set; lists that upstream merges by a key
+ *              (containers/volumes/env/drivers by name, conditions/addresses by type,
+ *              volumeMounts by mountPath, ownerReferences by uid, ...) merge element by
+ *              element; other lists replace. Directives applied: `$patch: replace|delete` on
+ *              maps and on merge-key list elements, `{"$patch": "replace"}` in a merge-key list,
+ *              `$setElementOrder/<list>`, `$deleteFromPrimitiveList/<list>`. Any other
+ *              directive (`$retainKeys`, `$patch` in other lists, ...) is refused with an error
+ *              rather than silently misapplied. The merge-key table is by field name, not by
+ *              schema: a field of that name with another meaning would merge by key too.
  *
  * Ownership: inputs are only read; the result is a new reference owned by the caller.
  * Errors: NULL is returned with a message in err; *status says whether the patch document itself

@@ -129,11 +129,43 @@ static void test_strategic(void)
 	CHECK_INT(st, 400);
 }
 
+static void test_strategic_merge_key_lists(void)
+{
+	int st;
+	/* conditions merge by type; an element with $patch: delete removes its match */
+	CHECK(json_is(smp("{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"},"
+			  "{\"type\":\"Disk\",\"status\":\"True\"},{\"type\":\"Old\"}]}}",
+			  "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
+			  "{\"type\":\"New\"},{\"type\":\"Old\",\"$patch\":\"delete\"}]}}", &st),
+		      "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
+		      "{\"type\":\"Disk\",\"status\":\"True\"},{\"type\":\"New\"}]}}"));
+	/* CSINode drivers by name, reordered by $setElementOrder */
+	CHECK(json_is(smp("{\"spec\":{\"drivers\":[{\"name\":\"a\",\"nodeID\":\"1\"},"
+			  "{\"name\":\"b\",\"nodeID\":\"2\"}]}}",
+			  "{\"spec\":{\"$setElementOrder/drivers\":[{\"name\":\"b\"},{\"name\":\"a\"}],"
+			  "\"drivers\":[{\"name\":\"a\",\"nodeID\":\"9\"}]}}", &st),
+		      "{\"spec\":{\"drivers\":[{\"name\":\"b\",\"nodeID\":\"2\"},"
+		      "{\"name\":\"a\",\"nodeID\":\"9\"}]}}"));
+	/* {"$patch": "replace"} makes the list exactly the other elements */
+	CHECK(json_is(smp("{\"spec\":{\"volumes\":[{\"name\":\"x\"},{\"name\":\"y\"}]}}",
+			  "{\"spec\":{\"volumes\":[{\"name\":\"z\"},{\"$patch\":\"replace\"}]}}", &st),
+		      "{\"spec\":{\"volumes\":[{\"name\":\"z\"}]}}"));
+	/* primitive lists: $deleteFromPrimitiveList for any field */
+	CHECK(json_is(smp("{\"spec\":{\"modes\":[\"a\",\"b\",\"c\"]}}",
+			  "{\"spec\":{\"$deleteFromPrimitiveList/modes\":[\"b\"]}}", &st),
+		      "{\"spec\":{\"modes\":[\"a\",\"c\"]}}"));
+	/* an element without its merge key is an error, not a silent append */
+	CHECK(smp("{\"status\":{\"conditions\":[]}}",
+		  "{\"status\":{\"conditions\":[{\"status\":\"True\"}]}}", &st) == NULL);
+	CHECK_INT(st, 422);
+}
+
 int main(void)
 {
 	RUN(test_merge);
 	RUN(test_json_patch_ops);
 	RUN(test_json_patch_errors);
 	RUN(test_strategic);
+	RUN(test_strategic_merge_key_lists);
 	return CHECK_DONE();
 }
