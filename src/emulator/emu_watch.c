@@ -150,9 +150,9 @@ static bool parse_limit(struct emu_call *k, long *limit, struct reply *rp)
 }
 
 struct list_range {
-	size_t start;
-	char prefix[300];
-	uint64_t rv;
+	char prefix[300]; /* "ns/" or "" */
+	char *after;      /* continue key (exclusive), or NULL: from the start of the prefix */
+	uint64_t rv;      /* the snapshot the list shows */
 };
 
 /* Resolves where the list starts (namespace range and continue token); false with a reply. */
@@ -160,16 +160,17 @@ static bool list_start(struct emu_call *k, struct list_range *lr, struct reply *
 {
 	struct emu_store *st = &k->srv->st;
 	lr->prefix[0] = '\0';
+	lr->after = NULL;
 	if (k->ns)
 		snprintf(lr->prefix, sizeof(lr->prefix), "%s/", k->ns);
-	lr->start = emu_store_lower_bound(k->r, lr->prefix);
 	lr->rv = st->rv;
 	const char *tok = emu_arg(k, "continue");
 	if (!tok || !*tok)
 		return true;
 	char *key = NULL;
 	uint64_t rv;
-	if (continue_decode(tok, &rv, &key) < 0 || strncmp(key, lr->prefix, strlen(lr->prefix))) {
+	if (continue_decode(tok, &rv, &key) < 0 || strncmp(key, lr->prefix, strlen(lr->prefix)) ||
+	    rv > st->rv) {
 		free(key);
 		reply_bad(rp, "continue key is not valid: the token was not issued by this server "
 			  "for this list; start a new list without the continue parameter");
@@ -183,16 +184,100 @@ static bool list_start(struct emu_call *k, struct list_range *lr, struct reply *
 		return false;
 	}
 	lr->rv = rv;
-	lr->start = emu_store_lower_bound(k->r, key);
-	if (lr->start < k->r->n && !strcmp(k->r->items[lr->start].key, key))
-		lr->start++;
-	free(key);
+	lr->after = key;
 	return true;
 }
 
 static bool in_range(const struct emu_resource *r, size_t i, const char *prefix)
 {
 	return i < r->n && !strncmp(r->items[i].key, prefix, strlen(prefix));
+}
+
+struct view_item {
+	char *key;    /* owned only in the change list */
+	json_t *obj;  /* borrowed; NULL: absent at the snapshot */
+	uint64_t rv;  /* of the change */
+};
+
+static int view_cmp(const void *a, const void *b)
+{
+	const struct view_item *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+	return c ? c : (x->rv < y->rv ? -1 : x->rv > y->rv);
+}
+
+static bool key_in_list_range(const struct list_range *lr, const char *key)
+{
+	return !strncmp(key, lr->prefix, strlen(lr->prefix)) && (!lr->after || strcmp(key, lr->after) > 0);
+}
+
+/*
+ * The objects of the list range as they were at lr->rv, in key order (lock held). Every change
+ * after lr->rv is in the history (list_start checked), and the state of a key at lr->rv is the
+ * "before" of its first later event, so a continued list is the same snapshot upstream's etcd
+ * read gives. The result borrows the stored objects; free it with view_free().
+ */
+static struct view_item *list_view(struct emu_store *st, int res, const struct list_range *lr,
+				   size_t *n)
+{
+	const struct emu_resource *r = &st->res[res];
+	struct view_item *chg = NULL;
+	size_t nchg = 0;
+	for (uint64_t rv = lr->rv + 1; rv <= st->rv; rv++) {
+		const struct emu_event *ev = emu_store_event(st, rv);
+		if (!ev || ev->res != res)
+			continue;
+		json_t *meta = json_object_get(ev->obj, "metadata");
+		char key[600];
+		emu_store_key(r, json_string_value(json_object_get(meta, "namespace")),
+			      json_string_value(json_object_get(meta, "name")) ?: "", key, sizeof(key));
+		if (!key_in_list_range(lr, key))
+			continue;
+		chg = xrealloc(chg, (nchg + 1) * sizeof(*chg));
+		chg[nchg++] = (struct view_item){ xstrdup(key), ev->prev, rv };
+	}
+	qsort(chg, nchg, sizeof(*chg), view_cmp);
+	size_t i = emu_store_lower_bound(r, lr->after ? lr->after : lr->prefix), j = 0, cap = 16;
+	if (lr->after && i < r->n && !strcmp(r->items[i].key, lr->after))
+		i++;
+	struct view_item *out = xmalloc(cap * sizeof(*out));
+	*n = 0;
+	while (in_range(r, i, lr->prefix) || j < nchg) {
+		int c = !in_range(r, i, lr->prefix) ? 1 : j >= nchg ? -1 :
+			strcmp(r->items[i].key, chg[j].key);
+		struct view_item it = { NULL, NULL, 0 };
+		if (c < 0) {
+			it = (struct view_item){ r->items[i].key, r->items[i].obj, 0 };
+			i++;
+		} else {
+			it = (struct view_item){ chg[j].key, chg[j].obj, 0 };
+			if (c == 0)
+				i++;
+			const char *key = chg[j].key;
+			while (j < nchg && !strcmp(chg[j].key, key)) /* first change per key */
+				j++;
+		}
+		if (!it.obj)
+			continue;
+		if (*n == cap) {
+			cap *= 2;
+			out = xrealloc(out, cap * sizeof(*out));
+		}
+		out[(*n)++] = it;
+	}
+	/* keys in out point into chg: keep chg alive by parking it after the items */
+	out = xrealloc(out, (*n + nchg + 1) * sizeof(*out));
+	memcpy(out + *n, chg, nchg * sizeof(*chg));
+	out[*n + nchg] = (struct view_item){ NULL, NULL, 0 };
+	free(chg);
+	return out;
+}
+
+static void view_free(struct view_item *v, size_t n)
+{
+	for (size_t i = n; v[i].key; i++)
+		free(v[i].key);
+	free(v);
 }
 
 enum MHD_Result emu_do_list(struct emu_call *k)
@@ -208,13 +293,14 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 	}
 	pthread_mutex_lock(&st->mu);
 	if (list_start(k, &lr, &rp)) {
+		size_t nv, i;
+		struct view_item *view = list_view(st, k->res, &lr, &nv);
 		struct strbuf items = STRBUF_INIT;
 		long count = 0;
-		size_t i;
 		bool more = false;
 		const char *last = NULL;
-		for (i = lr.start; in_range(k->r, i, lr.prefix); i++) {
-			json_t *obj = k->r->items[i].obj;
+		for (i = 0; i < nv; i++) {
+			json_t *obj = view[i].obj;
 			if (!query_match(&q, obj))
 				continue;
 			if (limit && count == limit) {
@@ -226,7 +312,7 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 				strbuf_addch(&items, ',');
 			strbuf_addstr(&items, t);
 			free(t);
-			last = k->r->items[i].key;
+			last = view[i].key;
 		}
 		struct strbuf out = STRBUF_INIT;
 		strbuf_addf(&out, "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":"
@@ -236,20 +322,18 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 			char *tok = continue_encode(lr.rv, last);
 			strbuf_addf(&out, ",\"continue\":\"%s\"", tok);
 			free(tok);
-			if (!has_selectors(&q)) {
-				size_t rest = 0;
-				for (; in_range(k->r, i, lr.prefix); i++)
-					rest++;
-				strbuf_addf(&out, ",\"remainingItemCount\":%zu", rest);
-			}
+			if (!has_selectors(&q))
+				strbuf_addf(&out, ",\"remainingItemCount\":%zu", nv - i);
 		}
 		strbuf_addstr(&out, "},\"items\":[");
 		strbuf_add(&out, items.buf, items.len);
 		strbuf_addstr(&out, "]}");
 		strbuf_release(&items);
+		view_free(view, nv);
 		rp.code = 200;
 		rp.text = strbuf_detach(&out, NULL);
 	}
+	free(lr.after);
 	pthread_mutex_unlock(&st->mu);
 	query_free(&q);
 	return emu_reply_text(k->conn, rp.code, rp.text, 0);

@@ -215,20 +215,27 @@ check "remainingItemCount" eq "$(jqo .metadata.remainingItemCount)" "4"
 LRV=$(jqo .metadata.resourceVersion)
 TOK=$(jqo .metadata.continue)
 NAMES=$(jqo '[.items[].metadata.name]|join(",")')
+# changes between pages do not show: continued pages are the first page's snapshot, as etcd's
+req PATCH /apis/storage.k8s.io/v1/volumeattachments/va-4 '{"metadata":{"labels":{"n":"changed"}}}' application/merge-patch+json
+req DELETE /apis/storage.k8s.io/v1/volumeattachments/va-5
+req POST /apis/storage.k8s.io/v1/volumeattachments '{"metadata":{"name":"va-4a"},"spec":{"attacher":"x","nodeName":"n","source":{"persistentVolumeName":"p"}}}'
 req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3&continue=$TOK"
 NAMES="$NAMES,$(jqo '[.items[].metadata.name]|join(",")')"
+check "continued page shows the snapshot's labels" eq "$(jqo '.items[0].metadata.labels.n')" "4"
 check "continued list keeps the first list's resourceVersion" eq "$(jqo .metadata.resourceVersion)" "$LRV"
 TOK=$(jqo .metadata.continue)
 req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3&continue=$TOK"
 NAMES="$NAMES,$(jqo '[.items[].metadata.name]|join(",")')"
 check "last page has no continue" eq "$(jqo '.metadata.continue // "none"')" "none"
-check "pages cover every object once, in order" eq "$NAMES" "va-1,va-2,va-3,va-4,va-5,va-6,va-7"
+check "pages cover every object of the snapshot once, in order" eq "$NAMES" "va-1,va-2,va-3,va-4,va-5,va-6,va-7"
+req GET "/apis/storage.k8s.io/v1/volumeattachments"
+check "a new list shows the changes" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-1,va-2,va-3,va-4,va-4a,va-6,va-7"
 req GET "/apis/storage.k8s.io/v1/volumeattachments?limit=3&continue=garbage"
 expect_code 400 "invalid continue token"
 req GET "/apis/storage.k8s.io/v1/volumeattachments?labelSelector=n%20in%20(2,3),n!=3"
 check "set-based label selector" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-2"
-req GET "/apis/storage.k8s.io/v1/volumeattachments?fieldSelector=metadata.name%3Dva-5"
-check "field selector on name" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-5"
+req GET "/apis/storage.k8s.io/v1/volumeattachments?fieldSelector=metadata.name%3Dva-6"
+check "field selector on name" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-6"
 req GET "/apis/storage.k8s.io/v1/volumeattachments?fieldSelector=spec.nodeName%3Dx"
 expect_code 400 "unsupported field selector"
 req GET "/apis/storage.k8s.io/v1/volumeattachments?labelSelector=n%20in%20(2"
