@@ -236,7 +236,8 @@ static struct view_item *list_view(struct emu_store *st, int res, const struct l
 		chg = xrealloc(chg, (nchg + 1) * sizeof(*chg));
 		chg[nchg++] = (struct view_item){ xstrdup(key), ev->prev, rv };
 	}
-	qsort(chg, nchg, sizeof(*chg), view_cmp);
+	if (nchg)
+		qsort(chg, nchg, sizeof(*chg), view_cmp);
 	size_t i = emu_store_lower_bound(r, lr->after ? lr->after : lr->prefix), j = 0, cap = 16;
 	if (lr->after && i < r->n && !strcmp(r->items[i].key, lr->after))
 		i++;
@@ -267,7 +268,8 @@ static struct view_item *list_view(struct emu_store *st, int res, const struct l
 	}
 	/* keys in out point into chg: keep chg alive by parking it after the items */
 	out = xrealloc(out, (*n + nchg + 1) * sizeof(*out));
-	memcpy(out + *n, chg, nchg * sizeof(*chg));
+	if (nchg)
+		memcpy(out + *n, chg, nchg * sizeof(*chg));
 	out[*n + nchg] = (struct view_item){ NULL, NULL, 0 };
 	free(chg);
 	return out;
