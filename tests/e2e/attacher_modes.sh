@@ -25,8 +25,14 @@ mk_pv pv-rwop $DRV vol-rwop '{"accessModes":["ReadWriteOncePod"],"mountOptions":
 mk_pv pv-sec $DRV vol-sec '{"csi":{"controllerPublishSecretRef":{"name":"pub","namespace":"default"}}}'
 for v in blk ro rwop sec; do mk_va "va-$v" $DRV node-1 "pv-$v"; done
 
+# An inline volume (CSI migration): the VA carries the PV spec itself.
+TD controller create-volume inline
+jq -n '{apiVersion:"storage.k8s.io/v1",kind:"VolumeAttachment",metadata:{name:"va-inline"},
+  spec:{attacher:"testdriver.kcsi.dev",nodeName:"node-1",source:{inlineVolumeSpec:{
+    accessModes:["ReadWriteMany"],csi:{driver:"testdriver.kcsi.dev",volumeHandle:"vol-inline",fsType:"ext4"}}}}}' |
+	kc create -f - >/dev/null
 att_start a "$T/td.sock" -v 10 --default-fstype ext4
-for v in blk ro rwop sec; do wait_for "va-$v attached" 20 va_attached "va-$v"; done
+for v in blk ro rwop sec inline; do wait_for "va-$v attached" 20 va_attached "va-$v"; done
 
 # req VOLUME JQ-CONDITION: the last ControllerPublishVolume for VOLUME satisfies the condition
 req() {
@@ -41,6 +47,8 @@ check "volumeAttributes become the volume context" req vol-ro '.volume_context =
 check "--default-fstype fills an empty fsType" req vol-ro '.volume_capability.mount.fs_type == "ext4"'
 check "ReadWriteOncePod without SINGLE_NODE_MULTI_WRITER: SINGLE_NODE_WRITER, PV fsType and mount options" \
 	req vol-rwop '.volume_capability.access_mode.mode == "SINGLE_NODE_WRITER" and .volume_capability.mount == {"fs_type":"xfs","mount_flags":["noatime"]}'
+check "inline volume spec: its handle and access mode" req vol-inline '.volume_capability.access_mode.mode == "MULTI_NODE_MULTI_WRITER" and .volume_capability.mount.fs_type == "ext4"'
+check "inline volume VA has the finalizer" eq "$(va_field va-inline '.metadata.finalizers | join(",")')" external-attacher/testdriver-kcsi-dev
 check "the Secret reaches the driver" req vol-sec ".secrets == {\"password\":\"$SECRET\"}"
 check "a request without secret ref has none" req vol-blk '(.secrets // {}) == {}'
 check "-v=10 logged the publish request" grep -q 'ControllerPublishVolume' "$T/a.log"
