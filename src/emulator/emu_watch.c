@@ -155,6 +155,59 @@ struct list_range {
 	uint64_t rv;      /* the snapshot the list shows */
 };
 
+/*
+ * resourceVersion on a list: "" or "0" is the latest state; N is "not older than N" (the latest,
+ * unless N is in the future: 504 as upstream after its wait) or, with resourceVersionMatch=Exact,
+ * the snapshot at N (410 when N is older than the history).
+ */
+static bool list_at_version(struct emu_call *k, struct list_range *lr, struct reply *rp)
+{
+	struct emu_store *st = &k->srv->st;
+	const char *rvs = emu_arg(k, "resourceVersion");
+	const char *match = emu_arg(k, "resourceVersionMatch");
+	if (match && *match && strcmp(match, "Exact") && strcmp(match, "NotOlderThan")) {
+		reply_status(rp, 422, "Invalid", "resourceVersionMatch: Unsupported value: must be "
+			     "\"Exact\" or \"NotOlderThan\"", NULL);
+		return false;
+	}
+	if (!rvs || !*rvs || !strcmp(rvs, "0")) {
+		if (match && *match) {
+			reply_status(rp, 422, "Invalid", "resourceVersionMatch is forbidden unless "
+				     "resourceVersion is provided and not \"0\"", NULL);
+			return false;
+		}
+		return true;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(rvs, &end, 10);
+	if (*end || *rvs == '-' || errno || v > INT64_MAX) {
+		reply_bad(rp, "resourceVersion: Invalid value: \"%.40s\": must be an unsigned integer",
+			  rvs);
+		return false;
+	}
+	if (v > st->rv) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "Too large resource version: %llu, current: %" PRIu64, v,
+			 st->rv);
+		reply_status(rp, 504, "Timeout", msg, json_pack("{s:[{s:s, s:s}], s:i}", "causes",
+			"reason", "ResourceVersionTooLarge", "message", "Too large resource version",
+			"retryAfterSeconds", 1));
+		return false;
+	}
+	if (match && !strcmp(match, "Exact")) {
+		if (v < st->history_start) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "too old resource version: %llu (%" PRIu64 ")", v,
+				 st->history_start);
+			reply_status(rp, 410, "Expired", msg, NULL);
+			return false;
+		}
+		lr->rv = v;
+	}
+	return true;
+}
+
 /* Resolves where the list starts (namespace range and continue token); false with a reply. */
 static bool list_start(struct emu_call *k, struct list_range *lr, struct reply *rp)
 {
@@ -166,7 +219,7 @@ static bool list_start(struct emu_call *k, struct list_range *lr, struct reply *
 	lr->rv = st->rv;
 	const char *tok = emu_arg(k, "continue");
 	if (!tok || !*tok)
-		return true;
+		return list_at_version(k, lr, rp);
 	char *key = NULL;
 	uint64_t rv;
 	if (continue_decode(tok, &rv, &key) < 0 || strncmp(key, lr->prefix, strlen(lr->prefix)) ||
