@@ -463,6 +463,32 @@ static void copy_field(json_t *dst, const json_t *src, const char *field)
 		json_object_del(dst, field);
 }
 
+/* Fields upstream's validation makes immutable after create, for the kinds CSI touches. */
+static const struct {
+	const char *plural, *field;
+} immutable_fields[] = {
+	{ "volumeattachments", "spec" },
+	{ "storageclasses", "provisioner" },
+	{ "storageclasses", "parameters" },
+	{ "storageclasses", "reclaimPolicy" },
+	{ "storageclasses", "volumeBindingMode" },
+};
+
+/* The first immutable field that differs between old and proposed, or NULL. */
+static const char *immutable_field(const struct emu_resource *r, const json_t *old,
+				   const json_t *proposed)
+{
+	for (size_t i = 0; i < sizeof(immutable_fields) / sizeof(immutable_fields[0]); i++) {
+		if (strcmp(r->plural, immutable_fields[i].plural))
+			continue;
+		const char *f = immutable_fields[i].field;
+		const json_t *a = json_object_get(old, f), *b = json_object_get(proposed, f);
+		if (!(a == NULL && b == NULL) && !(a && b && json_equal(a, b)))
+			return f;
+	}
+	return NULL;
+}
+
 /* Builds the object a main-endpoint write would store; NULL with a reply when refused. */
 static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *proposed,
 			  struct reply *rp)
@@ -500,6 +526,14 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 				return NULL;
 			}
 		}
+	}
+	const char *frozen = immutable_field(k->r, old, nobj);
+	if (frozen) {
+		char detail[256];
+		snprintf(detail, sizeof(detail), "Invalid value: field is immutable");
+		reply_invalid(rp, k->r, meta_str(old, "name"), frozen, "FieldValueInvalid", detail);
+		json_decref(nobj);
+		return NULL;
 	}
 	if (spec_changed(old, nobj)) {
 		json_int_t gen = json_integer_value(json_object_get(ometa, "generation"));

@@ -230,6 +230,11 @@ check "last page has no continue" eq "$(jqo '.metadata.continue // "none"')" "no
 check "pages cover every object of the snapshot once, in order" eq "$NAMES" "va-1,va-2,va-3,va-4,va-5,va-6,va-7"
 req GET "/apis/storage.k8s.io/v1/volumeattachments"
 check "a new list shows the changes" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-1,va-2,va-3,va-4,va-4a,va-6,va-7"
+req PATCH /apis/storage.k8s.io/v1/volumeattachments/va-1 '{"spec":{"nodeName":"elsewhere"}}' application/merge-patch+json
+expect_code 422 "VolumeAttachment spec is immutable"
+check "immutable field named" eq "$(jqo '.details.causes[0].field')" "spec"
+req PATCH /apis/storage.k8s.io/v1/volumeattachments/va-1/status '{"status":{"attached":true}}' application/merge-patch+json
+expect_code 200 "VolumeAttachment status is not"
 req GET "/apis/storage.k8s.io/v1/volumeattachments?resourceVersion=$LRV&resourceVersionMatch=Exact"
 check "list at an exact resourceVersion is that snapshot" eq "$(jqo '[.items[].metadata.name]|join(",")')" "va-1,va-2,va-3,va-4,va-5,va-6,va-7"
 check "exact list carries that resourceVersion" eq "$(jqo .metadata.resourceVersion)" "$LRV"
