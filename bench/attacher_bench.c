@@ -89,37 +89,21 @@ static bool wait_file(const char *path, bool sock, int64_t timeout_ns)
 	return false;
 }
 
-static long rss_kb(pid_t pid)
+/* A "<key>: N kB" line of /proc/<pid>/status: VmRSS, or RssAnon (private memory, without the
+ * shared library pages that RSS also counts). -1 when unreadable. */
+static long status_kb(pid_t pid, const char *key)
 {
-	char path[64], line[256];
+	char path[64], line[256], fmt[64];
 	long kb = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	snprintf(fmt, sizeof(fmt), "%s: %%ld", key);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-/* Private (anonymous) resident memory: what the process itself allocated, without the shared
- * library pages that RSS also counts. */
-static long rss_anon_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "RssAnon: %ld", &kb) == 1)
+		if (sscanf(line, fmt, &kb) == 1)
 			break;
 	fclose(f);
 	return kb;
@@ -375,7 +359,7 @@ static void *sample_rss(void *arg)
 	struct sampler *s = arg;
 
 	while (!atomic_load(&s->stop)) {
-		long kb = rss_kb(s->pid);
+		long kb = status_kb(s->pid, "VmRSS");
 		if (kb > atomic_load(&s->peak))
 			atomic_store(&s->peak, kb);
 		sleep_ns(20 * NSEC_PER_MSEC);
@@ -522,7 +506,7 @@ int main(int argc, char **argv)
 	sleep_ns(2 * NSEC_PER_SEC); /* connect, discover, sync the caches */
 	if (waitpid(att, NULL, WNOHANG) == att)
 		die("the attacher exited at start (see %s)", log);
-	long rss_start = rss_kb(att), anon_start = rss_anon_kb(att);
+	long rss_start = status_kb(att, "VmRSS"), anon_start = status_kb(att, "RssAnon");
 
 	struct sampler smp = { .pid = att };
 	pthread_t sampler;
@@ -535,7 +519,7 @@ int main(int argc, char **argv)
 	int64_t t1 = mono_now_ns();
 	long long rv1 = current_rv();
 	sleep_ns(NSEC_PER_SEC);
-	long rss_idle = rss_kb(att), anon_idle = rss_anon_kb(att);
+	long rss_idle = status_kb(att, "VmRSS"), anon_idle = status_kb(att, "RssAnon");
 
 	long long rv2 = current_rv();
 	int64_t t2 = mono_now_ns();

@@ -11,24 +11,17 @@
 #include <stdint.h>
 
 #include "base/flags.h"
+#include "kube/options.h"
 
 struct att_config {
+	struct kube_options kube; /* --kubeconfig, --master, QPS, resync, retries, leader election */
 	const char *csi_address;
-	const char *kubeconfig;
-	const char *master;
 	int64_t timeout_ns;
-	int64_t retry_start_ns, retry_max_ns;
 	int worker_threads;
 	int max_entries;
-	int64_t resync_ns;
 	int64_t reconcile_sync_ns;
 	const char *default_fstype;
 	int max_grpc_log_length;
-	double kube_api_qps;
-	int kube_api_burst;
-	bool leader_election;
-	const char *leader_election_namespace;
-	int64_t le_lease_duration_ns, le_renew_deadline_ns, le_retry_period_ns;
 	const char *http_endpoint;
 	const char *metrics_address;
 	const char *metrics_path;

@@ -26,57 +26,35 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Flag names and defaults are upstream's (a fact of the interface); the help text is ours. */
 void att_register_flags(struct flagset *fs, struct att_config *c)
 {
+	kube_options_register(fs, &c->kube);
 	flags_string(fs, "csi-address", &c->csi_address, "/run/csi/socket",
-		     "Address of the CSI driver socket.");
-	flags_string(fs, "kubeconfig", &c->kubeconfig, "",
-		     "Absolute path to the kubeconfig file. Required only when running out of cluster.");
-	flags_string(fs, "master", &c->master, "",
-		     "Master URL to build a client config from. Either this or kubeconfig needs to be set if the attacher is being run out of cluster.");
+		     "Unix socket of the CSI driver (unix:///path, unix:/path or /path).");
 	flags_duration(fs, "timeout", &c->timeout_ns, 15 * NSEC_PER_SEC,
-		       "Timeout for waiting for attaching or detaching the volume.");
-	flags_duration(fs, "retry-interval-start", &c->retry_start_ns, NSEC_PER_SEC,
-		       "Initial retry interval of failed create volume or deletion. It doubles with each failure, up to retry-interval-max.");
-	flags_duration(fs, "retry-interval-max", &c->retry_max_ns, 5 * NSEC_PER_MIN,
-		       "Maximum retry interval of failed create volume or deletion.");
-	flags_int(fs, "worker-threads", &c->worker_threads, 10, "Number of attacher worker threads");
+		       "Deadline of each CSI call (ControllerPublishVolume, ControllerUnpublishVolume, ...).");
+	flags_int(fs, "worker-threads", &c->worker_threads, 10,
+		  "Workers per queue (VolumeAttachments and PersistentVolumes); must be positive.");
 	flags_int(fs, "max-entries", &c->max_entries, 0,
-		  "Max entries per each page in volume lister call, 0 means no limit.");
-	flags_duration(fs, "resync", &c->resync_ns, 10 * NSEC_PER_MIN,
-		       "Resync interval of the controller.");
+		  "Page size of the reconciler's ListVolumes calls; 0 lets the driver choose.");
 	flags_duration(fs, "reconcile-sync", &c->reconcile_sync_ns, NSEC_PER_MIN,
-		       "Resync interval of the VolumeAttachment reconciler.");
+		       "How often the reconciler compares VolumeAttachments with the driver's ListVolumes.");
 	flags_string(fs, "default-fstype", &c->default_fstype, "",
-		     "The default filesystem type of the volume to publish. Defaults to empty string");
+		     "Filesystem type sent for mount volumes whose PersistentVolume names none.");
 	flags_int(fs, "max-grpc-log-length", &c->max_grpc_log_length, -1,
-		  "The maximum amount of characters logged for every grpc responses. Defaults to no limit");
-	flags_double(fs, "kube-api-qps", &c->kube_api_qps, 5,
-		     "QPS to use while communicating with the kubernetes apiserver. Defaults to 5.0.");
-	flags_int(fs, "kube-api-burst", &c->kube_api_burst, 10,
-		  "Burst to use while communicating with the kubernetes apiserver. Defaults to 10.");
-	flags_bool(fs, "leader-election", &c->leader_election, false, "Enable leader election.");
-	flags_string(fs, "leader-election-namespace", &c->leader_election_namespace, "",
-		     "Namespace where the leader election resource lives. Defaults to the pod namespace if not set.");
-	flags_duration(fs, "leader-election-lease-duration", &c->le_lease_duration_ns,
-		       15 * NSEC_PER_SEC,
-		       "Duration, in seconds, that non-leader candidates will wait to force acquire leadership. Defaults to 15 seconds.");
-	flags_duration(fs, "leader-election-renew-deadline", &c->le_renew_deadline_ns,
-		       10 * NSEC_PER_SEC,
-		       "Duration, in seconds, that the acting leader will retry refreshing leadership before giving up. Defaults to 10 seconds.");
-	flags_duration(fs, "leader-election-retry-period", &c->le_retry_period_ns, 5 * NSEC_PER_SEC,
-		       "Duration, in seconds, the LeaderElector clients should wait between tries of actions. Defaults to 5 seconds.");
+		  "Longest logged CSI request or response, in characters; -1 means no limit.");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
-		     "The TCP network address where the HTTP server for diagnostics, including metrics and leader election health check, will listen (example: `:8080`). The default is empty string, which means the server is disabled. Only one of `--metrics-address` and `--http-endpoint` can be set.");
+		     "Address of the diagnostics HTTP server (metrics, /healthz/leader-election), e.g. :8080; empty disables it. Exclusive with --metrics-address.");
 	flags_string(fs, "metrics-address", &c->metrics_address, "",
-		     "(deprecated) The TCP network address where the prometheus metrics endpoint will listen (example: `:8080`). The default is empty string, which means metrics endpoint is disabled. Only one of `--metrics-address` and `--http-endpoint` can be set.");
+		     "Older name of --http-endpoint (only one of the two may be set).");
 	flags_deprecate(fs, "metrics-address", "use --http-endpoint");
 	flags_string(fs, "metrics-path", &c->metrics_path, "/metrics",
-		     "The HTTP path where prometheus metrics will be exposed. Default is `/metrics`.");
+		     "HTTP path of the Prometheus metrics.");
 	flags_map(fs, "feature-gates", &c->feature_gates,
-		  "A set of key=value pairs that describe feature gates for alpha/experimental features.");
+		  "Feature gates as key=value pairs (accepted; no gate is defined yet).");
 	flags_bool(fs, "dummy", &c->dummy, false,
-		   "Run in dummy mode, i.e. not connecting to CSI driver and marking everything as attached. Expected CSI driver name is \"csi/dummy\".");
+		   "Use no CSI driver: mark VolumeAttachments of attacher \"csi/dummy\" attached (for tests).");
 }
 
 /* Everything the diagnostics handlers and the signal loop look at. */
@@ -312,13 +290,13 @@ int att_run(const struct att_config *cfg)
 		KLOG_E("option -worker-threads must be greater than zero");
 		return 1;
 	}
-	kcfg = kube_config_load(cfg->kubeconfig, cfg->master, NULL, err, sizeof(err));
+	kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
 	if (!kcfg) {
 		KLOG_E("%s", err);
 		return 1;
 	}
-	struct kube_client_opts ko = { .component = "csi-attacher", .qps = cfg->kube_api_qps,
-				       .burst = cfg->kube_api_burst };
+	struct kube_client_opts ko = { .component = "csi-attacher", .qps = cfg->kube.qps,
+				       .burst = cfg->kube.burst };
 	kc = kube_client_new(kcfg, &ko, err, sizeof(err));
 	if (!kc) {
 		KLOG_E("%s", err);
@@ -330,9 +308,9 @@ int att_run(const struct att_config *cfg)
 
 	o.workers = cfg->worker_threads;
 	o.timeout_ns = cfg->timeout_ns;
-	o.retry_start_ns = cfg->retry_start_ns;
-	o.retry_max_ns = cfg->retry_max_ns;
-	o.resync_ns = cfg->resync_ns;
+	o.retry_start_ns = cfg->kube.retry_start_ns;
+	o.retry_max_ns = cfg->kube.retry_max_ns;
+	o.resync_ns = cfg->kube.resync_ns;
 	o.max_entries = cfg->max_entries;
 	o.default_fstype = cfg->default_fstype;
 	if (cfg->dummy) {
@@ -380,7 +358,7 @@ int att_run(const struct att_config *cfg)
 	o.recorder = rec;
 	ctrl = att_ctrl_new(kc, &o);
 
-	if (!cfg->leader_election) {
+	if (!cfg->kube.leader_election) {
 		atomic_store(&rt.leading, 1);
 	} else {
 		/* Its own client: a throttled volume workload must never delay lease renewal. */
@@ -393,10 +371,10 @@ int att_run(const struct att_config *cfg)
 		snprintf(prefixed, sizeof(prefixed), "external-attacher-leader-%s", driver);
 		att_sanitize_name(prefixed, rt.lease, sizeof(rt.lease));
 		struct kube_leader_opts lo = {
-			.ns = cfg->leader_election_namespace, .name = rt.lease,
-			.lease_duration_ns = cfg->le_lease_duration_ns,
-			.renew_deadline_ns = cfg->le_renew_deadline_ns,
-			.retry_period_ns = cfg->le_retry_period_ns,
+			.ns = cfg->kube.le_namespace, .name = rt.lease,
+			.lease_duration_ns = cfg->kube.le_lease_ns,
+			.renew_deadline_ns = cfg->kube.le_renew_ns,
+			.retry_period_ns = cfg->kube.le_retry_ns,
 			.on_started_leading = on_started_leading, .on_new_leader = on_new_leader,
 			.ud = &rt,
 		};
