@@ -1,5 +1,11 @@
 /*
- * emu_watch: list (with selectors and limit/continue pagination) and watch.
+ * emu_watch: list (selectors, limit/continue pagination, resourceVersion), watch, and
+ * deletecollection.
+ *
+ * A list past the latest state (a continued page, or resourceVersionMatch=Exact) is rebuilt from
+ * the event history: the state of a key at rv R is the "before" object of its first event after
+ * R, or the stored object when there is none. That is why continue tokens and exact lists are
+ * 410 once R falls out of the history, just as upstream's are once etcd compacts.
  *
  * A watch is a chunked HTTP response whose content reader runs in the connection's own thread
  * (libmicrohttpd thread-per-connection mode). The reader keeps a cursor: the resourceVersion up
