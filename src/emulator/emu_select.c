@@ -91,9 +91,9 @@ static bool is_alnum(char c)
 	return isalnum((unsigned char)c) != 0;
 }
 
-static bool dns_label_ok(const char *s, size_t n)
+static bool dns_label_ok(const char *s, size_t n, size_t max)
 {
-	if (n == 0 || n > 63 || !is_alnum_lower(s[0]) || !is_alnum_lower(s[n - 1]))
+	if (n == 0 || n > max || !is_alnum_lower(s[0]) || !is_alnum_lower(s[n - 1]))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!is_alnum_lower(s[i]) && s[i] != '-')
@@ -108,7 +108,9 @@ bool emu_name_is_dns1123_subdomain(const char *s, char *err, size_t errlen)
 	for (const char *p = s; ok && *p;) {
 		const char *dot = strchr(p, '.');
 		size_t len = dot ? (size_t)(dot - p) : strlen(p);
-		ok = dns_label_ok(p, len);
+		/* kube-apiserver's subdomain check limits only the whole name (253), not each
+		 * part: VolumeAttachment names such as "csi-" + 64 hex digits are valid. */
+		ok = dns_label_ok(p, len, 253);
 		p = dot ? dot + 1 : p + len;
 		if (dot && !*p)
 			ok = false;
@@ -124,7 +126,7 @@ bool emu_name_is_dns1123_subdomain(const char *s, char *err, size_t errlen)
 bool emu_name_is_dns1123_label(const char *s, char *err, size_t errlen)
 {
 	size_t n = strlen(s);
-	if (dns_label_ok(s, n))
+	if (dns_label_ok(s, n, 63))
 		return true;
 	snprintf(err, errlen, n > 63 ? "must be no more than 63 characters" :
 		 "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
