@@ -20,10 +20,12 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/strbuf.h"
+#include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
 
@@ -699,11 +701,12 @@ static void add_default_namespaces(struct emu_store *st)
 	for (int i = 0; i < 2; i++) {
 		if (emu_store_get(st, res, names[i]))
 			continue;
-		char uid[40];
+		char uid[40], ts[RFC3339_BUFLEN];
 		snprintf(uid, sizeof(uid), "00000000-0000-4000-8000-00000000000%d", i + 1);
+		rfc3339_format(time(NULL), ts, sizeof(ts));
 		json_t *ns = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:{s:[s]}, s:{s:s}}",
 			"apiVersion", "v1", "kind", "Namespace", "metadata", "name", names[i], "uid",
-			uid, "creationTimestamp", "2026-01-01T00:00:00Z", "generation", 1, "spec",
+			uid, "creationTimestamp", ts, "generation", 1, "spec",
 			"finalizers", "kubernetes", "status", "phase", "Active");
 		emu_store_commit(st, res, names[i], ns, EMU_ADDED);
 	}
