@@ -19,7 +19,11 @@ VOL=""
 STAGED=""
 PUBLISHED=""
 
-bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then
+	bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+	bold() { printf '\n== %s\n' "$*"; }
+fi
 say() { printf '   %s\n' "$*"; }
 kc() { kubectl --kubeconfig "$T/kubeconfig" "$@"; }
 K() { "$BIN/kcsi" --endpoint "unix://$T/csi.sock" "$@"; }
