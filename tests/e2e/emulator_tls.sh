@@ -26,9 +26,9 @@ HTTP_URL=${S/https:/http:}
 CODE=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$HTTP_URL/version")
 check "plain HTTP to the TLS port gets no API answer" test "$CODE" != "200"
 
-K=(kubectl --kubeconfig "$KC" --request-timeout=20s)
+K=("${KUBECTL:-kubectl}" --kubeconfig "$KC" --request-timeout=20s)
 check "kubectl over HTTPS with the token" eq "$("${K[@]}" get pv pv-tls -o jsonpath='{.metadata.name}')" "pv-tls"
-check "kubectl with a wrong token is refused" bash -c "! kubectl --kubeconfig '$KC' --token nope get pv 2>'$T/err'"
+check "kubectl with a wrong token is refused" bash -c "! ${K[*]} --token nope get pv 2>'$T/err'"
 check "refusal says Unauthorized" grep -qiE "unauthorized|provide credentials" "$T/err"
 
 # a watch over TLS streams events
