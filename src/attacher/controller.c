@@ -11,6 +11,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,9 @@ int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
 		}
 		KLOG_I("Waiting for the VolumeAttachment, PersistentVolume and CSINode caches to sync");
 	}
+	/* The initial LISTs parsed whole pages of JSON; give those freed pages back to the kernel
+	 * so the steady-state footprint is the compact records, not the sync's high-water mark. */
+	malloc_trim(0);
 	c->nthreads = (size_t)c->o.workers * 2;
 	c->threads = xcalloc(c->nthreads, sizeof(pthread_t));
 	for (size_t i = 0; i < c->nthreads; i++)
