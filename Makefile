@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build build-asan test test-unit demo clean
+.PHONY: all deps build build-asan test test-unit demo bench clean
 
 all: build
 
@@ -28,6 +28,10 @@ test-unit: build
 
 demo: build
 	bash scripts/demo.sh
+
+# Every benchmark with its defaults; prints figures, never fails on one.
+bench: build
+	bash scripts/bench.sh
 
 clean:
 	rm -rf build build-asan

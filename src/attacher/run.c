@@ -346,7 +346,8 @@ int att_run(const struct att_config *cfg)
 			       "path (\"%s\"): %s", addr, cfg->metrics_path, err);
 			goto out;
 		}
-		KLOG_I("ServeMux listening at \"%s\"", addr);
+		/* With port 0 the kernel picked one: log the real one so tools can find it. */
+		KLOG_I("ServeMux listening at \"%s\" port=%d", addr, diag_server_port(http));
 		diag_server_handle(http, cfg->metrics_path, serve_metrics, &rt);
 	}
 

@@ -13,9 +13,19 @@ emu_start
 lp_start node-1
 mk_node node-1
 mk_csinode node-1 $DRV node-1
-att_start a1 "$T/lp.sock" "${LE[@]}"
+att_start a1 "$T/lp.sock" "${LE[@]}" --http-endpoint 127.0.0.1:0
+PORT1=$(att_http_port a1)
 wait_for "a1 leads" 20 grep -q "became leader" "$T/a1.log"
-att_start a2 "$T/lp.sock" "${LE[@]}"
+att_start a2 "$T/lp.sock" "${LE[@]}" --http-endpoint 127.0.0.1:0
+PORT2=$(att_http_port a2)
+healthz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/healthz/leader-election"; }
+master_status() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^leader_election_master_status/ {print $2}'; }
+healthz_ok() { [ "$(healthz "$1")" = 200 ]; }
+wait_for "a2 serves diagnostics" 10 healthz_ok "$PORT2"
+check "/healthz/leader-election is ok on the leader" eq "$(healthz $PORT1)" 200
+check "leader_election_master_status is 1 on the leader" eq "$(master_status $PORT1)" 1
+check "leader_election_master_status is 0 on the standby" eq "$(master_status $PORT2)" 0
+check "the metric names the lease" bash -c "curl -s http://127.0.0.1:$PORT1/metrics | grep -q 'leader_election_master_status{name=\"$LEASE\"} 1'"
 lease_holder() { kc get lease -n kube-system "$LEASE" -o json 2>/dev/null | jq -r '.spec.holderIdentity // ""'; }
 check "the Lease has upstream's name and a holder" test -n "$(lease_holder)"
 for i in 1 2 3; do
@@ -41,6 +51,7 @@ took=$((SECONDS - killed_at))
 check "takeover within lease duration + retry period + slack (${took}s)" test "$took" -le 10
 wait_for "va-4 attached by the new leader" 20 va_attached va-4
 check "the Lease changed hands" test "$(lease_holder)" != "$holder1"
+check "leader_election_master_status is 1 on the new leader" eq "$(master_status $PORT2)" 1
 
 att_stop a2 || fail "a2 exit status"
 check "SIGTERM released the Lease" eq "$(lease_holder)" ""

@@ -7,7 +7,6 @@ set -u
 . "$(dirname "$0")/lib_attacher.sh"
 DRV=loop.kcsi.io
 FIN=external-attacher/loop-kcsi-io
-PORT=$((20000 + RANDOM % 20000))
 
 emu_start
 lp_start node-1
@@ -23,7 +22,8 @@ mk_pv pv-rox $DRV "$V2" '{"accessModes":["ReadOnlyMany"]}'
 mk_va va-1 $DRV node-1 pv-rwo
 mk_va va-other other.driver.io node-1 pv-rwo
 
-att_start a "$T/lp.sock" --http-endpoint "127.0.0.1:$PORT" -v 5
+att_start a "$T/lp.sock" --http-endpoint 127.0.0.1:0 -v 5
+PORT=$(att_http_port a)
 
 wait_for "va-1 attached" 20 va_attached va-1
 check "va-1 has the attacher finalizer" eq "$(va_field va-1 '.metadata.finalizers | join(",")')" "$FIN"

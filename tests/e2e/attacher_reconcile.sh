@@ -6,7 +6,6 @@ set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
 DRV=loop.kcsi.io
-PORT=$((20000 + RANDOM % 20000))
 
 emu_start
 lp_start node-1
@@ -15,7 +14,8 @@ mk_csinode node-1 $DRV node-1
 V=$(lp_volume vol-r)
 mk_pv pv-r $DRV "$V"
 mk_va va-r $DRV node-1 pv-r
-att_start a "$T/lp.sock" --reconcile-sync 1s --max-entries 1 --http-endpoint "127.0.0.1:$PORT"
+att_start a "$T/lp.sock" --reconcile-sync 1s --max-entries 1 --http-endpoint 127.0.0.1:0
+PORT=$(att_http_port a)
 wait_for "va-r attached" 20 va_attached va-r
 check "driver publishes the volume" lp_published "$V" node-1
 # A second volume so ListVolumes pages with --max-entries 1.

@@ -89,6 +89,17 @@ att_start() {
 	ATT_PIDS[$name]=$!
 }
 
+# att_http_port NAME: the port the attacher's --http-endpoint (given as host:0) listens on
+att_http_port() {
+	local p=""
+	for _ in $(seq 1 200); do
+		p=$(sed -n 's/.*ServeMux listening at .* port=\([0-9]*\).*/\1/p' "$T/$1.log" | tail -1)
+		[ -n "$p" ] && break
+		sleep 0.05
+	done
+	echo "$p"
+}
+
 att_stop() {
 	local name=$1 rc=0
 	kill -TERM "${ATT_PIDS[$name]}"
