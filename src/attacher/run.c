@@ -368,9 +368,7 @@ int att_run(const struct att_config *cfg)
 			KLOG_E("Failed to create leaderelection client: %s", err);
 			goto out;
 		}
-		char prefixed[320];
-		snprintf(prefixed, sizeof(prefixed), "external-attacher-leader-%s", driver);
-		att_sanitize_name(prefixed, rt.lease, sizeof(rt.lease));
+		kube_leader_lease_name("external-attacher-leader", driver, rt.lease, sizeof(rt.lease));
 		struct kube_leader_opts lo = {
 			.ns = cfg->kube.le_namespace, .name = rt.lease,
 			.lease_duration_ns = cfg->kube.le_lease_ns,

@@ -47,11 +47,21 @@ static void microtime_now(char *buf, size_t len)
 
 void kube_leader_lease_name(const char *prefix, const char *driver, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s-%s", prefix, driver);
+	size_t n;
+
+	if (len < 2)
+		return;
+	snprintf(buf, len - 1, "%s-%s", prefix, driver); /* room for the 'X' below */
 	for (char *p = buf + strlen(prefix) + 1; *p && p < buf + len; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
 		      *p == '-'))
 			*p = '-';
+	/* As the sidecars do: a name must not end with '-'. */
+	n = strlen(buf);
+	if (n > 0 && buf[n - 1] == '-') {
+		buf[n] = 'X';
+		buf[n + 1] = '\0';
+	}
 }
 
 struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o)

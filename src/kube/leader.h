@@ -47,8 +47,9 @@ const char *kube_leader_identity(struct kube_leader *le);
 void kube_leader_stop(struct kube_leader *le);
 void kube_leader_free(struct kube_leader *le);
 
-/* "<prefix>-<driver>" with every character outside [a-zA-Z0-9-] replaced by '-', as the
- * sidecars name their leases (e.g. external-attacher-leader-hostpath-csi-k8s-io). */
+/* "<prefix>-<driver>" with every character of the driver outside [a-zA-Z0-9-] replaced by '-'
+ * and an 'X' after a trailing '-', as the sidecars name their leases
+ * (e.g. external-attacher-leader-hostpath-csi-k8s-io). */
 void kube_leader_lease_name(const char *prefix, const char *driver, char *buf, size_t len);
 
 #endif

@@ -3,6 +3,7 @@
  * PersistentVolume to the CSI VolumeCapability (table-driven, as the upstream rules read).
  */
 #include "attacher/att.h"
+#include "kube/leader.h"
 #include "check.h"
 
 #include <stdlib.h>
@@ -17,8 +18,10 @@ static void test_names(void)
 	CHECK_STR(buf, "external-attacher/csi-dummy");
 	att_finalizer_name("hostpath.csi.k8s.io.", buf, sizeof(buf));
 	CHECK_STR(buf, "external-attacher/hostpath-csi-k8s-io-X"); /* no trailing '-' */
-	att_sanitize_name("external-attacher-leader-ebs.csi.aws.com", buf, sizeof(buf));
+	kube_leader_lease_name("external-attacher-leader", "ebs.csi.aws.com", buf, sizeof(buf));
 	CHECK_STR(buf, "external-attacher-leader-ebs-csi-aws-com");
+	kube_leader_lease_name("external-attacher-leader", "odd.driver/", buf, sizeof(buf));
+	CHECK_STR(buf, "external-attacher-leader-odd-driver-X");
 	att_sanitize_name("Ab-9_Z", buf, sizeof(buf));
 	CHECK_STR(buf, "Ab-9-Z");
 }
