@@ -89,30 +89,6 @@ static void on_new_leader(const char *identity, void *ud)
 	KLOG_V(3, "New leader detected leader=\"%s\"", identity);
 }
 
-static void render_queue(struct strbuf *out, struct kube_workqueue *q, const char *name)
-{
-	struct kube_workqueue_metrics m;
-
-	kube_workqueue_metrics(q, &m);
-	strbuf_addf(out, "workqueue_depth{name=\"%s\"} %zu\n", name, m.depth);
-	strbuf_addf(out, "workqueue_adds_total{name=\"%s\"} %llu\n", name,
-		    (unsigned long long)m.adds);
-	strbuf_addf(out, "workqueue_retries_total{name=\"%s\"} %llu\n", name,
-		    (unsigned long long)m.retries);
-	strbuf_addf(out, "workqueue_longest_running_processor_seconds{name=\"%s\"} %.6f\n", name,
-		    (double)m.longest_running_ns / 1e9);
-	strbuf_addf(out, "workqueue_queue_duration_seconds_bucket{name=\"%s\",le=\"+Inf\"} %llu\n"
-			 "workqueue_queue_duration_seconds_sum{name=\"%s\"} %.6f\n"
-			 "workqueue_queue_duration_seconds_count{name=\"%s\"} %llu\n",
-		    name, (unsigned long long)m.processed, name,
-		    (double)m.queue_latency_ns_total / 1e9, name, (unsigned long long)m.processed);
-	strbuf_addf(out, "workqueue_work_duration_seconds_bucket{name=\"%s\",le=\"+Inf\"} %llu\n"
-			 "workqueue_work_duration_seconds_sum{name=\"%s\"} %.6f\n"
-			 "workqueue_work_duration_seconds_count{name=\"%s\"} %llu\n",
-		    name, (unsigned long long)m.processed, name,
-		    (double)m.work_duration_ns_total / 1e9, name, (unsigned long long)m.processed);
-}
-
 static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 {
 	struct att_runtime *rt = ud;
@@ -120,16 +96,11 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 	*ctype = "text/plain; version=0.0.4; charset=utf-8";
 	csi_metrics_render(rt->metrics, body);
 	if (rt->ctrl) {
-		strbuf_addstr(body, "# TYPE workqueue_depth gauge\n# TYPE workqueue_adds_total counter\n"
-				    "# TYPE workqueue_retries_total counter\n"
-				    "# TYPE workqueue_longest_running_processor_seconds gauge\n"
-				    "# TYPE workqueue_queue_duration_seconds histogram\n"
-				    "# TYPE workqueue_work_duration_seconds histogram\n");
-		render_queue(body, rt->ctrl->vaq, "csi-attacher-va");
-		render_queue(body, rt->ctrl->pvq, "csi-attacher-pv");
+		struct kube_workqueue *qs[2] = { rt->ctrl->vaq, rt->ctrl->pvq };
+		kube_workqueue_render_metrics(qs, 2, body);
 	}
 	if (rt->leader)
-		strbuf_addf(body, "# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.\n"
+		strbuf_addf(body, "# HELP leader_election_master_status 1 while this process holds the named Lease, 0 while it stands by\n"
 				  "# TYPE leader_election_master_status gauge\n"
 				  "leader_election_master_status{name=\"%s\"} %d\n",
 			    rt->lease, kube_leader_is_leader(rt->leader) ? 1 : 0);

@@ -100,8 +100,8 @@ static void labels(struct strbuf *out, const char *driver, const struct series *
 
 void csi_metrics_render(struct csi_metrics *m, struct strbuf *out)
 {
-	strbuf_addstr(out, "# HELP csi_sidecar_operations_seconds Container Storage Interface "
-			   "operation duration with gRPC error code status total\n"
+	strbuf_addstr(out, "# HELP csi_sidecar_operations_seconds Seconds taken by CSI calls, by "
+			   "method and gRPC status code\n"
 			   "# TYPE csi_sidecar_operations_seconds histogram\n");
 	pthread_mutex_lock(&m->lock);
 	for (const struct series *s = m->series; s; s = s->next) {

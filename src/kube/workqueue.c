@@ -8,9 +8,11 @@
 #include "kube/workqueue.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/hmap.h"
@@ -36,6 +38,17 @@ struct kube_workqueue {
 	bool shutdown, draining;
 	struct kube_workqueue_metrics m;
 };
+
+/* Index of the smallest bucket bound (10ns * 10^i) >= ns; KUBE_WQ_BUCKETS beyond 10 s. */
+static size_t bucket_of(int64_t ns)
+{
+	int64_t bound = 10;
+	size_t i;
+
+	for (i = 0; i < KUBE_WQ_BUCKETS && ns > bound; i++)
+		bound *= 10;
+	return i;
+}
 
 struct kube_workqueue *kube_workqueue_new(const char *name, int64_t retry_start_ns,
 					  int64_t retry_max_ns)
@@ -229,6 +242,7 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 		int64_t now = mono_now_ns();
 		int64_t queued = (int64_t)(intptr_t)kube_hmap_del(&q->dirty, key);
 		q->m.queue_latency_ns_total += now - queued;
+		q->m.queue_latency_buckets[bucket_of(now - queued)]++;
 		kube_hmap_put(&q->processing, key, (void *)(intptr_t)now);
 	}
 	pthread_mutex_unlock(&q->mu);
@@ -240,7 +254,9 @@ void kube_workqueue_done(struct kube_workqueue *q, const char *key)
 	pthread_mutex_lock(&q->mu);
 	if (kube_hmap_has(&q->processing, key)) {
 		int64_t start = (int64_t)(intptr_t)kube_hmap_del(&q->processing, key);
-		q->m.work_duration_ns_total += mono_now_ns() - start;
+		int64_t took = mono_now_ns() - start;
+		q->m.work_duration_ns_total += took;
+		q->m.work_duration_buckets[bucket_of(took)]++;
 		q->m.processed++;
 		if (kube_hmap_has(&q->dirty, key) && !q->shutdown) {
 			ring_push(q, key);
@@ -298,13 +314,78 @@ void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metr
 	*m = q->m;
 	m->depth = q->len;
 	m->unfinished = q->processing.len;
-	int64_t now = mono_now_ns(), longest = 0;
+	int64_t now = mono_now_ns(), longest = 0, total = 0;
 	for (size_t i = 0; i < q->processing.cap; i++)
 		if (q->processing.slots[i].key) {
 			int64_t d = now - (int64_t)(intptr_t)q->processing.slots[i].value;
+			total += d;
 			if (d > longest)
 				longest = d;
 		}
 	m->longest_running_ns = longest;
+	m->unfinished_work_ns = total;
 	pthread_mutex_unlock(&q->mu);
+}
+
+static void render_histogram(struct strbuf *out, const char *metric, const char *queue,
+			     const uint64_t *buckets, int64_t sum_ns, uint64_t n)
+{
+	uint64_t cum = 0;
+	double bound = 1e-8;
+
+	for (size_t i = 0; i < KUBE_WQ_BUCKETS; i++, bound *= 10) {
+		cum += buckets[i];
+		strbuf_addf(out, "%s_bucket{name=\"%s\",le=\"%g\"} %llu\n", metric, queue, bound,
+			    (unsigned long long)cum);
+	}
+	strbuf_addf(out, "%s_bucket{name=\"%s\",le=\"+Inf\"} %llu\n", metric, queue,
+		    (unsigned long long)n);
+	strbuf_addf(out, "%s_sum{name=\"%s\"} %.9f\n%s_count{name=\"%s\"} %llu\n", metric, queue,
+		    (double)sum_ns / 1e9, metric, queue, (unsigned long long)n);
+}
+
+void kube_workqueue_render_metrics(struct kube_workqueue *const *qs, size_t n, struct strbuf *out)
+{
+	struct kube_workqueue_metrics *m = xcalloc(n ? n : 1, sizeof(*m));
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		kube_workqueue_metrics(qs[i], &m[i]);
+	strbuf_addstr(out, "# HELP workqueue_depth Keys waiting in the queue now\n"
+			   "# TYPE workqueue_depth gauge\n");
+	for (i = 0; i < n; i++)
+		strbuf_addf(out, "workqueue_depth{name=\"%s\"} %zu\n", qs[i]->name, m[i].depth);
+	strbuf_addstr(out, "# HELP workqueue_adds_total Keys added to the queue\n"
+			   "# TYPE workqueue_adds_total counter\n");
+	for (i = 0; i < n; i++)
+		strbuf_addf(out, "workqueue_adds_total{name=\"%s\"} %llu\n", qs[i]->name,
+			    (unsigned long long)m[i].adds);
+	strbuf_addstr(out, "# HELP workqueue_retries_total Keys added again after a failure (rate-limited adds)\n"
+			   "# TYPE workqueue_retries_total counter\n");
+	for (i = 0; i < n; i++)
+		strbuf_addf(out, "workqueue_retries_total{name=\"%s\"} %llu\n", qs[i]->name,
+			    (unsigned long long)m[i].retries);
+	strbuf_addstr(out, "# HELP workqueue_queue_duration_seconds Seconds a key waited in the queue before a worker took it\n"
+			   "# TYPE workqueue_queue_duration_seconds histogram\n");
+	for (i = 0; i < n; i++)
+		render_histogram(out, "workqueue_queue_duration_seconds", qs[i]->name,
+				 m[i].queue_latency_buckets, m[i].queue_latency_ns_total,
+				 m[i].processed + m[i].unfinished);
+	strbuf_addstr(out, "# HELP workqueue_work_duration_seconds Seconds a worker spent on a key\n"
+			   "# TYPE workqueue_work_duration_seconds histogram\n");
+	for (i = 0; i < n; i++)
+		render_histogram(out, "workqueue_work_duration_seconds", qs[i]->name,
+				 m[i].work_duration_buckets, m[i].work_duration_ns_total,
+				 m[i].processed);
+	strbuf_addstr(out, "# HELP workqueue_unfinished_work_seconds Seconds spent so far on the keys being worked on now\n"
+			   "# TYPE workqueue_unfinished_work_seconds gauge\n");
+	for (i = 0; i < n; i++)
+		strbuf_addf(out, "workqueue_unfinished_work_seconds{name=\"%s\"} %.9f\n", qs[i]->name,
+			    (double)m[i].unfinished_work_ns / 1e9);
+	strbuf_addstr(out, "# HELP workqueue_longest_running_processor_seconds Seconds the longest-running worker has spent on its key\n"
+			   "# TYPE workqueue_longest_running_processor_seconds gauge\n");
+	for (i = 0; i < n; i++)
+		strbuf_addf(out, "workqueue_longest_running_processor_seconds{name=\"%s\"} %.9f\n",
+			    qs[i]->name, (double)m[i].longest_running_ns / 1e9);
+	free(m);
 }

@@ -26,6 +26,9 @@
 
 struct kube_workqueue;
 
+/* client-go's workqueue histogram buckets: 10ns, 100ns, ..., 10s (ExponentialBuckets(1e-8, 10, 10)). */
+#define KUBE_WQ_BUCKETS 10
+
 struct kube_workqueue_metrics {
 	size_t depth;
 	uint64_t adds;
@@ -34,7 +37,12 @@ struct kube_workqueue_metrics {
 	int64_t queue_latency_ns_total; /* sum over processed keys of time from queued to get */
 	int64_t work_duration_ns_total; /* sum over processed keys of time from get to done */
 	int64_t longest_running_ns;     /* of the keys being processed now */
+	int64_t unfinished_work_ns;     /* sum of how long each key being processed has run */
 	size_t unfinished;              /* keys being processed now */
+	/* Counts per bucket, not cumulative: slot i holds values in (bound i-1, bound i]; the last
+	 * slot holds values above 10 s. */
+	uint64_t queue_latency_buckets[KUBE_WQ_BUCKETS + 1];
+	uint64_t work_duration_buckets[KUBE_WQ_BUCKETS + 1];
 };
 
 /* name is for logs and metrics; start/max are --retry-interval-start / --retry-interval-max. */
@@ -60,5 +68,14 @@ void kube_workqueue_shutdown_drain(struct kube_workqueue *q);
 bool kube_workqueue_shutting_down(struct kube_workqueue *q);
 size_t kube_workqueue_len(struct kube_workqueue *q);
 void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metrics *m);
+
+struct strbuf;
+/*
+ * Appends the Prometheus text of n queues with client-go's workqueue metric names and a
+ * name="<queue name>" label: workqueue_depth, workqueue_adds_total, workqueue_retries_total,
+ * workqueue_queue_duration_seconds, workqueue_work_duration_seconds (histograms),
+ * workqueue_unfinished_work_seconds, workqueue_longest_running_processor_seconds.
+ */
+void kube_workqueue_render_metrics(struct kube_workqueue *const *qs, size_t n, struct strbuf *out);
 
 #endif

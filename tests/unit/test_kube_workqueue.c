@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "base/timeutil.h"
+#include "base/strbuf.h"
 #include "check.h"
 #include "kube/workqueue.h"
 
@@ -208,6 +209,42 @@ static void test_eight_workers(void)
 	kube_workqueue_free(q);
 }
 
+/* The Prometheus text has client-go's names, cumulative buckets and one TYPE per family. */
+static void test_render_metrics(void)
+{
+	struct kube_workqueue *a = kube_workqueue_new("csi-attacher-va", NSEC_PER_SEC, NSEC_PER_SEC);
+	struct kube_workqueue *b = kube_workqueue_new("csi-attacher-pv", NSEC_PER_SEC, NSEC_PER_SEC);
+	struct kube_workqueue *qs[2] = { a, b };
+	struct strbuf sb = STRBUF_INIT;
+	char *k;
+
+	kube_workqueue_add(a, "x");
+	kube_workqueue_add(a, "y");
+	k = kube_workqueue_get(a);
+	kube_workqueue_done(a, k);
+	free(k);
+	k = kube_workqueue_get(a); /* still being worked on while rendering */
+	kube_workqueue_render_metrics(qs, 2, &sb);
+	CHECK(strstr(sb.buf, "workqueue_adds_total{name=\"csi-attacher-va\"} 2\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_adds_total{name=\"csi-attacher-pv\"} 0\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_depth{name=\"csi-attacher-va\"} 0\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_work_duration_seconds_count{name=\"csi-attacher-va\"} 1\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_work_duration_seconds_bucket{name=\"csi-attacher-va\",le=\"10\"} 1\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_queue_duration_seconds_count{name=\"csi-attacher-va\"} 2\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_queue_duration_seconds_bucket{name=\"csi-attacher-va\",le=\"+Inf\"} 2\n") != NULL);
+	CHECK(strstr(sb.buf, "workqueue_unfinished_work_seconds{name=\"csi-attacher-va\"} ") != NULL);
+	/* one TYPE line per family even with two queues */
+	const char *t = strstr(sb.buf, "# TYPE workqueue_depth gauge");
+	CHECK(t && !strstr(t + 1, "# TYPE workqueue_depth gauge"));
+	kube_workqueue_done(a, k);
+	free(k);
+	strbuf_release(&sb);
+	kube_workqueue_shutdown(a);
+	kube_workqueue_shutdown(b);
+	kube_workqueue_free(a);
+	kube_workqueue_free(b);
+}
+
 int main(void)
 {
 	RUN(test_dedup_and_order);
@@ -216,5 +253,6 @@ int main(void)
 	RUN(test_shutdown_wakes_getters);
 	RUN(test_shutdown_drain);
 	RUN(test_eight_workers);
+	RUN(test_render_metrics);
 	return CHECK_DONE();
 }
