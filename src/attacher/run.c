@@ -67,8 +67,6 @@ struct att_runtime {
 	atomic_int leading;
 };
 
-static struct att_runtime *g_rt;
-
 static void on_connection_lost(void *arg)
 {
 	(void)arg;
@@ -275,7 +273,6 @@ int att_run(const struct att_config *cfg)
 	}
 	rt.cfg = cfg;
 	rt.metrics = csi_metrics_new();
-	g_rt = &rt;
 
 	o.workers = cfg->worker_threads;
 	o.timeout_ns = cfg->timeout_ns;
@@ -373,7 +370,6 @@ out:
 	kube_config_free(kcfg);
 	if (rt.metrics)
 		csi_metrics_free(rt.metrics);
-	g_rt = NULL;
 	free(driver);
 	return rc;
 }
