@@ -192,6 +192,100 @@ static void test_pvc_storageclass(void)
 	kube_obj_unref(o);
 }
 
+/* What the attach/detach controller, the scheduler and the node agent read of Pods and Nodes. */
+static void test_pod_node_csidriver(void)
+{
+	struct kube_obj *o = decode(&KUBE_KIND_POD_T,
+		"{\"metadata\":{\"name\":\"web\",\"namespace\":\"app\",\"uid\":\"u1\"},"
+		"\"spec\":{\"nodeName\":\"node-a\",\"volumes\":["
+		"{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"pvc-1\",\"readOnly\":true}},"
+		"{\"name\":\"tmp\",\"emptyDir\":{}},"
+		"{\"name\":\"scratch\",\"ephemeral\":{\"volumeClaimTemplate\":{}}},"
+		"{\"name\":\"raw\",\"persistentVolumeClaim\":{\"claimName\":\"blk\"}},"
+		"{\"name\":\"inl\",\"csi\":{\"driver\":\"d.example\",\"fsType\":\"xfs\","
+		"\"volumeAttributes\":{\"size\":\"1Gi\"},\"nodePublishSecretRef\":{\"name\":\"s\"}}},"
+		"{\"csi\":{\"driver\":\"nameless\"}}],"
+		"\"containers\":[{\"name\":\"c\",\"volumeDevices\":[{\"name\":\"raw\",\"devicePath\":\"/dev/x\"}]}]},"
+		"\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+	const struct kube_pod *p = kube_pod_of(o);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_STR(p->node_name, "node-a");
+		CHECK_INT(p->phase, KUBE_POD_RUNNING);
+		CHECK(p->ready);
+		CHECK(!kube_pod_terminated(p));
+		CHECK_INT(p->nvolumes, 4); /* emptyDir and the nameless entry are not kept */
+		CHECK_STR(p->volumes[0].claim_name, "pvc-1");
+		CHECK(p->volumes[0].read_only);
+		CHECK(!p->volumes[0].block);
+		CHECK_STR(p->volumes[1].claim_name, "web-scratch");
+		CHECK(p->volumes[1].ephemeral);
+		CHECK(p->volumes[2].block);
+		CHECK(p->volumes[3].claim_name == NULL);
+		CHECK_STR(p->volumes[3].csi_driver, "d.example");
+		CHECK_STR(p->volumes[3].csi_fs_type, "xfs");
+		CHECK_STR(p->volumes[3].csi_secret_name, "s");
+		CHECK_INT(p->volumes[3].ncsi_attributes, 1);
+	}
+	kube_obj_unref(o);
+
+	o = decode(&KUBE_KIND_NODE_T,
+		"{\"metadata\":{\"name\":\"node-a\",\"labels\":{\"zone\":\"z1\",\"rack\":\"7\"},"
+		"\"annotations\":{\"volumes.kubernetes.io/controller-managed-attach-detach\":\"true\"}},"
+		"\"spec\":{\"taints\":[{\"key\":\"node.kubernetes.io/out-of-service\",\"effect\":\"NoExecute\"}]},"
+		"\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+		"\"volumesAttached\":[{\"name\":\"kubernetes.io/csi/d^v1\",\"devicePath\":\"\"}],"
+		"\"volumesInUse\":[\"kubernetes.io/csi/d^v1\",\"kubernetes.io/csi/d^v2\"]}}");
+	const struct kube_node *n = kube_node_of(o);
+	CHECK(n != NULL);
+	if (n) {
+		CHECK(n->controller_managed);
+		CHECK(n->out_of_service);
+		CHECK_INT(n->ready, KUBE_COND_FALSE);
+		CHECK_INT(n->nvolumes_attached, 1);
+		CHECK_STR(n->volumes_attached[0].name, "kubernetes.io/csi/d^v1");
+		CHECK_INT(n->nvolumes_in_use, 2);
+		CHECK_STR(n->volumes_in_use[1], "kubernetes.io/csi/d^v2");
+	}
+	struct kube_obj *pvo = decode(&KUBE_KIND_PERSISTENTVOLUME,
+		"{\"metadata\":{\"name\":\"pv1\",\"annotations\":{\"pv.kubernetes.io/provisioned-by\":\"d\","
+		"\"pv.kubernetes.io/bound-by-controller\":\"yes\"}},\"spec\":{\"claimRef\":{\"uid\":\"c1\"},"
+		"\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":["
+		"{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"z2\"]}]},"
+		"{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"z1\"]},"
+		"{\"key\":\"rack\",\"operator\":\"Gt\",\"values\":[\"5\"]}]}]}}}}");
+	const struct kube_pv *pv = kube_pv_of(pvo);
+	CHECK(pv != NULL);
+	if (pv && n) {
+		CHECK_STR(pv->provisioned_by, "d");
+		CHECK(pv->bound_by_controller);
+		CHECK_STR(pv->claim_uid, "c1");
+		CHECK_INT(pv->nnode_affinity, 2);
+		/* the second term matches zone z1 with rack 7 > 5 */
+		CHECK(kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels, n->nlabels));
+		CHECK(!kube_node_selector_match(pv->node_affinity, 1, n->labels, n->nlabels));
+		CHECK(kube_node_selector_match(NULL, 0, n->labels, n->nlabels));
+	}
+	kube_obj_unref(pvo);
+	kube_obj_unref(o);
+
+	o = decode(&KUBE_KIND_CSIDRIVER_T, "{\"metadata\":{\"name\":\"d\"},\"spec\":{\"attachRequired\":false,"
+		   "\"podInfoOnMount\":true,\"volumeLifecycleModes\":[\"Ephemeral\"]}}");
+	const struct kube_csidriver *d = kube_csidriver_of(o);
+	CHECK(d != NULL);
+	if (d) {
+		CHECK(!d->attach_required);
+		CHECK(d->pod_info_on_mount);
+		CHECK(d->ephemeral);
+		CHECK(!d->persistent);
+	}
+	kube_obj_unref(o);
+	o = decode(&KUBE_KIND_CSIDRIVER_T, "{\"metadata\":{\"name\":\"d2\"},\"spec\":{}}");
+	d = kube_csidriver_of(o);
+	CHECK(d && d->attach_required && d->persistent && !d->ephemeral);
+	kube_obj_unref(o);
+}
+
 static size_t by_pv(const struct kube_obj *o, const char **vals, size_t max)
 {
 	const struct kube_va *va = kube_va_of(o);
@@ -351,6 +445,7 @@ static void test_ratelimit(void)
 
 int main(void)
 {
+	RUN(test_pod_node_csidriver);
 	RUN(test_va_record);
 	RUN(test_pv_csinode_node);
 	RUN(test_pvc_storageclass);
