@@ -77,4 +77,7 @@ const char *cli_map_str(struct cli *c, size_t n, void *entries);
 int cli_call(struct cli *c, const char *method, ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
 
+/* `kcsi up` (cmd/kcsi/up.c): argv starts after "up". Returns the exit code. */
+int cli_up_main(int argc, char **argv);
+
 #endif

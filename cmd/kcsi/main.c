@@ -84,8 +84,9 @@ static void print_verb(const struct verb *v, FILE *out, bool options)
 static void print_help(FILE *out, const char *service, struct flagset *fs)
 {
 	if (!service) {
-		fprintf(out, "kcsi: call any CSI driver over its unix socket.\n\n"
-			     "Usage: kcsi [flags] SERVICE VERB [args] [options]\n\n"
+		fprintf(out, "kcsi: call any CSI driver over its unix socket, or run the whole stack.\n\n"
+			     "Usage: kcsi [flags] SERVICE VERB [args] [options]\n"
+			     "       kcsi up [flags]   (kube-emulator and every component; 'kcsi up --help')\n\n"
 			     "Services and verbs:\n");
 	} else {
 		fprintf(out, "Verbs of %s:\n", service);
@@ -192,6 +193,8 @@ static int parse_verb_args(const struct verb *v, int argc, char **argv, struct c
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "up") == 0)
+		return cli_up_main(argc - 1, argv + 1);
 	const char *endpoint, *o_short, *o_long;
 	int64_t timeout_ns, connect_timeout_ns;
 	int max_log;
