@@ -61,6 +61,9 @@ struct emu_call {
 	const char *body;
 	size_t body_len;
 	bool dry_run; /* dryRun=All: decide and answer, but commit nothing */
+	/* DeleteOptions (emu_delete_options): gracePeriodSeconds when has_grace */
+	bool has_grace;
+	long long grace;
 };
 
 /* An answer being built under the store lock: HTTP code and JSON text (owned). */
@@ -95,6 +98,14 @@ enum MHD_Result emu_do_update(struct emu_call *k);
 enum MHD_Result emu_do_patch(struct emu_call *k);
 enum MHD_Result emu_do_delete(struct emu_call *k);
 enum MHD_Result emu_do_delete_collection(struct emu_call *k);
+/* POST pods/{name}/binding: sets spec.nodeName once, as the scheduler's bind does. */
+enum MHD_Result emu_do_binding(struct emu_call *k);
+/*
+ * Reads DeleteOptions from the query and from opts (the parsed body, may be NULL) into k:
+ * gracePeriodSeconds, propagationPolicy (checked, then ignored: no garbage collector).
+ * False with a 400/422 reply when they are malformed.
+ */
+bool emu_delete_options(struct emu_call *k, const json_t *opts, struct reply *rp);
 
 /* Faults (emu_faults.c). */
 void emu_faults_init(struct emu_faults *f);

@@ -401,7 +401,9 @@ static bool route_resource(struct emu_server *srv, char **s, int n, struct emu_c
 	k->r = &srv->st.res[k->res];
 	k->name = rest >= 2 ? s[i + 1] : NULL;
 	k->sub = rest == 3 ? s[i + 2] : NULL;
-	if (k->sub && (strcmp(k->sub, "status") || !k->r->has_status))
+	bool binding = k->sub && !strcmp(k->sub, "binding") && !*k->r->group &&
+		       !strcmp(k->r->plural, "pods");
+	if (k->sub && !binding && (strcmp(k->sub, "status") || !k->r->has_status))
 		return false;
 	if (k->name && k->r->namespaced && !k->ns)
 		return false;
@@ -412,6 +414,10 @@ static const char *verb_of(struct emu_call *k, bool *ok)
 {
 	const char *m = k->method;
 	*ok = true;
+	if (k->sub && !strcmp(k->sub, "binding")) {
+		*ok = !strcmp(m, "POST");
+		return "create";
+	}
 	if (!strcmp(m, "GET")) {
 		if (k->name)
 			return "get";
@@ -439,7 +445,7 @@ static enum MHD_Result dispatch(struct emu_call *k, const char *verb)
 	if (!strcmp(verb, "watch"))
 		return emu_do_watch(k);
 	if (!strcmp(verb, "create"))
-		return emu_do_create(k);
+		return k->sub ? emu_do_binding(k) : emu_do_create(k);
 	if (!strcmp(verb, "update"))
 		return emu_do_update(k);
 	if (!strcmp(verb, "patch"))
@@ -697,8 +703,9 @@ static int load_tls(struct emu_server *srv, const struct emu_config *cfg, char *
 static void add_default_namespaces(struct emu_store *st)
 {
 	int res = emu_store_resource(st, "", "v1", "namespaces");
-	const char *names[] = { "default", "kube-system" };
-	for (int i = 0; i < 2; i++) {
+	/* the namespaces kube-apiserver creates at start */
+	const char *names[] = { "default", "kube-system", "kube-public", "kube-node-lease" };
+	for (int i = 0; i < 4; i++) {
 		if (emu_store_get(st, res, names[i]))
 			continue;
 		char uid[40], ts[RFC3339_BUFLEN];

@@ -699,6 +699,17 @@ enum MHD_Result emu_do_delete_collection(struct emu_call *k)
 		query_free(&q);
 		return emu_reply_text(k->conn, rp.code, rp.text, 0);
 	}
+	json_t *opts = NULL;
+	if (k->body_len && (!parse_body(k, &opts, &rp) || !emu_delete_options(k, opts, &rp))) {
+		json_decref(opts);
+		query_free(&q);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
+	json_decref(opts);
+	if (!k->body_len && !emu_delete_options(k, NULL, &rp)) {
+		query_free(&q);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
 	char prefix[300] = "";
 	if (k->ns)
 		snprintf(prefix, sizeof(prefix), "%s/", k->ns);
