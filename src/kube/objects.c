@@ -478,6 +478,13 @@ static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_
 	json_t *req = json_object_get(json_object_get(spec, "nodeAffinity"), "required");
 	pv->node_affinity = pk_terms(pk, json_object_get(req, "nodeSelectorTerms"), "matchExpressions",
 				     &pv->nnode_affinity);
+	/* kcsi-node */
+	json_t *nss = json_object_get(csi, "nodeStageSecretRef");
+	pv->node_stage_secret_name = kube_intern(jstr(nss, "name"));
+	pv->node_stage_secret_ns = kube_intern(jstr(nss, "namespace"));
+	json_t *nps = json_object_get(csi, "nodePublishSecretRef");
+	pv->node_publish_secret_name = kube_intern(jstr(nps, "name"));
+	pv->node_publish_secret_ns = kube_intern(jstr(nps, "namespace"));
 	return 0;
 }
 
