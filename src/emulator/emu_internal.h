@@ -15,6 +15,7 @@
 
 #include "emulator/emu_server.h"
 #include "emulator/emu_store.h"
+#include "emulator/emu_table.h"
 
 struct emu_fault_rule {
 	char verb[16];     /* "get", "list", "watch", "create", "update", "patch", "delete",
@@ -64,6 +65,9 @@ struct emu_call {
 	/* DeleteOptions (emu_delete_options): gracePeriodSeconds when has_grace */
 	bool has_grace;
 	long long grace;
+	/* Accept asked for a Table (emu_table_wanted) */
+	bool table;
+	struct emu_table_req treq;
 };
 
 /* An answer being built under the store lock: HTTP code and JSON text (owned). */

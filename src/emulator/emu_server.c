@@ -28,6 +28,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_proto.h"
 
 #define MAX_BODY (3 * 1024 * 1024) /* kube-apiserver's default request body limit */
 
@@ -482,12 +483,29 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 			 "resource (%s %s)", method, url);
 		return emu_reply_status(c, 405, "MethodNotAllowed", msg, NULL);
 	}
-	if (!body_is_json(c, method)) {
+	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	if (!body_is_json(c, method) && ct &&
+	    !strncasecmp(ct, "application/vnd.kubernetes.protobuf", 35) && rq->body.len) {
+		char err[256];
+		char *json = emu_proto_to_json(rq->body.buf, rq->body.len, err, sizeof(err));
+		if (!json) {
+			KLOG_V(2, "Refused a protobuf body: %s", err);
+			return emu_reply_status(c, 415, "UnsupportedMediaType", err, NULL);
+		}
+		strbuf_reset(&rq->body);
+		strbuf_addstr(&rq->body, json);
+		free(json);
+		k.body = rq->body.buf;
+		k.body_len = rq->body.len;
+	} else if (!body_is_json(c, method)) {
 		return emu_reply_status(c, 415, "UnsupportedMediaType",
 			"the body of the request was in an unknown format - accepted media types "
-			"include: application/json (kube-emulator does not decode protobuf or YAML "
-			"bodies)", NULL);
+			"include: application/json, application/vnd.kubernetes.protobuf (v1 "
+			"Namespace, Secret and ConfigMap only)", NULL);
 	}
+	if (!strcmp(method, "GET"))
+		k.table = emu_table_wanted(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+					   emu_arg(&k, "includeObject"), &k.treq);
 	const char *dry = emu_arg(&k, "dryRun");
 	if (dry && *dry) {
 		if (strcmp(dry, "All")) {

@@ -298,7 +298,12 @@ enum MHD_Result emu_do_get(struct emu_call *k)
 	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
 	pthread_mutex_lock(&k->srv->st.mu);
 	json_t *obj = emu_store_get(&k->srv->st, k->res, key);
-	if (obj)
+	if (obj && k->table) {
+		json_t *t = emu_table_new(k->r, &k->treq, meta_str(obj, "resourceVersion"));
+		emu_table_add_row(t, k->r, &k->treq, obj, time(NULL));
+		reply_dump(&rp, 200, t);
+		json_decref(t);
+	} else if (obj)
 		reply_dump(&rp, 200, obj);
 	else
 		reply_not_found(&rp, k->r, k->name);
