@@ -176,7 +176,14 @@ static int parse_verb_args(const struct verb *v, int argc, char **argv, struct c
 				return EXIT_USAGE;
 			}
 		} else if (!strcmp(key, "v")) {
-			log_set_verbosity(atoi(value));
+			int32_t lv;
+			char e[128];
+			if (cli_parse_count(value, &lv, e, sizeof(e))) {
+				fprintf(stderr, "kcsi: -v %s\n", e);
+				free(key);
+				return EXIT_USAGE;
+			}
+			log_set_verbosity(lv);
 		} else {
 			c->opts[c->nopts].name = xstrdup(key);
 			c->opts[c->nopts++].value = value;
@@ -272,6 +279,12 @@ int main(int argc, char **argv)
 		goto out;
 	if (strcmp(g.output, "json") && strcmp(g.output, "table")) {
 		fprintf(stderr, "kcsi: -o %s: want table or json\n", g.output);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (cli_check_positive("timeout", g.timeout_ns, err, sizeof(err)) ||
+	    cli_check_positive("connect-timeout", connect_timeout_ns, err, sizeof(err))) {
+		fprintf(stderr, "kcsi: %s\n", err);
 		code = EXIT_USAGE;
 		goto out;
 	}

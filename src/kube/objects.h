@@ -136,8 +136,8 @@ struct kube_pv { /* core/v1 PersistentVolume */
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
 
 struct kube_csinode_driver {
-	const char *name;    /* interned */
-	const char *node_id;
+	const char *name;    /* interned; never NULL nor "" (a CSINode without one is not decoded) */
+	const char *node_id; /* never NULL */
 	const char *const *topology_keys; /* interned */
 	uint16_t ntopology_keys;
 	int32_t allocatable; /* allocatable.count; -1 when not set */
