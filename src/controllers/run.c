@@ -32,6 +32,8 @@
 static const struct cm_controller *const all_controllers[] = {
 	&cm_attachdetach,
 	&cm_pv_binder,
+	&cm_pvc_protection,
+	&cm_pv_protection,
 };
 #define NCONTROLLERS (sizeof(all_controllers) / sizeof(all_controllers[0]))
 
