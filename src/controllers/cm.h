@@ -14,6 +14,7 @@
 #ifndef KCSI_CONTROLLERS_CM_H
 #define KCSI_CONTROLLERS_CM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,6 +24,7 @@
 #include "kube/events.h"
 #include "kube/informer.h"
 #include "kube/options.h"
+#include "kube/workqueue.h"
 
 struct cm_config {
 	struct kube_options kube; /* --kubeconfig, --kube-api-qps, ..., --leader-election* */
@@ -71,6 +73,8 @@ struct cm_controller {
 	void (*stop)(void *self);
 	void (*free)(void *self);
 	void (*metrics)(void *self, struct strbuf *out); /* may be NULL */
+	/* Its workqueues, for the workqueue_* metrics rendered once for all (may be NULL). */
+	size_t (*queues)(void *self, struct kube_workqueue **out, size_t max);
 };
 
 extern const struct cm_controller cm_attachdetach;
@@ -93,5 +97,37 @@ int cm_check_controllers(const char *spec, const struct cm_controller *const *al
 void cm_register_flags(struct flagset *fs, struct cm_config *cfg);
 /* Runs until SIGTERM/SIGINT; returns the exit code. */
 int cm_run(const struct cm_config *cfg);
+
+/* ---- shared by the queue-driven controllers (util.c) ---- */
+
+enum cm_result {
+	CM_DONE,     /* forget the key's backoff */
+	CM_RETRY,    /* requeue with the key's exponential backoff */
+	CM_CONFLICT, /* lost an optimistic-concurrency race: requeue at once */
+};
+
+/* A workqueue and the threads that drain it, calling sync(self, key) for each key. */
+struct cm_pool {
+	struct kube_workqueue *q;
+	enum cm_result (*sync)(void *self, const char *key);
+	void *self;
+	pthread_t *threads;
+	int n;
+};
+
+void cm_pool_init(struct cm_pool *p, const char *name, const struct cm_config *cfg,
+		  enum cm_result (*sync)(void *self, const char *key), void *self);
+int cm_pool_start(struct cm_pool *p, int workers);
+/* Shuts the queue down and joins the threads (each finishes its current key). */
+void cm_pool_stop(struct cm_pool *p);
+void cm_pool_free(struct cm_pool *p);
+
+/* JSON array of o's finalizers without `drop` and with `add` appended (either may be NULL). */
+json_t *cm_finalizers_json(const struct kube_obj *o, const char *drop, const char *add);
+/* Merge-patches an object (status: the /status subresource). Returns 0, or -1 with *e. */
+int cm_patch(struct cm_ctx *c, const struct kube_resource *r, const char *ns, const char *name,
+	     bool status, json_t *patch, struct kube_err *e);
+/* CM_CONFLICT for a 409, CM_DONE for a 404 (the object is gone), else CM_RETRY. */
+enum cm_result cm_result_of(const struct kube_err *e);
 
 #endif

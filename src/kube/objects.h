@@ -192,6 +192,11 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	bool block;           /* spec.volumeMode == Block */
 	bool has_selector;    /* spec.selector present */
 	uint8_t phase;        /* enum kube_pvc_phase */
+	/* kcsi-controller-manager (persistentvolume-binder): */
+	bool bind_completed;      /* annotation pv.kubernetes.io/bind-completed present */
+	bool bound_by_controller; /* annotation pv.kubernetes.io/bound-by-controller present */
+	const char *selector;     /* spec.selector as label-selector text (kube/selector.h);
+				   * NULL when absent; "!" when it cannot be expressed */
 };
 
 struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */

@@ -103,6 +103,13 @@ pod_events() {
 		jq -r --arg p "$1" --arg r "$2" '.items[] | select(.involvedObject.name == $p and .reason == $r) | .message'
 }
 has_event() { pod_events "$1" "$2" | grep -qF "$3"; }
+no_vas() { [ "$(va_count)" = 0 ]; }
+# node_exactly NODE [UNIQ...]: volumesAttached holds exactly these names
+node_exactly() {
+	local n=$1
+	shift
+	[ "$(attached_list "$n" | sort | tr '\n' ' ')" = "$(printf '%s\n' "$@" | sed '/^$/d' | sort | tr '\n' ' ')" ]
+}
 va_count() { kc get volumeattachments -o json | jq '.items | length'; }
 
 cm_finish() {

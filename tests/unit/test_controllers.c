@@ -10,6 +10,7 @@
  * "detach v@n (timeout)", "detach v@n (out-of-service)", "wait v@n", "attach v@n", "multi v@n".
  */
 #include "controllers/ad.h"
+#include "controllers/binder.h"
 #include "controllers/cm.h"
 #include "controllers/sha256.h"
 #include "check.h"
@@ -244,11 +245,121 @@ static void test_controllers_flag(void)
 	CHECK(strstr(err, "bogus") != NULL);
 }
 
+/* ---- persistentvolume-binder: which volume a claim gets ---- */
+
+static struct kube_obj *decode(const struct kube_kind *k, const char *json)
+{
+	json_error_t je;
+	json_t *j = json_loads(json, 0, &je);
+	char err[256];
+	struct kube_obj *o = k->decode(j, err, sizeof(err));
+
+	if (!o)
+		fprintf(stderr, "decode: %s: %s\n", err, json);
+	json_decref(j);
+	return o;
+}
+
+static struct kube_obj *mkpv(const char *name, const char *size, const char *extra_spec,
+			     const char *phase, const char *labels)
+{
+	char buf[2048];
+
+	snprintf(buf, sizeof(buf),
+		 "{\"metadata\":{\"name\":\"%s\",\"uid\":\"u-%s\",\"resourceVersion\":\"1\",\"labels\":%s},"
+		 "\"spec\":{\"capacity\":{\"storage\":\"%s\"},\"accessModes\":[\"ReadWriteOnce\"],"
+		 "\"csi\":{\"driver\":\"d\",\"volumeHandle\":\"h\"}%s},\"status\":{\"phase\":\"%s\"}}",
+		 name, name, labels ? labels : "{}", size, extra_spec ? extra_spec : "", phase);
+	return decode(&KUBE_KIND_PERSISTENTVOLUME, buf);
+}
+
+static void test_binder_match(void)
+{
+	struct kube_obj *pvs[] = {
+		mkpv("big", "5Gi", NULL, "Available", NULL),
+		mkpv("small", "1Gi", NULL, "Available", NULL),
+		mkpv("tiny", "100Mi", NULL, "Available", NULL),
+		mkpv("gold", "2Gi", NULL, "Available", "{\"tier\":\"gold\"}"),
+		mkpv("fast", "1Gi", ",\"storageClassName\":\"fast\"", "Available", NULL),
+		mkpv("block", "1Gi", ",\"volumeMode\":\"Block\"", "Available", NULL),
+		mkpv("rwx", "1Gi", ",\"accessModes\":[\"ReadWriteMany\",\"ReadWriteOnce\"]", "Available", NULL),
+		mkpv("taken", "1Gi", ",\"claimRef\":{\"namespace\":\"default\",\"name\":\"other\",\"uid\":\"x\"}", "Bound", NULL),
+		mkpv("pre", "3Gi", ",\"claimRef\":{\"namespace\":\"default\",\"name\":\"c-pre\"}", "Available", NULL),
+		mkpv("zone-b", "1Gi", ",\"storageClassName\":\"local\",\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":"
+				      "[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"b\"]}]}]}}",
+		     "Available", NULL),
+		mkpv("released", "1Gi", ",\"storageClassName\":\"old\"", "Released", NULL),
+	};
+	static const struct {
+		const char *what;
+		const char *claim_spec; /* inside "spec":{...} */
+		bool delay;
+		const char *node_labels; /* NULL: no node chosen */
+		const char *want;        /* NULL: no match */
+	} cases[] = {
+		{ "smallest volume that fits", "\"resources\":{\"requests\":{\"storage\":\"500Mi\"}}", false, NULL, "small" },
+		{ "exact size fits", "\"resources\":{\"requests\":{\"storage\":\"100Mi\"}}", false, NULL, "tiny" },
+		{ "too big for all but one", "\"resources\":{\"requests\":{\"storage\":\"4Gi\"}}", false, NULL, "big" },
+		{ "too big for all", "\"resources\":{\"requests\":{\"storage\":\"50Gi\"}}", false, NULL, NULL },
+		{ "class must match", "\"storageClassName\":\"fast\",\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}", false, NULL, "fast" },
+		{ "volumeMode must match", "\"volumeMode\":\"Block\",\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}", false, NULL, "block" },
+		{ "access modes must be offered", "\"accessModes\":[\"ReadWriteMany\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}", false, NULL, "rwx" },
+		{ "selector picks labelled volumes", "\"selector\":{\"matchLabels\":{\"tier\":\"gold\"}},\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}", false, NULL, "gold" },
+		{ "selector with expressions", "\"selector\":{\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"In\",\"values\":[\"gold\",\"silver\"]}]}", false, NULL, "gold" },
+		{ "selector nobody matches", "\"selector\":{\"matchLabels\":{\"tier\":\"iron\"}}", false, NULL, NULL },
+		{ "WaitForFirstConsumer without a node: unbound volumes are the scheduler's",
+		  "\"storageClassName\":\"local\",\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}", true, NULL, NULL },
+		{ "WaitForFirstConsumer, node in the volume's zone", "\"storageClassName\":\"local\",\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}",
+		  false, "{\"zone\":\"b\"}", "zone-b" },
+		{ "WaitForFirstConsumer, node elsewhere", "\"storageClassName\":\"local\",\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}",
+		  false, "{\"zone\":\"a\"}", NULL },
+		{ "a Released volume is not Available", "\"storageClassName\":\"old\"", false, NULL, NULL },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[1024];
+		struct kube_obj *co, *no = NULL;
+
+		snprintf(buf, sizeof(buf),
+			 "{\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":\"cu\",\"resourceVersion\":\"1\"},"
+			 "\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"storageClassName\":\"\",%s}}", cases[i].claim_spec);
+		co = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM, buf);
+		if (cases[i].node_labels) {
+			snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"n\",\"labels\":%s}}", cases[i].node_labels);
+			no = decode(&KUBE_KIND_NODE_T, buf);
+		}
+		const struct kube_pv *got = pvb_best_match(kube_pvc_of(co), pvs, sizeof(pvs) / sizeof(pvs[0]),
+							   cases[i].delay, kube_node_of(no));
+		const char *gn = got ? got->meta.name : NULL;
+		if ((gn == NULL) != (cases[i].want == NULL) || (gn && strcmp(gn, cases[i].want))) {
+			fprintf(stderr, "binder case \"%s\": want %s, got %s\n", cases[i].what,
+				cases[i].want ? cases[i].want : "none", gn ? gn : "none");
+			check_failures++;
+		}
+		kube_obj_unref(co);
+		kube_obj_unref(no);
+	}
+
+	/* A volume pre-bound to the claim wins over a smaller free one, even when delayed. */
+	struct kube_obj *co = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM,
+		"{\"metadata\":{\"name\":\"c-pre\",\"namespace\":\"default\",\"uid\":\"cu\"},"
+		"\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],\"storageClassName\":\"\",\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}");
+	const struct kube_pv *got = pvb_best_match(kube_pvc_of(co), pvs, sizeof(pvs) / sizeof(pvs[0]), true, NULL);
+	CHECK(got && !strcmp(got->meta.name, "pre"));
+	CHECK(pvb_prebound_to(kube_pv_of(pvs[8]), kube_pvc_of(co)));
+	CHECK(!pvb_prebound_to(kube_pv_of(pvs[7]), kube_pvc_of(co)));
+	CHECK_STR(pvb_mismatch(kube_pv_of(pvs[2]), kube_pvc_of(co)), "requested PV is too small");
+	CHECK_STR(pvb_mismatch(kube_pv_of(pvs[4]), kube_pvc_of(co)), "storageClassName does not match");
+	kube_obj_unref(co);
+	for (size_t i = 0; i < sizeof(pvs) / sizeof(pvs[0]); i++)
+		kube_obj_unref(pvs[i]);
+}
+
 int main(void)
 {
 	RUN(test_plan);
 	RUN(test_plan_requested_time);
 	RUN(test_names);
 	RUN(test_controllers_flag);
+	RUN(test_binder_match);
 	return CHECK_DONE();
 }
