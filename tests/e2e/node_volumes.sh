@@ -137,6 +137,29 @@ kc delete pod pt --wait=false >/dev/null
 wait_for "pt gone" 20 pod_gone pt
 wait_for "testdriver unstaged" 10 grep -q NodeUnstageVolume "$T/td.rec"
 
+# ---- failures are events on the pod: an unregistered driver, a volume never attached ----
+mk_pv pvx missing.kcsi.io vol-x '{"claimRef":{"namespace":"default","name":"cx"}}'
+mk_claim cx pvx
+mk_pod px n1 cx
+pod_event() {
+	kc get events -o json | jq -e --arg r "$2" --arg m "$3" \
+		'.items[] | select(.involvedObject.name=="'"$1"'" and .reason==$r and (.message | contains($m)))' >/dev/null
+}
+wait_for "FailedMount event for an unregistered driver" 15 pod_event px FailedMount \
+	'driver name missing.kcsi.io not found in the list of registered CSI drivers'
+pod_running px && fail "px runs without its volume"
+hw=$(lp_volume volw --cap SINGLE_NODE_WRITER,mount,ext4)
+mk_pv pvw loop.kcsi.io "$hw" '{"claimRef":{"namespace":"default","name":"cw"}}'
+mk_claim cw pvw
+mk_pod pw n1 cw
+wait_for "FailedAttachVolume event while the volume is not attached" 20 pod_event pw FailedAttachVolume \
+	'is not yet in Node n1 status.volumesAttached'
+mountpoint -q "$(staging_of n1 "$hw")" && fail "staged a volume that is not attached"
+in_use n1 "$hw" || fail "a wanted volume is not reported in use while waiting for the attach"
+kc delete pod px pw --wait=false >/dev/null
+wait_for "px, pw gone" 20 bash -c "! kubectl --kubeconfig $KC get pod px pw -o name 2>/dev/null | grep -q ."
+wait_for "pvw no longer reported in use" 10 not_in_use n1 "$hw"
+
 # Nothing of this test is mounted any more.
 sleep 0.5
 grep -q " $T/nodes" /proc/self/mountinfo && fail "mounts left: $(grep -o " $T/nodes[^ ]*" /proc/self/mountinfo)"
