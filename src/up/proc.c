@@ -163,19 +163,24 @@ int up_procs_reap(struct up_procs *ps, bool restart)
 	return exited;
 }
 
-void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns)
+static void stop_tier(struct up_procs *ps, int tier, int64_t grace_ns)
 {
 	for (int i = ps->n - 1; i >= 0; i--) {
-		ps->p[i].restart_at = 0;
-		if (ps->p[i].pid > 0)
-			kill(ps->p[i].pid, SIGTERM);
+		struct up_proc *p = &ps->p[i];
+		if (p->tier != tier)
+			continue;
+		p->restart_at = 0;
+		if (p->pid > 0)
+			kill(p->pid, SIGTERM);
 	}
 	int64_t deadline = mono_now_ns() + grace_ns;
 	for (;;) {
 		int alive = 0;
 		for (int i = 0; i < ps->n; i++) {
 			struct up_proc *p = &ps->p[i];
-			if (p->pid > 0 && waitpid(p->pid, &p->last_status, WNOHANG) == p->pid)
+			if (p->tier != tier || p->pid <= 0)
+				continue;
+			if (waitpid(p->pid, &p->last_status, WNOHANG) == p->pid)
 				p->pid = 0;
 			alive += p->pid > 0;
 		}
@@ -183,19 +188,29 @@ void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns)
 			return;
 		if (mono_now_ns() >= deadline)
 			break;
-		sleep_ns(10 * NSEC_PER_MSEC);
+		sleep_ns(5 * NSEC_PER_MSEC);
 	}
 	for (int i = 0; i < ps->n; i++) {
 		struct up_proc *p = &ps->p[i];
-		if (p->pid <= 0)
+		if (p->tier != tier || p->pid <= 0)
 			continue;
-		fprintf(stderr, "kcsi up: %s (pid %d) did not stop within %llds of SIGTERM; killing it\n",
-			p->name, (int)p->pid, (long long)(grace_ns / NSEC_PER_SEC));
+		fprintf(stderr, "kcsi up: %s (pid %d) did not stop within %.1fs of SIGTERM; killing it\n",
+			p->name, (int)p->pid, (double)grace_ns / 1e9);
 		kill(-p->pid, SIGKILL);
 		kill(p->pid, SIGKILL);
 		waitpid(p->pid, &p->last_status, 0);
 		p->pid = 0;
 	}
+}
+
+void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns)
+{
+	int top = 0;
+	for (int i = 0; i < ps->n; i++)
+		if (ps->p[i].tier > top)
+			top = ps->p[i].tier;
+	for (int t = top; t >= 0; t--)
+		stop_tier(ps, t, grace_ns);
 }
 
 void up_procs_release(struct up_procs *ps)

@@ -29,6 +29,7 @@ struct up_proc {
 	int last_status;     /* wait status of the last exit */
 	int64_t start_ns;    /* monotonic time of the last start */
 	int64_t restart_at;  /* monotonic time of the next start; 0 when none is due */
+	int tier;            /* stop order: higher tiers stop first (clients before their servers) */
 };
 
 struct up_procs {
@@ -46,7 +47,10 @@ int up_proc_start(struct up_proc *p, char *err, size_t errlen);
  * schedules their restart and starts the ones whose back-off has passed. Returns how many exited.
  */
 int up_procs_reap(struct up_procs *ps, bool restart);
-/* SIGTERM to every running child in reverse order, SIGKILL to those alive after grace_ns. */
+/*
+ * Stops the children tier by tier, highest first: SIGTERM to every running child of the tier,
+ * SIGKILL to those still alive after grace_ns, then the next tier.
+ */
 void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns);
 /* Frees the argv copies. */
 void up_procs_release(struct up_procs *ps);

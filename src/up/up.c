@@ -39,7 +39,14 @@
 #include "up/proc.h"
 
 #define LOOP_DRIVER "loop.kcsi.io"
-#define STOP_GRACE_NS (5 * NSEC_PER_SEC)
+/*
+ * Client-side rate limits of every API client in the stack. The upstream defaults (5 qps, burst
+ * 10 for sidecars) protect a shared production API server; here the API server is ours alone, and
+ * at 5 qps a hundred claims would queue for tens of seconds behind the limiter.
+ */
+#define KUBE_QPS "--kube-api-qps=200"
+#define KUBE_BURST "--kube-api-burst=400"
+#define STOP_GRACE_NS (3 * NSEC_PER_SEC) /* per tier; every kcsi component stops within 1 s */
 #define TICK_NS (20 * NSEC_PER_MSEC)
 
 /* An HTTP endpoint that answers 200 once a component is past its start-up. */
@@ -156,6 +163,12 @@ static struct up_proc *add_proc(struct up *u, const char *name, const char *cons
 	return up_procs_add(&u->procs, name, log_path, (char *const *)args);
 }
 
+/*
+ * Stop tiers: clients of the API server and of the drivers first, then the drivers, then the
+ * API server, so nobody spends its last second reconnecting to a server that is already gone.
+ */
+enum { TIER_APISERVER, TIER_DRIVER, TIER_CLIENT };
+
 /* Adds and starts a kcsi binary with -v and the given arguments (NULL-terminated). */
 static struct up_proc *start_kcsi(struct up *u, const char *name, const char *binary, ...)
 {
@@ -178,6 +191,8 @@ static struct up_proc *start_kcsi(struct up *u, const char *name, const char *bi
 		fprintf(stderr, "kcsi up: too many processes\n");
 		return NULL;
 	}
+	p->tier = !strcmp(binary, "kube-emulator") ? TIER_APISERVER
+		  : !strcmp(binary, "kcsi-loopplugin") ? TIER_DRIVER : TIER_CLIENT;
 	if (up_proc_start(p, err, sizeof(err))) {
 		fprintf(stderr, "kcsi up: %s\n", err);
 		return NULL;
@@ -232,6 +247,8 @@ static struct up_proc *start_driver(struct up *u, const char *name, const char *
 	struct up_proc *p = add_proc(u, name, args);
 	free(cmd);
 	char err[512];
+	if (p)
+		p->tier = TIER_DRIVER;
 	if (!p || up_proc_start(p, err, sizeof(err))) {
 		fprintf(stderr, "kcsi up: %s\n", p ? err : "too many processes");
 		return NULL;
@@ -415,18 +432,18 @@ static int start_controllers(struct up *u)
 	}
 	struct up_proc *p;
 	p = start_kcsi(u, "csi-provisioner", "csi-provisioner", "--csi-address", sock,
-		       "--kubeconfig", u->kubeconfig, "--feature-gates", "Topology=true",
+		       "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", "Topology=true",
 		       "--extra-create-metadata", "--http-endpoint", port_arg[0], NULL);
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[0], "/metrics");
 	p = start_kcsi(u, "csi-attacher", "csi-attacher", "--csi-address", sock, "--kubeconfig",
-		       u->kubeconfig, "--http-endpoint", port_arg[1], NULL);
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1], NULL);
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[1], "/metrics");
 	p = start_kcsi(u, "kcsi-controller-manager", "kcsi-controller-manager", "--kubeconfig",
-		       u->kubeconfig, "--controllers", "*,volume-scheduler", "--http-endpoint",
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--controllers", "*,volume-scheduler", "--http-endpoint",
 		       port_arg[2], NULL);
 	if (!p)
 		return -1;
@@ -462,8 +479,8 @@ static int start_node(struct up *u, int i)
 		return -1;
 	add_probe(u, p, port, "/healthz");
 	snprintf(name, sizeof(name), "kcsi-node/%s", node);
-	return start_kcsi(u, name, "kcsi-node", "--kubeconfig", u->kubeconfig, "--node-name", node,
-			  "--root-dir", root, NULL) ? 0 : -1;
+	return start_kcsi(u, name, "kcsi-node", "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
+			  "--node-name", node, "--root-dir", root, NULL) ? 0 : -1;
 }
 
 static void print_status(struct up *u)
