@@ -15,6 +15,7 @@
 
 #include "emulator/emu_server.h"
 #include "emulator/emu_store.h"
+#include "emulator/emu_table.h"
 
 struct emu_fault_rule {
 	char verb[16];     /* "get", "list", "watch", "create", "update", "patch", "delete",
@@ -61,6 +62,12 @@ struct emu_call {
 	const char *body;
 	size_t body_len;
 	bool dry_run; /* dryRun=All: decide and answer, but commit nothing */
+	/* DeleteOptions (emu_delete_options): gracePeriodSeconds when has_grace */
+	bool has_grace;
+	long long grace;
+	/* Accept asked for a Table (emu_table_wanted) */
+	bool table;
+	struct emu_table_req treq;
 };
 
 /* An answer being built under the store lock: HTTP code and JSON text (owned). */
@@ -95,6 +102,14 @@ enum MHD_Result emu_do_update(struct emu_call *k);
 enum MHD_Result emu_do_patch(struct emu_call *k);
 enum MHD_Result emu_do_delete(struct emu_call *k);
 enum MHD_Result emu_do_delete_collection(struct emu_call *k);
+/* POST pods/{name}/binding: sets spec.nodeName once, as the scheduler's bind does. */
+enum MHD_Result emu_do_binding(struct emu_call *k);
+/*
+ * Reads DeleteOptions from the query and from opts (the parsed body, may be NULL) into k:
+ * gracePeriodSeconds, propagationPolicy (checked, then ignored: no garbage collector).
+ * False with a 400/422 reply when they are malformed.
+ */
+bool emu_delete_options(struct emu_call *k, const json_t *opts, struct reply *rp);
 
 /* Faults (emu_faults.c). */
 void emu_faults_init(struct emu_faults *f);

@@ -28,6 +28,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_proto.h"
 
 #define MAX_BODY (3 * 1024 * 1024) /* kube-apiserver's default request body limit */
 
@@ -401,7 +402,9 @@ static bool route_resource(struct emu_server *srv, char **s, int n, struct emu_c
 	k->r = &srv->st.res[k->res];
 	k->name = rest >= 2 ? s[i + 1] : NULL;
 	k->sub = rest == 3 ? s[i + 2] : NULL;
-	if (k->sub && (strcmp(k->sub, "status") || !k->r->has_status))
+	bool binding = k->sub && !strcmp(k->sub, "binding") && !*k->r->group &&
+		       !strcmp(k->r->plural, "pods");
+	if (k->sub && !binding && (strcmp(k->sub, "status") || !k->r->has_status))
 		return false;
 	if (k->name && k->r->namespaced && !k->ns)
 		return false;
@@ -412,6 +415,10 @@ static const char *verb_of(struct emu_call *k, bool *ok)
 {
 	const char *m = k->method;
 	*ok = true;
+	if (k->sub && !strcmp(k->sub, "binding")) {
+		*ok = !strcmp(m, "POST");
+		return "create";
+	}
 	if (!strcmp(m, "GET")) {
 		if (k->name)
 			return "get";
@@ -439,7 +446,7 @@ static enum MHD_Result dispatch(struct emu_call *k, const char *verb)
 	if (!strcmp(verb, "watch"))
 		return emu_do_watch(k);
 	if (!strcmp(verb, "create"))
-		return emu_do_create(k);
+		return k->sub ? emu_do_binding(k) : emu_do_create(k);
 	if (!strcmp(verb, "update"))
 		return emu_do_update(k);
 	if (!strcmp(verb, "patch"))
@@ -476,12 +483,29 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 			 "resource (%s %s)", method, url);
 		return emu_reply_status(c, 405, "MethodNotAllowed", msg, NULL);
 	}
-	if (!body_is_json(c, method)) {
+	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	if (!body_is_json(c, method) && ct &&
+	    !strncasecmp(ct, "application/vnd.kubernetes.protobuf", 35) && rq->body.len) {
+		char err[256];
+		char *json = emu_proto_to_json(rq->body.buf, rq->body.len, err, sizeof(err));
+		if (!json) {
+			KLOG_V(2, "Refused a protobuf body: %s", err);
+			return emu_reply_status(c, 415, "UnsupportedMediaType", err, NULL);
+		}
+		strbuf_reset(&rq->body);
+		strbuf_addstr(&rq->body, json);
+		free(json);
+		k.body = rq->body.buf;
+		k.body_len = rq->body.len;
+	} else if (!body_is_json(c, method)) {
 		return emu_reply_status(c, 415, "UnsupportedMediaType",
 			"the body of the request was in an unknown format - accepted media types "
-			"include: application/json (kube-emulator does not decode protobuf or YAML "
-			"bodies)", NULL);
+			"include: application/json, application/vnd.kubernetes.protobuf (v1 "
+			"Namespace, Secret and ConfigMap only)", NULL);
 	}
+	if (!strcmp(method, "GET"))
+		k.table = emu_table_wanted(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+					   emu_arg(&k, "includeObject"), &k.treq);
 	const char *dry = emu_arg(&k, "dryRun");
 	if (dry && *dry) {
 		if (strcmp(dry, "All")) {
@@ -697,8 +721,9 @@ static int load_tls(struct emu_server *srv, const struct emu_config *cfg, char *
 static void add_default_namespaces(struct emu_store *st)
 {
 	int res = emu_store_resource(st, "", "v1", "namespaces");
-	const char *names[] = { "default", "kube-system" };
-	for (int i = 0; i < 2; i++) {
+	/* the namespaces kube-apiserver creates at start */
+	const char *names[] = { "default", "kube-system", "kube-public", "kube-node-lease" };
+	for (int i = 0; i < 4; i++) {
 		if (emu_store_get(st, res, names[i]))
 			continue;
 		char uid[40], ts[RFC3339_BUFLEN];

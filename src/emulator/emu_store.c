@@ -53,6 +53,13 @@ static const struct emu_resource resource_table[] = {
 	{ "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, "", "", NULL },
 	{ "events.k8s.io", "v1", "events", "event", "Event", true, false, "ev",
 	  "reason,regarding.kind,regarding.namespace,regarding.name,regarding.uid,type", NULL },
+	/* the external-snapshotter's CRDs; with a status subresource, create drops status */
+	{ "snapshot.storage.k8s.io", "v1", "volumesnapshots", "volumesnapshot", "VolumeSnapshot",
+	  true, true, "vs", "", "" },
+	{ "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents", "volumesnapshotcontent",
+	  "VolumeSnapshotContent", false, true, "vsc,vscs", "", "" },
+	{ "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", "volumesnapshotclass",
+	  "VolumeSnapshotClass", false, false, "vsclass,vsclasses", "", NULL },
 };
 #pragma GCC diagnostic pop
 
