@@ -176,6 +176,16 @@ static struct kube_informer *informer(struct nd *nd, const struct kube_kind *kin
 	return inf;
 }
 
+/*
+ * SIGTERM must end the process within a second: when a thread does not stop in time (a watch
+ * that has not noticed yet, a CSI call in flight), leave now; the kernel releases what is held.
+ */
+static _Noreturn void exit_now(int rc)
+{
+	KLOG_I("Not waiting for busy threads; exiting");
+	_exit(rc);
+}
+
 static void *informer_stopper(void *arg)
 {
 	kube_informer_stop(arg);
@@ -317,9 +327,9 @@ stop:
 	atomic_store(&nd.stop, 1);
 	nd_plugins_stop(&nd);
 	if (nd_volumes_stop(&nd))
-		return rc;
+		exit_now(rc);
 	if (stop_informers(&nd))
-		return rc;
+		exit_now(rc);
 out:
 	diag_server_stop(http);
 	kube_recorder_free(nd.rec);

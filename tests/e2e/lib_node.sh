@@ -122,3 +122,8 @@ pod_gone() { ! kc get pod "$1" >/dev/null 2>&1; }
 # pod_target NODE UID PV: the pod's filesystem publish path
 pod_target() { echo "$T/nodes/$1/kubelet/pods/$2/volumes/kubernetes.io~csi/$3/mount"; }
 staging_of() { echo "$T/nodes/$1/kubelet/plugins/kubernetes.io/csi/loop.kcsi.io/$(sha256 "$2")/globalmount"; }
+# pod_event POD REASON TEXT: an Event on the pod with that reason whose message contains TEXT
+pod_event() {
+	kc get events -o json | jq -e --arg r "$2" --arg m "$3" \
+		'.items[] | select(.involvedObject.name=="'"$1"'" and .reason==$r and (.message | contains($m)))' >/dev/null
+}

@@ -98,7 +98,8 @@ wait_for "block staging removed" 10 bash -c "[ ! -e '$T/nodes/n2/kubelet/plugins
 ad_detach "$hb" n2
 
 # ---- secrets and pod info (csi-testdriver on n1, attachRequired false, podInfoOnMount) ----
-"$KCSI_TESTS/csi-testdriver" --endpoint "unix://$T/td.sock" --record "$T/td.rec" >"$T/td.log" 2>&1 &
+"$KCSI_TESTS/csi-testdriver" --endpoint "unix://$T/td.sock" --record "$T/td.rec" \
+	--fail-count NodePublishVolume=2 >"$T/td.log" 2>&1 &
 TD_PID=$!
 "$KCSI_BIN/csi-node-driver-registrar" --csi-address "$T/td.sock" --kubelet-registration-path "$T/td.sock" \
 	--plugin-registration-path "$T/nodes/n1/kubelet/plugins_registry" >"$T/td-reg.log" 2>&1 &
@@ -119,7 +120,10 @@ mk_pv pvt testdriver.kcsi.dev tvol-1 '{"csi":{"driver":"testdriver.kcsi.dev","vo
 	"claimRef":{"namespace":"default","name":"ct"}}'
 mk_claim ct pvt
 mk_pod pt n1 ct
-wait_for "pt Running (no attach needed)" 30 pod_running pt
+wait_for "pt Running (no attach needed, after two failed publishes)" 30 pod_running pt
+wait_for "FailedMount event with the driver's message" 5 pod_event pt FailedMount \
+	'MountVolume.SetUp failed for volume "pvt" : rpc error: code = Unavailable desc = injected failure'
+[ "$(grep -c NodePublishVolume "$T/td.rec")" -ge 3 ] || fail "publish not retried"
 ut=$(pod_uid pt)
 stage=$(grep '^/csi.v1.Node/NodeStageVolume\|^NodeStageVolume' "$T/td.rec" | tail -1 | cut -d' ' -f2-)
 pubr=$(grep '^/csi.v1.Node/NodePublishVolume\|^NodePublishVolume' "$T/td.rec" | tail -1 | cut -d' ' -f2-)
@@ -141,10 +145,6 @@ wait_for "testdriver unstaged" 10 grep -q NodeUnstageVolume "$T/td.rec"
 mk_pv pvx missing.kcsi.io vol-x '{"claimRef":{"namespace":"default","name":"cx"}}'
 mk_claim cx pvx
 mk_pod px n1 cx
-pod_event() {
-	kc get events -o json | jq -e --arg r "$2" --arg m "$3" \
-		'.items[] | select(.involvedObject.name=="'"$1"'" and .reason==$r and (.message | contains($m)))' >/dev/null
-}
 wait_for "FailedMount event for an unregistered driver" 15 pod_event px FailedMount \
 	'driver name missing.kcsi.io not found in the list of registered CSI drivers'
 pod_running px && fail "px runs without its volume"
