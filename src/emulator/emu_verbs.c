@@ -739,7 +739,8 @@ static bool patch_result_bounded(struct emu_call *k, const json_t *res, struct r
  * A patch is computed outside the store lock, on the stored object it read (stored objects are
  * immutable, so it may be read without the lock), then committed under the lock if that object
  * is still the stored one; otherwise it is recomputed on the newer one, as kube-apiserver's
- * GuaranteedUpdate retries. A large or slow patch so never holds up other requests.
+ * GuaranteedUpdate retries, the last of PATCH_TRIES times under the lock so that it always gets
+ * through. A large or slow patch so holds up other requests only after 15 lost races.
  */
 #define PATCH_TRIES 16
 
@@ -754,29 +755,33 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 	char key[KEY_MAX];
 	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
 	for (int tries = 0;; tries++) {
+		/* the last try holds the lock throughout, so a patch always gets through */
+		bool last = tries + 1 == PATCH_TRIES;
 		pthread_mutex_lock(&st->mu);
 		json_t *old = json_incref(emu_store_get(st, k->res, key));
-		pthread_mutex_unlock(&st->mu);
+		if (!last)
+			pthread_mutex_unlock(&st->mu);
 		if (!old) {
 			reply_not_found(&rp, k->r, k->name);
+			if (last)
+				pthread_mutex_unlock(&st->mu);
 			break;
 		}
 		json_t *res = apply_patch(pk, old, patch, &rp);
 		if (!res || !check_type(k, res, &rp) || !patch_result_bounded(k, res, &rp)) {
+			if (last)
+				pthread_mutex_unlock(&st->mu);
 			json_decref(res);
 			json_decref(old);
 			break;
 		}
-		pthread_mutex_lock(&st->mu);
-		bool same = emu_store_get(st, k->res, key) == old;
-		if (!same) {
+		if (!last)
+			pthread_mutex_lock(&st->mu);
+		if (emu_store_get(st, k->res, key) != old) {
 			pthread_mutex_unlock(&st->mu);
 			json_decref(res);
 			json_decref(old);
-			if (tries + 1 < PATCH_TRIES)
-				continue;
-			reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
-			break;
+			continue;
 		}
 		const char *prv = meta_str(res, "resourceVersion");
 		const char *name = meta_str(res, "name"), *ns = meta_str(res, "namespace");

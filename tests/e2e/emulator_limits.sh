@@ -44,7 +44,7 @@ START=$(date +%s%N)
 CODE=$(curl -s -o "$T/out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/strategic-merge-patch+json' --data-binary @"$T/podp.json" "$S/api/v1/namespaces/default/pods/many")
 MS=$(( ($(date +%s%N) - START) / 1000000 ))
 expect_code 200 "strategic merge of 20000 containers by name"
-check "it took under 5 s (took ${MS} ms; quadratic took minutes)" test "$MS" -lt 5000
+check "it took under 2 s (took ${MS} ms; the quadratic merge took 5 s)" test "$MS" -lt 2000
 check "every container merged" eq "$(jq '[.spec.containers[]|select(.image=="b")]|length' "$T/out")" "20000"
 
 # --- watch history bounded by bytes (1 MiB here), not only by count ---
