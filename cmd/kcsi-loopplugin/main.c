@@ -92,9 +92,9 @@ int main(int argc, char **argv)
 		flags_free(fs);
 		return 1;
 	}
-	KLOG_I("Serving CSI driver=\"%s\" version=\"%s\" mode=\"%s\" node=\"%s\" pool=\"%s\" "
-	       "endpoint=\"%s\"",
-	       cfg.drivername, cfg.version, cfg.mode, cfg.nodeid, cfg.pool_dir, endpoint);
+	KLOG_I("Serving CSI driver=%s version=%s mode=%s node=%s pool=%s endpoint=%s",
+	       LOGQ(cfg.drivername), LOGQ(cfg.version), LOGQ(cfg.mode), LOGQ(cfg.nodeid),
+	       LOGQ(cfg.pool_dir), LOGQ(endpoint));
 	csi_server_run(s);
 	csi_server_free(s);
 	lp_driver_free(d);
