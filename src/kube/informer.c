@@ -197,6 +197,10 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 				KLOG_W("Skipping undecodable %s in list: %s", inf->opts.kind->name, err);
 				continue;
 			}
+			if (inf->opts.filter && !inf->opts.filter(o, inf->opts.filter_ud)) {
+				kube_obj_unref(o);
+				continue;
+			}
 			kube_obj_unref(kube_store_put(scratch, o));
 		}
 		const char *c = json_string_value(json_object_get(md, "continue"));
@@ -294,7 +298,15 @@ static int on_event(enum kube_watch_type type, json_t *obj, void *ud)
 		set_rv(inf, rv);
 		return 0;
 	}
-	if (type == KUBE_WATCH_DELETED) {
+	bool keep = !inf->opts.filter || inf->opts.filter(o, inf->opts.filter_ud);
+	if (!keep) {
+		/* Filtered out: only its leaving the cache is news. */
+		struct kube_obj *had = kube_store_get(inf->store, o->ns, o->name);
+		if (had)
+			apply_delete(inf, o);
+		kube_obj_unref(had);
+		kube_obj_unref(o);
+	} else if (type == KUBE_WATCH_DELETED) {
 		apply_delete(inf, o);
 		kube_obj_unref(o);
 	} else {

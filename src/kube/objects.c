@@ -478,6 +478,13 @@ static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_
 	json_t *req = json_object_get(json_object_get(spec, "nodeAffinity"), "required");
 	pv->node_affinity = pk_terms(pk, json_object_get(req, "nodeSelectorTerms"), "matchExpressions",
 				     &pv->nnode_affinity);
+	/* kcsi-node */
+	json_t *nss = json_object_get(csi, "nodeStageSecretRef");
+	pv->node_stage_secret_name = kube_intern(jstr(nss, "name"));
+	pv->node_stage_secret_ns = kube_intern(jstr(nss, "namespace"));
+	json_t *nps = json_object_get(csi, "nodePublishSecretRef");
+	pv->node_publish_secret_name = kube_intern(jstr(nps, "name"));
+	pv->node_publish_secret_ns = kube_intern(jstr(nps, "namespace"));
 	return 0;
 }
 
@@ -500,6 +507,13 @@ static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, 
 	struct kube_csinode_driver *d = pk_alloc(pk, n * sizeof(*d), sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = json_array_get(drv, i);
+		/* The API server requires both; an object that lacks one is refused whole (the
+		 * informer logs and skips it) rather than cached with a NULL its readers trip on. */
+		if (!jstr(e, "name") || !*jstr(e, "name") || !jstr(e, "nodeID")) {
+			snprintf(err, errlen, "CSINode %s: spec.drivers[%zu] has no %s",
+				 cn->meta.name, i, jstr(e, "name") && *jstr(e, "name") ? "nodeID" : "name");
+			return -1;
+		}
 		const char *name = kube_intern(jstr(e, "name"));
 		const char *id = pk_str(pk, jstr(e, "nodeID"));
 		json_t *tk = json_object_get(e, "topologyKeys");

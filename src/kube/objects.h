@@ -126,14 +126,18 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	const struct kube_kv *labels;   /* metadata.labels (for claim selectors) */
 	const struct kube_node_selector_term *node_affinity; /* spec.nodeAffinity.required terms (ORed) */
 	uint16_t nlabels;
-	uint16_t nnode_affinity;
+	uint16_t nnode_affinity;	/* kcsi-node: */
+	const char *node_stage_secret_name;   /* spec.csi.nodeStageSecretRef (interned) */
+	const char *node_stage_secret_ns;
+	const char *node_publish_secret_name; /* spec.csi.nodePublishSecretRef (interned) */
+	const char *node_publish_secret_ns;
 };
 
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
 
 struct kube_csinode_driver {
-	const char *name;    /* interned */
-	const char *node_id;
+	const char *name;    /* interned; never NULL nor "" (a CSINode without one is not decoded) */
+	const char *node_id; /* never NULL */
 	const char *const *topology_keys; /* interned */
 	uint16_t ntopology_keys;
 	int32_t allocatable; /* allocatable.count; -1 when not set */
