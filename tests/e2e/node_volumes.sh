@@ -48,6 +48,9 @@ echo "written by p1" >"$tgt/hello" || fail "cannot write through p1's mount"
 
 kc delete pod p1 --wait=false >/dev/null
 wait_for "p1 gone" 20 pod_gone p1
+# The emulator deletes gracefully (deletionTimestamp): kcsi-node finished the deletion.
+grep -q 'Pod'"'"'s volumes are unmounted, deleted pod="default/p1"' "$T/nodes/n1/kcsi-node.log" ||
+	fail "kcsi-node did not finish p1's graceful deletion"
 wait_for "p1 unpublished" 10 bash -c "! mountpoint -q '$tgt'"
 [ -e "$T/nodes/n1/kubelet/pods/$uid" ] && fail "p1's pod directory left: $(find "$T/nodes/n1/kubelet/pods/$uid")"
 wait_for "unstaged after the last pod" 10 bash -c "! mountpoint -q '$stg'"
