@@ -48,6 +48,9 @@ echo "written by p1" >"$tgt/hello" || fail "cannot write through p1's mount"
 
 kc delete pod p1 --wait=false >/dev/null
 wait_for "p1 gone" 20 pod_gone p1
+# The emulator deletes gracefully (deletionTimestamp): kcsi-node finished the deletion.
+grep -q 'Pod'"'"'s volumes are unmounted, deleted pod="default/p1"' "$T/nodes/n1/kcsi-node.log" ||
+	fail "kcsi-node did not finish p1's graceful deletion"
 wait_for "p1 unpublished" 10 bash -c "! mountpoint -q '$tgt'"
 [ -e "$T/nodes/n1/kubelet/pods/$uid" ] && fail "p1's pod directory left: $(find "$T/nodes/n1/kubelet/pods/$uid")"
 wait_for "unstaged after the last pod" 10 bash -c "! mountpoint -q '$stg'"
@@ -113,7 +116,8 @@ mk_secret() {
 mk_secret stage-secret password s3cr3t-stage
 mk_secret publish-secret token s3cr3t-publish
 echo '{"apiVersion":"storage.k8s.io/v1","kind":"CSIDriver","metadata":{"name":"testdriver.kcsi.dev"},
-	"spec":{"attachRequired":false,"podInfoOnMount":true}}' | kc create -f - >/dev/null
+	"spec":{"attachRequired":false,"podInfoOnMount":true,"volumeLifecycleModes":["Persistent","Ephemeral"]}}' |
+	kc create -f - >/dev/null
 mk_pv pvt testdriver.kcsi.dev tvol-1 '{"csi":{"driver":"testdriver.kcsi.dev","volumeHandle":"tvol-1","volumeAttributes":{"color":"blue"},
 	"nodeStageSecretRef":{"name":"stage-secret","namespace":"default"},
 	"nodePublishSecretRef":{"name":"publish-secret","namespace":"default"}},
@@ -140,6 +144,24 @@ grep -rq 's3cr3t' "$T"/nodes/*/kcsi-node.log && fail "a secret reached kcsi-node
 kc delete pod pt --wait=false >/dev/null
 wait_for "pt gone" 20 pod_gone pt
 wait_for "testdriver unstaged" 10 grep -q NodeUnstageVolume "$T/td.rec"
+
+# ---- an inline (ephemeral) CSI volume: published directly, handle csi-<sha256(podUID+volume)> ----
+jq -n '{apiVersion: "v1", kind: "Pod", metadata: {name: "pi", namespace: "default"},
+	spec: {nodeName: "n1", containers: [{name: "app", image: "busybox"}],
+	       volumes: [{name: "scratch", csi: {driver: "testdriver.kcsi.dev", volumeAttributes: {size: "1Mi"},
+	                  nodePublishSecretRef: {name: "publish-secret"}}}]}}' | kc create -f - >/dev/null
+wait_for "pi Running" 20 pod_running pi
+ui=$(pod_uid pi)
+pubi=$(grep '^NodePublishVolume' "$T/td.rec" | grep '"csi.storage.k8s.io/pod.name":"pi"' | tail -1 | cut -d' ' -f2-)
+jq -e --arg id "csi-$(sha256 "${ui}scratch")" --arg t "$T/nodes/n1/kubelet/pods/$ui/volumes/kubernetes.io~csi/scratch/mount" \
+	'.volume_id==$id and .target_path==$t and (.staging_target_path // "")=="" and .volume_context.size=="1Mi"
+	 and .volume_context["csi.storage.k8s.io/ephemeral"]=="true" and .secrets.token=="s3cr3t-publish"' <<<"$pubi" >/dev/null ||
+	fail "inline volume publish: $pubi"
+jq -e '.volumeLifecycleMode=="Ephemeral"' "$T/nodes/n1/kubelet/pods/$ui/volumes/kubernetes.io~csi/scratch/vol_data.json" >/dev/null ||
+	fail "inline vol_data.json"
+kc delete pod pi --wait=false >/dev/null
+wait_for "pi gone" 20 pod_gone pi
+grep '^NodeUnpublishVolume' "$T/td.rec" | grep -q "csi-$(sha256 "${ui}scratch")" || fail "inline volume not unpublished"
 
 # ---- failures are events on the pod: an unregistered driver, a volume never attached ----
 mk_pv pvx missing.kcsi.io vol-x '{"claimRef":{"namespace":"default","name":"cx"}}'
