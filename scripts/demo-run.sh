@@ -12,8 +12,10 @@ bin=${KCSI_BIN:-$src/build/bin}
 kubectl=${KUBECTL:-kubectl}
 work=$(mktemp -d /tmp/kcsi-demo.XXXXXX)
 up_pid=
+cur_pid=
 stop() {
 	trap - EXIT INT TERM
+	[ -n "$cur_pid" ] && kill -TERM "$cur_pid" 2>/dev/null
 	if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
 		kill -TERM "$up_pid" 2>/dev/null || true
 		wait "$up_pid" 2>/dev/null || true
@@ -24,7 +26,18 @@ trap stop EXIT
 trap 'echo; echo "demo: interrupted"; stop; exit 130' INT TERM
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+# Each command runs in the background and is waited for, so that Ctrl-C reaches the trap at once
+# (bash defers a trap until a foreground child ends, and kubectl retries a dead server for a
+# minute).
+run() {
+	printf '$ %s\n' "$*"
+	"$@" &
+	cur_pid=$!
+	wait "$cur_pid"
+	local rc=$?
+	cur_pid=
+	return $rc
+}
 k() { run "$kubectl" "$@"; }
 
 say "kcsi up: kube-emulator, csi-provisioner, csi-attacher, kcsi-controller-manager, and two nodes (kcsi-loopplugin, csi-node-driver-registrar, kcsi-node)"
@@ -51,6 +64,7 @@ k get pvc data
 say "A pod on node-1 uses the claim: the scheduler picks node-1 and marks the claim, the provisioner creates the volume, the binder binds it"
 k apply -f "$src/examples/pod-writer.yaml"
 k wait --for=condition=Ready pod/writer --timeout=60s
+k get pods -o wide
 k get pvc data
 pv=$("$kubectl" get pvc data -o jsonpath='{.spec.volumeName}')
 k get pv "$pv"
@@ -79,6 +93,7 @@ k get volumeattachments
 say "A reader pod on node-2: the same volume is attached there and mounted"
 k apply -f "$src/examples/pod-reader.yaml"
 k wait --for=condition=Ready pod/reader --timeout=60s
+k get pods -o wide
 k get volumeattachments
 uid=$("$kubectl" get pod reader -o jsonpath='{.metadata.uid}')
 mnt=$work/stack/nodes/node-2/kubelet/pods/$uid/volumes/kubernetes.io~csi/$pv/mount

@@ -59,7 +59,10 @@ int up_proc_start(struct up_proc *p, char *err, size_t errlen)
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* A shell ignores SIGINT in its background jobs; exec keeps an ignored signal ignored. */
 		signal(SIGPIPE, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
 		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent) /* the supervisor died between fork and prctl */

@@ -719,6 +719,12 @@ int up_run(const struct up_config *cfg)
 	sigemptyset(&u->sigs);
 	sigaddset(&u->sigs, SIGINT);
 	sigaddset(&u->sigs, SIGTERM);
+	/*
+	 * An ignored signal is discarded, never pending, so sigtimedwait() would not see it: a
+	 * script that starts `kcsi up &` hands it SIGINT ignored. Ctrl-C must still stop the stack.
+	 */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	sigprocmask(SIG_BLOCK, &u->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 

@@ -24,13 +24,15 @@ done
 grep -qE '^csi-[0-9a-f]{64} ' "$out" || fail "no VolumeAttachment shown by kubectl"
 [ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] || fail "left behind after the demo: $(leftovers)"
 
-# Interrupt it while the volume is mounted, as Ctrl-C does to the process group.
-setsid bash -c "KCSI_BIN=$KCSI_BIN exec bash $KCSI_SRC/scripts/demo-run.sh" >"$out" 2>&1 &
+# Interrupt it while the volume is mounted, as Ctrl-C does to the process group. (env resets
+# SIGINT, which bash ignores in a background job, as a terminal's foreground job has it.)
+setsid env --default-signal=INT KCSI_BIN="$KCSI_BIN" bash "$KCSI_SRC/scripts/demo-run.sh" >"$out" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do grep -q 'through the pod.s mount' "$out" && break; sleep 0.05; done
-grep -q 'through the pod.s mount' "$out" || fail "the demo did not reach the mounted volume"
+for _ in $(seq 1 600); do grep -q '^hello from node-1' "$out" && break; sleep 0.05; done
+grep -q '^hello from node-1' "$out" || fail "the demo did not reach the mounted volume"
 kill -INT -- "-$pid" 2>/dev/null
 wait "$pid"
+grep -q 'demo: interrupted' "$out" || fail "the demo did not take Ctrl-C at once"
 for _ in $(seq 1 100); do [ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] && break; sleep 0.1; done
 [ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] || fail "left behind after Ctrl-C: $(leftovers)"
 if [ $FAILS -ne 0 ]; then cat "$out" >&2; exit 1; fi
