@@ -106,7 +106,7 @@ sleep 0.5
 kc delete pvc claim-pre --wait=false >/dev/null
 sleep 2
 check "claim-pre kept while a pod uses it" eq "$(cj claim-pre '.metadata.deletionTimestamp != null')" true
-kc delete pod user --wait=false >/dev/null
+kc delete pod user --grace-period=0 --force --wait=false >/dev/null 2>&1
 wait_for "claim-pre removed once the pod is gone" 20 claim_gone claim-pre
 kc delete pv pv-rwx --wait=false >/dev/null
 wait_for "unbound pv-rwx deleted" 20 pv_gone pv-rwx
