@@ -1,8 +1,8 @@
 /*
  * csi-attacher: the external-attacher, in C. cmd/csi-attacher parses the flags into a struct
- * att_config and calls att_run(), which does what the upstream binary's main does: connect to
- * the driver, discover its name and capabilities, pick the CSI or the trivial handler, serve
- * diagnostics, elect a leader when asked, and run the controller until SIGTERM.
+ * att_config and calls att_run(), which hands the shared start-up (connect, discover, serve
+ * diagnostics, elect a leader, signals: src/sidecar) the attacher's part: pick the CSI or the
+ * trivial handler from the capabilities, and run the controller until SIGTERM.
  */
 #ifndef KCSI_ATTACHER_ATTACHER_H
 #define KCSI_ATTACHER_ATTACHER_H
@@ -11,21 +11,14 @@
 #include <stdint.h>
 
 #include "base/flags.h"
-#include "kube/options.h"
+#include "sidecar/sidecar.h"
 
 struct att_config {
-	struct kube_options kube; /* --kubeconfig, --master, QPS, resync, retries, leader election */
-	const char *csi_address;
-	int64_t timeout_ns;
+	struct sidecar_config sc; /* kube flags, --csi-address, --timeout, diagnostics, gates */
 	int worker_threads;
 	int max_entries;
 	int64_t reconcile_sync_ns;
 	const char *default_fstype;
-	int max_grpc_log_length;
-	const char *http_endpoint;
-	const char *metrics_address;
-	const char *metrics_path;
-	struct flag_map feature_gates;
 	bool dummy;
 };
 

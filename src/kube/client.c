@@ -38,6 +38,12 @@ const struct kube_resource KUBE_RES_LEASES = { "coordination.k8s.io", "v1", "lea
 const struct kube_resource KUBE_RES_EVENTS = { "", "v1", "events", true };
 const struct kube_resource KUBE_RES_SECRETS = { "", "v1", "secrets", true };
 const struct kube_resource KUBE_RES_STORAGECLASSES = { "storage.k8s.io", "v1", "storageclasses", false };
+const struct kube_resource KUBE_RES_PODS = { "", "v1", "pods", true };
+const struct kube_resource KUBE_RES_CSIDRIVERS = { "storage.k8s.io", "v1", "csidrivers", false };
+const struct kube_resource KUBE_RES_CSISTORAGECAPACITIES = { "storage.k8s.io", "v1", "csistoragecapacities", true };
+const struct kube_resource KUBE_RES_VOLUMESNAPSHOTS = { "snapshot.storage.k8s.io", "v1", "volumesnapshots", true };
+const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS = { "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents", false };
+const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES = { "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", false };
 
 #define POOL_MAX 32
 #define RETRY_AFTER_CAP_S 60
@@ -525,8 +531,8 @@ int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf 
 		if (delay < 0 || last)
 			return -1;
 		atomic_fetch_add(&c->retries, 1);
-		KLOG_V(4, "Retrying request method=\"%s\" path=\"%s\" code=%ld attempt=%d", rq->method,
-		       rq->path, code, n + 1);
+		KLOG_V(4, "Retrying request method=%s path=%s code=%ld attempt=%d", LOGQ(rq->method),
+		       LOGQ(rq->path), code, n + 1);
 		sleep_ns(delay);
 	}
 }

@@ -58,6 +58,12 @@ extern const struct kube_resource KUBE_RES_LEASES; /* coordination.k8s.io/v1 */
 extern const struct kube_resource KUBE_RES_EVENTS;
 extern const struct kube_resource KUBE_RES_SECRETS;
 extern const struct kube_resource KUBE_RES_STORAGECLASSES;
+extern const struct kube_resource KUBE_RES_PODS;
+extern const struct kube_resource KUBE_RES_CSIDRIVERS;
+extern const struct kube_resource KUBE_RES_CSISTORAGECAPACITIES;
+extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTS;        /* snapshot.storage.k8s.io/v1 */
+extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS;
+extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES;
 
 struct kube_client_opts {
 	const char *component; /* User-Agent "<component>/<version> (linux/<arch>) kcsi" */

@@ -118,6 +118,8 @@ void kube_objref_of(const struct kube_obj *o, struct kube_objref *ref, char *uid
 		[KUBE_KIND_LEASE] = { "Lease", "coordination.k8s.io/v1" },
 		[KUBE_KIND_PVC] = { "PersistentVolumeClaim", "v1" },
 		[KUBE_KIND_SC] = { "StorageClass", "storage.k8s.io/v1" },
+		[KUBE_KIND_POD] = { "Pod", "v1" },
+		[KUBE_KIND_CSIDRIVER] = { "CSIDriver", "storage.k8s.io/v1" },
 	};
 	memset(ref, 0, sizeof(*ref));
 	if (o->kind < sizeof(kinds) / sizeof(kinds[0]) && kinds[o->kind][0]) {
@@ -161,8 +163,8 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 		"involvedObject", io, "reason", reason, "message", msg.buf, "source", src,
 		"firstTimestamp", now, "lastTimestamp", now, "count", 1, "type", tname,
 		"reportingComponent", r->component);
-	KLOG_V(4, "Event(%s) type=\"%s\" reason=\"%s\" message=\"%s\"", objkey.buf, tname, reason,
-	       msg.buf);
+	KLOG_V(4, "Event(%s) type=%s reason=%s message=%s", objkey.buf, LOGQ(tname), LOGQ(reason),
+	       LOGQ(msg.buf));
 	pthread_mutex_lock(&r->mu);
 	if (r->stop || !spam_allow(r, objkey.buf)) {
 		r->stats.dropped++;

@@ -41,6 +41,11 @@ struct kube_informer_opts {
 	int64_t resync_ns;          /* 0: no resync */
 	long page_size;             /* LIST limit; 0 means 500 */
 	size_t max_event;           /* largest watch event; 0 means 16 MiB */
+	/* csi-provisioner: keep only objects for which filter() is true (NULL keeps all). A kept
+	 * object that stops passing is removed from the store and delivered as a delete, so a cache
+	 * holds what the component owns, not the whole cluster. Called on the informer thread. */
+	bool (*filter)(const struct kube_obj *o, void *ud);
+	void *filter_ud;
 };
 
 struct kube_informer_stats {

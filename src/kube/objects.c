@@ -240,13 +240,129 @@ static const struct kube_kv *pk_map(struct packer *pk, json_t *map, uint16_t *co
 	return kv;
 }
 
+/* Packs a JSON array of strings; interned when the values repeat across objects. */
+static const char *const *pk_strv(struct packer *pk, json_t *arr, bool intern, uint16_t *count)
+{
+	size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	const char **v = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		const char *e = json_string_value(json_array_get(arr, i));
+		e = intern ? kube_intern(e ? e : "") : pk_str(pk, e ? e : "");
+		if (v)
+			v[i] = e;
+	}
+	*count = (uint16_t)n;
+	return v;
+}
+
+static uint8_t selector_op(const char *op)
+{
+	if (!op || !strcmp(op, "In")) return KUBE_OP_IN;
+	if (!strcmp(op, "NotIn")) return KUBE_OP_NOT_IN;
+	if (!strcmp(op, "Exists")) return KUBE_OP_EXISTS;
+	if (!strcmp(op, "DoesNotExist")) return KUBE_OP_DOES_NOT_EXIST;
+	if (!strcmp(op, "Gt")) return KUBE_OP_GT;
+	if (!strcmp(op, "Lt")) return KUBE_OP_LT;
+	return KUBE_OP_DOES_NOT_EXIST + 16; /* unknown operator: matches nothing */
+}
+
+/*
+ * Packs node selector terms. `exprs` names the member holding the requirements:
+ * "matchExpressions" (nodeAffinity) or "matchLabelExpressions" (allowedTopologies, op In).
+ */
+static const struct kube_node_selector_term *pk_terms(struct packer *pk, json_t *terms,
+						      const char *exprs, uint16_t *count)
+{
+	size_t n = json_is_array(terms) ? json_array_size(terms) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_node_selector_term *t = pk_alloc(pk, n * sizeof(*t), sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		json_t *ex = json_object_get(json_array_get(terms, i), exprs);
+		size_t nr = json_is_array(ex) ? json_array_size(ex) : 0;
+		if (nr > UINT16_MAX)
+			nr = UINT16_MAX;
+		struct kube_node_selector_req *r = pk_alloc(pk, nr * sizeof(*r), sizeof(char *));
+		for (size_t k = 0; k < nr; k++) {
+			json_t *e = json_array_get(ex, k);
+			const char *key = kube_intern(jstr(e, "key"));
+			uint16_t nv;
+			const char *const *vals = pk_strv(pk, json_object_get(e, "values"), true, &nv);
+			if (r) {
+				r[k].key = key ? key : kube_intern("");
+				r[k].values = vals;
+				r[k].nvalues = nv;
+				r[k].op = selector_op(jstr(e, "operator"));
+			}
+		}
+		if (t) {
+			t[i].reqs = r;
+			t[i].nreqs = (uint16_t)nr;
+		}
+	}
+	*count = (uint16_t)n;
+	return t;
+}
+
+static const char *label_value(const struct kube_kv *labels, uint16_t n, const char *key)
+{
+	for (uint16_t i = 0; i < n; i++)
+		if (!strcmp(labels[i].key, key))
+			return labels[i].value;
+	return NULL;
+}
+
+static bool req_match(const struct kube_node_selector_req *r, const struct kube_kv *labels,
+		      uint16_t nlabels)
+{
+	const char *v = label_value(labels, nlabels, r->key);
+	bool in = false;
+	for (uint16_t i = 0; v && i < r->nvalues; i++)
+		in = in || !strcmp(v, r->values[i]);
+	switch (r->op) {
+	case KUBE_OP_IN: return in;
+	case KUBE_OP_NOT_IN: return !in;
+	case KUBE_OP_EXISTS: return v != NULL;
+	case KUBE_OP_DOES_NOT_EXIST: return v == NULL;
+	case KUBE_OP_GT:
+	case KUBE_OP_LT: {
+		if (!v || r->nvalues != 1)
+			return false;
+		char *end1, *end2;
+		long long a = strtoll(v, &end1, 10), b = strtoll(r->values[0], &end2, 10);
+		if (*end1 || *end2 || !*v || !*r->values[0])
+			return false;
+		return r->op == KUBE_OP_GT ? a > b : a < b;
+	}
+	default: return false;
+	}
+}
+
+bool kube_node_selector_match(const struct kube_node_selector_term *terms, uint16_t nterms,
+			      const struct kube_kv *labels, uint16_t nlabels)
+{
+	if (nterms == 0)
+		return true;
+	for (uint16_t t = 0; t < nterms; t++) {
+		bool all = true;
+		for (uint16_t i = 0; all && i < terms[t].nreqs; i++)
+			all = req_match(&terms[t].reqs[i], labels, nlabels);
+		/* A term without requirements matches nothing, as in Kubernetes. */
+		if (all && terms[t].nreqs > 0)
+			return true;
+	}
+	return false;
+}
+
 typedef int (*decode_fn)(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen);
 
 /* Runs a decoder's two passes and returns the record. */
 static struct kube_obj *decode2(json_t *obj, size_t size, uint8_t kind, decode_fn fn, char *err,
 				size_t errlen)
 {
-	_Alignas(max_align_t) char scratch[256];
+	_Alignas(max_align_t) char scratch[512];
 	if (size > sizeof(scratch))
 		abort();
 	memset(scratch, 0, size);
@@ -336,19 +452,7 @@ static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_
 	json_t *sec = json_object_get(csi, "controllerPublishSecretRef");
 	pv->secret_name = kube_intern(jstr(sec, "name"));
 	pv->secret_ns = kube_intern(jstr(sec, "namespace"));
-	json_t *mo = json_object_get(spec, "mountOptions");
-	size_t n = json_is_array(mo) ? json_array_size(mo) : 0;
-	if (n > UINT16_MAX)
-		n = UINT16_MAX;
-	const char **arr = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		const char *s = json_string_value(json_array_get(mo, i));
-		s = pk_str(pk, s ? s : "");
-		if (arr)
-			arr[i] = s;
-	}
-	pv->mount_options = arr;
-	pv->nmount_options = (uint16_t)n;
+	pv->mount_options = pk_strv(pk, json_object_get(spec, "mountOptions"), false, &pv->nmount_options);
 	pv->storage_class = kube_intern(jstr(spec, "storageClassName"));
 	json_t *claim = json_object_get(spec, "claimRef");
 	pv->claim_ns = kube_intern(jstr(claim, "namespace"));
@@ -363,6 +467,24 @@ static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_
 	const char *rp = jstr(spec, "persistentVolumeReclaimPolicy");
 	pv->reclaim = !rp || !strcmp(rp, "Delete") ? 0 : !strcmp(rp, "Retain") ? 1 : 2;
 	pv->phase = pv_phase(jstr(json_object_get(obj, "status"), "phase"));
+	pv->claim_uid = pk_str(pk, jstr(claim, "uid"));
+	json_t *md = json_object_get(obj, "metadata"), *ann = json_object_get(md, "annotations");
+	const char *bbc = jstr(ann, "pv.kubernetes.io/bound-by-controller");
+	pv->bound_by_controller = bbc && !strcmp(bbc, "yes");
+	pv->provisioned_by = kube_intern(jstr(ann, "pv.kubernetes.io/provisioned-by"));
+	pv->delete_secret_name = kube_intern(jstr(ann, "volume.kubernetes.io/provisioner-deletion-secret-name"));
+	pv->delete_secret_ns = kube_intern(jstr(ann, "volume.kubernetes.io/provisioner-deletion-secret-namespace"));
+	pv->labels = pk_map(pk, json_object_get(md, "labels"), &pv->nlabels);
+	json_t *req = json_object_get(json_object_get(spec, "nodeAffinity"), "required");
+	pv->node_affinity = pk_terms(pk, json_object_get(req, "nodeSelectorTerms"), "matchExpressions",
+				     &pv->nnode_affinity);
+	/* kcsi-node */
+	json_t *nss = json_object_get(csi, "nodeStageSecretRef");
+	pv->node_stage_secret_name = kube_intern(jstr(nss, "name"));
+	pv->node_stage_secret_ns = kube_intern(jstr(nss, "namespace"));
+	json_t *nps = json_object_get(csi, "nodePublishSecretRef");
+	pv->node_publish_secret_name = kube_intern(jstr(nps, "name"));
+	pv->node_publish_secret_ns = kube_intern(jstr(nps, "namespace"));
 	return 0;
 }
 
@@ -385,6 +507,13 @@ static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, 
 	struct kube_csinode_driver *d = pk_alloc(pk, n * sizeof(*d), sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = json_array_get(drv, i);
+		/* The API server requires both; an object that lacks one is refused whole (the
+		 * informer logs and skips it) rather than cached with a NULL its readers trip on. */
+		if (!jstr(e, "name") || !*jstr(e, "name") || !jstr(e, "nodeID")) {
+			snprintf(err, errlen, "CSINode %s: spec.drivers[%zu] has no %s",
+				 cn->meta.name, i, jstr(e, "name") && *jstr(e, "name") ? "nodeID" : "name");
+			return -1;
+		}
 		const char *name = kube_intern(jstr(e, "name"));
 		const char *id = pk_str(pk, jstr(e, "nodeID"));
 		json_t *tk = json_object_get(e, "topologyKeys");
@@ -444,6 +573,41 @@ static int node_fields(struct packer *pk, json_t *obj, void *rec, char *err, siz
 	}
 	n->labels = kv;
 	n->nlabels = (uint16_t)cnt;
+	const char *cm = jstr(ann, "volumes.kubernetes.io/controller-managed-attach-detach");
+	n->controller_managed = cm && !strcmp(cm, "true");
+	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
+	n->unschedulable = json_is_true(json_object_get(spec, "unschedulable"));
+	size_t i2;
+	json_t *e;
+	json_array_foreach(json_object_get(spec, "taints"), i2, e) {
+		const char *key = jstr(e, "key");
+		if (key && !strcmp(key, "node.kubernetes.io/out-of-service"))
+			n->out_of_service = true;
+	}
+	n->ready = KUBE_COND_UNKNOWN;
+	json_array_foreach(json_object_get(st, "conditions"), i2, e) {
+		const char *type = jstr(e, "type"), *cs = jstr(e, "status");
+		if (type && cs && !strcmp(type, "Ready"))
+			n->ready = !strcmp(cs, "True") ? KUBE_COND_TRUE
+				   : !strcmp(cs, "False") ? KUBE_COND_FALSE : KUBE_COND_UNKNOWN;
+	}
+	json_t *va = json_object_get(st, "volumesAttached");
+	size_t nva = json_is_array(va) ? json_array_size(va) : 0;
+	if (nva > UINT16_MAX)
+		nva = UINT16_MAX;
+	struct kube_attached_volume *av = pk_alloc(pk, nva * sizeof(*av), sizeof(char *));
+	for (size_t k = 0; k < nva; k++) {
+		json_t *ent = json_array_get(va, k);
+		const char *vn = pk_str(pk, jstr(ent, "name") ? jstr(ent, "name") : "");
+		const char *dp = pk_str(pk, jstr(ent, "devicePath") ? jstr(ent, "devicePath") : "");
+		if (av) {
+			av[k].name = vn;
+			av[k].device_path = dp;
+		}
+	}
+	n->volumes_attached = av;
+	n->nvolumes_attached = (uint16_t)nva;
+	n->volumes_in_use = pk_strv(pk, json_object_get(st, "volumesInUse"), false, &n->nvolumes_in_use);
 	return 0;
 }
 
@@ -460,6 +624,51 @@ static int64_t quantity_or(json_t *map, const char *key)
 	char err[128];
 	int64_t v;
 	return (q && kube_quantity_parse(q, &v, err, sizeof(err)) == 0) ? v : -1;
+}
+
+/*
+ * A LabelSelector (matchLabels, matchExpressions) as selector text: "k=v,k in (a,b),!k".
+ * Writes "!" (matches nothing: "!" is not a valid selector, so it is refused) when the
+ * selector does not fit or uses an unknown operator.
+ */
+static void pvc_selector_text(json_t *sel, char *buf, size_t len)
+{
+	struct strbuf sb;
+	const char *k;
+	json_t *v, *e;
+	size_t i;
+	bool bad = false;
+
+	strbuf_init(&sb, 64);
+	json_object_foreach(json_object_get(sel, "matchLabels"), k, v) {
+		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, json_is_string(v) ? json_string_value(v) : "");
+	}
+	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e) {
+		const char *key = jstr(e, "key"), *op = jstr(e, "operator");
+		json_t *vals = json_object_get(e, "values"), *x;
+		size_t j;
+		if (!key || !op) {
+			bad = true;
+			break;
+		}
+		if (sb.len)
+			strbuf_addch(&sb, ',');
+		if (!strcmp(op, "Exists"))
+			strbuf_addstr(&sb, key);
+		else if (!strcmp(op, "DoesNotExist"))
+			strbuf_addf(&sb, "!%s", key);
+		else if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
+			strbuf_addf(&sb, "%s %s (", key, !strcmp(op, "In") ? "in" : "notin");
+			json_array_foreach(vals, j, x)
+				strbuf_addf(&sb, "%s%s", j ? "," : "", json_is_string(x) ? json_string_value(x) : "");
+			strbuf_addch(&sb, ')');
+		} else {
+			bad = true;
+			break;
+		}
+	}
+	snprintf(buf, len, "%s", bad || sb.len >= len ? "!" : sb.buf ? sb.buf : "");
+	strbuf_release(&sb);
 }
 
 static int pvc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
@@ -490,6 +699,14 @@ static int pvc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size
 	const char *ph = jstr(st, "phase");
 	pvc->phase = ph && !strcmp(ph, "Bound") ? KUBE_PVC_BOUND
 		     : ph && !strcmp(ph, "Lost") ? KUBE_PVC_LOST : KUBE_PVC_PENDING;
+	/* kcsi-controller-manager */
+	pvc->bind_completed = json_object_get(ann, "pv.kubernetes.io/bind-completed") != NULL;
+	pvc->bound_by_controller = json_object_get(ann, "pv.kubernetes.io/bound-by-controller") != NULL;
+	if (pvc->has_selector) {
+		char sel[1024];
+		pvc_selector_text(json_object_get(spec, "selector"), sel, sizeof(sel));
+		pvc->selector = pk_str(pk, sel);
+	}
 	return 0;
 }
 
@@ -505,24 +722,17 @@ static int sc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_
 		return -1;
 	sc->provisioner = kube_intern(jstr(obj, "provisioner"));
 	sc->parameters = pk_map(pk, json_object_get(obj, "parameters"), &sc->nparameters);
-	json_t *mo = json_object_get(obj, "mountOptions");
-	size_t n = json_is_array(mo) ? json_array_size(mo) : 0;
-	if (n > UINT16_MAX)
-		n = UINT16_MAX;
-	const char **arr = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		const char *s = json_string_value(json_array_get(mo, i));
-		s = pk_str(pk, s ? s : "");
-		if (arr)
-			arr[i] = s;
-	}
-	sc->mount_options = arr;
-	sc->nmount_options = (uint16_t)n;
+	sc->mount_options = pk_strv(pk, json_object_get(obj, "mountOptions"), false, &sc->nmount_options);
 	const char *rp = jstr(obj, "reclaimPolicy");
 	sc->reclaim = rp && !strcmp(rp, "Retain") ? 1 : 0;
 	const char *bm = jstr(obj, "volumeBindingMode");
 	sc->wait_for_first_consumer = bm && !strcmp(bm, "WaitForFirstConsumer");
 	sc->allow_expansion = json_is_true(json_object_get(obj, "allowVolumeExpansion"));
+	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	const char *def = jstr(ann, "storageclass.kubernetes.io/is-default-class");
+	sc->is_default = def && !strcmp(def, "true");
+	sc->allowed_topologies = pk_terms(pk, json_object_get(obj, "allowedTopologies"),
+					  "matchLabelExpressions", &sc->nallowed_topologies);
 	return 0;
 }
 
@@ -531,12 +741,150 @@ static struct kube_obj *sc_decode(json_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_storageclass), KUBE_KIND_SC, sc_fields, err, errlen);
 }
 
+/* ---- Pod and CSIDriver ---- */
+
+static uint8_t pod_phase(const char *s)
+{
+	if (!s || !strcmp(s, "Pending")) return KUBE_POD_PENDING;
+	if (!strcmp(s, "Running")) return KUBE_POD_RUNNING;
+	if (!strcmp(s, "Succeeded")) return KUBE_POD_SUCCEEDED;
+	if (!strcmp(s, "Failed")) return KUBE_POD_FAILED;
+	return KUBE_POD_UNKNOWN;
+}
+
+/* True when a container or init container of the pod names volume `name` in volumeDevices. */
+static bool pod_uses_as_device(json_t *spec, const char *name)
+{
+	static const char *lists[] = { "containers", "initContainers" };
+	for (size_t l = 0; l < 2; l++) {
+		size_t i, k;
+		json_t *c, *d;
+		json_array_foreach(json_object_get(spec, lists[l]), i, c) {
+			json_array_foreach(json_object_get(c, "volumeDevices"), k, d) {
+				const char *dn = jstr(d, "name");
+				if (dn && !strcmp(dn, name))
+					return true;
+			}
+		}
+	}
+	return false;
+}
+
+static int pod_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_pod *p = rec;
+	if (decode_meta(pk, obj, &p->meta, err, errlen))
+		return -1;
+	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
+	json_t *md = json_object_get(obj, "metadata");
+	p->node_name = kube_intern(jstr(spec, "nodeName"));
+	p->scheduler_name = kube_intern(jstr(spec, "schedulerName"));
+	p->service_account = kube_intern(jstr(spec, "serviceAccountName"));
+	p->labels = pk_map(pk, json_object_get(md, "labels"), &p->nlabels);
+	p->node_selector = pk_map(pk, json_object_get(spec, "nodeSelector"), &p->nnode_selector);
+	p->phase = pod_phase(jstr(st, "phase"));
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(st, "conditions"), i, e) {
+		const char *type = jstr(e, "type"), *cs = jstr(e, "status");
+		if (type && cs && !strcmp(type, "Ready"))
+			p->ready = !strcmp(cs, "True");
+	}
+	/* Two passes over spec.volumes: count the kept ones, then pack them. */
+	json_t *vols = json_object_get(spec, "volumes");
+	size_t n = 0;
+	json_array_foreach(vols, i, e) {
+		if (!jstr(e, "name"))
+			continue;
+		if (json_is_object(json_object_get(e, "persistentVolumeClaim")) ||
+		    json_is_object(json_object_get(e, "ephemeral")) ||
+		    json_is_object(json_object_get(e, "csi")))
+			n++;
+	}
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_pod_volume *pv = pk_alloc(pk, n * sizeof(*pv), sizeof(char *));
+	size_t k = 0;
+	json_array_foreach(vols, i, e) {
+		const char *vname = jstr(e, "name");
+		json_t *claim = json_object_get(e, "persistentVolumeClaim");
+		json_t *eph = json_object_get(e, "ephemeral"), *csi = json_object_get(e, "csi");
+		if (k >= n || !vname || (!json_is_object(claim) && !json_is_object(eph) && !json_is_object(csi)))
+			continue;
+		struct kube_pod_volume v = { 0 };
+		v.name = pk_str(pk, vname);
+		if (json_is_object(claim)) {
+			const char *cn = jstr(claim, "claimName");
+			v.claim_name = pk_str(pk, cn ? cn : "");
+			v.read_only = json_is_true(json_object_get(claim, "readOnly"));
+		} else if (json_is_object(eph)) {
+			/* The ephemeral volume controller names the claim "<pod>-<volume>". */
+			char cn[512];
+			snprintf(cn, sizeof(cn), "%s-%s", jstr(md, "name"), vname);
+			v.claim_name = pk_str(pk, cn);
+			v.ephemeral = true;
+		} else {
+			v.csi_driver = kube_intern(jstr(csi, "driver") ? jstr(csi, "driver") : "");
+			v.csi_fs_type = kube_intern(jstr(csi, "fsType"));
+			v.read_only = json_is_true(json_object_get(csi, "readOnly"));
+			v.csi_attributes = pk_map(pk, json_object_get(csi, "volumeAttributes"), &v.ncsi_attributes);
+			v.csi_secret_name = pk_str(pk, jstr(json_object_get(csi, "nodePublishSecretRef"), "name"));
+		}
+		v.block = pod_uses_as_device(spec, vname);
+		if (pv)
+			pv[k] = v;
+		k++;
+	}
+	p->volumes = pv;
+	p->nvolumes = (uint16_t)n;
+	return 0;
+}
+
+static struct kube_obj *pod_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_pod), KUBE_KIND_POD, pod_fields, err, errlen);
+}
+
+static int csidriver_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_csidriver *d = rec;
+	if (decode_meta(pk, obj, &d->meta, err, errlen))
+		return -1;
+	json_t *spec = json_object_get(obj, "spec");
+	json_t *ar = json_object_get(spec, "attachRequired");
+	d->attach_required = !json_is_boolean(ar) || json_is_true(ar);
+	d->pod_info_on_mount = json_is_true(json_object_get(spec, "podInfoOnMount"));
+	d->storage_capacity = json_is_true(json_object_get(spec, "storageCapacity"));
+	d->requires_republish = json_is_true(json_object_get(spec, "requiresRepublish"));
+	d->fs_group_policy = kube_intern(jstr(spec, "fsGroupPolicy"));
+	json_t *modes = json_object_get(spec, "volumeLifecycleModes");
+	d->persistent = !json_is_array(modes) || json_array_size(modes) == 0;
+	size_t i;
+	json_t *m;
+	json_array_foreach(modes, i, m) {
+		const char *s = json_string_value(m);
+		if (s && !strcmp(s, "Persistent"))
+			d->persistent = true;
+		if (s && !strcmp(s, "Ephemeral"))
+			d->ephemeral = true;
+	}
+	return 0;
+}
+
+static struct kube_obj *csidriver_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_csidriver), KUBE_KIND_CSIDRIVER, csidriver_fields, err,
+		       errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
 const struct kube_kind KUBE_KIND_NODE_T = { "Node", &KUBE_RES_NODES, node_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUMECLAIM = { "PersistentVolumeClaim", &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc_decode };
 const struct kube_kind KUBE_KIND_STORAGECLASS = { "StorageClass", &KUBE_RES_STORAGECLASSES, sc_decode };
+const struct kube_kind KUBE_KIND_POD_T = { "Pod", &KUBE_RES_PODS, pod_decode };
+const struct kube_kind KUBE_KIND_CSIDRIVER_T = { "CSIDriver", &KUBE_RES_CSIDRIVERS, csidriver_decode };
 
 /* ---- helpers ---- */
 

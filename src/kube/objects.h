@@ -28,7 +28,7 @@
 const char *kube_intern(const char *s);
 
 enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
-		   KUBE_KIND_PVC, KUBE_KIND_SC };
+		   KUBE_KIND_PVC, KUBE_KIND_SC, KUBE_KIND_POD, KUBE_KIND_CSIDRIVER };
 
 #define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes; the other flag bits are internal */
 
@@ -74,6 +74,30 @@ enum kube_access_mode {
 	KUBE_RWO = 1, KUBE_ROX = 2, KUBE_RWX = 4, KUBE_RWOP = 8,
 };
 
+/*
+ * A node selector term: its requirements are ANDed; a list of terms is ORed (an empty list
+ * matches every node). Used for PV nodeAffinity (all operators) and StorageClass
+ * allowedTopologies (matchLabelExpressions: operator In).
+ */
+enum kube_selector_op { KUBE_OP_IN, KUBE_OP_NOT_IN, KUBE_OP_EXISTS, KUBE_OP_DOES_NOT_EXIST,
+			KUBE_OP_GT, KUBE_OP_LT };
+
+struct kube_node_selector_req {
+	const char *key;                /* interned */
+	const char *const *values;      /* interned */
+	uint16_t nvalues;
+	uint8_t op;                     /* enum kube_selector_op */
+};
+
+struct kube_node_selector_term {
+	const struct kube_node_selector_req *reqs;
+	uint16_t nreqs;
+};
+
+/* True when the labels satisfy at least one term (or nterms is 0). */
+bool kube_node_selector_match(const struct kube_node_selector_term *terms, uint16_t nterms,
+			      const struct kube_kv *labels, uint16_t nlabels);
+
 struct kube_pv { /* core/v1 PersistentVolume */
 	struct kube_obj meta;
 	const char *driver;        /* spec.csi.driver (interned); NULL when not a CSI volume */
@@ -94,13 +118,26 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	bool read_only;            /* spec.csi.readOnly */
 	uint8_t reclaim;           /* 0 Delete, 1 Retain, 2 Recycle */
 	uint8_t phase;             /* enum kube_pv_phase */
+	bool bound_by_controller;  /* annotation pv.kubernetes.io/bound-by-controller == "yes" */
+	const char *claim_uid;     /* spec.claimRef.uid */
+	const char *provisioned_by; /* annotation pv.kubernetes.io/provisioned-by (interned) */
+	const char *delete_secret_name; /* annotations volume.kubernetes.io/provisioner-deletion-secret-name */
+	const char *delete_secret_ns;   /* ... -namespace (both interned) */
+	const struct kube_kv *labels;   /* metadata.labels (for claim selectors) */
+	const struct kube_node_selector_term *node_affinity; /* spec.nodeAffinity.required terms (ORed) */
+	uint16_t nlabels;
+	uint16_t nnode_affinity;	/* kcsi-node: */
+	const char *node_stage_secret_name;   /* spec.csi.nodeStageSecretRef (interned) */
+	const char *node_stage_secret_ns;
+	const char *node_publish_secret_name; /* spec.csi.nodePublishSecretRef (interned) */
+	const char *node_publish_secret_ns;
 };
 
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
 
 struct kube_csinode_driver {
-	const char *name;    /* interned */
-	const char *node_id;
+	const char *name;    /* interned; never NULL nor "" (a CSINode without one is not decoded) */
+	const char *node_id; /* never NULL */
 	const char *const *topology_keys; /* interned */
 	uint16_t ntopology_keys;
 	int32_t allocatable; /* allocatable.count; -1 when not set */
@@ -112,12 +149,28 @@ struct kube_csinode { /* storage.k8s.io/v1 CSINode */
 	uint16_t ndrivers;
 };
 
+enum kube_cond { KUBE_COND_UNKNOWN, KUBE_COND_TRUE, KUBE_COND_FALSE }; /* absent is UNKNOWN */
+
+struct kube_attached_volume { /* an entry of Node.status.volumesAttached */
+	const char *name;        /* "kubernetes.io/csi/<driver>^<volumeHandle>" */
+	const char *device_path;
+};
+
 struct kube_node { /* core/v1 Node */
 	struct kube_obj meta;
 	const char *csi_node_ids; /* annotation csi.volume.kubernetes.io/nodeid (a JSON map) */
 	const struct kube_kv *labels; /* metadata.labels (keys and values interned: topology labels
 				       * repeat across nodes) */
 	uint16_t nlabels;
+	/* For the attach/detach controller and the node agent: */
+	bool controller_managed;  /* annotation volumes.kubernetes.io/controller-managed-attach-detach == "true" */
+	bool out_of_service;      /* taint node.kubernetes.io/out-of-service (any effect) */
+	bool unschedulable;       /* spec.unschedulable */
+	uint8_t ready;            /* enum kube_cond: status.conditions[type=Ready].status */
+	uint16_t nvolumes_attached;
+	uint16_t nvolumes_in_use;
+	const struct kube_attached_volume *volumes_attached; /* status.volumesAttached */
+	const char *const *volumes_in_use;                   /* status.volumesInUse */
 };
 
 enum kube_pvc_phase { KUBE_PVC_PENDING, KUBE_PVC_BOUND, KUBE_PVC_LOST };
@@ -139,6 +192,11 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	bool block;           /* spec.volumeMode == Block */
 	bool has_selector;    /* spec.selector present */
 	uint8_t phase;        /* enum kube_pvc_phase */
+	/* kcsi-controller-manager (persistentvolume-binder): */
+	bool bind_completed;      /* annotation pv.kubernetes.io/bind-completed present */
+	bool bound_by_controller; /* annotation pv.kubernetes.io/bound-by-controller present */
+	const char *selector;     /* spec.selector as label-selector text (kube/selector.h);
+				   * NULL when absent; "!" when it cannot be expressed */
 };
 
 struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */
@@ -151,6 +209,62 @@ struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */
 	uint8_t reclaim;               /* 0 Delete, 1 Retain */
 	bool wait_for_first_consumer;  /* volumeBindingMode == WaitForFirstConsumer */
 	bool allow_expansion;
+	bool is_default;               /* annotation storageclass.kubernetes.io/is-default-class == "true" */
+	uint16_t nallowed_topologies;
+	const struct kube_node_selector_term *allowed_topologies; /* allowedTopologies (op In) */
+};
+
+enum kube_pod_phase { KUBE_POD_PENDING, KUBE_POD_RUNNING, KUBE_POD_SUCCEEDED, KUBE_POD_FAILED,
+		      KUBE_POD_UNKNOWN };
+
+/*
+ * One entry of Pod.spec.volumes that kcsi cares about: a claim (persistentVolumeClaim, or the
+ * claim "<pod>-<volume>" of a generic ephemeral volume), or an inline CSI volume. Other volume
+ * types (emptyDir, configMap, ...) are not kept.
+ */
+struct kube_pod_volume {
+	const char *name;        /* spec.volumes[].name */
+	const char *claim_name;  /* the claim; NULL for inline CSI volumes */
+	const char *csi_driver;  /* inline csi.driver (interned); NULL for claims */
+	const char *csi_fs_type; /* inline csi.fsType (interned) */
+	const char *csi_secret_name; /* inline csi.nodePublishSecretRef.name */
+	const struct kube_kv *csi_attributes; /* inline csi.volumeAttributes */
+	uint16_t ncsi_attributes;
+	bool read_only;          /* persistentVolumeClaim.readOnly or csi.readOnly */
+	bool ephemeral;          /* a generic ephemeral volume (claim created from a template) */
+	bool block;              /* used as a raw device: named in a container's volumeDevices */
+};
+
+struct kube_pod { /* core/v1 Pod */
+	struct kube_obj meta;
+	const char *node_name;        /* spec.nodeName (interned) */
+	const char *scheduler_name;   /* spec.schedulerName (interned) */
+	const char *service_account;  /* spec.serviceAccountName (interned) */
+	const struct kube_pod_volume *volumes;
+	const struct kube_kv *labels;
+	const struct kube_kv *node_selector; /* spec.nodeSelector (interned) */
+	uint16_t nvolumes;
+	uint16_t nlabels;
+	uint16_t nnode_selector;
+	uint8_t phase;                /* enum kube_pod_phase */
+	bool ready;                   /* status.conditions[type=Ready].status == True */
+};
+
+/* A pod that no longer needs its volumes: Succeeded or Failed (a deleted pod has no record). */
+static inline bool kube_pod_terminated(const struct kube_pod *p)
+{
+	return p->phase == KUBE_POD_SUCCEEDED || p->phase == KUBE_POD_FAILED;
+}
+
+struct kube_csidriver { /* storage.k8s.io/v1 CSIDriver */
+	struct kube_obj meta;
+	const char *fs_group_policy; /* spec.fsGroupPolicy (interned); NULL when absent */
+	bool attach_required;        /* spec.attachRequired; true when absent */
+	bool pod_info_on_mount;      /* spec.podInfoOnMount */
+	bool storage_capacity;       /* spec.storageCapacity */
+	bool requires_republish;     /* spec.requiresRepublish */
+	bool persistent;             /* spec.volumeLifecycleModes has Persistent (or is absent) */
+	bool ephemeral;              /* spec.volumeLifecycleModes has Ephemeral */
 };
 
 /* How an informer handles one kind. */
@@ -167,6 +281,8 @@ extern const struct kube_kind KUBE_KIND_CSINODE_T;
 extern const struct kube_kind KUBE_KIND_NODE_T;
 extern const struct kube_kind KUBE_KIND_PERSISTENTVOLUMECLAIM;
 extern const struct kube_kind KUBE_KIND_STORAGECLASS;
+extern const struct kube_kind KUBE_KIND_POD_T;
+extern const struct kube_kind KUBE_KIND_CSIDRIVER_T;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -207,6 +323,15 @@ static inline const struct kube_pvc *kube_pvc_of(const struct kube_obj *o)
 static inline const struct kube_storageclass *kube_storageclass_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_SC ? (const struct kube_storageclass *)o : NULL;
+}
+
+static inline const struct kube_pod *kube_pod_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_POD ? (const struct kube_pod *)o : NULL;
+}
+static inline const struct kube_csidriver *kube_csidriver_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_CSIDRIVER ? (const struct kube_csidriver *)o : NULL;
 }
 
 #endif

@@ -142,6 +142,43 @@ static void test_pv_csinode_node(void)
 	kube_obj_unref(o);
 }
 
+/* Issue 16: a CSINode entry without name crashed csi-attacher (NULL name read by strcmp). */
+static void test_csinode_entry_without_name_is_refused(void)
+{
+	static const char *bad[] = {
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"nodeID\":\"x\"}]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":null,\"nodeID\":\"x\"}]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":\"\",\"nodeID\":\"x\"}]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":\"a\",\"nodeID\":\"x\"},7]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":\"a\"}]}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *j = json_loads(bad[i], 0, NULL);
+		char err[128] = "";
+		struct kube_obj *o = KUBE_KIND_CSINODE_T.decode(j, err, sizeof(err));
+		CHECK(o == NULL);
+		CHECK(strstr(err, "CSINode n1: spec.drivers[") != NULL);
+		kube_obj_unref(o);
+		json_decref(j);
+	}
+	/* Any JSON value in any field decodes or is refused, never crashes: every kind, odd types. */
+	static const char *odd[] = { "null", "7", "[]", "{\"metadata\":7}", "{\"metadata\":{\"name\":7}}",
+		("{\"metadata\":{\"name\":\"x\",\"finalizers\":[1,null],\"labels\":{\"a\":1},"
+		 "\"annotations\":[]},\"spec\":[],\"status\":\"s\",\"parameters\":{\"k\":{}}}") };
+	const struct kube_kind *kinds[] = { &KUBE_KIND_VOLUMEATTACHMENT, &KUBE_KIND_PERSISTENTVOLUME,
+		&KUBE_KIND_CSINODE_T, &KUBE_KIND_NODE_T, &KUBE_KIND_PERSISTENTVOLUMECLAIM,
+		&KUBE_KIND_STORAGECLASS };
+	for (size_t k = 0; k < 6; k++)
+		for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+			json_t *j = json_loads(odd[i], JSON_DECODE_ANY, NULL);
+			char err[128];
+			struct kube_obj *o = kinds[k]->decode(j, err, sizeof(err));
+			CHECK((o != NULL) == (i == 5));
+			kube_obj_unref(o);
+			json_decref(j);
+		}
+}
+
 static void test_pvc_storageclass(void)
 {
 	struct kube_obj *o = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM,
@@ -189,6 +226,100 @@ static void test_pvc_storageclass(void)
 		CHECK(sc->allow_expansion);
 		CHECK_INT(sc->nmount_options, 1);
 	}
+	kube_obj_unref(o);
+}
+
+/* What the attach/detach controller, the scheduler and the node agent read of Pods and Nodes. */
+static void test_pod_node_csidriver(void)
+{
+	struct kube_obj *o = decode(&KUBE_KIND_POD_T,
+		"{\"metadata\":{\"name\":\"web\",\"namespace\":\"app\",\"uid\":\"u1\"},"
+		"\"spec\":{\"nodeName\":\"node-a\",\"volumes\":["
+		"{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"pvc-1\",\"readOnly\":true}},"
+		"{\"name\":\"tmp\",\"emptyDir\":{}},"
+		"{\"name\":\"scratch\",\"ephemeral\":{\"volumeClaimTemplate\":{}}},"
+		"{\"name\":\"raw\",\"persistentVolumeClaim\":{\"claimName\":\"blk\"}},"
+		"{\"name\":\"inl\",\"csi\":{\"driver\":\"d.example\",\"fsType\":\"xfs\","
+		"\"volumeAttributes\":{\"size\":\"1Gi\"},\"nodePublishSecretRef\":{\"name\":\"s\"}}},"
+		"{\"csi\":{\"driver\":\"nameless\"}}],"
+		"\"containers\":[{\"name\":\"c\",\"volumeDevices\":[{\"name\":\"raw\",\"devicePath\":\"/dev/x\"}]}]},"
+		"\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+	const struct kube_pod *p = kube_pod_of(o);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_STR(p->node_name, "node-a");
+		CHECK_INT(p->phase, KUBE_POD_RUNNING);
+		CHECK(p->ready);
+		CHECK(!kube_pod_terminated(p));
+		CHECK_INT(p->nvolumes, 4); /* emptyDir and the nameless entry are not kept */
+		CHECK_STR(p->volumes[0].claim_name, "pvc-1");
+		CHECK(p->volumes[0].read_only);
+		CHECK(!p->volumes[0].block);
+		CHECK_STR(p->volumes[1].claim_name, "web-scratch");
+		CHECK(p->volumes[1].ephemeral);
+		CHECK(p->volumes[2].block);
+		CHECK(p->volumes[3].claim_name == NULL);
+		CHECK_STR(p->volumes[3].csi_driver, "d.example");
+		CHECK_STR(p->volumes[3].csi_fs_type, "xfs");
+		CHECK_STR(p->volumes[3].csi_secret_name, "s");
+		CHECK_INT(p->volumes[3].ncsi_attributes, 1);
+	}
+	kube_obj_unref(o);
+
+	o = decode(&KUBE_KIND_NODE_T,
+		"{\"metadata\":{\"name\":\"node-a\",\"labels\":{\"zone\":\"z1\",\"rack\":\"7\"},"
+		"\"annotations\":{\"volumes.kubernetes.io/controller-managed-attach-detach\":\"true\"}},"
+		"\"spec\":{\"taints\":[{\"key\":\"node.kubernetes.io/out-of-service\",\"effect\":\"NoExecute\"}]},"
+		"\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+		"\"volumesAttached\":[{\"name\":\"kubernetes.io/csi/d^v1\",\"devicePath\":\"\"}],"
+		"\"volumesInUse\":[\"kubernetes.io/csi/d^v1\",\"kubernetes.io/csi/d^v2\"]}}");
+	const struct kube_node *n = kube_node_of(o);
+	CHECK(n != NULL);
+	if (n) {
+		CHECK(n->controller_managed);
+		CHECK(n->out_of_service);
+		CHECK_INT(n->ready, KUBE_COND_FALSE);
+		CHECK_INT(n->nvolumes_attached, 1);
+		CHECK_STR(n->volumes_attached[0].name, "kubernetes.io/csi/d^v1");
+		CHECK_INT(n->nvolumes_in_use, 2);
+		CHECK_STR(n->volumes_in_use[1], "kubernetes.io/csi/d^v2");
+	}
+	struct kube_obj *pvo = decode(&KUBE_KIND_PERSISTENTVOLUME,
+		"{\"metadata\":{\"name\":\"pv1\",\"annotations\":{\"pv.kubernetes.io/provisioned-by\":\"d\","
+		"\"pv.kubernetes.io/bound-by-controller\":\"yes\"}},\"spec\":{\"claimRef\":{\"uid\":\"c1\"},"
+		"\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":["
+		"{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"z2\"]}]},"
+		"{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"z1\"]},"
+		"{\"key\":\"rack\",\"operator\":\"Gt\",\"values\":[\"5\"]}]}]}}}}");
+	const struct kube_pv *pv = kube_pv_of(pvo);
+	CHECK(pv != NULL);
+	if (pv && n) {
+		CHECK_STR(pv->provisioned_by, "d");
+		CHECK(pv->bound_by_controller);
+		CHECK_STR(pv->claim_uid, "c1");
+		CHECK_INT(pv->nnode_affinity, 2);
+		/* the second term matches zone z1 with rack 7 > 5 */
+		CHECK(kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels, n->nlabels));
+		CHECK(!kube_node_selector_match(pv->node_affinity, 1, n->labels, n->nlabels));
+		CHECK(kube_node_selector_match(NULL, 0, n->labels, n->nlabels));
+	}
+	kube_obj_unref(pvo);
+	kube_obj_unref(o);
+
+	o = decode(&KUBE_KIND_CSIDRIVER_T, "{\"metadata\":{\"name\":\"d\"},\"spec\":{\"attachRequired\":false,"
+		   "\"podInfoOnMount\":true,\"volumeLifecycleModes\":[\"Ephemeral\"]}}");
+	const struct kube_csidriver *d = kube_csidriver_of(o);
+	CHECK(d != NULL);
+	if (d) {
+		CHECK(!d->attach_required);
+		CHECK(d->pod_info_on_mount);
+		CHECK(d->ephemeral);
+		CHECK(!d->persistent);
+	}
+	kube_obj_unref(o);
+	o = decode(&KUBE_KIND_CSIDRIVER_T, "{\"metadata\":{\"name\":\"d2\"},\"spec\":{}}");
+	d = kube_csidriver_of(o);
+	CHECK(d && d->attach_required && d->persistent && !d->ephemeral);
 	kube_obj_unref(o);
 }
 
@@ -351,9 +482,11 @@ static void test_ratelimit(void)
 
 int main(void)
 {
+	RUN(test_pod_node_csidriver);
 	RUN(test_va_record);
 	RUN(test_pv_csinode_node);
 	RUN(test_pvc_storageclass);
+	RUN(test_csinode_entry_without_name_is_refused);
 	RUN(test_store_and_index);
 	RUN(test_watch_decoder);
 	RUN(test_ratelimit);
