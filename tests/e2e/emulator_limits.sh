@@ -44,7 +44,7 @@ START=$(date +%s%N)
 CODE=$(curl -s -o "$T/out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/strategic-merge-patch+json' --data-binary @"$T/podp.json" "$S/api/v1/namespaces/default/pods/many")
 MS=$(( ($(date +%s%N) - START) / 1000000 ))
 expect_code 200 "strategic merge of 20000 containers by name"
-check "it took under 2 s (took ${MS} ms; the quadratic merge took 5 s)" test "$MS" -lt 2000
+check "it took under 3 s (took ${MS} ms; the quadratic merge took 5 s, this one 0.2 s)" test "$MS" -lt 3000
 check "every container merged" eq "$(jq '[.spec.containers[]|select(.image=="b")]|length' "$T/out")" "20000"
 
 # --- watch history bounded by bytes (1 MiB here), not only by count ---
@@ -70,9 +70,11 @@ req GET "$CM/c"
 expect_code 200 "the server still answers"
 
 # --- idle connections: the limit is 24, idle ones are closed after 2 s; watches stay open ---
-curl -s -N "$S$CM?watch=1&resourceVersion=$(jqo .metadata.resourceVersion)" >"$T/quiet.out" &
+# from the rv before the last change, so the first frame shows the watch is open
+curl -s -N "$S$CM?watch=1&resourceVersion=$(( $(jqo .metadata.resourceVersion) - 1 ))" >"$T/quiet.out" &
 WATCH=$!
-python3 - "$S" >"$T/idle.out" 2>&1 <<'PY' &
+for _ in $(seq 1 100); do [ -s "$T/quiet.out" ] && break; sleep 0.1; done
+python3 - "$S" "$T/idle.ready" >"$T/idle.out" 2>&1 <<'PY' &
 import socket, sys, time
 host, port = sys.argv[1].split("//")[1].split(":")
 socks = []
@@ -81,10 +83,12 @@ for _ in range(40):
         socks.append(socket.create_connection((host, int(port)), timeout=1))
     except OSError:
         pass
+open(sys.argv[2], "w").close()
 time.sleep(6)
 PY
 IDLE=$!
-sleep 0.7
+for _ in $(seq 1 100); do [ -e "$T/idle.ready" ] && break; sleep 0.1; done
+sleep 0.2
 C1=$(curl -s -o /dev/null -w '%{http_code}' -m 1 "$S$CM/c")
 sleep 3
 C2=$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$S$CM/c")
