@@ -32,6 +32,7 @@ endfunction()
 
 # Every library the project uses, checked up front so a missing one is reported at configure time.
 kcsi_require(CURL    libcurl        libcurl4-openssl-dev)
+kcsi_require(CRYPTO  libcrypto      libssl-dev)
 kcsi_require(JANSSON jansson        libjansson-dev)
 kcsi_require(YAML    yaml-0.1       libyaml-dev)
 kcsi_require(GRPC    grpc           libgrpc-dev)

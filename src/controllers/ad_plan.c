@@ -11,7 +11,7 @@
  * detach has been wanted for the max wait for unmount; a healthy node is waited for forever.
  */
 #include "controllers/ad.h"
-#include "controllers/sha256.h"
+#include "base/sha256.h"
 #include "kube/hmap.h"
 
 #include <stdio.h>

@@ -57,7 +57,5 @@ int nd_volumes_start(struct nd *nd);
 /* Stops the thread; -1 when it is stuck in a CSI call (the caller then exits at once). */
 int nd_volumes_stop(struct nd *nd);
 
-/* sha256.c */
-void nd_sha256_hex(const char *s, char out[65]);
 
 #endif

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/sha256.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
@@ -203,7 +204,7 @@ static void pod_event(struct nd *nd, const struct kube_pod *pod, const char *rea
 static char *fs_staging_path(struct nd *nd, const char *driver, const char *handle)
 {
 	char sha[65];
-	nd_sha256_hex(handle, sha);
+	sha256_hex(handle, strlen(handle), sha);
 	return path_join("%s/plugins/kubernetes.io/csi/%s/%s/globalmount", nd->cfg->root_dir, driver,
 			 sha);
 }
@@ -235,7 +236,7 @@ static void va_name(struct nd *nd, const char *driver, const char *handle, char 
 {
 	char *s = path_join("%s%s%s", handle, driver, nd->cfg->node_name);
 	char sha[65];
-	nd_sha256_hex(s, sha);
+	sha256_hex(s, strlen(s), sha);
 	free(s);
 	snprintf(out, 80, "csi-%s", sha);
 }
@@ -482,7 +483,7 @@ static bool resolve(struct nd *nd, const struct kube_pod *pod, const struct kube
 	if (v->csi_driver) {
 		char *s = path_join("%s%s", d->uid, v->name);
 		char sha[65];
-		nd_sha256_hex(s, sha);
+		sha256_hex(s, strlen(s), sha);
 		free(s);
 		snprintf(d->inline_handle, sizeof(d->inline_handle), "csi-%s", sha);
 		d->inline_vol = true;

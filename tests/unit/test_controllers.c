@@ -12,7 +12,7 @@
 #include "controllers/ad.h"
 #include "controllers/binder.h"
 #include "controllers/cm.h"
-#include "controllers/sha256.h"
+#include "base/sha256.h"
 #include "check.h"
 
 #include <stdlib.h>
