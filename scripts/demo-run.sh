@@ -1,196 +1,104 @@
 #!/usr/bin/env bash
-# The kcsi demo: one volume's whole attach/detach life on this machine.
+# The kcsi demo: `kcsi up` runs the whole storage stack on this machine, then only kubectl talks to
+# it, applying the manifests in examples/ as a user would. Every step shows what the controllers
+# did with `kubectl get` / `kubectl describe`. Ctrl-C at any moment stops the stack and leaves
+# nothing behind (kcsi up unmounts and detaches what is still in use).
 #
-# kube-emulator (the Kubernetes API), kcsi-loopplugin (a CSI driver on loop devices) and
-# csi-attacher run as separate processes on loopback and a unix socket. The script plays the two
-# Kubernetes parts that are not here: the attach/detach controller (it creates and deletes the
-# VolumeAttachment) and the kubelet (it stages and publishes the volume with the kcsi CLI).
-# Everything it starts or mounts is removed on exit, also after Ctrl-C.
+#   KCSI_BIN   folder of the kcsi binaries (default: build/bin)
+#   KUBECTL    kubectl to use (default: kubectl on PATH)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${KCSI_BIN:-$PWD/build/bin}
-DRIVER=loop.kcsi.io
-NODE=demo-node
-PV=pv-demo
-
-T=$(mktemp -d /tmp/kcsi-demo.XXXXXX)
-PIDS=()
-VOL=""
-STAGED=""
-PUBLISHED=""
-
-if [ -t 1 ]; then
-	bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-else
-	bold() { printf '\n== %s\n' "$*"; }
-fi
-say() { printf '   %s\n' "$*"; }
-kc() { kubectl --kubeconfig "$T/kubeconfig" "$@"; }
-K() { "$BIN/kcsi" --endpoint "unix://$T/csi.sock" "$@"; }
-
-cleanup() {
-	local rc=$?
+src=$(cd "$(dirname "$0")/.." && pwd)
+bin=${KCSI_BIN:-$src/build/bin}
+kubectl=${KUBECTL:-kubectl}
+work=$(mktemp -d /tmp/kcsi-demo.XXXXXX)
+up_pid=
+stop() {
 	trap - EXIT INT TERM
-	set +e
-	[ -n "$PUBLISHED" ] && K node unpublish "$VOL" "$PUBLISHED" >/dev/null 2>&1
-	[ -n "$STAGED" ] && K node unstage "$VOL" "$STAGED" >/dev/null 2>&1
-	if [ -n "$VOL" ]; then
-		K controller unpublish "$VOL" "$NODE" >/dev/null 2>&1
-		K controller delete-volume "$VOL" >/dev/null 2>&1
+	if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
+		kill -TERM "$up_pid" 2>/dev/null || true
+		wait "$up_pid" 2>/dev/null || true
 	fi
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	# Safety net: nothing of ours may stay mounted or attached to a loop device.
-	grep " $T/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
-	losetup -a | grep "$T/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
-	rm -rf "$T"
-	if [ $rc -ne 0 ]; then
-		echo "demo: stopped (exit $rc); everything it started was removed" >&2
-	fi
-	exit $rc
+	rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap stop EXIT
+trap 'echo; echo "demo: interrupted"; stop; exit 130' INT TERM
 
-wait_until() { # SECONDS DESCRIPTION COMMAND...
-	local secs=$1 what=$2
-	shift 2
-	for _ in $(seq 1 $((secs * 10))); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "demo: timed out waiting for $what; logs are in $T" >&2
-	tail -20 "$T"/*.log >&2
-	return 1
-}
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+k() { run "$kubectl" "$@"; }
 
-va_state() {
-	kc get volumeattachment "$VA" -o json 2>/dev/null | jq -r '"attached=\(.status.attached // false)  finalizers=\(.metadata.finalizers // [] | join(","))  node-id=\(.metadata.annotations["csi.alpha.kubernetes.io/node-id"] // "-")  metadata=\(.status.attachmentMetadata // {} | tojson)"'
-}
-pv_state() {
-	kc get pv "$PV" -o json 2>/dev/null | jq -r '"finalizers=\(.metadata.finalizers // [] | join(","))  deleting=\(.metadata.deletionTimestamp != null)"'
-}
+say "kcsi up: kube-emulator, csi-provisioner, csi-attacher, kcsi-controller-manager, and two nodes (kcsi-loopplugin, csi-node-driver-registrar, kcsi-node)"
+"$bin/kcsi" up --dir "$work/stack" --nodes 2 >"$work/up.out" 2>&1 &
+up_pid=$!
+for _ in $(seq 1 600); do
+	[ -f "$work/stack/ready" ] && break
+	kill -0 "$up_pid" 2>/dev/null || { cat "$work/up.out"; echo "demo: kcsi up failed" >&2; exit 1; }
+	sleep 0.05
+done
+[ -f "$work/stack/ready" ] || { cat "$work/up.out"; echo "demo: kcsi up was not ready in 30 s" >&2; exit 1; }
+cat "$work/up.out"
+export KUBECONFIG=$work/stack/kubeconfig
 
-bold "Starting the three processes"
-"$BIN/kube-emulator" --listen 127.0.0.1:0 --write-kubeconfig "$T/kubeconfig" >"$T/emulator.log" 2>&1 &
-PIDS+=($!)
-wait_until 10 "kube-emulator" test -s "$T/kubeconfig"
-say "kube-emulator      serving the Kubernetes API at $(awk '/server:/ {print $2}' "$T/kubeconfig")"
-mkdir -p "$T/pool"
-"$BIN/kcsi-loopplugin" --endpoint "unix://$T/csi.sock" --nodeid "$NODE" --pool-dir "$T/pool" \
-	>"$T/driver.log" 2>&1 &
-PIDS+=($!)
-wait_until 10 "kcsi-loopplugin" test -S "$T/csi.sock"
-say "kcsi-loopplugin    CSI driver '$DRIVER' on unix://$T/csi.sock, pool $T/pool"
-"$BIN/csi-attacher" --csi-address "unix://$T/csi.sock" --kubeconfig "$T/kubeconfig" -v 2 \
-	>"$T/attacher.log" 2>&1 &
-PIDS+=($!)
-wait_until 10 "csi-attacher" grep -q "Starting CSI attacher" "$T/attacher.log"
-say "csi-attacher       watching VolumeAttachments of '$DRIVER'"
+say "The cluster as kubectl sees it: two nodes, each with the loop driver registered in its CSINode"
+k get nodes
+k get csinodes
+k get csidrivers
 
-bold "Creating a 64 MiB volume in the driver (what csi-provisioner would do)"
-VOL=$(K -o json controller create-volume demo-volume --cap-bytes 64Mi --cap SINGLE_NODE_WRITER,mount,ext4 |
-	jq -r .volume.volume_id)
-say "CreateVolume -> volume ID $VOL (a sparse image file in the pool)"
+say "A StorageClass that waits for the first consumer, and a claim of it: Pending, no volume yet"
+k apply -f "$src/examples/storageclass-wffc.yaml" -f "$src/examples/pvc-filesystem.yaml"
+k get pvc data
 
-bold "Registering the node and the volume with Kubernetes"
-cat <<EOF | kc create -f - >/dev/null
-apiVersion: v1
-kind: Node
-metadata:
-  name: $NODE
----
-apiVersion: storage.k8s.io/v1
-kind: CSINode
-metadata:
-  name: $NODE
-spec:
-  drivers:
-  - name: $DRIVER
-    nodeID: $NODE
----
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: $PV
-spec:
-  capacity:
-    storage: 64Mi
-  accessModes: ["ReadWriteOnce"]
-  csi:
-    driver: $DRIVER
-    volumeHandle: $VOL
-    fsType: ext4
-EOF
-say "Node $NODE, CSINode $NODE (driver $DRIVER has node ID $NODE), PersistentVolume $PV"
+say "A pod on node-1 uses the claim: the scheduler picks node-1 and marks the claim, the provisioner creates the volume, the binder binds it"
+k apply -f "$src/examples/pod-writer.yaml"
+k wait --for=condition=Ready pod/writer --timeout=60s
+k get pvc data
+pv=$("$kubectl" get pvc data -o jsonpath='{.spec.volumeName}')
+k get pv "$pv"
+say "The PV's node affinity comes from the driver's accessible topology"
+k describe pv "$pv"
 
-bold "The attach/detach controller asks for the volume on the node"
-VA="pv-$(printf '%s%s' "$PV" "$NODE" | sha256sum | cut -d' ' -f1)"
-cat <<EOF | kc create -f - >/dev/null
-apiVersion: storage.k8s.io/v1
-kind: VolumeAttachment
-metadata:
-  name: $VA
-spec:
-  attacher: $DRIVER
-  nodeName: $NODE
-  source:
-    persistentVolumeName: $PV
-EOF
-say "VolumeAttachment $VA"
-say "(named pv-<SHA-256 of PV name + node name>, as Kubernetes names it)"
-va_attached() { [ "$(kc get volumeattachment "$VA" -o jsonpath='{.status.attached}')" = true ]; }
-wait_until 20 "the attach" va_attached
-say "csi-attacher called ControllerPublishVolume; the VolumeAttachment now says:"
-say "  $(va_state)"
-say "and the PersistentVolume is protected: $(pv_state)"
+say "The attach/detach controller attached the volume to node-1 (VolumeAttachment), csi-attacher called ControllerPublishVolume"
+k get volumeattachments
+k get node node-1 -o jsonpath='{.status.volumesAttached}{"\n"}{.status.volumesInUse}{"\n"}'
 
-bold "The kubelet stages and publishes the volume"
-CAP=SINGLE_NODE_WRITER,mount,ext4
-PUBCTX=()
-while IFS= read -r kv; do PUBCTX+=(--pub-ctx "$kv"); done < <(
-	kc get volumeattachment "$VA" -o json | jq -r '.status.attachmentMetadata // {} | to_entries[] | "\(.key)=\(.value)"')
-mkdir -p "$T/staging" "$T/pod-volume"
-K node stage "$VOL" "$T/staging" --cap "$CAP" "${PUBCTX[@]}" >/dev/null
-STAGED="$T/staging"
-DEV=$(findmnt -n -o SOURCE --target "$T/staging")
-say "NodeStageVolume: loop device $DEV formatted ext4 and mounted at the staging path"
-K node publish "$VOL" "$T/pod-volume/mount" --staging "$T/staging" --cap "$CAP" >/dev/null
-PUBLISHED="$T/pod-volume/mount"
-say "NodePublishVolume: bind-mounted into the pod's volume folder $PUBLISHED"
+uid=$("$kubectl" get pod writer -o jsonpath='{.metadata.uid}')
+mnt=$work/stack/nodes/node-1/kubelet/pods/$uid/volumes/kubernetes.io~csi/$pv/mount
+say "kcsi-node staged and published the volume at the kubelet's paths; kcsi-node runs no containers, so we write the file the container would, through the pod's mount"
+run findmnt -n -o TARGET,SOURCE,FSTYPE --target "$mnt"
+echo "hello from node-1, $(date -u +%H:%M:%S)" >"$mnt/hello.txt"
+run cat "$mnt/hello.txt"
 
-bold "A pod writes and reads a file on the volume"
-echo "hello from kcsi at $(date -u +%H:%M:%S)" >"$PUBLISHED/hello.txt"
-sync
-say "wrote:  $(cat "$PUBLISHED/hello.txt")"
-say "read back through the staging mount: $(cat "$T/staging/hello.txt")"
-say "filesystem: $(df -h --output=size,used,avail "$PUBLISHED" | tail -1 | xargs)"
+say "Delete the writer: kcsi-node unmounts, drops the volume from volumesInUse, then the controller detaches"
+k delete pod writer --timeout=60s
+for _ in $(seq 1 200); do
+	[ -z "$("$kubectl" get volumeattachments -o name)" ] && break
+	sleep 0.05
+done
+k get volumeattachments
 
-bold "The pod goes away: the kubelet unpublishes and unstages"
-K node unpublish "$VOL" "$PUBLISHED" >/dev/null
-PUBLISHED=""
-K node unstage "$VOL" "$T/staging" >/dev/null
-STAGED=""
-say "NodeUnpublishVolume and NodeUnstageVolume: unmounted, loop device released"
+say "A reader pod on node-2: the same volume is attached there and mounted"
+k apply -f "$src/examples/pod-reader.yaml"
+k wait --for=condition=Ready pod/reader --timeout=60s
+k get volumeattachments
+uid=$("$kubectl" get pod reader -o jsonpath='{.metadata.uid}')
+mnt=$work/stack/nodes/node-2/kubelet/pods/$uid/volumes/kubernetes.io~csi/$pv/mount
+say "The file written on node-1, read back on node-2"
+run cat "$mnt/hello.txt"
 
-bold "The attach/detach controller deletes the VolumeAttachment"
-kc delete volumeattachment "$VA" --wait=false >/dev/null
-say "deletionTimestamp set; the attacher's finalizer keeps the object until the volume is detached"
-va_gone() { ! kc get volumeattachment "$VA" >/dev/null 2>&1; }
-wait_until 20 "the detach" va_gone
-say "csi-attacher called ControllerUnpublishVolume, wrote attached=false, removed its finalizer:"
-say "the VolumeAttachment is gone"
-say "the PersistentVolume still carries the finalizer while it exists: $(pv_state)"
+say "Teardown: the pod, then the claim; the provisioner deletes the volume and the PV"
+k delete pod reader --timeout=60s
+k delete pvc data --timeout=60s
+for _ in $(seq 1 200); do
+	[ -z "$("$kubectl" get pv -o name)" ] && break
+	sleep 0.05
+done
+k get pvc,pv,volumeattachments
+k get events --sort-by=.lastTimestamp
 
-bold "The PersistentVolume is deleted"
-kc delete pv "$PV" --wait=false >/dev/null
-pv_gone() { ! kc get pv "$PV" >/dev/null 2>&1; }
-wait_until 20 "the PV finalizer removal" pv_gone
-say "no VolumeAttachment uses it, so csi-attacher removed its finalizer and the PV is gone"
-K controller delete-volume "$VOL" >/dev/null
-VOL=""
-say "DeleteVolume: the image file is removed from the pool"
-
-bold "Done"
-say "Stopping the processes; no process, loop device or mount is left behind."
+say "Stopping kcsi up"
+kill -TERM "$up_pid"
+wait "$up_pid" || true
+up_pid=
+tail -n 2 "$work/up.out"
+echo
+echo "demo: done"

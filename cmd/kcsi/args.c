@@ -29,6 +29,30 @@ bool cli_flag(const struct cli *c, const char *name)
 	return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
 }
 
+int cli_parse_count(const char *s, int32_t *out, char *err, size_t errlen)
+{
+	int64_t v = 0;
+	const char *p = s;
+
+	for (; p && *p && isdigit((unsigned char)*p) && v <= INT32_MAX; p++)
+		v = v * 10 + (*p - '0');
+	if (!s || !*s || *p || v > INT32_MAX) {
+		snprintf(err, errlen, "invalid count %s: want a whole number from 0 to %d",
+			 s ? s : "(none)", INT32_MAX);
+		return -1;
+	}
+	*out = (int32_t)v;
+	return 0;
+}
+
+int cli_check_positive(const char *flag, int64_t ns, char *err, size_t errlen)
+{
+	if (ns > 0)
+		return 0;
+	snprintf(err, errlen, "--%s must be a positive duration such as 30s", flag);
+	return -1;
+}
+
 int cli_parse_bytes(const char *s, int64_t *out, char *err, size_t errlen)
 {
 	static const struct { const char *suffix; long double mult; } units[] = {

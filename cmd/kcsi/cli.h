@@ -53,6 +53,10 @@ const char *cli_opt(const struct cli *c, const char *name);
 bool cli_flag(const struct cli *c, const char *name);
 /* Parses a Kubernetes quantity ("10Gi", "500M", "1073741824") into bytes; 0 or -1 with err. */
 int cli_parse_bytes(const char *s, int64_t *out, char *err, size_t errlen);
+/* Parses a count (--max): decimal digits only, 0..INT32_MAX; -1 with err otherwise. */
+int cli_parse_count(const char *s, int32_t *out, char *err, size_t errlen);
+/* Checks a duration flag's value is > 0; -1 with err ("--timeout -1s: must be positive"). */
+int cli_check_positive(const char *flag, int64_t ns, char *err, size_t errlen);
 /* Adds every `--name k=v` of the verb to map field `field` of msg; -1 with err on a bad pair. */
 int cli_add_kv_opts(struct cli *c, ProtobufCMessage *msg, const char *name, const char *field,
 		    char *err, size_t errlen);
@@ -76,5 +80,8 @@ const char *cli_map_str(struct cli *c, size_t n, void *entries);
 /* Runs one call; prints JSON of the response when -o json; returns the exit code. */
 int cli_call(struct cli *c, const char *method, ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
+
+/* `kcsi up` (cmd/kcsi/up.c): argv starts after "up". Returns the exit code. */
+int cli_up_main(int argc, char **argv);
 
 #endif

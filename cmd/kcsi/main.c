@@ -84,8 +84,9 @@ static void print_verb(const struct verb *v, FILE *out, bool options)
 static void print_help(FILE *out, const char *service, struct flagset *fs)
 {
 	if (!service) {
-		fprintf(out, "kcsi: call any CSI driver over its unix socket.\n\n"
-			     "Usage: kcsi [flags] SERVICE VERB [args] [options]\n\n"
+		fprintf(out, "kcsi: call any CSI driver over its unix socket, or run the whole stack.\n\n"
+			     "Usage: kcsi [flags] SERVICE VERB [args] [options]\n"
+			     "       kcsi up [flags]   (kube-emulator and every component; 'kcsi up --help')\n\n"
 			     "Services and verbs:\n");
 	} else {
 		fprintf(out, "Verbs of %s:\n", service);
@@ -175,7 +176,14 @@ static int parse_verb_args(const struct verb *v, int argc, char **argv, struct c
 				return EXIT_USAGE;
 			}
 		} else if (!strcmp(key, "v")) {
-			log_set_verbosity(atoi(value));
+			int32_t lv;
+			char e[128];
+			if (cli_parse_count(value, &lv, e, sizeof(e))) {
+				fprintf(stderr, "kcsi: -v %s\n", e);
+				free(key);
+				return EXIT_USAGE;
+			}
+			log_set_verbosity(lv);
 		} else {
 			c->opts[c->nopts].name = xstrdup(key);
 			c->opts[c->nopts++].value = value;
@@ -192,6 +200,8 @@ static int parse_verb_args(const struct verb *v, int argc, char **argv, struct c
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "up") == 0)
+		return cli_up_main(argc - 1, argv + 1);
 	const char *endpoint, *o_short, *o_long;
 	int64_t timeout_ns, connect_timeout_ns;
 	int max_log;
@@ -269,6 +279,12 @@ int main(int argc, char **argv)
 		goto out;
 	if (strcmp(g.output, "json") && strcmp(g.output, "table")) {
 		fprintf(stderr, "kcsi: -o %s: want table or json\n", g.output);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (cli_check_positive("timeout", g.timeout_ns, err, sizeof(err)) ||
+	    cli_check_positive("connect-timeout", connect_timeout_ns, err, sizeof(err))) {
+		fprintf(stderr, "kcsi: %s\n", err);
 		code = EXIT_USAGE;
 		goto out;
 	}

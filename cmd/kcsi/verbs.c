@@ -241,8 +241,8 @@ static int v_list_volumes(struct cli *c)
 {
 	REQ(ListVolumes, list_volumes);
 	const char *max = cli_opt(c, "max"), *tok = cli_opt(c, "starting-token");
-	if (max)
-		req->max_entries = atoi(max);
+	if (max && cli_parse_count(max, &req->max_entries, err, sizeof(err)))
+		FAIL("--max %s", err);
 	if (tok)
 		req->starting_token = (char *)tok;
 	CALL(Controller, ListVolumes, list_volumes);
@@ -380,8 +380,8 @@ static int v_list_snapshots(struct cli *c)
 	REQ(ListSnapshots, list_snapshots);
 	const char *max = cli_opt(c, "max"), *tok = cli_opt(c, "starting-token");
 	const char *src = cli_opt(c, "source-volume"), *id = cli_opt(c, "snapshot-id");
-	if (max)
-		req->max_entries = atoi(max);
+	if (max && cli_parse_count(max, &req->max_entries, err, sizeof(err)))
+		FAIL("--max %s", err);
 	if (tok)
 		req->starting_token = (char *)tok;
 	if (src)

@@ -83,7 +83,7 @@ static void va_updated(const struct kube_obj *old, const struct kube_obj *o, voi
 	if (should_enqueue(kube_va_of(old), va))
 		kube_workqueue_add(c->vaq, o->name);
 	else
-		KLOG_V(3, "Ignoring VolumeAttachment \"%s\" change", o->name);
+		KLOG_V(3, "Ignoring VolumeAttachment %s change", LOGQ(o->name));
 }
 
 static void va_deleted(const struct kube_obj *o, void *ud)
@@ -203,9 +203,10 @@ static void *va_worker(void *arg)
 		const struct kube_va *va = kube_va_of(o);
 
 		if (!va)
-			KLOG_V(3, "VA \"%s\" deleted, ignoring", key);
+			KLOG_V(3, "VA %s deleted, ignoring", LOGQ(key));
 		else if (!ours(c, va))
-			KLOG_V(4, "Skipping VolumeAttachment %s for attacher %s", key, va->attacher);
+			KLOG_V(4, "Skipping VolumeAttachment %s for attacher %s", LOGQ(key),
+			       LOGQ(va->attacher));
 		else
 			finish(c->vaq, key, c->o.handler->sync_va(c, va));
 		kube_obj_unref(o);
@@ -257,13 +258,28 @@ int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
 	/* The initial LISTs parsed whole pages of JSON; give those freed pages back to the kernel
 	 * so the steady-state footprint is the compact records, not the sync's high-water mark. */
 	malloc_trim(0);
-	c->nthreads = (size_t)c->o.workers * 2;
-	c->threads = xcalloc(c->nthreads, sizeof(pthread_t));
-	for (size_t i = 0; i < c->nthreads; i++)
-		pthread_create(&c->threads[i], NULL, i % 2 ? pv_worker : va_worker, c);
-	if (c->o.reconcile_ns > 0 && c->o.csi) {
-		pthread_create(&c->reconciler, NULL, att_reconciler_main, c);
-		c->reconciler_running = true;
+	size_t want = (size_t)c->o.workers * 2;
+	int rc = 0;
+	c->threads = xcalloc(want, sizeof(pthread_t));
+	for (c->nthreads = 0; c->nthreads < want; c->nthreads++) {
+		rc = pthread_create(&c->threads[c->nthreads], NULL,
+				    c->nthreads % 2 ? pv_worker : va_worker, c);
+		if (rc) {
+			snprintf(err, errlen, "cannot start worker thread %zu of %zu (-worker-threads=%d): %s",
+				 c->nthreads + 1, want, c->o.workers, strerror(rc));
+			break;
+		}
+	}
+	if (!rc && c->o.reconcile_ns > 0 && c->o.csi) {
+		rc = pthread_create(&c->reconciler, NULL, att_reconciler_main, c);
+		if (rc)
+			snprintf(err, errlen, "cannot start the reconciler thread: %s", strerror(rc));
+		c->reconciler_running = rc == 0;
+	}
+	if (rc) {
+		/* Join what did start, so the caller can free the controller. */
+		att_ctrl_stop(c);
+		return -1;
 	}
 	return 0;
 }

@@ -105,7 +105,7 @@ static enum att_result add_pv_finalizer(struct att_ctrl *c, const struct kube_pv
 		snprintf(err, errlen, "could not add PersistentVolume finalizer: %s", e.message);
 		return from_kube_err(&e);
 	}
-	KLOG_V(4, "PV finalizer added to \"%s\"", pv->meta.name);
+	KLOG_V(4, "PV finalizer added to %s", LOGQ(pv->meta.name));
 	kube_obj_unref(np);
 	return ATT_DONE;
 }
@@ -124,8 +124,8 @@ static void save_error(struct att_ctrl *c, const struct kube_va *va, bool attach
 	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
 	if (!o)
-		KLOG_V(2, "Failed to save %s error to \"%s\": %s", attach ? "attach" : "detach",
-		       va->meta.name, e.message);
+		KLOG_V(2, "Failed to save %s error to %s: %s", attach ? "attach" : "detach",
+		       LOGQ(va->meta.name), e.message);
 	kube_obj_unref(o);
 	att_event(c, va, "Warning", attach ? "FailedAttach" : "FailedDetach", "%s", msg);
 }
@@ -173,7 +173,7 @@ static enum att_result mark_attached(struct att_ctrl *c, const struct kube_va *v
 	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
 	if (!o) {
-		KLOG_W("Failed to mark \"%s\" as attached: %s", va->meta.name, e.message);
+		KLOG_W("Failed to mark %s as attached: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
 	kube_obj_unref(o);
@@ -241,19 +241,19 @@ static enum att_result csi_attach(struct att_ctrl *c, const struct kube_va *va)
 			goto out;
 		goto fail;
 	}
-	KLOG_V(2, "Attaching \"%s\"", va->meta.name);
+	KLOG_V(2, "Attaching %s", LOGQ(va->meta.name));
 	if (csi_controller_publish_volume(c->o.csi, req, &resp, c->o.timeout_ns, &st) != 0) {
 		att_grpc_error(&st, err, sizeof(err));
 		va = cur;
 		goto fail;
 	}
-	KLOG_V(2, "Attached \"%s\"", va->meta.name);
+	KLOG_V(2, "Attached %s", LOGQ(va->meta.name));
 	res = mark_attached(c, cur, resp);
 	goto out;
 
 fail:
 	if (res != ATT_CONFLICT) {
-		KLOG_V(2, "Error processing \"%s\": failed to attach: %s", va->meta.name, err);
+		KLOG_V(2, "Error processing %s: failed to attach: %s", LOGQ(va->meta.name), err);
 		save_error(c, va, true, err);
 		res = ATT_RETRY;
 	}
@@ -280,7 +280,7 @@ static enum att_result mark_detached(struct att_ctrl *c, const struct kube_va *v
 	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
 	if (!o) {
-		KLOG_W("Failed to mark \"%s\" as detached: %s", va->meta.name, e.message);
+		KLOG_W("Failed to mark %s as detached: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
 	if (!has_fin) {
@@ -293,11 +293,11 @@ static enum att_result mark_detached(struct att_ctrl *c, const struct kube_va *v
 	json_decref(patch);
 	kube_obj_unref(o);
 	if (!o2 && !kube_err_is_not_found(&e)) {
-		KLOG_W("Failed to remove finalizer from \"%s\": %s", va->meta.name, e.message);
+		KLOG_W("Failed to remove finalizer from %s: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
 	kube_obj_unref(o2);
-	KLOG_V(4, "Finalizer removed from \"%s\"", va->meta.name);
+	KLOG_V(4, "Finalizer removed from %s", LOGQ(va->meta.name));
 	return ATT_DONE;
 }
 
@@ -330,16 +330,16 @@ static enum att_result csi_detach(struct att_ctrl *c, const struct kube_va *va)
 	if (!node_id)
 		goto fail;
 	req->node_id = csi_arena_strdup(a, node_id);
-	KLOG_V(2, "Detaching \"%s\"", va->meta.name);
+	KLOG_V(2, "Detaching %s", LOGQ(va->meta.name));
 	if (csi_controller_unpublish_volume(c->o.csi, req, &resp, c->o.timeout_ns, &st) != 0) {
 		att_grpc_error(&st, err, sizeof(err));
 		goto fail;
 	}
-	KLOG_V(2, "Detached \"%s\"", va->meta.name);
+	KLOG_V(2, "Detached %s", LOGQ(va->meta.name));
 	res = mark_detached(c, va);
 	goto out;
 fail:
-	KLOG_V(2, "Error processing \"%s\": failed to detach: %s", va->meta.name, err);
+	KLOG_V(2, "Error processing %s: failed to detach: %s", LOGQ(va->meta.name), err);
 	save_error(c, va, false, err);
 out:
 	csi_msg_free(resp);
@@ -355,13 +355,13 @@ static enum att_result csi_sync_va(struct att_ctrl *c, const struct kube_va *va)
 
 	if (!va->meta.deletion_ts) {
 		if (!force && va->attached) {
-			KLOG_V(4, "\"%s\" is already attached", va->meta.name);
+			KLOG_V(4, "%s is already attached", LOGQ(va->meta.name));
 			return ATT_DONE;
 		}
 		return csi_attach(c, va);
 	}
 	if (!force && !kube_obj_has_finalizer(&va->meta, c->finalizer)) {
-		KLOG_V(4, "\"%s\" is already detached", va->meta.name);
+		KLOG_V(4, "%s is already detached", LOGQ(va->meta.name));
 		return ATT_DONE;
 	}
 	return csi_detach(c, va);
@@ -377,7 +377,7 @@ static enum att_result csi_sync_pv(struct att_ctrl *c, const struct kube_pv *pv)
 	if (!pv->meta.deletion_ts || !kube_obj_has_finalizer(&pv->meta, c->finalizer))
 		return ATT_DONE;
 	if (att_pv_in_use(c, pv->meta.name)) {
-		KLOG_V(4, "PV \"%s\" is still used by a VolumeAttachment", pv->meta.name);
+		KLOG_V(4, "PV %s is still used by a VolumeAttachment", LOGQ(pv->meta.name));
 		return ATT_DONE; /* the VA's deletion requeues the PV */
 	}
 	patch = json_pack("{s:{s:o,s:s}}", "metadata", "finalizers",
@@ -386,11 +386,11 @@ static enum att_result csi_sync_pv(struct att_ctrl *c, const struct kube_pv *pv)
 	o = att_patch(c, &KUBE_RES_PERSISTENTVOLUMES, pv->meta.name, false, patch, &e);
 	json_decref(patch);
 	if (!o && !kube_err_is_not_found(&e)) {
-		KLOG_E("Failed to remove finalizer from PV \"%s\": %s", pv->meta.name, e.message);
+		KLOG_E("Failed to remove finalizer from PV %s: %s", LOGQ(pv->meta.name), e.message);
 		return from_kube_err(&e);
 	}
 	kube_obj_unref(o);
-	KLOG_V(2, "Removed finalizer from PV \"%s\"", pv->meta.name);
+	KLOG_V(2, "Removed finalizer from PV %s", LOGQ(pv->meta.name));
 	return ATT_DONE;
 }
 
@@ -410,10 +410,10 @@ static enum att_result trivial_sync_va(struct att_ctrl *c, const struct kube_va 
 	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
 	if (!o) {
-		KLOG_W("Failed to mark \"%s\" as attached: %s", va->meta.name, e.message);
+		KLOG_W("Failed to mark %s as attached: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
-	KLOG_V(2, "Marked \"%s\" as attached", va->meta.name);
+	KLOG_V(2, "Marked %s as attached", LOGQ(va->meta.name));
 	kube_obj_unref(o);
 	return ATT_DONE;
 }

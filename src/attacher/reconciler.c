@@ -76,7 +76,7 @@ static void mark_not_attached(struct att_ctrl *c, const struct kube_va *va)
 
 	json_decref(patch);
 	if (!o)
-		KLOG_W("Reconciler: cannot mark \"%s\" as not attached: %s", va->meta.name, e.message);
+		KLOG_W("Reconciler: cannot mark %s as not attached: %s", LOGQ(va->meta.name), e.message);
 	kube_obj_unref(o);
 }
 
@@ -107,13 +107,13 @@ int att_reconcile_once(struct att_ctrl *c, char *err, size_t errlen)
 		}
 		node_id = att_node_id(c, va->node_name, va, why, sizeof(why));
 		if (!node_id) {
-			KLOG_W("Reconciler: failed to find node ID of \"%s\": %s", va->meta.name, why);
+			KLOG_W("Reconciler: failed to find node ID of %s: %s", LOGQ(va->meta.name), why);
 		} else {
 			bool found = published_on(&pub, pv->volume_handle, node_id);
 			if (found != va->attached) {
 				KLOG_W("VA %s for volume %s has attached status %s but actual state %s. "
 				       "Adding back to VA queue for forced reprocessing",
-				       va->meta.name, pv->volume_handle, va->attached ? "true" : "false",
+				       LOGQ(va->meta.name), LOGQ(pv->volume_handle), va->attached ? "true" : "false",
 				       found ? "true" : "false");
 				if (va->attached && !va->meta.deletion_ts)
 					mark_not_attached(c, va);

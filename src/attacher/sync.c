@@ -134,7 +134,7 @@ struct kube_obj *att_patch(struct att_ctrl *c, const struct kube_resource *r, co
 	struct kube_obj *o;
 	char err[256];
 
-	KLOG_V(5, "Patching %s %s%s: %s", kind->name, name, status ? "/status" : "", body);
+	KLOG_V(5, "Patching %s %s%s: %s", kind->name, LOGQ(name), status ? "/status" : "", body);
 	res = kube_patch(c->kc, r, NULL, name, status, KUBE_PATCH_MERGE, body, e);
 	free(body);
 	if (!res)

@@ -43,6 +43,20 @@ int log_apply_flags(char *err, size_t errlen);
 /* Redirects output to fd (tests use a pipe or file); -1 restores stderr. */
 void log_set_output_fd(int fd);
 
+/*
+ * Quoting untrusted strings (names, volume handles, paths, driver messages), klog's %q:
+ * log_quote() writes s into buf as a double-quoted string with '"', '\\', control bytes,
+ * DEL, C1 controls and invalid UTF-8 escaped (\n, \x1b, ...), so nothing it holds can end the
+ * line or drive a terminal. Always NUL-terminates; an over-long string is cut and ends in
+ * `..."` (the closing quote stays). NULL is written as <nil>. Returns buf.
+ * LOGQ(s) is the same into a buffer of LOG_QUOTE_MAX bytes that lives until the end of the
+ * enclosing statement's block: KLOG_I("Attached %s", LOGQ(va->meta.name)).
+ * As a second line of defence log_write() escapes any control byte left in a formatted line.
+ */
+#define LOG_QUOTE_MAX 1024
+char *log_quote(char *buf, size_t len, const char *s);
+#define LOGQ(s) log_quote((char[LOG_QUOTE_MAX]){ 0 }, LOG_QUOTE_MAX, (s))
+
 #define KLOG_I(...) log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define KLOG_W(...) log_write(LOG_WARNING, __FILE__, __LINE__, __VA_ARGS__)
 #define KLOG_E(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)

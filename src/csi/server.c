@@ -104,11 +104,35 @@ struct csi_server *csi_server_new(const struct csi_server_opts *opts)
 	return s;
 }
 
+static int add_handler(struct csi_server *s, const char *method,
+		       const ProtobufCMethodDescriptor *md, csi_handler_fn fn, void *arg);
+
 int csi_server_handle(struct csi_server *s, const char *method, csi_handler_fn fn, void *arg)
 {
 	const ProtobufCMethodDescriptor *md = csi_method_lookup(method);
 	if (!md)
 		return -1;
+	return add_handler(s, method, md, fn, arg);
+}
+
+int csi_server_handle_service(struct csi_server *s, const ProtobufCServiceDescriptor *svc,
+			      const char *name, csi_handler_fn fn, void *arg)
+{
+	for (unsigned i = 0; i < svc->n_methods; i++) {
+		if (strcmp(svc->methods[i].name, name) != 0)
+			continue;
+		struct strbuf path = STRBUF_INIT;
+		strbuf_addf(&path, "/%s/%s", svc->name, name);
+		int rc = add_handler(s, path.buf, &svc->methods[i], fn, arg);
+		strbuf_release(&path);
+		return rc;
+	}
+	return -1;
+}
+
+static int add_handler(struct csi_server *s, const char *method,
+		       const ProtobufCMethodDescriptor *md, csi_handler_fn fn, void *arg)
+{
 	for (struct handler *h = s->handlers; h; h = h->next) {
 		if (strcmp(h->method, method) == 0) {
 			h->fn = fn;

@@ -70,6 +70,14 @@ struct csi_server *csi_server_new(const struct csi_server_opts *opts);
  * for the same path replaces the earlier one.
  */
 int csi_server_handle(struct csi_server *s, const char *method, csi_handler_fn fn, void *arg);
+/*
+ * The same for a method of a service outside the CSI schema (the kubelet's
+ * pluginregistration.Registration): `svc` is its generated descriptor, `name` the method name
+ * ("GetInfo"); the path served is "/<svc->name>/<name>". Returns 0, or -1 when svc has no such
+ * method.
+ */
+int csi_server_handle_service(struct csi_server *s, const ProtobufCServiceDescriptor *svc,
+			      const char *name, csi_handler_fn fn, void *arg);
 /* Binds the endpoint (see client.h for forms) and starts the workers. 0, or -1 with err. */
 int csi_server_start(struct csi_server *s, const char *endpoint, char *err, size_t errlen);
 /*

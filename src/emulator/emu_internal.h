@@ -15,6 +15,7 @@
 
 #include "emulator/emu_server.h"
 #include "emulator/emu_store.h"
+#include "emulator/emu_table.h"
 
 struct emu_fault_rule {
 	char verb[16];     /* "get", "list", "watch", "create", "update", "patch", "delete",
@@ -34,6 +35,8 @@ struct emu_faults {
 	size_t n;
 	int64_t watch_max_ns; /* 0: off */
 	long c500, c429, c409, clatency, watches_closed, watches_ended;
+	pthread_cond_t cv; /* delays sleep on it, so that shutdown can end them */
+	bool shutdown;
 };
 
 struct emu_server {
@@ -61,6 +64,13 @@ struct emu_call {
 	const char *body;
 	size_t body_len;
 	bool dry_run; /* dryRun=All: decide and answer, but commit nothing */
+	/* DeleteOptions (emu_delete_options): gracePeriodSeconds when has_grace */
+	bool has_grace;
+	long long grace;
+	void *rq; /* the server's per-request state */
+	/* Accept asked for a Table (emu_table_wanted) */
+	bool table;
+	struct emu_table_req treq;
 };
 
 /* An answer being built under the store lock: HTTP code and JSON text (owned). */
@@ -95,6 +105,14 @@ enum MHD_Result emu_do_update(struct emu_call *k);
 enum MHD_Result emu_do_patch(struct emu_call *k);
 enum MHD_Result emu_do_delete(struct emu_call *k);
 enum MHD_Result emu_do_delete_collection(struct emu_call *k);
+/* POST pods/{name}/binding: sets spec.nodeName once, as the scheduler's bind does. */
+enum MHD_Result emu_do_binding(struct emu_call *k);
+/*
+ * Reads DeleteOptions from the query and from opts (the parsed body, may be NULL) into k:
+ * gracePeriodSeconds, propagationPolicy (checked, then ignored: no garbage collector).
+ * False with a 400/422 reply when they are malformed.
+ */
+bool emu_delete_options(struct emu_call *k, const json_t *opts, struct reply *rp);
 
 /* Faults (emu_faults.c). */
 void emu_faults_init(struct emu_faults *f);
@@ -102,6 +120,8 @@ void emu_faults_free(struct emu_faults *f);
 /* Sleeps for matching latency rules; returns 0 or the HTTP code to fail with (*retry_after set). */
 int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural, int *retry_after);
 int64_t emu_faults_watch_max(struct emu_faults *f);
+/* Ends every injected delay now and makes later ones return at once (server shutdown). */
+void emu_faults_shutdown(struct emu_faults *f);
 void emu_faults_count(struct emu_faults *f, long *counter);
 enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c,
 				const char *method, const char *body, size_t len);

@@ -178,6 +178,11 @@ bool parse_body(struct emu_call *k, json_t **out, struct reply *rp)
 			  je.line, je.column);
 		return false;
 	}
+	if (emu_json_too_deep(j, EMU_MAX_JSON_DEPTH)) {
+		json_decref(j);
+		reply_bad(rp, "the request body nests deeper than %d levels", EMU_MAX_JSON_DEPTH);
+		return false;
+	}
 	*out = j;
 	return true;
 }
@@ -298,7 +303,12 @@ enum MHD_Result emu_do_get(struct emu_call *k)
 	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
 	pthread_mutex_lock(&k->srv->st.mu);
 	json_t *obj = emu_store_get(&k->srv->st, k->res, key);
-	if (obj)
+	if (obj && k->table) {
+		json_t *t = emu_table_new(k->r, &k->treq, meta_str(obj, "resourceVersion"));
+		emu_table_add_row(t, k->r, &k->treq, obj, time(NULL));
+		reply_dump(&rp, 200, t);
+		json_decref(t);
+	} else if (obj)
 		reply_dump(&rp, 200, obj);
 	else
 		reply_not_found(&rp, k->r, k->name);
@@ -489,6 +499,19 @@ static const char *immutable_field(const struct emu_resource *r, const json_t *o
 	return NULL;
 }
 
+static bool is_pod(const struct emu_resource *r)
+{
+	return !*r->group && !strcmp(r->plural, "pods");
+}
+
+/* spec.nodeName, "" when unset. */
+static const char *pod_node(const json_t *pod)
+{
+	const char *n = json_string_value(json_object_get(json_object_get(pod, "spec"),
+							  "nodeName"));
+	return n ? n : "";
+}
+
 /* Builds the object a main-endpoint write would store; NULL with a reply when refused. */
 static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *proposed,
 			  struct reply *rp)
@@ -525,6 +548,16 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 				json_decref(nobj);
 				return NULL;
 			}
+		}
+	}
+	if (is_pod(k->r)) {
+		const char *on = pod_node(old), *nn = pod_node(nobj);
+		if (*on && strcmp(on, nn)) {
+			reply_invalid(rp, k->r, meta_str(old, "name"), "spec.nodeName",
+				      "FieldValueForbidden", "Forbidden: pod updates may not change "
+				      "spec.nodeName once it is set (bind with pods/binding)");
+			json_decref(nobj);
+			return NULL;
 		}
 	}
 	const char *frozen = immutable_field(k->r, old, nobj);
@@ -569,8 +602,14 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 		json_decref(nobj);
 		return;
 	}
+	/* as upstream's shouldDeleteDuringUpdate: the last finalizer of an object whose deletion
+	 * is due (grace period 0) goes; a gracefully deleted pod waits for its final delete */
+	const json_t *ometa = json_object_get(old, "metadata");
 	json_t *nmeta = meta_of(nobj), *fin = json_object_get(nmeta, "finalizers");
-	bool gone = json_object_get(nmeta, "deletionTimestamp") && json_array_size(fin) == 0;
+	const json_t *ogp = json_object_get(ometa, "deletionGracePeriodSeconds");
+	bool gone = json_object_get(ometa, "deletionTimestamp") && json_array_size(fin) == 0 &&
+		    json_array_size(json_object_get(ometa, "finalizers")) > 0 &&
+		    (!ogp || json_integer_value(ogp) == 0);
 	const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, key, nobj,
 						      gone ? EMU_DELETED : EMU_MODIFIED);
 	reply_object(rp, 200, ev->text);
@@ -676,6 +715,34 @@ static json_t *apply_patch(enum patch_kind pk, const json_t *old, const json_t *
 	return r;
 }
 
+/* The bounds on what a patch may build (emu_patch.h); false with a 413/422 reply. */
+static bool patch_result_bounded(struct emu_call *k, const json_t *res, struct reply *rp)
+{
+	char msg[300];
+	if (emu_json_too_deep(res, EMU_MAX_JSON_DEPTH)) {
+		snprintf(msg, sizeof(msg), "Invalid value: the patched object nests deeper than %d "
+			 "levels", EMU_MAX_JSON_DEPTH);
+		reply_invalid(rp, k->r, k->name, "metadata", "FieldValueInvalid", msg);
+		return false;
+	}
+	size_t n = json_dumpb(res, NULL, 0, JSON_COMPACT);
+	if (n > EMU_MAX_OBJECT_BYTES) {
+		snprintf(msg, sizeof(msg), "Request entity too large: the patched object would be "
+			 "%zu bytes, the limit is %d", n, EMU_MAX_OBJECT_BYTES);
+		reply_status(rp, 413, "RequestEntityTooLarge", msg, NULL);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A patch is computed outside the store lock, on the stored object it read (stored objects are
+ * immutable, so it may be read without the lock), then committed under the lock if that object
+ * is still the stored one; otherwise it is recomputed on the newer one, as kube-apiserver's
+ * GuaranteedUpdate retries. A large or slow patch so never holds up other requests.
+ */
+#define PATCH_TRIES 16
+
 enum MHD_Result emu_do_patch(struct emu_call *k)
 {
 	struct reply rp = { 0 };
@@ -686,12 +753,31 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 		goto out;
 	char key[KEY_MAX];
 	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
-	pthread_mutex_lock(&st->mu);
-	json_t *old = emu_store_get(st, k->res, key);
-	json_t *res = NULL;
-	if (!old) {
-		reply_not_found(&rp, k->r, k->name);
-	} else if ((res = apply_patch(pk, old, patch, &rp)) != NULL && check_type(k, res, &rp)) {
+	for (int tries = 0;; tries++) {
+		pthread_mutex_lock(&st->mu);
+		json_t *old = json_incref(emu_store_get(st, k->res, key));
+		pthread_mutex_unlock(&st->mu);
+		if (!old) {
+			reply_not_found(&rp, k->r, k->name);
+			break;
+		}
+		json_t *res = apply_patch(pk, old, patch, &rp);
+		if (!res || !check_type(k, res, &rp) || !patch_result_bounded(k, res, &rp)) {
+			json_decref(res);
+			json_decref(old);
+			break;
+		}
+		pthread_mutex_lock(&st->mu);
+		bool same = emu_store_get(st, k->res, key) == old;
+		if (!same) {
+			pthread_mutex_unlock(&st->mu);
+			json_decref(res);
+			json_decref(old);
+			if (tries + 1 < PATCH_TRIES)
+				continue;
+			reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
+			break;
+		}
 		const char *prv = meta_str(res, "resourceVersion");
 		const char *name = meta_str(res, "name"), *ns = meta_str(res, "namespace");
 		if (prv && *prv && strcmp(prv, meta_str(old, "resourceVersion"))) {
@@ -705,9 +791,11 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 			finish_update(k, key, old, res, &rp);
 			res = NULL;
 		}
+		json_decref(res);
+		pthread_mutex_unlock(&st->mu);
+		json_decref(old);
+		break;
 	}
-	json_decref(res);
-	pthread_mutex_unlock(&st->mu);
 out:
 	json_decref(patch);
 	return send_reply(k, &rp);
@@ -745,28 +833,120 @@ static bool check_preconditions(struct emu_call *k, const json_t *opts, const js
 	return true;
 }
 
+/* What a DELETE asks for: gracePeriodSeconds when given. */
+struct grace {
+	bool given;
+	long long seconds;
+};
+
+/* Marks old as being deleted: deletionTimestamp = now + seconds, deletionGracePeriodSeconds. */
+static json_t *mark_deleting(const json_t *old, long long seconds, bool bump_generation)
+{
+	char ts[RFC3339_BUFLEN];
+	rfc3339_format(time(NULL) + (time_t)seconds, ts, sizeof(ts));
+	json_t *nobj = json_deep_copy(old);
+	json_t *nmeta = meta_of(nobj);
+	json_object_set_new(nmeta, "deletionTimestamp", json_string(ts));
+	json_object_set_new(nmeta, "deletionGracePeriodSeconds", json_integer(seconds));
+	json_int_t gen = json_integer_value(json_object_get(nmeta, "generation"));
+	if (bump_generation && gen > 0)
+		json_object_set_new(nmeta, "generation", json_integer(gen + 1));
+	return nobj;
+}
+
 /*
- * Deletes one stored object (lock held): finalizers make it pending (deletionTimestamp, 202 with
- * the object), else it goes (200 with a Success Status). rp may be NULL.
+ * The grace period of a pod delete, as upstream's pod strategy computes it: the request's
+ * gracePeriodSeconds (negative means 1), else spec.terminationGracePeriodSeconds, else 30; 0
+ * for a pod no node runs (no spec.nodeName) or one that has terminated.
+ */
+static long long pod_grace(const json_t *pod, struct grace g)
+{
+	long long s;
+	if (g.given) {
+		s = g.seconds < 0 ? 1 : g.seconds;
+	} else {
+		json_t *t = json_object_get(json_object_get(pod, "spec"),
+					    "terminationGracePeriodSeconds");
+		s = json_is_integer(t) ? (long long)json_integer_value(t) : 30;
+		if (s < 0)
+			s = 1;
+	}
+	const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"),
+							      "phase"));
+	if (!*pod_node(pod) || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+		s = 0;
+	return s;
+}
+
+/*
+ * Graceful deletion of a pod (lock held). Returns true when it answered: the pod got (or already
+ * had) a deletionTimestamp with a grace period > 0 and stays, for its node agent to finish the
+ * delete with grace period 0 (a shorter period shortens the pending one). False: delete it now.
+ */
+static bool pod_graceful_delete(struct emu_server *srv, int res, const char *key, json_t *old,
+				struct grace g, struct reply *rp)
+{
+	const json_t *meta = json_object_get(old, "metadata");
+	const json_t *jgp = json_object_get(meta, "deletionGracePeriodSeconds");
+	long long s;
+	json_t *nobj;
+	if (json_object_get(meta, "deletionTimestamp")) {
+		long long pending = json_integer_value(jgp);
+		if (!json_is_integer(jgp) || pending <= 0)
+			return false;
+		s = g.given ? (g.seconds < 0 ? 1 : g.seconds) : pending;
+		if (s == 0)
+			return false;
+		if (s >= pending) {
+			if (rp)
+				reply_dump(rp, 200, old);
+			return true;
+		}
+		/* shorten: the deadline moves back by the difference */
+		time_t dts;
+		const char *dtext = meta_str(old, "deletionTimestamp");
+		if (!dtext || rfc3339_parse(dtext, &dts) < 0)
+			dts = time(NULL) + (time_t)pending;
+		char ts[RFC3339_BUFLEN];
+		rfc3339_format(dts - (time_t)(pending - s), ts, sizeof(ts));
+		nobj = json_deep_copy(old);
+		json_object_set_new(meta_of(nobj), "deletionTimestamp", json_string(ts));
+		json_object_set_new(meta_of(nobj), "deletionGracePeriodSeconds", json_integer(s));
+	} else {
+		s = pod_grace(old, g);
+		if (s == 0)
+			return false;
+		nobj = mark_deleting(old, s, true);
+	}
+	const struct emu_event *ev = emu_store_commit(&srv->st, res, key, nobj, EMU_MODIFIED);
+	if (rp)
+		reply_object(rp, 200, ev->text);
+	return true;
+}
+
+/*
+ * Deletes one stored object (lock held): a scheduled pod is deleted gracefully (above);
+ * finalizers make an object pending (deletionTimestamp, grace period 0, 202 with the object);
+ * else it goes (200 with a Success Status). rp may be NULL.
  */
 static void delete_object(struct emu_server *srv, int res, const char *key, json_t *old,
-			  struct reply *rp)
+			  struct grace g, struct reply *rp)
 {
 	struct emu_resource *r = &srv->st.res[res];
 	json_t *meta = json_object_get(old, "metadata");
+	if (is_pod(r) && pod_graceful_delete(srv, res, key, old, g, rp))
+		return;
 	if (json_array_size(json_object_get(meta, "finalizers")) > 0) {
-		if (json_object_get(meta, "deletionTimestamp")) {
+		json_t *jgp = json_object_get(meta, "deletionGracePeriodSeconds");
+		if (json_object_get(meta, "deletionTimestamp") &&
+		    (!jgp || json_integer_value(jgp) == 0)) {
 			if (rp)
 				reply_dump(rp, 202, old);
 			return;
 		}
-		char ts[RFC3339_BUFLEN];
-		now_rfc3339(ts, sizeof(ts));
-		json_t *nobj = json_deep_copy(old);
-		json_t *nmeta = meta_of(nobj);
-		json_object_set_new(nmeta, "deletionTimestamp", json_string(ts));
-		json_object_set_new(nmeta, "deletionGracePeriodSeconds", json_integer(0));
-		const struct emu_event *ev = emu_store_commit(&srv->st, res, key, nobj, EMU_MODIFIED);
+		const struct emu_event *ev = emu_store_commit(&srv->st, res, key,
+							      mark_deleting(old, 0, false),
+							      EMU_MODIFIED);
 		if (rp)
 			reply_object(rp, 202, ev->text);
 		return;
@@ -864,7 +1044,8 @@ static void ns_delete(struct emu_call *k, const char *name, json_t *old, struct 
 		for (size_t j = 0; j < n; j++) {
 			json_t *o = emu_store_get(&k->srv->st, (int)i, keys[j]);
 			if (o)
-				delete_object(k->srv, (int)i, keys[j], o, NULL);
+				delete_object(k->srv, (int)i, keys[j], o, (struct grace){ 0 },
+					      NULL);
 			free(keys[j]);
 		}
 		free(keys);
@@ -884,7 +1065,8 @@ void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct 
 	}
 	char ns[300] = "";
 	snprintf(ns, sizeof(ns), "%s", meta_str(old, "namespace") ?: "");
-	delete_object(k->srv, k->res, key, old, rp);
+	delete_object(k->srv, k->res, key, old,
+		      (struct grace){ .given = k->has_grace, .seconds = k->grace }, rp);
 	if (k->r->namespaced)
 		ns_maybe_finish(k->srv, ns);
 }
@@ -902,6 +1084,8 @@ enum MHD_Result emu_do_delete(struct emu_call *k)
 			goto out;
 		}
 	}
+	if (!emu_delete_options(k, opts, &rp))
+		goto out;
 	char key[KEY_MAX];
 	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
 	pthread_mutex_lock(&st->mu);
@@ -913,5 +1097,174 @@ enum MHD_Result emu_do_delete(struct emu_call *k)
 	pthread_mutex_unlock(&st->mu);
 out:
 	json_decref(opts);
+	return send_reply(k, &rp);
+}
+
+bool emu_delete_options(struct emu_call *k, const json_t *opts, struct reply *rp)
+{
+	const char *q = emu_arg(k, "gracePeriodSeconds");
+	if (q) {
+		char *end;
+		long long v = strtoll(q, &end, 10);
+		if (!*q || *end) {
+			reply_bad(rp, "gracePeriodSeconds: invalid value \"%.64s\": must be an integer",
+				  q);
+			return false;
+		}
+		k->has_grace = true;
+		k->grace = v;
+	}
+	json_t *jg = json_object_get(opts, "gracePeriodSeconds");
+	if (jg && !json_is_null(jg)) {
+		if (!json_is_integer(jg)) {
+			reply_bad(rp, "DeleteOptions.gracePeriodSeconds must be an integer");
+			return false;
+		}
+		k->has_grace = true;
+		k->grace = (long long)json_integer_value(jg);
+	}
+	const char *pp = emu_arg(k, "propagationPolicy");
+	json_t *jp = json_object_get(opts, "propagationPolicy");
+	if (jp && !json_is_null(jp)) {
+		if (!json_is_string(jp)) {
+			reply_bad(rp, "DeleteOptions.propagationPolicy must be a string");
+			return false;
+		}
+		pp = json_string_value(jp);
+	}
+	if (pp && strcmp(pp, "Orphan") && strcmp(pp, "Background") && strcmp(pp, "Foreground")) {
+		char detail[256];
+		snprintf(detail, sizeof(detail), "Unsupported value: \"%.64s\": supported values: "
+			 "\"Foreground\", \"Background\", \"Orphan\", \"nil\"", pp);
+		reply_invalid(rp, k->r, k->name, "propagationPolicy", "FieldValueNotSupported",
+			      detail);
+		return false;
+	}
+	return true;
+}
+
+/* The PodScheduled condition a bind sets (True), added or updated in status.conditions. */
+static void set_pod_scheduled(json_t *pod)
+{
+	json_t *status = json_object_get(pod, "status");
+	if (!json_is_object(status)) {
+		status = json_object();
+		json_object_set_new(pod, "status", status);
+	}
+	json_t *conds = json_object_get(status, "conditions");
+	if (!json_is_array(conds)) {
+		conds = json_array();
+		json_object_set_new(status, "conditions", conds);
+	}
+	char ts[RFC3339_BUFLEN];
+	now_rfc3339(ts, sizeof(ts));
+	size_t i;
+	json_t *c;
+	json_array_foreach(conds, i, c) {
+		const char *t = json_string_value(json_object_get(c, "type"));
+		if (json_is_object(c) && t && !strcmp(t, "PodScheduled")) {
+			json_object_set_new(c, "status", json_string("True"));
+			json_object_set_new(c, "lastTransitionTime", json_string(ts));
+			return;
+		}
+	}
+	json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled",
+					       "status", "True", "lastProbeTime",
+					       "lastTransitionTime", ts));
+}
+
+/* ---- pods/binding ---- */
+
+enum MHD_Result emu_do_binding(struct emu_call *k)
+{
+	struct reply rp = { 0 };
+	json_t *b = NULL;
+	struct emu_store *st = &k->srv->st;
+	if (!parse_body(k, &b, &rp))
+		goto out;
+	if (!json_is_object(b)) {
+		reply_bad(&rp, "the request body must be a JSON Binding object");
+		goto out;
+	}
+	const char *kind = json_string_value(json_object_get(b, "kind"));
+	if (kind && strcmp(kind, "Binding")) {
+		reply_bad(&rp, "the kind in the data (%s) does not match the expected kind (Binding)",
+			  kind);
+		goto out;
+	}
+	const json_t *bmeta = json_object_get(b, "metadata");
+	const char *bname = json_string_value(json_object_get(bmeta, "name"));
+	const char *bns = json_string_value(json_object_get(bmeta, "namespace"));
+	if ((bname && *bname && strcmp(bname, k->name)) || (bns && *bns && strcmp(bns, k->ns))) {
+		reply_bad(&rp, "the name or namespace of the Binding (%s/%s) does not match the "
+			  "request (%s/%s)", bns ? bns : "", bname ? bname : "", k->ns, k->name);
+		goto out;
+	}
+	const json_t *target = json_object_get(b, "target");
+	const char *tkind = json_string_value(json_object_get(target, "kind"));
+	const char *node = json_string_value(json_object_get(target, "name"));
+	const json_t *ann = json_object_get(bmeta, "annotations");
+	if (!node || !*node) {
+		reply_invalid(&rp, k->r, k->name, "target.name", "FieldValueRequired",
+			      "Required value");
+		goto out;
+	}
+	if (tkind && *tkind && strcmp(tkind, "Node")) {
+		reply_invalid(&rp, k->r, k->name, "target.kind", "FieldValueNotSupported",
+			      "Unsupported value: must be empty or \"Node\"");
+		goto out;
+	}
+	if (ann && !json_is_null(ann) && !all_strings(ann, true)) {
+		reply_bad(&rp, "metadata.annotations must be a map of strings to strings");
+		goto out;
+	}
+	char key[KEY_MAX], why[600];
+	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
+	pthread_mutex_lock(&st->mu);
+	json_t *pod = emu_store_get(st, k->res, key);
+	const char *buid = json_string_value(json_object_get(bmeta, "uid"));
+	if (!pod) {
+		reply_not_found(&rp, k->r, k->name);
+	} else if (buid && *buid && strcmp(buid, meta_str(pod, "uid"))) {
+		snprintf(why, sizeof(why), "Precondition failed: UID in precondition: %s, UID in "
+			 "object meta: %s", buid, meta_str(pod, "uid"));
+		reply_conflict(&rp, k->r, k->name, why);
+	} else if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp")) {
+		snprintf(why, sizeof(why), "pod %s is being deleted, cannot be assigned to a host",
+			 k->name);
+		reply_conflict(&rp, k->r, k->name, why);
+	} else if (*pod_node(pod)) {
+		snprintf(why, sizeof(why), "pod %s is already assigned to node \"%s\"", k->name,
+			 pod_node(pod));
+		reply_conflict(&rp, k->r, k->name, why);
+	} else if (k->dry_run) {
+		rp.code = 201;
+		rp.text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+				  "\"status\":\"Success\",\"code\":201}");
+	} else {
+		json_t *nobj = json_deep_copy(pod);
+		json_t *spec = json_object_get(nobj, "spec");
+		if (!json_is_object(spec)) {
+			spec = json_object();
+			json_object_set_new(nobj, "spec", spec);
+		}
+		json_object_set_new(spec, "nodeName", json_string(node));
+		if (json_object_size(ann)) {
+			json_t *m = meta_of(nobj), *a = json_object_get(m, "annotations");
+			if (!json_is_object(a)) {
+				a = json_object();
+				json_object_set_new(m, "annotations", a);
+			}
+			json_object_update(a, (json_t *)ann);
+		}
+		set_pod_scheduled(nobj);
+		emu_store_commit(st, k->res, key, nobj, EMU_MODIFIED);
+		rp.code = 201;
+		rp.text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+				  "\"status\":\"Success\",\"code\":201}");
+	}
+	pthread_mutex_unlock(&st->mu);
+out:
+	json_decref(b);
 	return send_reply(k, &rp);
 }

@@ -32,6 +32,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_patch.h"
 #include "emulator/emu_select.h"
 
 struct query {
@@ -127,6 +128,10 @@ static int continue_decode(const char *tok, uint64_t *rv, char **key)
 		return -1;
 	json_t *j = json_loadb((char *)raw, len, JSON_ALLOW_NUL, NULL);
 	free(raw);
+	if (emu_json_too_deep(j, EMU_MAX_JSON_DEPTH)) {
+		json_decref(j);
+		return -1;
+	}
 	json_t *jrv = json_object_get(j, "rv"), *js = json_object_get(j, "start");
 	int rc = -1;
 	if (json_is_integer(jrv) && json_integer_value(jrv) > 0 && json_is_string(js) &&
@@ -357,6 +362,8 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 		size_t nv, i;
 		struct view_item *view = list_view(st, k->res, &lr, &nv);
 		struct strbuf items = STRBUF_INIT;
+		json_t *table = k->table ? emu_table_new(k->r, &k->treq, NULL) : NULL;
+		time_t now = time(NULL);
 		long count = 0;
 		bool more = false;
 		const char *last = NULL;
@@ -368,21 +375,25 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 				more = true;
 				break;
 			}
+			last = view[i].key;
+			if (table) {
+				count++;
+				emu_table_add_row(table, k->r, &k->treq, obj, now);
+				continue;
+			}
 			char *t = json_dumps(obj, JSON_COMPACT);
 			if (count++)
 				strbuf_addch(&items, ',');
 			strbuf_addstr(&items, t);
 			free(t);
-			last = view[i].key;
 		}
 		struct strbuf out = STRBUF_INIT;
 		strbuf_addf(&out, "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":"
 			    "{\"resourceVersion\":\"%" PRIu64 "\"", k->r->kind, k->r->api_version,
 			    lr.rv);
+		char *tok = more ? continue_encode(lr.rv, last) : NULL;
 		if (more) {
-			char *tok = continue_encode(lr.rv, last);
 			strbuf_addf(&out, ",\"continue\":\"%s\"", tok);
-			free(tok);
 			if (!has_selectors(&q))
 				strbuf_addf(&out, ",\"remainingItemCount\":%zu", nv - i);
 		}
@@ -392,7 +403,24 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 		strbuf_release(&items);
 		view_free(view, nv);
 		rp.code = 200;
-		rp.text = strbuf_detach(&out, NULL);
+		if (table) {
+			/* the Table takes the list's metadata */
+			json_t *lm = json_object_get(table, "metadata");
+			char rvb[32];
+			snprintf(rvb, sizeof(rvb), "%" PRIu64, lr.rv);
+			json_object_set_new(lm, "resourceVersion", json_string(rvb));
+			if (tok)
+				json_object_set_new(lm, "continue", json_string(tok));
+			if (more && !has_selectors(&q))
+				json_object_set_new(lm, "remainingItemCount",
+						    json_integer((json_int_t)(nv - i)));
+			strbuf_release(&out);
+			rp.text = json_dumps(table, JSON_COMPACT);
+			json_decref(table);
+		} else {
+			rp.text = strbuf_detach(&out, NULL);
+		}
+		free(tok);
 	}
 	free(lr.after);
 	pthread_mutex_unlock(&st->mu);
@@ -414,6 +442,8 @@ struct emu_watch {
 	unsigned epoch;
 	int fd;
 	bool finished;
+	bool table; /* frames carry one-row Tables (kubectl get -w) */
+	struct emu_table_req treq;
 	struct strbuf out;
 	size_t off;
 };
@@ -443,6 +473,25 @@ static void add_expired(struct strbuf *sb, uint64_t rv, uint64_t oldest)
 		    "%" PRIu64 " (%" PRIu64 ")\",\"reason\":\"Expired\",\"code\":410}}\n", rv, oldest);
 }
 
+/* A frame for obj: its text (serialized when text is NULL), or its one-row Table. */
+static void add_object_frame(struct emu_watch *w, const char *type, const json_t *obj,
+			     const char *text)
+{
+	char *own = NULL;
+	if (w->table) {
+		json_t *t = emu_table_new(w->r, &w->treq,
+			json_string_value(json_object_get(json_object_get(obj, "metadata"),
+							  "resourceVersion")));
+		emu_table_add_row(t, w->r, &w->treq, obj, time(NULL));
+		own = json_dumps(t, JSON_COMPACT);
+		json_decref(t);
+	} else if (!text) {
+		own = json_dumps(obj, JSON_COMPACT);
+	}
+	add_frame(&w->out, type, own ? own : text);
+	free(own);
+}
+
 /* Frames for the events after the cursor (lock held). */
 static void watch_collect(struct emu_watch *w)
 {
@@ -461,7 +510,7 @@ static void watch_collect(struct emu_watch *w)
 		else if (before)
 			type = "DELETED"; /* leaving the selection */
 		if (type)
-			add_frame(&w->out, type, ev->text);
+			add_object_frame(w, type, ev->obj, ev->text);
 	}
 	if (st->rv > w->cursor)
 		w->cursor = st->rv;
@@ -627,9 +676,7 @@ static void watch_initial(struct emu_watch *w)
 	for (size_t i = emu_store_lower_bound(r, prefix); in_range(r, i, prefix); i++) {
 		if (!query_match(&w->q, r->items[i].obj))
 			continue;
-		char *t = json_dumps(r->items[i].obj, JSON_COMPACT);
-		add_frame(&w->out, "ADDED", t);
-		free(t);
+		add_object_frame(w, "ADDED", r->items[i].obj, NULL);
 	}
 }
 
@@ -642,6 +689,8 @@ enum MHD_Result emu_do_watch(struct emu_call *k)
 	w->srv = k->srv;
 	w->r = k->r;
 	w->out = (struct strbuf)STRBUF_INIT;
+	w->table = k->table;
+	w->treq = k->treq;
 	if (!query_parse(k, &w->q, &rp) || !watch_params(k, w, &initial, &rp)) {
 		query_free(&w->q);
 		free(w);
@@ -696,6 +745,17 @@ enum MHD_Result emu_do_delete_collection(struct emu_call *k)
 	struct query q;
 	struct emu_store *st = &k->srv->st;
 	if (!query_parse(k, &q, &rp)) {
+		query_free(&q);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
+	json_t *opts = NULL;
+	if (k->body_len && (!parse_body(k, &opts, &rp) || !emu_delete_options(k, opts, &rp))) {
+		json_decref(opts);
+		query_free(&q);
+		return emu_reply_text(k->conn, rp.code, rp.text, 0);
+	}
+	json_decref(opts);
+	if (!k->body_len && !emu_delete_options(k, NULL, &rp)) {
 		query_free(&q);
 		return emu_reply_text(k->conn, rp.code, rp.text, 0);
 	}

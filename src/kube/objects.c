@@ -478,6 +478,13 @@ static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_
 	json_t *req = json_object_get(json_object_get(spec, "nodeAffinity"), "required");
 	pv->node_affinity = pk_terms(pk, json_object_get(req, "nodeSelectorTerms"), "matchExpressions",
 				     &pv->nnode_affinity);
+	/* kcsi-node */
+	json_t *nss = json_object_get(csi, "nodeStageSecretRef");
+	pv->node_stage_secret_name = kube_intern(jstr(nss, "name"));
+	pv->node_stage_secret_ns = kube_intern(jstr(nss, "namespace"));
+	json_t *nps = json_object_get(csi, "nodePublishSecretRef");
+	pv->node_publish_secret_name = kube_intern(jstr(nps, "name"));
+	pv->node_publish_secret_ns = kube_intern(jstr(nps, "namespace"));
 	return 0;
 }
 
@@ -500,6 +507,13 @@ static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, 
 	struct kube_csinode_driver *d = pk_alloc(pk, n * sizeof(*d), sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = json_array_get(drv, i);
+		/* The API server requires both; an object that lacks one is refused whole (the
+		 * informer logs and skips it) rather than cached with a NULL its readers trip on. */
+		if (!jstr(e, "name") || !*jstr(e, "name") || !jstr(e, "nodeID")) {
+			snprintf(err, errlen, "CSINode %s: spec.drivers[%zu] has no %s",
+				 cn->meta.name, i, jstr(e, "name") && *jstr(e, "name") ? "nodeID" : "name");
+			return -1;
+		}
 		const char *name = kube_intern(jstr(e, "name"));
 		const char *id = pk_str(pk, jstr(e, "nodeID"));
 		json_t *tk = json_object_get(e, "topologyKeys");
@@ -612,6 +626,51 @@ static int64_t quantity_or(json_t *map, const char *key)
 	return (q && kube_quantity_parse(q, &v, err, sizeof(err)) == 0) ? v : -1;
 }
 
+/*
+ * A LabelSelector (matchLabels, matchExpressions) as selector text: "k=v,k in (a,b),!k".
+ * Writes "!" (matches nothing: "!" is not a valid selector, so it is refused) when the
+ * selector does not fit or uses an unknown operator.
+ */
+static void pvc_selector_text(json_t *sel, char *buf, size_t len)
+{
+	struct strbuf sb;
+	const char *k;
+	json_t *v, *e;
+	size_t i;
+	bool bad = false;
+
+	strbuf_init(&sb, 64);
+	json_object_foreach(json_object_get(sel, "matchLabels"), k, v) {
+		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, json_is_string(v) ? json_string_value(v) : "");
+	}
+	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e) {
+		const char *key = jstr(e, "key"), *op = jstr(e, "operator");
+		json_t *vals = json_object_get(e, "values"), *x;
+		size_t j;
+		if (!key || !op) {
+			bad = true;
+			break;
+		}
+		if (sb.len)
+			strbuf_addch(&sb, ',');
+		if (!strcmp(op, "Exists"))
+			strbuf_addstr(&sb, key);
+		else if (!strcmp(op, "DoesNotExist"))
+			strbuf_addf(&sb, "!%s", key);
+		else if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
+			strbuf_addf(&sb, "%s %s (", key, !strcmp(op, "In") ? "in" : "notin");
+			json_array_foreach(vals, j, x)
+				strbuf_addf(&sb, "%s%s", j ? "," : "", json_is_string(x) ? json_string_value(x) : "");
+			strbuf_addch(&sb, ')');
+		} else {
+			bad = true;
+			break;
+		}
+	}
+	snprintf(buf, len, "%s", bad || sb.len >= len ? "!" : sb.buf ? sb.buf : "");
+	strbuf_release(&sb);
+}
+
 static int pvc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pvc *pvc = rec;
@@ -640,6 +699,14 @@ static int pvc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size
 	const char *ph = jstr(st, "phase");
 	pvc->phase = ph && !strcmp(ph, "Bound") ? KUBE_PVC_BOUND
 		     : ph && !strcmp(ph, "Lost") ? KUBE_PVC_LOST : KUBE_PVC_PENDING;
+	/* kcsi-controller-manager */
+	pvc->bind_completed = json_object_get(ann, "pv.kubernetes.io/bind-completed") != NULL;
+	pvc->bound_by_controller = json_object_get(ann, "pv.kubernetes.io/bound-by-controller") != NULL;
+	if (pvc->has_selector) {
+		char sel[1024];
+		pvc_selector_text(json_object_get(spec, "selector"), sel, sizeof(sel));
+		pvc->selector = pk_str(pk, sel);
+	}
 	return 0;
 }
 

@@ -126,14 +126,18 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	const struct kube_kv *labels;   /* metadata.labels (for claim selectors) */
 	const struct kube_node_selector_term *node_affinity; /* spec.nodeAffinity.required terms (ORed) */
 	uint16_t nlabels;
-	uint16_t nnode_affinity;
+	uint16_t nnode_affinity;	/* kcsi-node: */
+	const char *node_stage_secret_name;   /* spec.csi.nodeStageSecretRef (interned) */
+	const char *node_stage_secret_ns;
+	const char *node_publish_secret_name; /* spec.csi.nodePublishSecretRef (interned) */
+	const char *node_publish_secret_ns;
 };
 
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
 
 struct kube_csinode_driver {
-	const char *name;    /* interned */
-	const char *node_id;
+	const char *name;    /* interned; never NULL nor "" (a CSINode without one is not decoded) */
+	const char *node_id; /* never NULL */
 	const char *const *topology_keys; /* interned */
 	uint16_t ntopology_keys;
 	int32_t allocatable; /* allocatable.count; -1 when not set */
@@ -188,6 +192,11 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	bool block;           /* spec.volumeMode == Block */
 	bool has_selector;    /* spec.selector present */
 	uint8_t phase;        /* enum kube_pvc_phase */
+	/* kcsi-controller-manager (persistentvolume-binder): */
+	bool bind_completed;      /* annotation pv.kubernetes.io/bind-completed present */
+	bool bound_by_controller; /* annotation pv.kubernetes.io/bound-by-controller present */
+	const char *selector;     /* spec.selector as label-selector text (kube/selector.h);
+				   * NULL when absent; "!" when it cannot be expressed */
 };
 
 struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */

@@ -89,6 +89,12 @@ jq_ok "$TMP/out" "sorted(e['volume']['volume_id'] for e in d['entries'])==['vol-
 	fail "list-volumes json"
 expect_rc 0 "list-volumes paged" -- K -o json controller list-volumes --max 1
 jq_ok "$TMP/out" "len(d['entries'])==1 and d['next_token']=='1'" || fail "list-volumes paging"
+# Issue 16: numbers and durations are checked, never read as "no limit" or a negative deadline.
+for bad in "--max abc" "--max -1" "--max 1x" "--max 99999999999" "--timeout -1s" "--timeout 0s" "-v x"; do
+	expect_rc 2 "list-volumes $bad refused" -- K controller list-volumes $bad
+	grep -q "kcsi: .*\(invalid count\|must be a positive duration\)" "$TMP/err" || fail "$bad: no clear error: $(cat "$TMP/err")"
+done
+expect_rc 2 "global --timeout -1s refused" -- K --timeout -1s identity info
 expect_rc 0 "get-capacity" -- K controller get-capacity --param type=fast --topology zone=a
 jq_ok <(last_request GetCapacity) "d['parameters']=={'type':'fast'} and d['accessible_topology']=={'segments':{'zone':'a'}}" ||
 	fail "get-capacity request"

@@ -142,6 +142,43 @@ static void test_pv_csinode_node(void)
 	kube_obj_unref(o);
 }
 
+/* Issue 16: a CSINode entry without name crashed csi-attacher (NULL name read by strcmp). */
+static void test_csinode_entry_without_name_is_refused(void)
+{
+	static const char *bad[] = {
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"nodeID\":\"x\"}]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":null,\"nodeID\":\"x\"}]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":\"\",\"nodeID\":\"x\"}]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":\"a\",\"nodeID\":\"x\"},7]}}",
+		"{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"drivers\":[{\"name\":\"a\"}]}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *j = json_loads(bad[i], 0, NULL);
+		char err[128] = "";
+		struct kube_obj *o = KUBE_KIND_CSINODE_T.decode(j, err, sizeof(err));
+		CHECK(o == NULL);
+		CHECK(strstr(err, "CSINode n1: spec.drivers[") != NULL);
+		kube_obj_unref(o);
+		json_decref(j);
+	}
+	/* Any JSON value in any field decodes or is refused, never crashes: every kind, odd types. */
+	static const char *odd[] = { "null", "7", "[]", "{\"metadata\":7}", "{\"metadata\":{\"name\":7}}",
+		"{\"metadata\":{\"name\":\"x\",\"finalizers\":[1,null],\"labels\":{\"a\":1},"
+		"\"annotations\":[]},\"spec\":[],\"status\":\"s\",\"parameters\":{\"k\":{}}}" };
+	const struct kube_kind *kinds[] = { &KUBE_KIND_VOLUMEATTACHMENT, &KUBE_KIND_PERSISTENTVOLUME,
+		&KUBE_KIND_CSINODE_T, &KUBE_KIND_NODE_T, &KUBE_KIND_PERSISTENTVOLUMECLAIM,
+		&KUBE_KIND_STORAGECLASS };
+	for (size_t k = 0; k < 6; k++)
+		for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+			json_t *j = json_loads(odd[i], JSON_DECODE_ANY, NULL);
+			char err[128];
+			struct kube_obj *o = kinds[k]->decode(j, err, sizeof(err));
+			CHECK((o != NULL) == (i == 5));
+			kube_obj_unref(o);
+			json_decref(j);
+		}
+}
+
 static void test_pvc_storageclass(void)
 {
 	struct kube_obj *o = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM,
@@ -449,6 +486,7 @@ int main(void)
 	RUN(test_va_record);
 	RUN(test_pv_csinode_node);
 	RUN(test_pvc_storageclass);
+	RUN(test_csinode_entry_without_name_is_refused);
 	RUN(test_store_and_index);
 	RUN(test_watch_decoder);
 	RUN(test_ratelimit);

@@ -165,8 +165,36 @@ static void test_log_file(void)
 	flags_free(fs);
 }
 
+/* Issue 16: a volume handle with a newline or a terminal escape must not forge a log line. */
+static void test_untrusted_strings_cannot_forge_lines(void)
+{
+	const char *handle = "vol-1\nI1122 10:00:00.000000       1 fake.c:1] Attached volume \x1b[2J";
+	char small[16];
+
+	CHECK_STR(LOGQ(handle), "\"vol-1\\nI1122 10:00:00.000000       1 fake.c:1] Attached volume "
+				"\\x1b[2J\"");
+	CHECK_STR(LOGQ("a\"b\\c\td"), "\"a\\\"b\\\\c\\td\"");
+	CHECK_STR(LOGQ("caf\xc3\xa9 \xff \xc2\x9b"), "\"caf\xc3\xa9 \\xff \\xc2\\x9b\"");
+	CHECK_STR(LOGQ(NULL), "<nil>");
+	CHECK_STR(log_quote(small, sizeof(small), "0123456789abcdef"), "\"012345678...\"");
+
+	capture_start();
+	KLOG_I("Attaching %s", LOGQ(handle));
+	KLOG_E("driver said: %s", "line one\nE1122 forged line\r\x1b]0;title\x07");
+	KLOG_I("ends with a newline\n");
+	char *out = capture_end();
+	int lines = 0;
+	for (char *p = out; *p; p++)
+		lines += *p == '\n';
+	CHECK_INT(lines, 3);
+	CHECK(strstr(out, "driver said: line one\\nE1122 forged line\\r\\x1b]0;title\\x07\n") != NULL);
+	CHECK(strchr(out, '\x1b') == NULL);
+	free(out);
+}
+
 int main(void)
 {
+	RUN(test_untrusted_strings_cannot_forge_lines);
 	RUN(test_klog_line_format);
 	RUN(test_verbosity);
 	RUN(test_threads_do_not_interleave);

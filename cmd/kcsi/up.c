@@ -1,0 +1,77 @@
+/*
+ * `kcsi up`: flags -> struct up_config -> up_run(). See src/up/up.h for what it starts.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "cli.h"
+#include "up/up.h"
+
+int cli_up_main(int argc, char **argv)
+{
+	struct up_config c = { 0 };
+	struct flagset *fs = flags_new("kcsi up", "kcsi up [flags]");
+	flags_string(fs, "dir", &c.dir, "",
+		     "Work directory (kubeconfig, logs, sockets, volume images); default a new temporary "
+		     "directory, removed at exit");
+	flags_bool(fs, "keep", &c.keep, false, "Keep the temporary work directory (and its logs) at exit");
+	flags_int(fs, "nodes", &c.nodes, 2, "Number of emulated nodes, each with its driver, registrar and kcsi-node");
+	flags_string(fs, "driver", &c.driver, "loop", "Driver to run: loop (kcsi-loopplugin)");
+	flags_string(fs, "driver-cmd", &c.driver_cmd, "",
+		     "Run this CSI driver instead, through /bin/sh; {endpoint}, {nodeid} and {mode} "
+		     "(controller or node) are replaced, e.g. 'mydriver --endpoint {endpoint} --nodeid {nodeid}'");
+	flags_string(fs, "bin-dir", &c.bin_dir, "", "Folder of the kcsi binaries; default the folder of this kcsi");
+	flags_string(fs, "listen", &c.listen, "127.0.0.1:0", "Address of the API server (kube-emulator)");
+	flags_int(fs, "component-v", &c.verbosity, 2, "Log verbosity (-v) of every component");
+	flags_duration(fs, "ready-timeout", &c.ready_timeout_ns, 30 * NSEC_PER_SEC,
+		       "How long to wait for the stack to be ready before giving up");
+	int rest;
+	char err[512];
+	int code = 0;
+	switch (flags_parse(fs, argc, argv, &rest, err, sizeof(err))) {
+	case FLAGS_HELP:
+		printf("kcsi up: run kube-emulator and the whole CSI stack (provisioner, attacher,\n"
+		       "controller-manager, and per node a driver, registrar and kcsi-node) until Ctrl-C.\n\n");
+		flags_print_usage(fs, stdout);
+		goto out;
+	case FLAGS_VERSION:
+		goto out;
+	case FLAGS_ERROR:
+		fprintf(stderr, "kcsi up: %s\n", err);
+		flags_print_usage(fs, stderr);
+		code = EXIT_USAGE;
+		goto out;
+	case FLAGS_OK:
+		break;
+	}
+	if (rest < argc) {
+		fprintf(stderr, "kcsi up: unexpected argument %s\n", argv[rest]);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (c.nodes < 1 || c.nodes > 16) {
+		fprintf(stderr, "kcsi up: --nodes %d: want 1 to 16\n", c.nodes);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (strcmp(c.driver, "loop")) {
+		fprintf(stderr, "kcsi up: --driver %s: the only built-in driver is loop; use --driver-cmd "
+				"for another\n", c.driver);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (c.ready_timeout_ns <= 0) {
+		fprintf(stderr, "kcsi up: --ready-timeout must be positive\n");
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (!*c.driver_cmd)
+		c.driver_cmd = NULL;
+	code = up_run(&c);
+out:
+	flags_free(fs);
+	return code;
+}

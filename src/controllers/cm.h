@@ -1,0 +1,133 @@
+/*
+ * kcsi-controller-manager: the volume controllers of kube-controller-manager that kcsi's storage
+ * stack needs (attachdetach, persistentvolume-binder, pvc-protection, pv-protection) and, for
+ * emulated clusters, a volume-aware scheduler (volume-scheduler).
+ *
+ * Shape: one struct cm_ctx per process holds the kube client, the event recorder and one shared
+ * informer per kind (created on first use, started once after every controller registered its
+ * handlers), as kube-controller-manager's shared informer factory does. Each controller is a
+ * struct cm_controller (a table of functions) in its own file; cm_run() picks them with
+ * --controllers, starts them when this process leads, and stops them on SIGTERM.
+ *
+ * Ownership: cm_ctx owns the informers; controllers borrow the context and their stores.
+ */
+#ifndef KCSI_CONTROLLERS_CM_H
+#define KCSI_CONTROLLERS_CM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/flags.h"
+#include "base/strbuf.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/options.h"
+#include "kube/workqueue.h"
+
+struct cm_config {
+	struct kube_options kube; /* --kubeconfig, --kube-api-qps, ..., --leader-election* */
+	const char *controllers;  /* --controllers */
+	const char *http_endpoint;
+	bool leader_elect;        /* --leader-elect, kube-controller-manager's spelling */
+	/* attachdetach */
+	int64_t ad_sync_ns;       /* --attach-detach-reconcile-sync-period */
+	bool ad_disable_sync;     /* --disable-attach-detach-reconcile-sync */
+	int64_t ad_max_wait_ns;   /* --max-wait-for-unmount */
+	const char *va_naming;    /* --va-naming kubernetes|seed */
+	int ad_workers;           /* --attach-detach-workers */
+	/* persistentvolume-binder */
+	int64_t pv_sync_ns;       /* --pvclaimbinder-sync-period */
+	/* volume-scheduler */
+	const char *scheduler_name; /* --scheduler-name */
+};
+
+enum cm_kind { CM_PODS, CM_NODES, CM_PVS, CM_PVCS, CM_SCS, CM_VAS, CM_CSIDRIVERS, CM_CSINODES,
+	       CM_NKINDS };
+
+struct cm_ctx {
+	const struct cm_config *cfg;
+	struct kube_client *kc;
+	struct kube_recorder *rec;
+	struct kube_informer *inf[CM_NKINDS];
+};
+
+/* The shared informer of a kind (created on first call; handlers only before cm_start_informers). */
+struct kube_informer *cm_informer(struct cm_ctx *c, enum cm_kind k);
+struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k);
+/* Starts every informer created so far and waits for their caches; 0 or -1 with err. */
+int cm_start_informers(struct cm_ctx *c, char *err, size_t errlen);
+void cm_stop_informers(struct cm_ctx *c);
+/* Registers on_add/on_update/on_delete that all call fn(ud) (a "something changed" kick). */
+void cm_on_any_change(struct cm_ctx *c, enum cm_kind k, void (*fn)(void *ud), void *ud);
+
+struct cm_controller {
+	const char *name;
+	bool default_on; /* enabled by "*" */
+	/* Creates the controller and registers its informer handlers; NULL on error. */
+	void *(*init)(struct cm_ctx *c);
+	/* Starts its threads (caches are synced). */
+	int (*start)(void *self);
+	/* Stops its threads within a second; then free releases everything. */
+	void (*stop)(void *self);
+	void (*free)(void *self);
+	void (*metrics)(void *self, struct strbuf *out); /* may be NULL */
+	/* Its workqueues, for the workqueue_* metrics rendered once for all (may be NULL). */
+	size_t (*queues)(void *self, struct kube_workqueue **out, size_t max);
+};
+
+extern const struct cm_controller cm_attachdetach;
+extern const struct cm_controller cm_pv_binder;
+extern const struct cm_controller cm_pvc_protection;
+extern const struct cm_controller cm_pv_protection;
+extern const struct cm_controller cm_volume_scheduler;
+
+/*
+ * Whether --controllers enables `name`: kube-controller-manager's rules ("*" enables the default
+ * ones, "name" enables one, "-name" disables one; the last word about a name wins, "-name" beats
+ * "*"). Unknown names are reported by cm_check_controllers().
+ */
+bool cm_controller_enabled(const char *spec, const char *name, bool default_on);
+/* 0, or -1 with the unknown name in err. */
+int cm_check_controllers(const char *spec, const struct cm_controller *const *all, size_t n,
+			 char *err, size_t errlen);
+
+/* Registers every flag (kube-controller-manager's names where it has them). */
+void cm_register_flags(struct flagset *fs, struct cm_config *cfg);
+/* Runs until SIGTERM/SIGINT; returns the exit code. */
+int cm_run(const struct cm_config *cfg);
+
+/* ---- shared by the queue-driven controllers (util.c) ---- */
+
+enum cm_result {
+	CM_DONE,     /* forget the key's backoff */
+	CM_RETRY,    /* requeue with the key's exponential backoff */
+	CM_CONFLICT, /* lost an optimistic-concurrency race: requeue at once */
+};
+
+/* A workqueue and the threads that drain it, calling sync(self, key) for each key. */
+struct cm_pool {
+	struct kube_workqueue *q;
+	enum cm_result (*sync)(void *self, const char *key);
+	void *self;
+	pthread_t *threads;
+	int n;
+};
+
+void cm_pool_init(struct cm_pool *p, const char *name, const struct cm_config *cfg,
+		  enum cm_result (*sync)(void *self, const char *key), void *self);
+int cm_pool_start(struct cm_pool *p, int workers);
+/* Shuts the queue down and joins the threads (each finishes its current key). */
+void cm_pool_stop(struct cm_pool *p);
+void cm_pool_free(struct cm_pool *p);
+
+/* JSON array of o's finalizers without `drop` and with `add` appended (either may be NULL). */
+json_t *cm_finalizers_json(const struct kube_obj *o, const char *drop, const char *add);
+/* Merge-patches an object (status: the /status subresource). Returns 0, or -1 with *e. */
+int cm_patch(struct cm_ctx *c, const struct kube_resource *r, const char *ns, const char *name,
+	     bool status, json_t *patch, struct kube_err *e);
+/* CM_CONFLICT for a 409, CM_DONE for a 404 (the object is gone), else CM_RETRY. */
+enum cm_result cm_result_of(const struct kube_err *e);
+
+#endif

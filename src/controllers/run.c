@@ -1,0 +1,325 @@
+/*
+ * kcsi-controller-manager start-up and life cycle: flags -> kube client -> controllers chosen by
+ * --controllers (their informer handlers registered) -> diagnostics server -> leader election
+ * (optional; Lease "kcsi-controller-manager", in kube-system unless told otherwise) -> once
+ * leading: informers, cache sync, controllers -> SIGTERM.
+ *
+ * SIGTERM and SIGINT are blocked in every thread and taken by the main thread. Shutdown stops the
+ * controllers on a helper thread and waits for it at most 600 ms (a worker may be inside an API
+ * call with a long timeout), releases the Lease, and exits 0 without waiting for the informers'
+ * watches to wind down (that can take a second), so the process is gone within a second whatever
+ * it was doing. Nothing is lost by not freeing: every write the controllers make is to the API.
+ */
+#include "controllers/cm.h"
+
+#include "base/diag.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/config.h"
+#include "kube/leader.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CM_LEASE "kcsi-controller-manager"
+
+static const struct cm_controller *const all_controllers[] = {
+	&cm_attachdetach,
+	&cm_pv_binder,
+	&cm_pvc_protection,
+	&cm_pv_protection,
+	&cm_volume_scheduler,
+};
+#define NCONTROLLERS (sizeof(all_controllers) / sizeof(all_controllers[0]))
+
+void cm_register_flags(struct flagset *fs, struct cm_config *c)
+{
+	kube_options_register(fs, &c->kube);
+	flags_string(fs, "controllers", &c->controllers, "*",
+		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, volume-scheduler (not in '*').");
+	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
+		     "Address of the diagnostics HTTP server (/healthz, /metrics), e.g. :8080; empty disables it.");
+	flags_bool(fs, "leader-elect", &c->leader_elect, false,
+		   "kube-controller-manager's name for --leader-election (either one enables it).");
+	flags_duration(fs, "attach-detach-reconcile-sync-period", &c->ad_sync_ns, NSEC_PER_MIN,
+		       "How often the attach/detach controller checks attached volumes against their VolumeAttachments.");
+	flags_bool(fs, "disable-attach-detach-reconcile-sync", &c->ad_disable_sync, false,
+		   "Do not run that periodic check.");
+	flags_duration(fs, "max-wait-for-unmount", &c->ad_max_wait_ns, 6 * NSEC_PER_MIN,
+		       "How long a volume still mounted on a node that is not Ready is waited for before it is detached anyway.");
+	flags_string(fs, "va-naming", &c->va_naming, "kubernetes",
+		     "VolumeAttachment names: 'kubernetes' (csi-<sha256(volumeHandle+driver+node)>, as kubelet and kube-controller-manager) or 'seed' (pv-<sha256(pvName+node)>, seed 001).");
+	flags_int(fs, "attach-detach-workers", &c->ad_workers, 10,
+		  "Attach/detach operations whose API calls run at once.");
+	flags_duration(fs, "pvclaimbinder-sync-period", &c->pv_sync_ns, 15 * NSEC_PER_SEC,
+		       "How often the persistentvolume-binder looks at every claim and volume again.");
+	flags_string(fs, "scheduler-name", &c->scheduler_name, "default-scheduler",
+		     "Pods with this spec.schedulerName (or none) are placed by volume-scheduler.");
+}
+
+struct cm_runtime {
+	const struct cm_config *cfg;
+	struct cm_ctx ctx;
+	void *self[NCONTROLLERS]; /* NULL: not enabled */
+	struct kube_leader *leader;
+	atomic_int leading;
+	atomic_int running;
+	pthread_mutex_t stop_mu;
+	pthread_cond_t stop_cond;
+	bool stopped;
+};
+
+static void on_started_leading(void *ud)
+{
+	struct cm_runtime *rt = ud;
+
+	KLOG_I("became leader of Lease %s", CM_LEASE);
+	atomic_store(&rt->leading, 1);
+}
+
+static void on_new_leader(const char *identity, void *ud)
+{
+	(void)ud;
+	KLOG_I("New leader elected: %s", identity);
+}
+
+static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
+{
+	struct cm_runtime *rt = ud;
+
+	(void)ctype;
+	if (rt->leader && !kube_leader_healthy(rt->leader)) {
+		strbuf_addstr(body, "[-]leaderElection failed: failed election to renew leadership on lease\n");
+		return 500;
+	}
+	strbuf_addstr(body, "ok");
+	return 200;
+}
+
+static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
+{
+	struct cm_runtime *rt = ud;
+
+	*ctype = "text/plain; version=0.0.4; charset=utf-8";
+	if (atomic_load(&rt->running)) {
+		struct kube_workqueue *qs[16];
+		size_t nq = 0;
+		for (size_t i = 0; i < NCONTROLLERS; i++) {
+			if (!rt->self[i])
+				continue;
+			if (all_controllers[i]->metrics)
+				all_controllers[i]->metrics(rt->self[i], body);
+			if (all_controllers[i]->queues)
+				nq += all_controllers[i]->queues(rt->self[i], qs + nq, 16 - nq);
+		}
+		if (nq)
+			kube_workqueue_render_metrics(qs, nq, body);
+	}
+	if (rt->leader)
+		strbuf_addf(body, "# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.\n"
+				  "# TYPE leader_election_master_status gauge\n"
+				  "leader_election_master_status{name=\"%s\"} %d\n",
+			    CM_LEASE, kube_leader_is_leader(rt->leader) ? 1 : 0);
+	diag_render_process_metrics(body);
+	return 200;
+}
+
+static int start_controllers(struct cm_runtime *rt)
+{
+	char err[512];
+
+	atomic_store(&rt->running, 1); /* from here on, shutdown does not free under the threads */
+	if (cm_start_informers(&rt->ctx, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		return -1;
+	}
+	for (size_t i = 0; i < NCONTROLLERS; i++) {
+		if (!rt->self[i])
+			continue;
+		if (all_controllers[i]->start(rt->self[i])) {
+			KLOG_E("Error starting \"%s\"", all_controllers[i]->name);
+			return -1;
+		}
+		KLOG_I("Started \"%s\"", all_controllers[i]->name);
+	}
+	return 0;
+}
+
+static void *stopper_main(void *arg)
+{
+	struct cm_runtime *rt = arg;
+
+	if (atomic_load(&rt->running))
+		for (size_t i = 0; i < NCONTROLLERS; i++)
+			if (rt->self[i])
+				all_controllers[i]->stop(rt->self[i]);
+	pthread_mutex_lock(&rt->stop_mu);
+	rt->stopped = true;
+	pthread_cond_signal(&rt->stop_cond);
+	pthread_mutex_unlock(&rt->stop_mu);
+	return NULL;
+}
+
+/* Stops everything within budget_ns; returns true when everything stopped. */
+static bool stop_within(struct cm_runtime *rt, int64_t budget_ns)
+{
+	pthread_t t;
+	int64_t deadline = wall_now_ns() + budget_ns;
+	struct timespec ts = { deadline / NSEC_PER_SEC, deadline % NSEC_PER_SEC };
+	bool done;
+
+	if (pthread_create(&t, NULL, stopper_main, rt))
+		return false;
+	pthread_mutex_lock(&rt->stop_mu);
+	while (!rt->stopped)
+		if (pthread_cond_timedwait(&rt->stop_cond, &rt->stop_mu, &ts))
+			break;
+	done = rt->stopped;
+	pthread_mutex_unlock(&rt->stop_mu);
+	if (done)
+		pthread_join(t, NULL);
+	else
+		pthread_detach(t);
+	return done;
+}
+
+int cm_run(const struct cm_config *cfg)
+{
+	struct cm_runtime *rt = xcalloc(1, sizeof(*rt));
+	struct kube_config *kcfg = NULL;
+	struct kube_client *kc = NULL, *lec = NULL;
+	struct diag_server *http = NULL;
+	char err[1024];
+	sigset_t set;
+	int rc = 1, enabled = 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&rt->stop_mu, NULL);
+	pthread_cond_init(&rt->stop_cond, NULL);
+	rt->cfg = cfg;
+
+	KLOG_I("Version: %s", KCSI_VERSION);
+	if (cm_check_controllers(cfg->controllers, all_controllers, NCONTROLLERS, err, sizeof(err))) {
+		KLOG_E("--controllers: %s", err);
+		free(rt);
+		return 1;
+	}
+	kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
+	if (!kcfg) {
+		KLOG_E("%s", err);
+		free(rt);
+		return 1;
+	}
+	struct kube_client_opts ko = { .component = "kcsi-controller-manager", .qps = cfg->kube.qps,
+				       .burst = cfg->kube.burst };
+	kc = kube_client_new(kcfg, &ko, err, sizeof(err));
+	if (!kc) {
+		KLOG_E("%s", err);
+		goto out;
+	}
+	rt->ctx.cfg = cfg;
+	rt->ctx.kc = kc;
+	struct kube_recorder_opts ro = { .component = "kcsi-controller-manager" };
+	rt->ctx.rec = kube_recorder_new(kc, &ro);
+	for (size_t i = 0; i < NCONTROLLERS; i++) {
+		if (!cm_controller_enabled(cfg->controllers, all_controllers[i]->name,
+					   all_controllers[i]->default_on)) {
+			KLOG_I("\"%s\" is disabled", all_controllers[i]->name);
+			continue;
+		}
+		rt->self[i] = all_controllers[i]->init(&rt->ctx);
+		if (!rt->self[i])
+			goto out;
+		enabled++;
+	}
+	if (!enabled)
+		KLOG_W("no controller is enabled by --controllers=%s", cfg->controllers);
+
+	if (*cfg->http_endpoint) {
+		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
+		if (!http) {
+			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			goto out;
+		}
+		KLOG_I("ServeMux listening at \"%s\" port=%d", cfg->http_endpoint, diag_server_port(http));
+		diag_server_handle(http, "/healthz", serve_healthz, rt);
+		diag_server_handle(http, "/metrics", serve_metrics, rt);
+	}
+
+	if (!cfg->kube.leader_election && !cfg->leader_elect) {
+		atomic_store(&rt->leading, 1);
+	} else {
+		lec = kube_client_new(kcfg, &ko, err, sizeof(err));
+		if (!lec) {
+			KLOG_E("Failed to create leaderelection client: %s", err);
+			goto out;
+		}
+		struct kube_leader_opts lo = {
+			.ns = *cfg->kube.le_namespace ? cfg->kube.le_namespace : "kube-system",
+			.name = CM_LEASE,
+			.lease_duration_ns = cfg->kube.le_lease_ns,
+			.renew_deadline_ns = cfg->kube.le_renew_ns,
+			.retry_period_ns = cfg->kube.le_retry_ns,
+			.on_started_leading = on_started_leading, .on_new_leader = on_new_leader,
+			.ud = rt,
+		};
+		rt->leader = kube_leader_new(lec, &lo);
+		if (kube_leader_start(rt->leader)) {
+			KLOG_E("failed to initialize leader election");
+			goto out;
+		}
+	}
+
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
+	bool started = false;
+	for (;;) {
+		if (!started && atomic_load(&rt->leading)) {
+			started = true;
+			if (start_controllers(rt))
+				goto out;
+		}
+		int sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			break;
+		}
+	}
+	rc = 0;
+out:
+	if (!stop_within(rt, 600 * NSEC_PER_MSEC))
+		KLOG_W("controllers did not stop within 600ms; exiting anyway");
+	if (rt->leader)
+		kube_leader_stop(rt->leader); /* releases the Lease: a standby takes over at once */
+	if (atomic_load(&rt->running) || !rt->stopped) {
+		/* Informer threads are still watching; freeing under them is unsafe and stopping them
+		 * takes up to a second. The process ends here. */
+		fflush(NULL);
+		_exit(rc);
+	}
+	if (rt->leader)
+		kube_leader_free(rt->leader);
+	diag_server_stop(http);
+	for (size_t i = 0; i < NCONTROLLERS; i++)
+		if (rt->self[i])
+			all_controllers[i]->free(rt->self[i]);
+	for (int k = 0; k < CM_NKINDS; k++)
+		if (rt->ctx.inf[k])
+			kube_informer_free(rt->ctx.inf[k]);
+	if (rt->ctx.rec)
+		kube_recorder_free(rt->ctx.rec);
+	kube_client_free(lec);
+	kube_client_free(kc);
+	kube_config_free(kcfg);
+	free(rt);
+	return rc;
+}

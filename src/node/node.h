@@ -1,0 +1,40 @@
+/*
+ * kcsi-node: the kubelet's CSI duties on one node, for emulated clusters (kube-emulator, tests,
+ * `kcsi up`). It runs no containers: a pod "runs" once its CSI volumes are mounted.
+ *
+ * What it does, as the kubelet does it:
+ *   - keeps its Node (controller-managed attach/detach annotation, labels, Ready condition) and
+ *     a Lease heartbeat in kube-node-lease;
+ *   - watches <root-dir>/plugins_registry for registration sockets (csi-node-driver-registrar),
+ *     registers each CSI driver: GetInfo, NodeGetInfo, CSINode entry, nodeid annotation,
+ *     topology labels, NotifyRegistrationStatus;
+ *   - mounts and unmounts the CSI volumes of the pods bound to the node (volume manager), at
+ *     the kubelet's paths, reporting Node.status.volumesInUse, and rebuilds its state from the
+ *     root dir and the mount table after a restart.
+ *
+ * The config's strings point into the flagset's memory.
+ */
+#ifndef KCSI_NODE_NODE_H
+#define KCSI_NODE_NODE_H
+
+#include <stdint.h>
+
+#include "base/flags.h"
+#include "kube/options.h"
+
+struct nd_config {
+	struct kube_options kube;
+	const char *node_name;
+	const char *root_dir;
+	struct flag_map node_labels;
+	const char *http_endpoint;
+	int64_t timeout_ns;         /* deadline of each CSI call */
+	int64_t status_update_ns;   /* --node-status-update-frequency */
+	int lease_duration_s;       /* --node-lease-duration-seconds */
+};
+
+void nd_register_flags(struct flagset *fs, struct nd_config *c);
+/* Runs until SIGTERM/SIGINT (0) or a start-up failure (1). */
+int nd_run(struct nd_config *c);
+
+#endif

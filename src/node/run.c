@@ -1,0 +1,341 @@
+/*
+ * kcsi-node start-up and the node's own object: flags -> kube client -> Node (created or
+ * updated with the controller-managed attach/detach annotation, the labels, Ready) -> CSINode ->
+ * informers (pods, nodes, PVs, PVCs, CSIDrivers) -> volume manager (rebuilds its state from the
+ * root dir first) -> plugin watcher -> heartbeat loop on the main thread (Lease renewal every
+ * lease-duration/4 as the kubelet does, Ready condition every --node-status-update-frequency)
+ * until SIGTERM/SIGINT.
+ *
+ * Signals are blocked in every thread and taken by the main thread with sigtimedwait(); the
+ * other threads poll nd.stop at least every 200 ms, so shutdown takes well under a second.
+ */
+#include "node/node_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/diag.h"
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/config.h"
+
+void nd_register_flags(struct flagset *fs, struct nd_config *c)
+{
+	kube_options_register(fs, &c->kube);
+	flags_string(fs, "node-name", &c->node_name, "",
+		     "Name of this node's Node object (default: the host name).");
+	flags_string(fs, "root-dir", &c->root_dir, "/var/lib/kubelet",
+		     "Kubelet directory: plugins_registry/, plugins/ and pods/ live here.");
+	flags_map(fs, "node-labels", &c->node_labels,
+		  "Labels set on the Node at start, key=value pairs separated by commas.");
+	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
+		     "Address of the HTTP server for /healthz, e.g. :10248; empty disables it.");
+	flags_duration(fs, "timeout", &c->timeout_ns, 2 * NSEC_PER_MIN,
+		       "Deadline of each CSI call to a driver (NodeStageVolume, NodePublishVolume, ...).");
+	flags_duration(fs, "node-status-update-frequency", &c->status_update_ns, 10 * NSEC_PER_SEC,
+		       "How often the Node's Ready condition is refreshed.");
+	flags_int(fs, "node-lease-duration-seconds", &c->lease_duration_s, 40,
+		  "Duration of the node's Lease in kube-node-lease; renewed every quarter of it.");
+}
+
+static void json_merge_patch(struct nd *nd, const struct kube_resource *r, const char *name,
+			     bool status, json_t *patch, const char *what)
+{
+	struct kube_err e;
+	char *body = json_dumps(patch, JSON_COMPACT);
+	json_t *res = kube_patch(nd->kc, r, NULL, name, status, KUBE_PATCH_MERGE, body, &e);
+	if (!res)
+		KLOG_E("Failed to %s node=\"%s\": %s", what, name, e.message);
+	json_decref(res);
+	free(body);
+}
+
+static json_t *node_labels(struct nd *nd)
+{
+	json_t *labels = json_object();
+	json_object_set_new(labels, "kubernetes.io/hostname", json_string(nd->cfg->node_name));
+	json_object_set_new(labels, "kubernetes.io/os", json_string("linux"));
+	for (size_t i = 0; i < nd->cfg->node_labels.len; i++)
+		json_object_set_new(labels, nd->cfg->node_labels.items[i].key,
+				    json_string(nd->cfg->node_labels.items[i].value));
+	return labels;
+}
+
+/* Registers the node as the kubelet does: create, or merge our labels and annotation. */
+static int node_register(struct nd *nd)
+{
+	struct kube_err e;
+	json_t *md = json_pack("{s:s, s:o, s:{s:s}}", "name", nd->cfg->node_name, "labels",
+			       node_labels(nd), "annotations",
+			       "volumes.kubernetes.io/controller-managed-attach-detach", "true");
+	json_t *obj = json_pack("{s:s, s:s, s:o}", "apiVersion", "v1", "kind", "Node", "metadata", md);
+	json_t *res = kube_create(nd->kc, &KUBE_RES_NODES, NULL, obj, &e);
+	if (!res && kube_err_is_already_exists(&e)) {
+		json_t *patch = json_pack("{s:O}", "metadata", md);
+		char *body = json_dumps(patch, JSON_COMPACT);
+		res = kube_patch(nd->kc, &KUBE_RES_NODES, NULL, nd->cfg->node_name, false,
+				 KUBE_PATCH_MERGE, body, &e);
+		free(body);
+		json_decref(patch);
+	}
+	json_decref(obj);
+	if (!res) {
+		KLOG_E("Unable to register node node=\"%s\": %s", nd->cfg->node_name, e.message);
+		return -1;
+	}
+	json_decref(res);
+	KLOG_I("Successfully registered node node=\"%s\"", nd->cfg->node_name);
+	return 0;
+}
+
+static void node_set_ready(struct nd *nd)
+{
+	char now[RFC3339_BUFLEN];
+	rfc3339_format(time(NULL), now, sizeof(now));
+	json_t *patch = json_pack(
+		"{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", "Ready",
+		"status", "True", "reason", "KubeletReady", "message",
+		"kcsi-node is posting ready status", "lastHeartbeatTime", now, "lastTransitionTime",
+		now);
+	json_merge_patch(nd, &KUBE_RES_NODES, nd->cfg->node_name, true, patch, "update node status");
+	json_decref(patch);
+}
+
+/* Creates or renews the node's Lease in kube-node-lease (holder = node name). */
+static void lease_renew(struct nd *nd)
+{
+	struct kube_err e;
+	char now[64];
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(now, sizeof(now), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+	json_t *res = kube_get(nd->kc, &KUBE_RES_LEASES, "kube-node-lease", nd->cfg->node_name, &e);
+	if (!res && kube_err_is_not_found(&e)) {
+		json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:i, s:s}}", "apiVersion",
+					"coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
+					nd->cfg->node_name, "namespace", "kube-node-lease", "spec",
+					"holderIdentity", nd->cfg->node_name, "leaseDurationSeconds",
+					nd->cfg->lease_duration_s, "renewTime", now);
+		res = kube_create(nd->kc, &KUBE_RES_LEASES, "kube-node-lease", obj, &e);
+		if (!res && kube_err_is_not_found(&e)) {
+			/* The namespace itself is missing (a bare emulator): create it, retry. */
+			struct kube_request rq = { .method = "POST", .path = "/api/v1/namespaces",
+						   .content_type = "application/json",
+						   .body = "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"kube-node-lease\"}}" };
+			rq.body_len = strlen(rq.body);
+			struct strbuf out = STRBUF_INIT;
+			struct kube_err e2;
+			kube_do(nd->kc, &rq, &out, &e2);
+			strbuf_release(&out);
+			res = kube_create(nd->kc, &KUBE_RES_LEASES, "kube-node-lease", obj, &e);
+		}
+		json_decref(obj);
+	} else if (res) {
+		json_t *spec = json_object_get(res, "spec");
+		if (!json_is_object(spec)) {
+			spec = json_object();
+			json_object_set_new(res, "spec", spec);
+		}
+		json_object_set_new(spec, "holderIdentity", json_string(nd->cfg->node_name));
+		json_object_set_new(spec, "leaseDurationSeconds", json_integer(nd->cfg->lease_duration_s));
+		json_object_set_new(spec, "renewTime", json_string(now));
+		json_t *upd = kube_update(nd->kc, &KUBE_RES_LEASES, "kube-node-lease", res, false, &e);
+		json_decref(res);
+		res = upd;
+	}
+	if (!res)
+		KLOG_E("Failed to update lease lease=\"kube-node-lease/%s\": %s", nd->cfg->node_name,
+		       e.message);
+	json_decref(res);
+}
+
+static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
+{
+	(void)ud;
+	(void)ctype;
+	strbuf_addstr(body, "ok");
+	return 200;
+}
+
+static struct kube_informer *informer(struct nd *nd, const struct kube_kind *kind)
+{
+	struct kube_informer_opts o = { .kind = kind, .resync_ns = nd->cfg->kube.resync_ns };
+	struct kube_informer *inf = kube_informer_new(nd->kc, &o);
+	kube_informer_start(inf);
+	return inf;
+}
+
+/*
+ * SIGTERM must end the process within a second: when a thread does not stop in time (a watch
+ * that has not noticed yet, a CSI call in flight), leave now; the kernel releases what is held.
+ */
+static _Noreturn void exit_now(int rc)
+{
+	KLOG_I("Not waiting for busy threads; exiting");
+	_exit(rc);
+}
+
+static void *informer_stopper(void *arg)
+{
+	kube_informer_stop(arg);
+	return NULL;
+}
+
+/*
+ * Stops the informers in parallel (each may take up to a second to notice) and frees them;
+ * -1 when they did not all stop within 700 ms: the caller then exits without freeing, since
+ * SIGTERM must end the process within a second.
+ */
+static int stop_informers(struct nd *nd)
+{
+	struct kube_informer *infs[] = { nd->pods, nd->nodes, nd->pvs, nd->pvcs, nd->csidrivers };
+	pthread_t th[5];
+	bool started[5] = { false };
+	int rc = 0;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += 700 * 1000 * 1000;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	for (int i = 0; i < 5; i++)
+		started[i] = infs[i] && pthread_create(&th[i], NULL, informer_stopper, infs[i]) == 0;
+	for (int i = 0; i < 5; i++)
+		if (started[i] && pthread_timedjoin_np(th[i], NULL, &dl) != 0)
+			rc = -1;
+	if (rc)
+		return -1;
+	for (int i = 0; i < 5; i++)
+		kube_informer_free(infs[i]);
+	return 0;
+}
+
+int nd_run(struct nd_config *cfg)
+{
+	struct nd nd = { .cfg = cfg };
+	struct kube_config *kcfg = NULL;
+	struct diag_server *http = NULL;
+	char err[1024], host[256];
+	sigset_t set;
+	int rc = 1;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&nd.lock, NULL);
+
+	KLOG_I("Version: %s", KCSI_VERSION);
+	if (!*cfg->node_name) {
+		if (gethostname(host, sizeof(host)) != 0) {
+			KLOG_E("--node-name is empty and the host name is unknown");
+			return 1;
+		}
+		host[sizeof(host) - 1] = '\0';
+		cfg->node_name = host;
+	}
+	if (cfg->lease_duration_s <= 0 || cfg->status_update_ns <= 0) {
+		KLOG_E("--node-lease-duration-seconds and --node-status-update-frequency must be positive");
+		return 1;
+	}
+	struct strbuf reg = STRBUF_INIT;
+	strbuf_addf(&reg, "%s/plugins_registry", cfg->root_dir);
+	nd.registry_dir = strbuf_detach(&reg, NULL);
+	if (mkdir(cfg->root_dir, 0750) != 0 && errno != EEXIST) {
+		KLOG_E("Cannot create --root-dir %s: %s", cfg->root_dir, strerror(errno));
+		goto out;
+	}
+	if (mkdir(nd.registry_dir, 0750) != 0 && errno != EEXIST) {
+		KLOG_E("Cannot create %s: %s", nd.registry_dir, strerror(errno));
+		goto out;
+	}
+	kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
+	if (!kcfg) {
+		KLOG_E("%s", err);
+		goto out;
+	}
+	struct kube_client_opts ko = { .component = "kcsi-node", .qps = cfg->kube.qps,
+				       .burst = cfg->kube.burst, .timeout_ns = 10 * NSEC_PER_SEC,
+				       .max_retries = 2 };
+	nd.kc = kube_client_new(kcfg, &ko, err, sizeof(err));
+	if (!nd.kc) {
+		KLOG_E("%s", err);
+		goto out;
+	}
+	struct kube_recorder_opts ro = { .component = "kubelet", .host = cfg->node_name };
+	nd.rec = kube_recorder_new(nd.kc, &ro);
+	if (node_register(&nd))
+		goto out;
+	node_set_ready(&nd);
+	lease_renew(&nd);
+	nd_csinode_ensure(&nd);
+
+	if (*cfg->http_endpoint) {
+		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
+		if (!http) {
+			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			goto out;
+		}
+		KLOG_I("Starting HTTP server endpoint=\"%s\" port=%d", cfg->http_endpoint,
+		       diag_server_port(http));
+		diag_server_handle(http, "/healthz", serve_healthz, &nd);
+	}
+
+	nd.pods = informer(&nd, &KUBE_KIND_POD_T);
+	nd.nodes = informer(&nd, &KUBE_KIND_NODE_T);
+	nd.pvs = informer(&nd, &KUBE_KIND_PERSISTENTVOLUME);
+	nd.pvcs = informer(&nd, &KUBE_KIND_PERSISTENTVOLUMECLAIM);
+	nd.csidrivers = informer(&nd, &KUBE_KIND_CSIDRIVER_T);
+	if (nd_volumes_start(&nd) || nd_plugins_start(&nd))
+		goto stop;
+
+	int64_t lease_every = (int64_t)cfg->lease_duration_s * NSEC_PER_SEC / 4;
+	int64_t next_lease = mono_now_ns() + lease_every;
+	int64_t next_status = mono_now_ns() + cfg->status_update_ns;
+	for (;;) {
+		struct timespec tick = { 0, 200 * 1000 * 1000 };
+		int sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			rc = 0;
+			break;
+		}
+		int64_t now = mono_now_ns();
+		if (now >= next_lease) {
+			lease_renew(&nd);
+			next_lease = now + lease_every;
+		}
+		if (now >= next_status) {
+			node_set_ready(&nd);
+			next_status = now + cfg->status_update_ns;
+		}
+	}
+stop:
+	atomic_store(&nd.stop, 1);
+	nd_plugins_stop(&nd);
+	if (nd_volumes_stop(&nd))
+		exit_now(rc);
+	if (stop_informers(&nd))
+		exit_now(rc);
+out:
+	diag_server_stop(http);
+	kube_recorder_free(nd.rec);
+	kube_client_free(nd.kc);
+	kube_config_free(kcfg);
+	free(nd.registry_dir);
+	pthread_mutex_destroy(&nd.lock);
+	return rc;
+}

@@ -1,0 +1,60 @@
+/*
+ * up proc: a tiny supervisor of child processes, the role a kubelet plays for a pod's containers
+ * with restartPolicy Always.
+ *
+ * Each child runs in its own process group, with stdout and stderr appended to its log file and
+ * PR_SET_PDEATHSIG set to SIGTERM, so a supervisor killed with SIGKILL still takes its children
+ * down. A child that exits while the group runs is reported (status and the tail of its log) and
+ * started again after a back-off that doubles from 1 s to 30 s.
+ *
+ * Life cycle: up_procs_add() for each child, up_proc_start() each, up_procs_reap() from the main
+ * loop, up_procs_stop_all() at the end (SIGTERM in the reverse order of adding, SIGKILL after the
+ * grace period). All functions run on one thread.
+ */
+#ifndef KCSI_UP_PROC_H
+#define KCSI_UP_PROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define UP_MAX_PROCS 64
+
+struct up_proc {
+	char name[64];       /* "csi-attacher", "kcsi-node/node-1" */
+	char **argv;         /* owned, NULL-terminated; argv[0] is an absolute path */
+	char log_path[4096];
+	pid_t pid;           /* 0 when not running */
+	int restarts;
+	int last_status;     /* wait status of the last exit */
+	int64_t start_ns;    /* monotonic time of the last start */
+	int64_t restart_at;  /* monotonic time of the next start; 0 when none is due */
+	int tier;            /* stop order: higher tiers stop first (clients before their servers) */
+};
+
+struct up_procs {
+	struct up_proc p[UP_MAX_PROCS];
+	int n;
+};
+
+/* Adds a child (not started); argv is copied. Returns it, or NULL when the table is full. */
+struct up_proc *up_procs_add(struct up_procs *ps, const char *name, const char *log_path,
+			     char *const argv[]);
+/* Starts (or restarts) a child. Returns 0, or -1 with a reason in err. */
+int up_proc_start(struct up_proc *p, char *err, size_t errlen);
+/*
+ * Collects exited children and reports each with the tail of its log on stderr. With restart,
+ * schedules their restart and starts the ones whose back-off has passed. Returns how many exited.
+ */
+int up_procs_reap(struct up_procs *ps, bool restart);
+/*
+ * Stops the children tier by tier, highest first: SIGTERM to every running child of the tier,
+ * SIGKILL to those still alive after grace_ns, then the next tier.
+ */
+void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns);
+/* Frees the argv copies. */
+void up_procs_release(struct up_procs *ps);
+/* Prints the last `lines` lines of a file to stderr, each indented. */
+void up_print_tail(const char *path, int lines);
+
+#endif

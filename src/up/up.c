@@ -1,0 +1,804 @@
+/*
+ * kcsi up: start the stack, wait until it is ready, supervise it, take it down without a trace.
+ *
+ * Start order follows what each piece waits for: the API server first (everything talks to it),
+ * then the controller-mode driver, whose name (GetPluginInfo) and capabilities decide the
+ * CSIDriver object and the node plugin socket paths; then all the rest at once. "Ready" is what a
+ * user needs before `kubectl apply`: every sidecar past its start-up (its HTTP endpoint answers),
+ * every node Ready with the driver registered in its CSINode.
+ *
+ * Signals: SIGINT and SIGTERM are blocked and taken with sigtimedwait() in the one loop that also
+ * reaps children, so a Ctrl-C at any moment (even during start-up) leads to the same orderly stop.
+ */
+#include "up/up.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/loop.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/client.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "up/proc.h"
+
+#define LOOP_DRIVER "loop.kcsi.io"
+/*
+ * Client-side rate limits of every API client in the stack. The upstream defaults (5 qps, burst
+ * 10 for sidecars) protect a shared production API server; here the API server is ours alone, and
+ * at 5 qps a hundred claims would queue for tens of seconds behind the limiter.
+ */
+#define KUBE_QPS "--kube-api-qps=200"
+#define KUBE_BURST "--kube-api-burst=400"
+#define STOP_GRACE_NS (3 * NSEC_PER_SEC) /* per tier; every kcsi component stops within 1 s */
+#define TICK_NS (20 * NSEC_PER_MSEC)
+
+/* An HTTP endpoint that answers 200 once a component is past its start-up. */
+struct up_probe {
+	const struct up_proc *proc;
+	int port;
+	const char *path;
+};
+
+struct up {
+	const struct up_config *cfg;
+	char dir[PATH_MAX];
+	char bin[PATH_MAX];
+	char kubeconfig[PATH_MAX + 16];
+	char driver_name[256];
+	bool attach_required;
+	bool temp_dir;
+	struct up_procs procs;
+	struct up_probe probes[UP_MAX_PROCS];
+	int nprobes;
+	sigset_t sigs;
+	int64_t t0;
+};
+
+static volatile int stop_signal;
+
+/* ---- small helpers ---- */
+
+/*
+ * snprintf for paths below the work dir. up_run() refuses a work dir longer than MAX_DIR_LEN, so
+ * with the buffers used here nothing is cut; a cut path would still end in a clear error later.
+ */
+#define MAX_DIR_LEN 2048
+__attribute__((format(printf, 3, 4))) static void pathf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+}
+
+static int mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int port = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* GET http://127.0.0.1:port/path; returns the HTTP status, or -1 when nothing answers. */
+static int http_status(int port, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct timeval tv = { 0, 300000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int code = -1;
+	char req[512], resp[64];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, req, (size_t)n) == n) {
+		ssize_t r = read(fd, resp, sizeof(resp) - 1);
+		if (r > 12) {
+			resp[r] = '\0';
+			if (sscanf(resp, "HTTP/%*d.%*d %d", &code) != 1)
+				code = -1;
+		}
+	}
+	close(fd);
+	return code;
+}
+
+static bool executable(const char *path)
+{
+	return access(path, X_OK) == 0;
+}
+
+/* ---- processes ---- */
+
+static struct up_proc *add_proc(struct up *u, const char *name, const char *const *args)
+{
+	char log_path[PATH_MAX + 64], file[128];
+	pathf(file, sizeof(file), "%s", name);
+	for (char *p = file; *p; p++)
+		if (*p == '/')
+			*p = '_';
+	pathf(log_path, sizeof(log_path), "%s/logs/%s.log", u->dir, file);
+	return up_procs_add(&u->procs, name, log_path, (char *const *)args);
+}
+
+/*
+ * Stop tiers: clients of the API server and of the drivers first, then the drivers, then the
+ * API server, so nobody spends its last second reconnecting to a server that is already gone.
+ */
+enum { TIER_APISERVER, TIER_DRIVER, TIER_CLIENT };
+
+/* Adds and starts a kcsi binary with -v and the given arguments (NULL-terminated). */
+static struct up_proc *start_kcsi(struct up *u, const char *name, const char *binary, ...)
+{
+	const char *args[48];
+	char path[PATH_MAX + 64], v[32];
+	pathf(path, sizeof(path), "%s/%s", u->bin, binary);
+	snprintf(v, sizeof(v), "-v=%d", u->cfg->verbosity);
+	int n = 0;
+	args[n++] = path;
+	va_list ap;
+	va_start(ap, binary);
+	for (const char *a; n < 46 && (a = va_arg(ap, const char *));)
+		args[n++] = a;
+	va_end(ap);
+	args[n++] = v;
+	args[n] = NULL;
+	struct up_proc *p = add_proc(u, name, args);
+	char err[512];
+	if (!p) {
+		fprintf(stderr, "kcsi up: too many processes\n");
+		return NULL;
+	}
+	p->tier = !strcmp(binary, "kube-emulator") ? TIER_APISERVER
+		  : !strcmp(binary, "kcsi-loopplugin") ? TIER_DRIVER : TIER_CLIENT;
+	if (up_proc_start(p, err, sizeof(err))) {
+		fprintf(stderr, "kcsi up: %s\n", err);
+		return NULL;
+	}
+	return p;
+}
+
+static void add_probe(struct up *u, const struct up_proc *p, int port, const char *path)
+{
+	if (p && u->nprobes < UP_MAX_PROCS)
+		u->probes[u->nprobes++] = (struct up_probe){ p, port, path };
+}
+
+/* Replaces {endpoint}, {nodeid} and {mode} in the user's driver command. */
+static char *expand_driver_cmd(const char *tmpl, const char *endpoint, const char *nodeid,
+			       const char *mode)
+{
+	struct strbuf sb;
+	strbuf_init(&sb, 256);
+	strbuf_addstr(&sb, "exec ");
+	for (const char *p = tmpl; *p;) {
+		if (!strncmp(p, "{endpoint}", 10)) {
+			strbuf_addstr(&sb, endpoint);
+			p += 10;
+		} else if (!strncmp(p, "{nodeid}", 8)) {
+			strbuf_addstr(&sb, nodeid);
+			p += 8;
+		} else if (!strncmp(p, "{mode}", 6)) {
+			strbuf_addstr(&sb, mode);
+			p += 6;
+		} else {
+			strbuf_addch(&sb, *p++);
+		}
+	}
+	return strbuf_detach(&sb, NULL);
+}
+
+/* Starts the driver for a node (nodeid) or the controller (nodeid "controller"). */
+static struct up_proc *start_driver(struct up *u, const char *name, const char *sock,
+				    const char *nodeid, const char *mode)
+{
+	char endpoint[PATH_MAX + 16];
+	snprintf(endpoint, sizeof(endpoint), "unix://%s", sock);
+	if (!u->cfg->driver_cmd) {
+		char pool[PATH_MAX + 8];
+		pathf(pool, sizeof(pool), "%s/pool", u->dir);
+		return start_kcsi(u, name, "kcsi-loopplugin", "--mode", mode, "--endpoint", endpoint,
+				  "--nodeid", nodeid, "--pool-dir", pool, NULL);
+	}
+	char *cmd = expand_driver_cmd(u->cfg->driver_cmd, endpoint, nodeid, mode);
+	const char *args[] = { "/bin/sh", "-c", cmd, NULL };
+	struct up_proc *p = add_proc(u, name, args);
+	free(cmd);
+	char err[512];
+	if (p)
+		p->tier = TIER_DRIVER;
+	if (!p || up_proc_start(p, err, sizeof(err))) {
+		fprintf(stderr, "kcsi up: %s\n", p ? err : "too many processes");
+		return NULL;
+	}
+	return p;
+}
+
+/* ---- waiting ---- */
+
+/*
+ * Sleeps one tick while watching for a stop signal and for children that exit. Before the stack
+ * is ready (ready == false) an exit is fatal: returns -1 after reporting it.
+ */
+static int tick(struct up *u, bool ready)
+{
+	struct timespec ts = { 0, TICK_NS };
+	int sig = sigtimedwait(&u->sigs, NULL, &ts);
+	if (sig == SIGINT || sig == SIGTERM) {
+		stop_signal = sig;
+		return -1;
+	}
+	return up_procs_reap(&u->procs, ready) > 0 && !ready ? -1 : 0;
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	char buf[4096];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+static int wait_for_file(struct up *u, const char *path, const char *needle, int64_t deadline)
+{
+	while (!file_has(path, needle)) {
+		if (tick(u, false))
+			return -1;
+		if (mono_now_ns() > deadline) {
+			fprintf(stderr, "kcsi up: %s did not appear in time\n", path);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Asks the controller-mode driver its name and whether it needs ControllerPublish. */
+static int learn_driver(struct up *u, const char *sock, int64_t deadline)
+{
+	char endpoint[PATH_MAX + 16], err[512];
+	pathf(endpoint, sizeof(endpoint), "unix://%s", sock);
+	struct stat st;
+	while (stat(sock, &st) != 0) {
+		if (tick(u, false))
+			return -1;
+		if (mono_now_ns() > deadline) {
+			fprintf(stderr, "kcsi up: the driver did not create %s in time\n", sock);
+			return -1;
+		}
+	}
+	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
+	o.connect_timeout_ns = 5 * NSEC_PER_SEC;
+	struct csi_conn *c = csi_connect(endpoint, &o, err, sizeof(err));
+	if (!c) {
+		fprintf(stderr, "kcsi up: driver: %s\n", err);
+		return -1;
+	}
+	int rc = -1;
+	Csi__V1__GetPluginInfoRequest ireq = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	Csi__V1__GetPluginInfoResponse *info = NULL;
+	Csi__V1__ControllerGetCapabilitiesRequest creq = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__ControllerGetCapabilitiesResponse *caps = NULL;
+	struct csi_status cs;
+	if (csi_get_plugin_info(c, &ireq, &info, 5 * NSEC_PER_SEC, &cs)) {
+		fprintf(stderr, "kcsi up: driver GetPluginInfo: %s\n", cs.message);
+		goto out;
+	}
+	snprintf(u->driver_name, sizeof(u->driver_name), "%s", info->name ? info->name : "");
+	if (!u->driver_name[0]) {
+		fprintf(stderr, "kcsi up: the driver's GetPluginInfo returned no name\n");
+		goto out;
+	}
+	u->attach_required = false;
+	if (csi_controller_get_capabilities(c, &creq, &caps, 5 * NSEC_PER_SEC, &cs) == 0) {
+		for (size_t i = 0; i < caps->n_capabilities; i++) {
+			Csi__V1__ControllerServiceCapability *cap = caps->capabilities[i];
+			if (cap->rpc && cap->rpc->type ==
+			    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME)
+				u->attach_required = true;
+		}
+	}
+	rc = 0;
+out:
+	csi_msg_free(&info->base);
+	if (caps)
+		csi_msg_free(&caps->base);
+	csi_conn_free(c);
+	return rc;
+}
+
+/*
+ * The CSIDriver object a driver's deployment would create: attachRequired from the driver's
+ * PUBLISH_UNPUBLISH_VOLUME capability, pod info on mount so drivers see who mounts.
+ */
+static int create_csidriver(struct up *u, struct kube_client *kc)
+{
+	json_t *obj = json_pack("{s:s, s:s, s:{s:s}, s:{s:b, s:b, s:[s], s:s}}",
+				"apiVersion", "storage.k8s.io/v1", "kind", "CSIDriver",
+				"metadata", "name", u->driver_name,
+				"spec", "attachRequired", u->attach_required, "podInfoOnMount", 1,
+				"volumeLifecycleModes", "Persistent", "fsGroupPolicy",
+				"ReadWriteOnceWithFSType");
+	struct kube_err e;
+	json_t *r = kube_create(kc, &KUBE_RES_CSIDRIVERS, NULL, obj, &e);
+	json_decref(obj);
+	if (!r && e.code != 409) {
+		fprintf(stderr, "kcsi up: creating CSIDriver %s: %s\n", u->driver_name, e.message);
+		return -1;
+	}
+	json_decref(r);
+	return 0;
+}
+
+/* True when every node is Ready with the driver in its CSINode. */
+static bool nodes_ready(struct up *u, struct kube_client *kc)
+{
+	struct kube_err e;
+	for (int i = 1; i <= u->cfg->nodes; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "node-%d", i);
+		json_t *cn = kube_get(kc, &KUBE_RES_CSINODES, NULL, name, &e);
+		bool has = false;
+		size_t k;
+		json_t *d;
+		json_array_foreach(json_object_get(json_object_get(cn, "spec"), "drivers"), k, d) {
+			const char *dn = json_string_value(json_object_get(d, "name"));
+			has = has || (dn && !strcmp(dn, u->driver_name));
+		}
+		json_decref(cn);
+		if (!has)
+			return false;
+		json_t *node = kube_get(kc, &KUBE_RES_NODES, NULL, name, &e);
+		bool ready = false;
+		json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), k, d) {
+			const char *t = json_string_value(json_object_get(d, "type"));
+			const char *s = json_string_value(json_object_get(d, "status"));
+			ready = ready || (t && s && !strcmp(t, "Ready") && !strcmp(s, "True"));
+		}
+		json_decref(node);
+		if (!ready)
+			return false;
+	}
+	return true;
+}
+
+static bool probes_ready(struct up *u)
+{
+	for (int i = 0; i < u->nprobes; i++)
+		if (http_status(u->probes[i].port, u->probes[i].path) != 200)
+			return false;
+	return true;
+}
+
+/* ---- start-up ---- */
+
+static int start_controllers(struct up *u)
+{
+	char sock[PATH_MAX + 32], port_arg[3][48];
+	pathf(sock, sizeof(sock), "%s/controller/csi.sock", u->dir);
+	int ports[3];
+	for (int i = 0; i < 3; i++) {
+		ports[i] = free_port();
+		if (ports[i] < 0) {
+			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
+			return -1;
+		}
+		snprintf(port_arg[i], sizeof(port_arg[i]), "127.0.0.1:%d", ports[i]);
+	}
+	struct up_proc *p;
+	p = start_kcsi(u, "csi-provisioner", "csi-provisioner", "--csi-address", sock,
+		       "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", "Topology=true",
+		       "--extra-create-metadata", "--http-endpoint", port_arg[0], NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, ports[0], "/metrics");
+	p = start_kcsi(u, "csi-attacher", "csi-attacher", "--csi-address", sock, "--kubeconfig",
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1], NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, ports[1], "/metrics");
+	p = start_kcsi(u, "kcsi-controller-manager", "kcsi-controller-manager", "--kubeconfig",
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--controllers", "*,volume-scheduler", "--http-endpoint",
+		       port_arg[2], NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, ports[2], "/healthz");
+	return 0;
+}
+
+static int start_node(struct up *u, int i)
+{
+	char node[32], base[PATH_MAX], plugdir[PATH_MAX + 300], sock[PATH_MAX + 320];
+	char reg[PATH_MAX + 64], root[PATH_MAX + 64], name[96], port_arg[48];
+	snprintf(node, sizeof(node), "node-%d", i);
+	pathf(base, sizeof(base), "%s/nodes/%s", u->dir, node);
+	pathf(plugdir, sizeof(plugdir), "%s/plugins/%s", base, u->driver_name);
+	pathf(sock, sizeof(sock), "%s/csi.sock", plugdir);
+	pathf(root, sizeof(root), "%s/kubelet", base);
+	pathf(reg, sizeof(reg), "%s/plugins_registry", root);
+	if (mkdirs(plugdir) || mkdirs(reg)) {
+		fprintf(stderr, "kcsi up: mkdir %s: %s\n", plugdir, strerror(errno));
+		return -1;
+	}
+	int port = free_port();
+	snprintf(port_arg, sizeof(port_arg), "127.0.0.1:%d", port);
+	snprintf(name, sizeof(name), "driver/%s", node);
+	if (!start_driver(u, name, sock, node, "node"))
+		return -1;
+	snprintf(name, sizeof(name), "csi-node-driver-registrar/%s", node);
+	struct up_proc *p = start_kcsi(u, name, "csi-node-driver-registrar", "--csi-address", sock,
+				       "--kubelet-registration-path", sock,
+				       "--plugin-registration-path", reg, "--http-endpoint", port_arg,
+				       NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, port, "/healthz");
+	snprintf(name, sizeof(name), "kcsi-node/%s", node);
+	return start_kcsi(u, name, "kcsi-node", "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
+			  "--node-name", node, "--root-dir", root, NULL) ? 0 : -1;
+}
+
+static void print_status(struct up *u)
+{
+	for (int i = 0; i < u->procs.n; i++) {
+		const struct up_proc *p = &u->procs.p[i];
+		const char *url = "";
+		char buf[64] = "";
+		for (int k = 0; k < u->nprobes; k++)
+			if (u->probes[k].proc == p) {
+				snprintf(buf, sizeof(buf), "http://127.0.0.1:%d", u->probes[k].port);
+				url = buf;
+			}
+		printf("  %-40s pid %-7d %-8s %s\n", p->name, (int)p->pid,
+		       p->pid > 0 ? "running" : "stopped", url);
+	}
+}
+
+/* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
+static int bring_up(struct up *u)
+{
+	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
+	static const char *const needed[] = { "kube-emulator", "csi-provisioner", "csi-attacher",
+					      "kcsi-controller-manager", "csi-node-driver-registrar",
+					      "kcsi-node", "kcsi-loopplugin" };
+	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+		char path[PATH_MAX + 64];
+		pathf(path, sizeof(path), "%s/%s", u->bin, needed[i]);
+		if (i == 6 && u->cfg->driver_cmd)
+			continue;
+		if (!executable(path)) {
+			fprintf(stderr, "kcsi up: %s not found or not executable (build it with 'make build', "
+					"or point --bin-dir at the kcsi binaries)\n", path);
+			return -1;
+		}
+	}
+	char sub[PATH_MAX + 32];
+	const char *subs[] = { "logs", "pool", "controller" };
+	for (size_t i = 0; i < 3; i++) {
+		pathf(sub, sizeof(sub), "%s/%s", u->dir, subs[i]);
+		if (mkdirs(sub)) {
+			fprintf(stderr, "kcsi up: mkdir %s: %s\n", sub, strerror(errno));
+			return -1;
+		}
+	}
+	pathf(u->kubeconfig, sizeof(u->kubeconfig), "%s/kubeconfig", u->dir);
+	unlink(u->kubeconfig);
+	pathf(sub, sizeof(sub), "%s/ready", u->dir);
+	unlink(sub);
+
+	if (!start_kcsi(u, "kube-emulator", "kube-emulator", "--listen", u->cfg->listen,
+			"--write-kubeconfig", u->kubeconfig, NULL))
+		return -1;
+	pathf(sub, sizeof(sub), "%s/controller/csi.sock", u->dir);
+	unlink(sub);
+	if (!start_driver(u, "driver/controller", sub, "controller", "controller"))
+		return -1;
+	if (wait_for_file(u, u->kubeconfig, "server:", deadline) || learn_driver(u, sub, deadline))
+		return -1;
+
+	char err[512];
+	struct kube_config *kcfg = kube_config_from_kubeconfig(u->kubeconfig, err, sizeof(err));
+	if (!kcfg) {
+		fprintf(stderr, "kcsi up: %s\n", err);
+		return -1;
+	}
+	struct kube_client_opts ko = { .component = "kcsi-up", .qps = -1 };
+	struct kube_client *kc = kube_client_new(kcfg, &ko, err, sizeof(err));
+	int rc = -1;
+	if (!kc) {
+		fprintf(stderr, "kcsi up: %s\n", err);
+		kube_config_free(kcfg);
+		return -1;
+	}
+	if (create_csidriver(u, kc) || start_controllers(u))
+		goto out;
+	for (int i = 1; i <= u->cfg->nodes; i++)
+		if (start_node(u, i))
+			goto out;
+	while (!probes_ready(u) || !nodes_ready(u, kc)) {
+		if (tick(u, false))
+			goto out;
+		if (mono_now_ns() > deadline) {
+			fprintf(stderr, "kcsi up: the stack was not ready within %llds; see the logs in %s/logs\n",
+				(long long)(u->cfg->ready_timeout_ns / NSEC_PER_SEC), u->dir);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	kube_client_free(kc);
+	kube_config_free(kcfg);
+	return rc;
+}
+
+/* ---- tear-down ---- */
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_mount_path(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+static bool below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+static int cmp_len_desc(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+	return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+static int unmount_below(const char *dir)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return 0;
+	char **list = NULL, line[8192];
+	size_t n = 0, cap = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[4096];
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+			continue;
+		unescape_mount_path(mp);
+		if (!below(mp, dir))
+			continue;
+		if (n == cap)
+			list = xrealloc(list, (cap = cap ? cap * 2 : 16) * sizeof(char *));
+		list[n++] = xstrdup(mp);
+	}
+	fclose(f);
+	qsort(list, n, sizeof(char *), cmp_len_desc);
+	int failed = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (umount2(list[i], 0) && errno != EINVAL && errno != ENOENT &&
+		    umount2(list[i], MNT_DETACH)) {
+			fprintf(stderr, "kcsi up: cannot unmount %s: %s\n", list[i], strerror(errno));
+			failed++;
+		}
+		free(list[i]);
+	}
+	free(list);
+	return failed;
+}
+
+static int detach_loops_below(const char *dir)
+{
+	DIR *d = opendir("/sys/block");
+	if (!d)
+		return 0;
+	int failed = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "loop", 4))
+			continue;
+		char path[512], backing[PATH_MAX];
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		bool ours = fgets(backing, sizeof(backing), f) && below(backing, dir);
+		fclose(f);
+		if (!ours)
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || ioctl(fd, LOOP_CLR_FD, 0)) {
+			fprintf(stderr, "kcsi up: cannot detach %s: %s\n", path, strerror(errno));
+			failed++;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+	return failed;
+}
+
+int up_cleanup_dir(const char *dir)
+{
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		snprintf(real, sizeof(real), "%s", dir);
+	int failed = unmount_below(real) + detach_loops_below(real);
+	if (strcmp(real, dir))
+		failed += unmount_below(dir) + detach_loops_below(dir);
+	return failed;
+}
+
+/* Removes a tree without crossing into another filesystem (a mount left behind stays intact). */
+static int remove_tree(const char *path, dev_t dev)
+{
+	struct stat st;
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -1;
+	if (st.st_dev != dev)
+		return -1;
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(path);
+		if (!d)
+			return -1;
+		struct dirent *e;
+		int rc = 0;
+		while ((e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			char sub[PATH_MAX];
+			snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+			rc |= remove_tree(sub, dev);
+		}
+		closedir(d);
+		return rmdir(path) || rc ? -1 : 0;
+	}
+	return unlink(path);
+}
+
+/* ---- the whole life ---- */
+
+int up_run(const struct up_config *cfg)
+{
+	struct up *u = xcalloc(1, sizeof(*u));
+	u->cfg = cfg;
+	u->t0 = mono_now_ns();
+	sigemptyset(&u->sigs);
+	sigaddset(&u->sigs, SIGINT);
+	sigaddset(&u->sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &u->sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cfg->dir && strlen(cfg->dir) > MAX_DIR_LEN) {
+		fprintf(stderr, "kcsi up: --dir is longer than %d characters\n", MAX_DIR_LEN);
+		free(u);
+		return 1;
+	}
+	if (cfg->dir && *cfg->dir) {
+		if (mkdirs(cfg->dir) || !realpath(cfg->dir, u->dir)) {
+			fprintf(stderr, "kcsi up: --dir %s: %s\n", cfg->dir, strerror(errno));
+			free(u);
+			return 1;
+		}
+	} else {
+		pathf(u->dir, sizeof(u->dir), "%s/kcsi-up-XXXXXX",
+			 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		if (!mkdtemp(u->dir)) {
+			fprintf(stderr, "kcsi up: mkdtemp %s: %s\n", u->dir, strerror(errno));
+			free(u);
+			return 1;
+		}
+		u->temp_dir = true;
+	}
+	if (cfg->bin_dir && *cfg->bin_dir) {
+		pathf(u->bin, sizeof(u->bin), "%s", cfg->bin_dir);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", u->bin, sizeof(u->bin) - 1);
+		u->bin[n > 0 ? n : 0] = '\0';
+		char *slash = strrchr(u->bin, '/');
+		if (slash)
+			*slash = '\0';
+	}
+	printf("kcsi up: work dir %s (logs in %s/logs)\n", u->dir, u->dir);
+	fflush(stdout);
+
+	int code = 0;
+	if (bring_up(u)) {
+		code = 1;
+		if (stop_signal)
+			code = 0;
+	} else {
+		char ready[PATH_MAX + 8];
+		pathf(ready, sizeof(ready), "%s/ready", u->dir);
+		FILE *f = fopen(ready, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+		print_status(u);
+		printf("kcsi up: ready in %.2f s: %d node%s, driver %s\n"
+		       "export KUBECONFIG=%s\n",
+		       (double)(mono_now_ns() - u->t0) / 1e9, cfg->nodes, cfg->nodes == 1 ? "" : "s",
+		       u->driver_name, u->kubeconfig);
+		fflush(stdout);
+		while (!tick(u, true))
+			;
+	}
+	if (stop_signal)
+		printf("kcsi up: %s, stopping\n", stop_signal == SIGINT ? "interrupted" : "terminated");
+	fflush(stdout);
+	up_procs_stop_all(&u->procs, STOP_GRACE_NS);
+	up_procs_release(&u->procs);
+	int left = up_cleanup_dir(u->dir);
+	if (left) {
+		fprintf(stderr, "kcsi up: %d mount(s) or loop device(s) under %s could not be released\n",
+			left, u->dir);
+		code = 1;
+	}
+	if (u->temp_dir && !cfg->keep && !left) {
+		struct stat st;
+		if (stat(u->dir, &st) || remove_tree(u->dir, st.st_dev))
+			fprintf(stderr, "kcsi up: could not remove %s: %s\n", u->dir, strerror(errno));
+	} else {
+		char ready[PATH_MAX + 8];
+		pathf(ready, sizeof(ready), "%s/ready", u->dir);
+		unlink(ready);
+		printf("kcsi up: logs kept in %s/logs\n", u->dir);
+	}
+	printf("kcsi up: stopped\n");
+	free(u);
+	return code;
+}

@@ -1,0 +1,49 @@
+/*
+ * kcsi up: the whole CSI storage stack of a Kubernetes cluster on one machine, as real processes
+ * under one work directory:
+ *
+ *   kube-emulator                           the API server
+ *   <driver> in controller mode             + csi-provisioner, csi-attacher
+ *   kcsi-controller-manager                 attach/detach, PV binder, protection, volume-scheduler
+ *   per node N: <driver> in node mode       + csi-node-driver-registrar, kcsi-node
+ *
+ * Layout of the work directory D:
+ *   D/kubeconfig            for kubectl (KUBECONFIG=D/kubeconfig)
+ *   D/logs/<name>.log       every process's output
+ *   D/pool/                 the loop driver's volume images (shared by every node)
+ *   D/controller/csi.sock   the controller-mode driver socket
+ *   D/nodes/N/plugins/<driver>/csi.sock, D/nodes/N/kubelet/   a node's driver socket and root dir
+ *   D/ready                 written once the stack is ready (for scripts)
+ *
+ * up_run() blocks until SIGINT or SIGTERM, then stops every process, unmounts whatever is still
+ * mounted under D, detaches loop devices whose image lives under D, and (for a temporary D that
+ * the caller did not name) removes D.
+ */
+#ifndef KCSI_UP_UP_H
+#define KCSI_UP_UP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct up_config {
+	const char *dir;        /* work directory; NULL or "" makes a temporary one */
+	bool keep;              /* keep a temporary dir at exit */
+	int nodes;              /* >= 1 */
+	const char *driver;     /* "loop" */
+	const char *driver_cmd; /* overrides driver: "CMD {endpoint} {nodeid} {mode}" */
+	const char *bin_dir;    /* where the kcsi binaries are; NULL: next to this executable */
+	const char *listen;     /* the emulator's address */
+	int verbosity;          /* -v given to every component */
+	int64_t ready_timeout_ns;
+};
+
+/* Returns the process exit code: 0 after a clean stop, 1 when the stack could not start. */
+int up_run(const struct up_config *cfg);
+
+/*
+ * Unmounts every mount below dir (deepest first) and detaches every loop device whose backing
+ * file is below dir. Returns how many it could not undo (reported on stderr). Exposed for tests.
+ */
+int up_cleanup_dir(const char *dir);
+
+#endif

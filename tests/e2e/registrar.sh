@@ -1,0 +1,115 @@
+#!/bin/bash
+# e2e: csi-node-driver-registrar against a real driver (kcsi-loopplugin) and a client that plays
+# the kubelet's plugin watcher: the registration socket answers GetInfo, a stale socket is
+# replaced, /healthz reports the socket and the driver, a refused registration ends the registrar
+# with status 1 and the error, SIGTERM ends it within a second with status 0 while it waits for a
+# driver that never comes, and the probe mode reports the registration file.
+set -u
+: "${KCSI_BIN:?}" "${KCSI_TESTS:?}"
+T=$(mktemp -d /tmp/kcsi-reg-e2e.XXXXXX)
+FAILS=0
+PIDS=()
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+wait_for() {
+	local what=$1 secs=$2; shift 2
+	local end=$((SECONDS + secs))
+	while [ $SECONDS -lt $end ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
+	fail "timed out after ${secs}s waiting for: $what"; return 1
+}
+RC="$KCSI_TESTS/plugin-reg-client"
+mkdir -p "$T/registry" "$T/plugin" "$T/pool"
+
+# Waits for a driver that is not there yet: SIGTERM still ends it at once, status 0.
+"$KCSI_BIN/csi-node-driver-registrar" --csi-address "$T/plugin/csi.sock" \
+	--kubelet-registration-path /var/lib/kubelet/plugins/loop.kcsi.io/csi.sock \
+	--plugin-registration-path "$T/registry" >"$T/reg0.log" 2>&1 &
+pid=$!
+sleep 0.7
+start=$(date +%s%N)
+kill -TERM $pid; wait $pid; rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+[ $rc -eq 0 ] || fail "SIGTERM while waiting for the driver: exit $rc"
+[ $ms -lt 1000 ] || fail "SIGTERM took ${ms} ms"
+
+# A stale socket from an earlier run is replaced.
+python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$T/registry/loop.kcsi.io-reg.sock"
+
+"$KCSI_BIN/csi-node-driver-registrar" --csi-address "unix://$T/plugin/csi.sock" \
+	--kubelet-registration-path "$T/plugin/csi.sock" --plugin-registration-path "$T/registry" \
+	--http-endpoint 127.0.0.1:0 --connection-timeout 5s -v 2 >"$T/reg.log" 2>&1 &
+REG=$!; PIDS+=($REG)
+sleep 0.3
+# The driver comes up after the registrar: it retries until GetPluginInfo answers.
+"$KCSI_BIN/kcsi-loopplugin" --mode node --endpoint "unix://$T/plugin/csi.sock" --nodeid n1 \
+	--pool-dir "$T/pool" >"$T/lp.log" 2>&1 &
+LP=$!; PIDS+=($LP)
+wait_for "registrar logs its HTTP port" 10 grep -q 'Starting HTTP server' "$T/reg.log"
+port=$(sed -n 's/.*Starting HTTP server .* port=\([0-9]*\).*/\1/p' "$T/reg.log" | tail -1)
+grep -q 'connection-timeout is deprecated' "$T/reg.log" || fail "no deprecation warning for --connection-timeout"
+
+info=$("$RC" "$T/registry/loop.kcsi.io-reg.sock" info) || fail "GetInfo failed"
+[ "$(jq -r .type <<<"$info")" = CSIPlugin ] || fail "GetInfo type: $info"
+[ "$(jq -r .name <<<"$info")" = loop.kcsi.io ] || fail "GetInfo name: $info"
+[ "$(jq -r .endpoint <<<"$info")" = "$T/plugin/csi.sock" ] || fail "GetInfo endpoint: $info"
+[ "$(jq -c .supported_versions <<<"$info")" = '["1.0.0"]' ] || fail "GetInfo versions: $info"
+[ -e "$T/plugin/registration" ] || fail "GetInfo did not create the registration probe file"
+"$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe \
+	--kubelet-registration-path "$T/plugin/csi.sock" >/dev/null 2>&1 || fail "probe mode: not registered"
+"$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe \
+	--kubelet-registration-path "$T/elsewhere/csi.sock" >/dev/null 2>&1 && fail "probe mode: registered without a file"
+[ "$(stat -c %a "$T/registry/loop.kcsi.io-reg.sock")" = 600 ] || fail "socket mode is not 0600"
+
+code=$(curl -s -o "$T/hz" -w '%{http_code}' "http://127.0.0.1:$port/healthz")
+[ "$code" = 200 ] && [ "$(cat "$T/hz")" = ok ] || fail "/healthz: $code $(cat "$T/hz")"
+# The driver goes away: /healthz says so.
+kill -TERM $LP; wait $LP
+code=$(curl -s -o "$T/hz" -w '%{http_code}' "http://127.0.0.1:$port/healthz")
+[ "$code" = 500 ] || fail "/healthz with the driver gone: $code $(cat "$T/hz")"
+"$KCSI_BIN/kcsi-loopplugin" --mode node --endpoint "unix://$T/plugin/csi.sock" --nodeid n1 \
+	--pool-dir "$T/pool" >>"$T/lp.log" 2>&1 &
+LP=$!; PIDS+=($LP)
+wait_for "/healthz ok again" 10 bash -c "[ \$(curl -s http://127.0.0.1:$port/healthz) = ok ]"
+
+# A successful registration keeps it running; a refused one ends it with the error.
+"$RC" "$T/registry/loop.kcsi.io-reg.sock" notify true >/dev/null || fail "notify true failed"
+sleep 0.3
+kill -0 $REG 2>/dev/null || fail "registrar exited after a successful registration"
+"$RC" "$T/registry/loop.kcsi.io-reg.sock" notify false "driver loop.kcsi.io: incompatible versions" >/dev/null 2>&1
+rc=0; wait $REG || rc=$?
+[ $rc -eq 1 ] || fail "refused registration: exit $rc, want 1"
+grep -q 'Registration process failed with error: driver loop.kcsi.io: incompatible versions' "$T/reg.log" ||
+	fail "the kubelet's error is not logged"
+[ -e "$T/registry/loop.kcsi.io-reg.sock" ] && fail "registration socket left after exit"
+
+# SIGTERM while serving: exit 0 within a second, socket removed.
+"$KCSI_BIN/csi-node-driver-registrar" --csi-address "$T/plugin/csi.sock" \
+	--kubelet-registration-path "$T/plugin/csi.sock" --plugin-registration-path "$T/registry" \
+	>"$T/reg2.log" 2>&1 &
+REG=$!; PIDS+=($REG)
+wait_for "registration socket" 10 test -S "$T/registry/loop.kcsi.io-reg.sock"
+start=$(date +%s%N)
+kill -TERM $REG; rc=0; wait $REG || rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+[ $rc -eq 0 ] || fail "SIGTERM: exit $rc"
+[ $ms -lt 1000 ] || fail "SIGTERM took ${ms} ms"
+[ -e "$T/registry/loop.kcsi.io-reg.sock" ] && fail "registration socket left after SIGTERM"
+
+# Flags: required path, the health-port/http-endpoint exclusion, --version.
+"$KCSI_BIN/csi-node-driver-registrar" --csi-address "$T/plugin/csi.sock" >"$T/o" 2>&1 &&
+	fail "ran without --kubelet-registration-path"
+grep -q 'kubelet-registration-path is a required parameter' "$T/o" || fail "no message for the missing path"
+"$KCSI_BIN/csi-node-driver-registrar" --kubelet-registration-path /x --health-port 9809 \
+	--http-endpoint :9810 >"$T/o" 2>&1 && fail "accepted --health-port with --http-endpoint"
+"$KCSI_BIN/csi-node-driver-registrar" --version | grep -q 'csi-node-driver-registrar v' || fail "--version"
+
+kill -TERM $LP; wait $LP
+if [ $FAILS -ne 0 ]; then
+	for f in "$T"/*.log; do echo "---- $f" >&2; tail -30 "$f" >&2; done
+	exit 1
+fi
+echo PASS
