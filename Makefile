@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build build-asan test test-unit demo bench clean
+.PHONY: all deps build build-asan build-release build-clang build-fuzz fuzz test test-unit demo bench clean
 
 all: build
 
@@ -17,11 +17,32 @@ build-asan: deps
 	cmake -S . -B build-asan -DKCSI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build-asan -j$(JOBS)
 
-# Unit and e2e suites in the normal build, then again under ASan+UBSan; fails if either fails.
-test: build build-asan
+# Build-only checks packagers and other toolchains meet: gcc -O3 Release, and clang.
+build-release: deps
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release
+	cmake --build build-release -j2
+
+build-clang: deps
+	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-clang -j2
+
+# libFuzzer harnesses (tests/fuzz) under ASan+UBSan, clang only.
+build-fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DKCSI_FUZZ=ON -DKCSI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-fuzz -j$(JOBS) --target $$(sed -n 's/^kcsi_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
+
+# Each harness for FUZZ_SECONDS (default 60); fails on a crash. See docs/development.md.
+FUZZ_SECONDS ?= 60
+fuzz: build-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh build-fuzz
+
+# Unit and e2e suites in the normal build, then again under ASan+UBSan; the Release and clang
+# builds; a 20 s fuzz smoke run of every harness. Fails if any fails.
+test: build build-asan build-release build-clang build-fuzz
 	@ctest --test-dir build --output-on-failure; normal=$$?; \
 	$(SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure; sanitized=$$?; \
-	exit $$(( normal || sanitized ))
+	FUZZ_SECONDS=20 bash scripts/fuzz.sh build-fuzz; fuzzed=$$?; \
+	exit $$(( normal || sanitized || fuzzed ))
 
 test-unit: build
 	ctest --test-dir build -L unit --output-on-failure
@@ -34,4 +55,4 @@ bench: build
 	bash scripts/bench.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-release build-clang build-fuzz

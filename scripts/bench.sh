@@ -11,3 +11,4 @@ run "$B/tests/csi_bench"
 run "$B/tests/loopplugin_bench" "$B/bin/kcsi-loopplugin"
 run "$B/tests/attacher_bench" --driver test
 run "$B/tests/attacher_bench" --driver loop
+run "$B/tests/controller_bench"

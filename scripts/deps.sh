@@ -10,6 +10,7 @@ packages=(
   libmicrohttpd-dev
   openssl e2fsprogs xfsprogs util-linux mount
   curl jq procps python3
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -38,8 +38,31 @@ int main(int argc, char **argv)
 		     "Filesystem for mount volumes that name none (ext4 or xfs)");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
 	log_register_flags(fs);
-	flags_parse_or_exit(fs, argc, argv);
+	int rest = flags_parse_or_exit(fs, argc, argv);
 	char err[512];
+	/* The seed driver's form, `kcsi-loopplugin controller [flags]`: the mode as the first
+	 * positional argument, flags after it. Honoured; anything else positional is refused. */
+	if (rest < argc && (!strcmp(argv[rest], "all") || !strcmp(argv[rest], "controller") ||
+			    !strcmp(argv[rest], "node"))) {
+		const char *pos = argv[rest];
+		if (flags_is_set(fs, "mode") && strcmp(cfg.mode, pos) != 0) {
+			fprintf(stderr, "kcsi-loopplugin: mode %s given twice: --mode=%s and the "
+					"argument %s\n", pos, cfg.mode, pos);
+			return 2;
+		}
+		rest += flags_parse_or_exit(fs, argc - rest, argv + rest);
+		if (flags_is_set(fs, "mode") && strcmp(cfg.mode, pos) != 0) {
+			fprintf(stderr, "kcsi-loopplugin: the argument %s conflicts with --mode=%s\n",
+				pos, cfg.mode);
+			return 2;
+		}
+		cfg.mode = pos;
+	}
+	if (rest < argc) {
+		fprintf(stderr, "kcsi-loopplugin: unexpected argument %s (the mode is --mode=all, "
+				"controller or node, or the first argument)\n", argv[rest]);
+		return 2;
+	}
 	if (log_apply_flags(err, sizeof(err))) {
 		fprintf(stderr, "kcsi-loopplugin: %s\n", err);
 		return 2;
@@ -92,9 +115,9 @@ int main(int argc, char **argv)
 		flags_free(fs);
 		return 1;
 	}
-	KLOG_I("Serving CSI driver=\"%s\" version=\"%s\" mode=\"%s\" node=\"%s\" pool=\"%s\" "
-	       "endpoint=\"%s\"",
-	       cfg.drivername, cfg.version, cfg.mode, cfg.nodeid, cfg.pool_dir, endpoint);
+	KLOG_I("Serving CSI driver=%s version=%s mode=%s node=%s pool=%s endpoint=%s",
+	       LOGQ(cfg.drivername), LOGQ(cfg.version), LOGQ(cfg.mode), LOGQ(cfg.nodeid),
+	       LOGQ(cfg.pool_dir), LOGQ(endpoint));
 	csi_server_run(s);
 	csi_server_free(s);
 	lp_driver_free(d);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/flags.h"
 #include "base/log.h"
@@ -38,6 +39,18 @@ int main(int argc, char **argv)
 		       "Interval of BOOKMARK events on watches that allow them.");
 	flags_duration(fs, "max-watch-timeout", &cfg.max_watch_timeout_ns, 30 * NSEC_PER_MIN,
 		       "Longest watch; a client's timeoutSeconds may shorten it.");
+	int64_t idle_ns;
+	int history_mib, max_conns, max_per_ip;
+	flags_int(fs, "watch-history-mib", &history_mib,
+		  (int)(EMU_DEFAULT_WATCH_HISTORY_BYTES >> 20),
+		  "MiB of event text kept for watch resume (with --watch-history, whichever is hit "
+		  "first).");
+	flags_duration(fs, "idle-timeout", &idle_ns, EMU_DEFAULT_IDLE_TIMEOUT_S * NSEC_PER_SEC,
+		       "Close a connection silent this long (watches are exempt); at least 1s.");
+	flags_int(fs, "max-connections", &max_conns, EMU_DEFAULT_MAX_CONNECTIONS,
+		  "Connections served at once; more are refused until one closes.");
+	flags_int(fs, "max-connections-per-ip", &max_per_ip, EMU_DEFAULT_MAX_CONNECTIONS_PER_IP,
+		  "Connections from one client address at once (0: no limit).");
 	log_register_flags(fs);
 	flags_parse_or_exit(fs, argc, argv);
 	char err[1024];
@@ -50,6 +63,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cfg.watch_history = (size_t)history;
+	if (history_mib < 1 || idle_ns < NSEC_PER_SEC || max_conns < 1 || max_per_ip < 0) {
+		fprintf(stderr, "kube-emulator: --watch-history-mib and --max-connections must be at "
+			"least 1, --idle-timeout at least 1s, --max-connections-per-ip at least 0\n");
+		return 2;
+	}
+	cfg.watch_history_bytes = (size_t)history_mib << 20;
+	cfg.idle_timeout_s = (unsigned)(idle_ns / NSEC_PER_SEC);
+	cfg.max_connections = (unsigned)max_conns;
+	cfg.max_connections_per_ip = (unsigned)max_per_ip;
 
 	sigset_t set;
 	sigemptyset(&set);
@@ -76,6 +98,10 @@ int main(int argc, char **argv)
 	int rc = emu_server_stop(srv, err, sizeof(err));
 	if (rc < 0)
 		KLOG_E("Cannot save state: %s", err);
+	if (rc == 1 || rc == -2) { /* busy connection threads were left behind: do not wait */
+		fflush(stderr);
+		_exit(rc == 1 ? 0 : 1);
+	}
 	flags_free(fs);
 	return rc < 0 ? 1 : 0;
 }

@@ -34,6 +34,7 @@ static const struct cm_controller *const all_controllers[] = {
 	&cm_pv_binder,
 	&cm_pvc_protection,
 	&cm_pv_protection,
+	&cm_volume_scheduler,
 };
 #define NCONTROLLERS (sizeof(all_controllers) / sizeof(all_controllers[0]))
 

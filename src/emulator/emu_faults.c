@@ -21,17 +21,45 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_patch.h"
 
 void emu_faults_init(struct emu_faults *f)
 {
 	memset(f, 0, sizeof(*f));
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->cv, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 void emu_faults_free(struct emu_faults *f)
 {
 	free(f->rules);
 	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+}
+
+void emu_faults_shutdown(struct emu_faults *f)
+{
+	pthread_mutex_lock(&f->mu);
+	f->shutdown = true;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Sleeps for ms unless the server shuts down first (lock held on entry and on return). */
+static void delay_locked(struct emu_faults *f, int ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	while (!f->shutdown && pthread_cond_timedwait(&f->cv, &f->mu, &until) == 0)
+		;
 }
 
 static bool verb_matches(const char *rule, const char *verb)
@@ -71,9 +99,9 @@ int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
 				f->c409++;
 		}
 	}
-	pthread_mutex_unlock(&f->mu);
 	if (latency_ms)
-		sleep_ns((int64_t)latency_ms * NSEC_PER_MSEC);
+		delay_locked(f, latency_ms);
+	pthread_mutex_unlock(&f->mu);
 	return code;
 }
 
@@ -208,7 +236,7 @@ enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c
 		char err[512];
 		json_error_t je;
 		json_t *j = json_loadb(body, len, 0, &je);
-		if (!json_is_object(j)) {
+		if (!json_is_object(j) || emu_json_too_deep(j, EMU_MAX_JSON_DEPTH)) {
 			json_decref(j);
 			return emu_reply_status(c, 400, "BadRequest",
 						"the fault request body must be a JSON object", NULL);

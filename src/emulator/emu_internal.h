@@ -35,6 +35,8 @@ struct emu_faults {
 	size_t n;
 	int64_t watch_max_ns; /* 0: off */
 	long c500, c429, c409, clatency, watches_closed, watches_ended;
+	pthread_cond_t cv; /* delays sleep on it, so that shutdown can end them */
+	bool shutdown;
 };
 
 struct emu_server {
@@ -65,6 +67,7 @@ struct emu_call {
 	/* DeleteOptions (emu_delete_options): gracePeriodSeconds when has_grace */
 	bool has_grace;
 	long long grace;
+	void *rq; /* the server's per-request state */
 	/* Accept asked for a Table (emu_table_wanted) */
 	bool table;
 	struct emu_table_req treq;
@@ -117,6 +120,8 @@ void emu_faults_free(struct emu_faults *f);
 /* Sleeps for matching latency rules; returns 0 or the HTTP code to fail with (*retry_after set). */
 int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural, int *retry_after);
 int64_t emu_faults_watch_max(struct emu_faults *f);
+/* Ends every injected delay now and makes later ones return at once (server shutdown). */
+void emu_faults_shutdown(struct emu_faults *f);
 void emu_faults_count(struct emu_faults *f, long *counter);
 enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c,
 				const char *method, const char *body, size_t len);

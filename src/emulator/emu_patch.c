@@ -180,7 +180,38 @@ static int ptr_add(json_t **doc, const char *ptr, json_t *value, bool replace)
 	return rc;
 }
 
-static int apply_op(json_t **doc, const json_t *op, int idx, int *status, char *err, size_t errlen)
+bool emu_json_too_deep(const json_t *v, int max)
+{
+	if (!json_is_object(v) && !json_is_array(v))
+		return false;
+	if (max <= 0)
+		return true;
+	size_t i;
+	const char *k;
+	json_t *e;
+	if (json_is_array(v)) {
+		json_array_foreach((json_t *)v, i, e)
+			if (emu_json_too_deep(e, max - 1))
+				return true;
+	} else {
+		json_object_foreach((json_t *)v, k, e)
+			if (emu_json_too_deep(e, max - 1))
+				return true;
+	}
+	return false;
+}
+
+/* Levels a pointer descends: its '/' count. */
+static int ptr_depth(const char *ptr)
+{
+	int n = 0;
+	for (; *ptr; ptr++)
+		n += *ptr == '/';
+	return n;
+}
+
+static int apply_op(json_t **doc, const json_t *op, int idx, size_t *copied, int *status,
+		    char *err, size_t errlen)
 {
 	const char *name = json_string_value(json_object_get(op, "op"));
 	const char *path = json_string_value(json_object_get(op, "path"));
@@ -204,6 +235,23 @@ static int apply_op(json_t **doc, const json_t *op, int idx, int *status, char *
 	}
 	*status = 422;
 	int rc = 0;
+	const json_t *placed = !strcmp(name, "add") || !strcmp(name, "replace") ? value :
+			       needs_from ? ptr_get(*doc, from) : NULL;
+	if (placed && emu_json_too_deep(placed, EMU_MAX_JSON_DEPTH - ptr_depth(path))) {
+		snprintf(err, errlen, "json patch operation %d (%s): the result would nest deeper "
+			 "than %d levels", idx, name, EMU_MAX_JSON_DEPTH);
+		return -1;
+	}
+	if (placed && !strcmp(name, "copy")) {
+		*copied += json_dumpb(placed, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (*copied > EMU_MAX_PATCH_COPY) {
+			*status = 413;
+			snprintf(err, errlen, "json patch operation %d (copy): the copy operations "
+				 "of this patch duplicate more than %d bytes", idx,
+				 EMU_MAX_PATCH_COPY);
+			return -1;
+		}
+	}
 	if (!strcmp(name, "add") || !strcmp(name, "replace")) {
 		rc = ptr_add(doc, path, json_deep_copy(value), name[0] == 'r');
 	} else if (!strcmp(name, "remove")) {
@@ -244,8 +292,14 @@ json_t *emu_json_patch(const json_t *target, const json_t *ops, int *status, cha
 		snprintf(err, errlen, "a json patch must be a JSON array of operations");
 		return NULL;
 	}
+	if (json_array_size(ops) > EMU_MAX_JSON_PATCH_OPS) {
+		*status = 413;
+		snprintf(err, errlen, "The allowed maximum operations in a JSON patch is %d, got %zu",
+			 EMU_MAX_JSON_PATCH_OPS, json_array_size(ops));
+		return NULL;
+	}
 	json_t *doc = json_deep_copy(target);
-	size_t i;
+	size_t i, copied = 0;
 	json_t *op;
 	json_array_foreach(ops, i, op) {
 		if (!json_is_object(op)) {
@@ -254,7 +308,7 @@ json_t *emu_json_patch(const json_t *target, const json_t *ops, int *status, cha
 			json_decref(doc);
 			return NULL;
 		}
-		if (apply_op(&doc, op, (int)i, status, err, errlen) < 0) {
+		if (apply_op(&doc, op, (int)i, &copied, status, err, errlen) < 0) {
 			json_decref(doc);
 			return NULL;
 		}
@@ -333,14 +387,38 @@ static const char *merge_key_of(const char *field)
 }
 
 /* Index of the element of arr whose key equals v, or -1. */
-static long find_by_key(const json_t *arr, const char *key, const json_t *v)
+/*
+ * An index of list elements by the text of a value (their merge key, or themselves), so that
+ * merging a patch of m elements into a list of n is O(n + m), not O(n * m). Keys are the compact
+ * JSON text of the value: two values have the same text exactly when json_equal() holds for
+ * the scalars merge keys are.
+ */
+static char *value_key(const json_t *v)
 {
+	return v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+/* idx[text of e's key value] = first position of such an element in arr. */
+static json_t *index_by_key(const json_t *arr, const char *key)
+{
+	json_t *idx = json_object();
 	size_t i;
 	json_t *e;
-	json_array_foreach((json_t *)arr, i, e)
-		if (json_equal(json_object_get(e, key), v))
-			return (long)i;
-	return -1;
+	json_array_foreach((json_t *)arr, i, e) {
+		char *t = value_key(key ? json_object_get(e, key) : e);
+		if (t && !json_object_get(idx, t))
+			json_object_set_new(idx, t, json_integer((json_int_t)i));
+		free(t);
+	}
+	return idx;
+}
+
+static long index_find(const json_t *idx, const json_t *v)
+{
+	char *t = value_key(v);
+	json_t *p = t ? json_object_get(idx, t) : NULL;
+	free(t);
+	return p ? (long)json_integer_value(p) : -1;
 }
 
 /* Merges patch into the list target (taken) element by element, matched on key. */
@@ -369,19 +447,28 @@ static json_t *smp_list(json_t *target, const json_t *patch, const char *field, 
 	}
 	json_t *out = json_is_array(target) ? json_deep_copy(target) : json_array();
 	json_decref(target);
+	/* deleted elements become tombstones (a shared marker) until the end, so that positions
+	 * in the index stay valid */
+	json_t *idx = index_by_key(out, key), *tomb = json_object();
 	json_array_foreach((json_t *)patch, i, pe) {
 		json_t *kv = json_object_get(pe, key);
 		if (!json_is_object(pe) || !kv) {
 			snprintf(err, errlen, "strategic merge patch: every element of %s must be an "
 				 "object with its merge key \"%s\"", field, key);
 			json_decref(out);
+			json_decref(idx);
+			json_decref(tomb);
 			return NULL;
 		}
-		long j = find_by_key(out, key, kv);
+		long j = index_find(idx, kv);
 		const char *d = json_string_value(json_object_get(pe, "$patch"));
 		if (d && !strcmp(d, "delete")) {
-			if (j >= 0)
-				json_array_remove(out, (size_t)j);
+			if (j >= 0) {
+				json_array_set(out, (size_t)j, tomb);
+				char *t = value_key(kv);
+				json_object_del(idx, t);
+				free(t);
+			}
 			continue;
 		}
 		json_t *cur = j >= 0 ? json_incref(json_array_get(out, (size_t)j)) : json_object();
@@ -391,14 +478,28 @@ static json_t *smp_list(json_t *target, const json_t *patch, const char *field, 
 				snprintf(err, errlen, "strategic merge patch: bad $patch in %s", field);
 			json_decref(nv);
 			json_decref(out);
+			json_decref(idx);
+			json_decref(tomb);
 			return NULL;
 		}
-		if (j >= 0)
+		if (j >= 0) {
 			json_array_set_new(out, (size_t)j, nv);
-		else
+		} else {
+			char *t = value_key(kv);
+			json_object_set_new(idx, t, json_integer((json_int_t)json_array_size(out)));
+			free(t);
 			json_array_append_new(out, nv);
+		}
 	}
-	return out;
+	json_t *kept = json_array();
+	json_t *e;
+	json_array_foreach(out, i, e)
+		if (e != tomb)
+			json_array_append(kept, e);
+	json_decref(out);
+	json_decref(idx);
+	json_decref(tomb);
+	return kept;
 }
 
 /* $setElementOrder/<field>: listed elements first, in the given order, then the others. */
@@ -413,27 +514,22 @@ static int set_element_order(json_t *target, const char *field, const json_t *or
 	if (!json_is_array(cur))
 		return 0;
 	const char *key = merge_key_of(field);
-	json_t *out = json_array(), *rest = json_deep_copy(cur);
-	size_t i;
+	json_t *out = json_array(), *idx = index_by_key(cur, key);
+	size_t n = json_array_size(cur), i;
+	char *used = calloc(n ? n : 1, 1);
 	json_t *o;
 	json_array_foreach((json_t *)order, i, o) {
-		long j = -1;
-		if (key) {
-			j = find_by_key(rest, key, json_object_get(o, key));
-		} else {
-			size_t k;
-			json_t *e;
-			json_array_foreach(rest, k, e)
-				if (j < 0 && json_equal(e, o))
-					j = (long)k;
-		}
-		if (j >= 0) {
-			json_array_append(out, json_array_get(rest, (size_t)j));
-			json_array_remove(rest, (size_t)j);
+		long j = index_find(idx, key ? json_object_get(o, key) : o);
+		if (j >= 0 && !used[j]) {
+			json_array_append(out, json_array_get(cur, (size_t)j));
+			used[j] = 1;
 		}
 	}
-	json_array_extend(out, rest);
-	json_decref(rest);
+	for (i = 0; i < n; i++)
+		if (!used[i])
+			json_array_append(out, json_array_get(cur, i));
+	free(used);
+	json_decref(idx);
 	json_object_set_new(target, field, out);
 	return 0;
 }
@@ -444,16 +540,13 @@ static void delete_from_list(json_t *target, const char *field, const json_t *de
 	json_t *cur = json_object_get(target, field);
 	if (!json_is_array(cur) || !json_is_array(del))
 		return;
-	json_t *out = json_array();
-	size_t i, j;
-	json_t *v, *w;
-	json_array_foreach(cur, i, v) {
-		bool drop = false;
-		json_array_foreach((json_t *)del, j, w)
-			drop = drop || json_equal(v, w);
-		if (!drop)
+	json_t *out = json_array(), *idx = index_by_key(del, NULL);
+	size_t i;
+	json_t *v;
+	json_array_foreach(cur, i, v)
+		if (index_find(idx, v) < 0)
 			json_array_append(out, v);
-	}
+	json_decref(idx);
 	json_object_set_new(target, field, out);
 }
 

@@ -19,13 +19,31 @@
  *
  * Ownership: inputs are only read; the result is a new reference owned by the caller.
  * Errors: NULL is returned with a message in err; *status says whether the patch document itself
- * is malformed (400) or could not be applied to this object (422).
+ * is malformed (400), could not be applied to this object (422), or would build more than the
+ * bounds below allow (413 for size and operation count, 422 for depth).
  */
 #ifndef KCSI_EMULATOR_PATCH_H
 #define KCSI_EMULATOR_PATCH_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+
+/*
+ * Bounds on what a small request may make the emulator build (413 or 422 past them):
+ * EMU_MAX_JSON_DEPTH     nesting of any JSON the emulator parses or a patch produces; kept far
+ *                        below what recursion over a JSON value can afford on a thread stack
+ * EMU_MAX_OBJECT_BYTES   serialized size of an object a patch produces (the request limit)
+ * EMU_MAX_JSON_PATCH_OPS operations in one JSON patch (kube-apiserver's limit)
+ * EMU_MAX_PATCH_COPY     bytes all `copy` operations of one JSON patch may duplicate
+ */
+#define EMU_MAX_JSON_DEPTH 256
+#define EMU_MAX_OBJECT_BYTES (3 * 1024 * 1024)
+#define EMU_MAX_JSON_PATCH_OPS 10000
+#define EMU_MAX_PATCH_COPY (3 * 1024 * 1024)
+
+/* Whether v nests deeper than max levels (a scalar is 0, [] or {} is 1); stops looking at max. */
+bool emu_json_too_deep(const json_t *v, int max);
 
 /* Never fails. */
 json_t *emu_merge_patch(const json_t *target, const json_t *patch);

@@ -35,6 +35,9 @@
 struct req {
 	struct strbuf body;
 	bool too_big;
+	bool started;
+	bool watch;        /* served a watch: the idle timeout was lifted for it */
+	char bad_uri[160]; /* why the raw URI is refused (400), or "" */
 };
 
 /* ---- replies ---- */
@@ -443,8 +446,13 @@ static enum MHD_Result dispatch(struct emu_call *k, const char *verb)
 		return emu_do_get(k);
 	if (!strcmp(verb, "list"))
 		return emu_do_list(k);
-	if (!strcmp(verb, "watch"))
+	if (!strcmp(verb, "watch")) {
+		/* a quiet watch is not idle: it is bounded by --max-watch-timeout instead */
+		MHD_set_connection_option(k->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0);
+		struct req *rq = k->rq;
+		rq->watch = true;
 		return emu_do_watch(k);
+	}
 	if (!strcmp(verb, "create"))
 		return k->sub ? emu_do_binding(k) : emu_do_create(k);
 	if (!strcmp(verb, "update"))
@@ -472,7 +480,7 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 	snprintf(path, sizeof(path), "%s", url);
 	int n = split_path(path, segs);
 	struct emu_call k = { .srv = srv, .conn = c, .method = method, .res = -1,
-			      .body = rq->body.buf, .body_len = rq->body.len };
+			      .body = rq->body.buf, .body_len = rq->body.len, .rq = rq };
 	if (n < 0 || !route_resource(srv, segs, n, &k))
 		return reply_path_not_found(c);
 	bool ok;
@@ -545,6 +553,84 @@ static bool authorized(struct emu_server *srv, struct MHD_Connection *c)
 	return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->token);
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Whether s[0..n) is UTF-8 as Go accepts it (no overlongs, no surrogates, <= U+10FFFF). */
+static bool valid_utf8(const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ?
+			     4 : 0;
+		if (!len || i + len > n)
+			return false;
+		uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+		for (size_t j = 1; j < len; j++) {
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + j] & 0x3f);
+		}
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/*
+ * Checks the raw request URI before libmicrohttpd unescapes it (it would cut the path at a %00
+ * and pass other bytes through): a bad %-escape, an escaped NUL, or bytes that are not UTF-8
+ * once unescaped are refused with 400, as kube-apiserver refuses them. Fills why, or leaves "".
+ */
+static void check_raw_uri(const char *uri, char *why, size_t len)
+{
+	size_t n = strlen(uri);
+	unsigned char *dec = xmalloc(n + 1);
+	size_t o = 0;
+	*why = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (uri[i] != '%') {
+			dec[o++] = (unsigned char)(uri[i] == '+' ? ' ' : uri[i]);
+			continue;
+		}
+		int h = i + 2 < n ? hexval(uri[i + 1]) : -1, l = h >= 0 ? hexval(uri[i + 2]) : -1;
+		if (h < 0 || l < 0) {
+			snprintf(why, len, "invalid URL escape \"%.3s\"", uri + i);
+			break;
+		}
+		if (!(h | l)) {
+			snprintf(why, len, "the URL contains an escaped NUL byte (%%00)");
+			break;
+		}
+		dec[o++] = (unsigned char)(h << 4 | l);
+		i += 2;
+	}
+	if (!*why && !valid_utf8(dec, o))
+		snprintf(why, len, "the URL is not valid UTF-8 once unescaped");
+	free(dec);
+}
+
+/* libmicrohttpd's URI log hook: runs first for every request and creates its state. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	(void)cls;
+	(void)c;
+	struct req *rq = xcalloc(1, sizeof(*rq));
+	rq->body = (struct strbuf)STRBUF_INIT;
+	check_raw_uri(uri, rq->bad_uri, sizeof(rq->bad_uri));
+	return rq;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -552,10 +638,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct emu_server *srv = cls;
 	struct req *rq = *con_cls;
 	(void)version;
-	if (!rq) {
-		rq = xcalloc(1, sizeof(*rq));
-		rq->body = (struct strbuf)STRBUF_INIT;
-		*con_cls = rq;
+	if (!rq->started) { /* the first call only announces the request (headers read) */
+		rq->started = true;
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -567,6 +651,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	KLOG_V(4, "%s %s", method, url);
+	if (*rq->bad_uri) {
+		KLOG_I("Refused a request with a bad URL: %s", rq->bad_uri);
+		return emu_reply_status(c, 400, "BadRequest", rq->bad_uri, NULL);
+	}
 	if (rq->too_big)
 		return emu_reply_status(c, 413, "RequestEntityTooLarge", "the request body is larger "
 					"than 3 MiB", NULL);
@@ -587,10 +675,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct req *rq = *con_cls;
-	(void)cls;
-	(void)c;
 	(void)toe;
 	if (rq) {
+		if (rq->watch) /* the connection may be kept alive: it is subject to idle again */
+			MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+						  ((struct emu_server *)cls)->cfg.idle_timeout_s);
 		strbuf_release(&rq->body);
 		free(rq);
 		*con_cls = NULL;
@@ -748,7 +837,14 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, siz
 	srv->cfg.state_file = srv->state_file;
 	if (srv->cfg.bookmark_interval_ns <= 0)
 		srv->cfg.bookmark_interval_ns = 60 * 1000000000LL;
+	if (!srv->cfg.watch_history_bytes)
+		srv->cfg.watch_history_bytes = EMU_DEFAULT_WATCH_HISTORY_BYTES;
+	if (!srv->cfg.idle_timeout_s)
+		srv->cfg.idle_timeout_s = EMU_DEFAULT_IDLE_TIMEOUT_S;
+	if (!srv->cfg.max_connections)
+		srv->cfg.max_connections = EMU_DEFAULT_MAX_CONNECTIONS;
 	emu_store_init(&srv->st, cfg->watch_history ? cfg->watch_history : 10000);
+	srv->st.ring_bytes_max = srv->cfg.watch_history_bytes;
 	emu_faults_init(&srv->faults);
 	if ((srv->state_file && emu_store_load(&srv->st, srv->state_file, err, errlen) < 0) ||
 	    load_tls(srv, cfg, err, errlen) < 0 || open_listener(srv, cfg->listen, err, errlen) < 0) {
@@ -765,8 +861,10 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, siz
 		{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, srv },
 		{ MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, NULL },
 		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv },
-		{ MHD_OPTION_CONNECTION_LIMIT, 4096, NULL },
-		{ MHD_OPTION_CONNECTION_TIMEOUT, 0, NULL },
+		{ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, srv },
+		{ MHD_OPTION_CONNECTION_LIMIT, srv->cfg.max_connections, NULL },
+		{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, srv->cfg.max_connections_per_ip, NULL },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, srv->cfg.idle_timeout_s, NULL },
 		/* 8 MiB of (virtual) stack per connection thread: JSON nesting up to jansson's
 		 * 2048-level limit recurses deeply, more so under sanitizers */
 		{ MHD_OPTION_THREAD_STACK_SIZE, 8 * 1024 * 1024, NULL },
@@ -833,13 +931,64 @@ int emu_server_write_kubeconfig(const struct emu_server *srv, const char *path, 
 	return rc;
 }
 
+struct stopper {
+	struct MHD_Daemon *daemon;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static void *stop_daemon(void *arg)
+{
+	struct stopper *s = arg;
+	MHD_stop_daemon(s->daemon);
+	pthread_mutex_lock(&s->mu);
+	s->done = true;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* Stops the daemon, waiting at most EMU_STOP_GRACE_MS; false when connections are still busy. */
+static bool stop_daemon_bounded(struct emu_server *srv)
+{
+	static struct stopper s; /* outlives this call when the stopper thread is left behind */
+	s.daemon = srv->daemon;
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cv, NULL);
+	pthread_t t;
+	if (pthread_create(&t, NULL, stop_daemon, &s) != 0) {
+		MHD_stop_daemon(srv->daemon);
+		return true;
+	}
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += (long)EMU_STOP_GRACE_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&s.mu);
+	while (!s.done && pthread_cond_timedwait(&s.cv, &s.mu, &until) == 0)
+		;
+	bool done = s.done;
+	pthread_mutex_unlock(&s.mu);
+	if (done)
+		pthread_join(t, NULL);
+	else
+		pthread_detach(t);
+	return done;
+}
+
 int emu_server_stop(struct emu_server *srv, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&srv->st.mu);
 	srv->st.shutdown = true;
 	pthread_cond_broadcast(&srv->st.cv);
 	pthread_mutex_unlock(&srv->st.mu);
-	MHD_stop_daemon(srv->daemon);
+	emu_faults_shutdown(&srv->faults);
+	bool stopped = stop_daemon_bounded(srv);
+	if (!stopped)
+		KLOG_I("Connections still busy after %d ms; exiting without waiting for them",
+		       EMU_STOP_GRACE_MS);
 	int rc = 0;
 	if (srv->state_file) {
 		rc = emu_store_save(&srv->st, srv->state_file, err, errlen);
@@ -847,6 +996,8 @@ int emu_server_stop(struct emu_server *srv, char *err, size_t errlen)
 			KLOG_I("Saved state file=\"%s\" resourceVersion=%llu", srv->state_file,
 			       (unsigned long long)srv->st.rv);
 	}
+	if (!stopped) /* connection threads still use srv: the caller _exit()s */
+		return rc < 0 ? -2 : 1;
 	server_free(srv);
 	return rc;
 }

@@ -26,7 +26,19 @@ struct emu_config {
 	size_t watch_history;      /* events kept for watch resume */
 	int64_t bookmark_interval_ns;
 	int64_t max_watch_timeout_ns; /* watches without timeoutSeconds end after this */
+	/* hardening (0: the defaults below) */
+	size_t watch_history_bytes;   /* event texts kept for watch resume, in bytes */
+	unsigned idle_timeout_s;      /* a connection silent this long is closed (not a watch) */
+	unsigned max_connections;     /* connections served at once */
+	unsigned max_connections_per_ip;
 };
+
+#define EMU_DEFAULT_WATCH_HISTORY_BYTES ((size_t)256 * 1024 * 1024)
+#define EMU_DEFAULT_IDLE_TIMEOUT_S 60
+#define EMU_DEFAULT_MAX_CONNECTIONS 2048
+#define EMU_DEFAULT_MAX_CONNECTIONS_PER_IP 0 /* no limit: every local client is 127.0.0.1 */
+/* emu_server_stop() waits this long for busy connections, then leaves them to the exit */
+#define EMU_STOP_GRACE_MS 600
 
 struct emu_server;
 
@@ -36,7 +48,13 @@ const char *emu_server_url(const struct emu_server *srv);
 /* Writes a kubeconfig for this server to path atomically (temp file + rename). */
 int emu_server_write_kubeconfig(const struct emu_server *srv, const char *path, char *err,
 				size_t errlen);
-/* Returns 0, or -1 with err when saving the state file failed (everything is freed anyway). */
+/*
+ * Returns 0, or -1 with err when saving the state file failed (everything is freed anyway).
+ * Connections still busy after EMU_STOP_GRACE_MS (a long fault delay, a slow client) are not
+ * waited for: the state file is saved, nothing is freed, and 1 is returned (-2 if the save
+ * failed); the caller must then end the process with _exit(), as main() does, so that SIGTERM
+ * always exits within a second.
+ */
 int emu_server_stop(struct emu_server *srv, char *err, size_t errlen);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/xalloc.h"
+#include "emulator/emu_patch.h"
 
 const char *const emu_event_names[3] = { "ADDED", "MODIFIED", "DELETED" };
 
@@ -73,6 +75,7 @@ void emu_store_init(struct emu_store *st, size_t history)
 	pthread_cond_init(&st->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	st->ring_cap = history ? history : 1;
+	st->ring_bytes_max = SIZE_MAX;
 	st->ring = xcalloc(st->ring_cap, sizeof(*st->ring));
 	st->nres = sizeof(resource_table) / sizeof(resource_table[0]);
 	st->res = xcalloc(st->nres, sizeof(*st->res));
@@ -210,9 +213,15 @@ const struct emu_event *emu_store_commit(struct emu_store *st, int res, const ch
 	set_rv(obj, rv);
 	json_t *prev = items_put(&st->res[res], key, json_incref(obj), type == EMU_DELETED);
 
-	if (st->ring_len == st->ring_cap) {
+	char *text = json_dumps(obj, JSON_COMPACT);
+	if (!text)
+		text = xstrdup("{}");
+	size_t tlen = strlen(text);
+	while (st->ring_len && (st->ring_len == st->ring_cap ||
+				st->ring_bytes + tlen > st->ring_bytes_max)) {
 		struct emu_event *old = &st->ring[st->ring_head];
 		st->history_start = old->rv;
+		st->ring_bytes -= strlen(old->text);
 		event_clear(old);
 		st->ring_head = (st->ring_head + 1) % st->ring_cap;
 		st->ring_len--;
@@ -224,9 +233,8 @@ const struct emu_event *emu_store_commit(struct emu_store *st, int res, const ch
 	ev->type = type;
 	ev->obj = obj;
 	ev->prev = prev;
-	ev->text = json_dumps(obj, JSON_COMPACT);
-	if (!ev->text)
-		ev->text = xstrdup("{}");
+	ev->text = text;
+	st->ring_bytes += tlen;
 	pthread_cond_broadcast(&st->cv);
 	return ev;
 }
@@ -327,10 +335,12 @@ int emu_store_load(struct emu_store *st, const char *path, char *err, size_t err
 	json_t *o;
 	if (rc == 0) {
 		json_array_foreach(objs, i, o) {
-			if (!json_is_object(o) || load_object(st, o, err, errlen) < 0) {
-				if (!json_is_object(o))
+			if (!json_is_object(o) || emu_json_too_deep(o, EMU_MAX_JSON_DEPTH) ||
+			    load_object(st, o, err, errlen) < 0) {
+				if (!json_is_object(o) || emu_json_too_deep(o, EMU_MAX_JSON_DEPTH))
 					snprintf(err, errlen, "state file %s: object %zu is not a "
-						 "JSON object", path, i);
+						 "JSON object of at most %d levels", path, i,
+						 EMU_MAX_JSON_DEPTH);
 				rc = -1;
 				break;
 			}

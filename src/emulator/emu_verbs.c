@@ -178,6 +178,11 @@ bool parse_body(struct emu_call *k, json_t **out, struct reply *rp)
 			  je.line, je.column);
 		return false;
 	}
+	if (emu_json_too_deep(j, EMU_MAX_JSON_DEPTH)) {
+		json_decref(j);
+		reply_bad(rp, "the request body nests deeper than %d levels", EMU_MAX_JSON_DEPTH);
+		return false;
+	}
 	*out = j;
 	return true;
 }
@@ -710,6 +715,35 @@ static json_t *apply_patch(enum patch_kind pk, const json_t *old, const json_t *
 	return r;
 }
 
+/* The bounds on what a patch may build (emu_patch.h); false with a 413/422 reply. */
+static bool patch_result_bounded(struct emu_call *k, const json_t *res, struct reply *rp)
+{
+	char msg[300];
+	if (emu_json_too_deep(res, EMU_MAX_JSON_DEPTH)) {
+		snprintf(msg, sizeof(msg), "Invalid value: the patched object nests deeper than %d "
+			 "levels", EMU_MAX_JSON_DEPTH);
+		reply_invalid(rp, k->r, k->name, "metadata", "FieldValueInvalid", msg);
+		return false;
+	}
+	size_t n = json_dumpb(res, NULL, 0, JSON_COMPACT);
+	if (n > EMU_MAX_OBJECT_BYTES) {
+		snprintf(msg, sizeof(msg), "Request entity too large: the patched object would be "
+			 "%zu bytes, the limit is %d", n, EMU_MAX_OBJECT_BYTES);
+		reply_status(rp, 413, "RequestEntityTooLarge", msg, NULL);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A patch is computed outside the store lock, on the stored object it read (stored objects are
+ * immutable, so it may be read without the lock), then committed under the lock if that object
+ * is still the stored one; otherwise it is recomputed on the newer one, as kube-apiserver's
+ * GuaranteedUpdate retries, the last of PATCH_TRIES times under the lock so that it always gets
+ * through. A large or slow patch so holds up other requests only after 15 lost races.
+ */
+#define PATCH_TRIES 16
+
 enum MHD_Result emu_do_patch(struct emu_call *k)
 {
 	struct reply rp = { 0 };
@@ -720,12 +754,35 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 		goto out;
 	char key[KEY_MAX];
 	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
-	pthread_mutex_lock(&st->mu);
-	json_t *old = emu_store_get(st, k->res, key);
-	json_t *res = NULL;
-	if (!old) {
-		reply_not_found(&rp, k->r, k->name);
-	} else if ((res = apply_patch(pk, old, patch, &rp)) != NULL && check_type(k, res, &rp)) {
+	for (int tries = 0;; tries++) {
+		/* the last try holds the lock throughout, so a patch always gets through */
+		bool last = tries + 1 == PATCH_TRIES;
+		pthread_mutex_lock(&st->mu);
+		json_t *old = json_incref(emu_store_get(st, k->res, key));
+		if (!last)
+			pthread_mutex_unlock(&st->mu);
+		if (!old) {
+			reply_not_found(&rp, k->r, k->name);
+			if (last)
+				pthread_mutex_unlock(&st->mu);
+			break;
+		}
+		json_t *res = apply_patch(pk, old, patch, &rp);
+		if (!res || !check_type(k, res, &rp) || !patch_result_bounded(k, res, &rp)) {
+			if (last)
+				pthread_mutex_unlock(&st->mu);
+			json_decref(res);
+			json_decref(old);
+			break;
+		}
+		if (!last)
+			pthread_mutex_lock(&st->mu);
+		if (emu_store_get(st, k->res, key) != old) {
+			pthread_mutex_unlock(&st->mu);
+			json_decref(res);
+			json_decref(old);
+			continue;
+		}
 		const char *prv = meta_str(res, "resourceVersion");
 		const char *name = meta_str(res, "name"), *ns = meta_str(res, "namespace");
 		if (prv && *prv && strcmp(prv, meta_str(old, "resourceVersion"))) {
@@ -739,9 +796,11 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 			finish_update(k, key, old, res, &rp);
 			res = NULL;
 		}
+		json_decref(res);
+		pthread_mutex_unlock(&st->mu);
+		json_decref(old);
+		break;
 	}
-	json_decref(res);
-	pthread_mutex_unlock(&st->mu);
 out:
 	json_decref(patch);
 	return send_reply(k, &rp);

@@ -32,6 +32,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_patch.h"
 #include "emulator/emu_select.h"
 
 struct query {
@@ -127,6 +128,10 @@ static int continue_decode(const char *tok, uint64_t *rv, char **key)
 		return -1;
 	json_t *j = json_loadb((char *)raw, len, JSON_ALLOW_NUL, NULL);
 	free(raw);
+	if (emu_json_too_deep(j, EMU_MAX_JSON_DEPTH)) {
+		json_decref(j);
+		return -1;
+	}
 	json_t *jrv = json_object_get(j, "rv"), *js = json_object_get(j, "start");
 	int rc = -1;
 	if (json_is_integer(jrv) && json_integer_value(jrv) > 0 && json_is_string(js) &&

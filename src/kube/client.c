@@ -531,8 +531,8 @@ int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf 
 		if (delay < 0 || last)
 			return -1;
 		atomic_fetch_add(&c->retries, 1);
-		KLOG_V(4, "Retrying request method=\"%s\" path=\"%s\" code=%ld attempt=%d", rq->method,
-		       rq->path, code, n + 1);
+		KLOG_V(4, "Retrying request method=%s path=%s code=%ld attempt=%d", LOGQ(rq->method),
+		       LOGQ(rq->path), code, n + 1);
 		sleep_ns(delay);
 	}
 }

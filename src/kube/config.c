@@ -603,7 +603,7 @@ static int refresh_token_file(struct kube_config *c, char *err, size_t errlen)
 	while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' '))
 		t[--n] = 0;
 	if (c->cached_token)
-		KLOG_V(2, "Token file changed, using the new token file=\"%s\"", c->token_file);
+		KLOG_V(2, "Token file changed, using the new token file=%s", LOGQ(c->token_file));
 	free(c->cached_token);
 	c->cached_token = t;
 	c->token_mtime = st.st_mtim;

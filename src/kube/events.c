@@ -163,8 +163,8 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 		"involvedObject", io, "reason", reason, "message", msg.buf, "source", src,
 		"firstTimestamp", now, "lastTimestamp", now, "count", 1, "type", tname,
 		"reportingComponent", r->component);
-	KLOG_V(4, "Event(%s) type=\"%s\" reason=\"%s\" message=\"%s\"", objkey.buf, tname, reason,
-	       msg.buf);
+	KLOG_V(4, "Event(%s) type=%s reason=%s message=%s", objkey.buf, LOGQ(tname), LOGQ(reason),
+	       LOGQ(msg.buf));
 	pthread_mutex_lock(&r->mu);
 	if (r->stop || !spam_allow(r, objkey.buf)) {
 		r->stats.dropped++;

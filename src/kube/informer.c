@@ -248,7 +248,7 @@ static int do_list(struct kube_informer *inf)
 		stat_add(inf, &inf->stats.lists);
 		pthread_mutex_lock(&inf->mu);
 		if (!inf->synced)
-			KLOG_V(2, "Informer synced kind=\"%s\" objects=%zu", inf->opts.kind->name,
+			KLOG_V(2, "Informer synced kind=%s objects=%zu", LOGQ(inf->opts.kind->name),
 			       kube_store_len(inf->store));
 		inf->synced = true;
 		pthread_cond_broadcast(&inf->cond);
@@ -278,8 +278,8 @@ static int on_event(enum kube_watch_type type, json_t *obj, void *ud)
 		json_int_t code = json_integer_value(json_object_get(obj, "code"));
 		const char *msg = json_string_value(json_object_get(obj, "message"));
 		const char *reason = json_string_value(json_object_get(obj, "reason"));
-		KLOG_V(2, "Watch error event kind=\"%s\" code=%lld message=\"%s\"",
-		       inf->opts.kind->name, (long long)code, msg ? msg : "");
+		KLOG_V(2, "Watch error event kind=%s code=%lld message=%s",
+		       LOGQ(inf->opts.kind->name), (long long)code, LOGQ(msg ? msg : ""));
 		w->outcome = (code == 410 || (reason && !strcmp(reason, "Expired"))) ? WATCH_GONE
 										       : WATCH_ERROR;
 		return 1;

@@ -125,8 +125,8 @@ static void observe(struct kube_leader *le, json_t *lease)
 		if (strcmp(holder ? holder : "", le->observed_holder) != 0) {
 			snprintf(le->observed_holder, sizeof(le->observed_holder), "%s", holder ? holder : "");
 			if (holder && *holder) {
-				KLOG_I("New leader elected lease=\"%s/%s\" identity=\"%s\"", le->ns,
-				       le->name, holder);
+				KLOG_I("New leader elected lease=\"%s/%s\" identity=%s", le->ns,
+				       le->name, LOGQ(holder));
 				if (le->o.on_new_leader)
 					le->o.on_new_leader(holder, le->o.ud);
 			}
@@ -233,8 +233,8 @@ static int64_t jittered(int64_t d)
 static void *run(void *arg)
 {
 	struct kube_leader *le = arg;
-	KLOG_I("Attempting to acquire leader lease lease=\"%s/%s\" identity=\"%s\"", le->ns, le->name,
-	       le->identity);
+	KLOG_I("Attempting to acquire leader lease lease=\"%s/%s\" identity=%s", le->ns, le->name,
+	       LOGQ(le->identity));
 	/* acquire */
 	while (!try_acquire_or_renew(le))
 		if (wait_or_stop(le, jittered(le->o.retry_period_ns)))

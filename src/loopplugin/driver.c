@@ -47,6 +47,43 @@ typedef Csi__V1__VolumeCapability VolCap;
 
 static bool empty(const char *s) { return !s || !*s; }
 
+/* CSI names and IDs from a CO: at most LP_NAME_MAX bytes (the CSI spec's limit). */
+#define LP_NAME_MAX 128
+
+/*
+ * Checks a name from a request before anything is created for it: valid UTF-8, at most
+ * LP_NAME_MAX bytes, no control characters. 0, or INVALID_ARGUMENT in st.
+ */
+static int check_name(const char *what, const char *field, const char *s, struct lp_status *st)
+{
+	size_t len = strlen(s);
+	if (len > LP_NAME_MAX)
+		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is %zu bytes long, more than %d",
+			       what, field, len, LP_NAME_MAX);
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
+			 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+		unsigned cp = n == 1 ? *p : n == 2 ? (*p & 0x1fu) : n == 3 ? (*p & 0x0fu) : (*p & 0x07u);
+		for (size_t i = 1; i < n; i++) {
+			if ((p[i] & 0xc0) != 0x80) {
+				n = 0;
+				break;
+			}
+			cp = cp << 6 | (p[i] & 0x3fu);
+		}
+		bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+				(n == 4 && cp < 0x10000);
+		if (!n || overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is not valid UTF-8 "
+				       "(byte %zu)", what, field, (size_t)(p - (const unsigned char *)s));
+		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s holds a control character "
+				       "(byte %zu)", what, field, (size_t)(p - (const unsigned char *)s));
+		p += n;
+	}
+	return 0;
+}
+
 /* Fails the call with the backend's status. */
 static int fail_st(struct csi_call_ctx *ctx, const struct lp_status *st)
 {
@@ -138,18 +175,22 @@ struct capset {
  * All capabilities must agree on the access type (one volume is either a block device or a
  * filesystem).
  */
-static int check_caps(struct lp_driver *d, const char *what, VolCap *const *caps, size_t n,
-		      struct capset *cs, struct lp_status *st)
+/*
+ * need_mode false (GetCapacity): a capability without an access mode constrains nothing about
+ * the mode (upstream's capacity controller sends such capabilities); the rest is still checked.
+ */
+static int check_caps_mode(struct lp_driver *d, const char *what, VolCap *const *caps, size_t n,
+			   struct capset *cs, struct lp_status *st, bool need_mode)
 {
 	if (n == 0)
 		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: volume capabilities are missing", what);
 	memset(cs, 0, sizeof(*cs));
 	for (size_t i = 0; i < n; i++) {
 		const VolCap *c = caps[i];
-		if (!c || !c->access_mode)
+		if (!c || (!c->access_mode && need_mode))
 			return lp_fail(st, LP_INVALID_ARGUMENT,
 				       "%s: volume capability %zu has no access mode", what, i);
-		if (!mode_supported(c->access_mode->mode))
+		if (c->access_mode && !mode_supported(c->access_mode->mode))
 			return lp_fail(st, LP_INVALID_ARGUMENT,
 				       "%s: access mode %s is not supported (supported: "
 				       "SINGLE_NODE_WRITER, SINGLE_NODE_READER_ONLY, "
@@ -177,7 +218,7 @@ static int check_caps(struct lp_driver *d, const char *what, VolCap *const *caps
 		if (i == 0) {
 			cs->block = block;
 			cs->fstype = fstype;
-			cs->mode = c->access_mode->mode;
+			cs->mode = c->access_mode ? c->access_mode->mode : 0;
 		} else if (block != cs->block) {
 			return lp_fail(st, LP_INVALID_ARGUMENT,
 				       "%s: capabilities mix block and mount access", what);
@@ -188,6 +229,12 @@ static int check_caps(struct lp_driver *d, const char *what, VolCap *const *caps
 		}
 	}
 	return 0;
+}
+
+static int check_caps(struct lp_driver *d, const char *what, VolCap *const *caps, size_t n,
+		      struct capset *cs, struct lp_status *st)
+{
+	return check_caps_mode(d, what, caps, n, cs, st, true);
 }
 
 static int check_cap(struct lp_driver *d, const char *what, VolCap *cap, struct capset *cs,
@@ -353,7 +400,12 @@ static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__Capac
 	int64_t s = req ? req : floor ? floor : (lim && lim < GiB ? lim : GiB);
 	if (s < floor)
 		s = floor;
-	s = (s + MiB - 1) / MiB * MiB;
+	if (s > d->cfg.max_volume_size || s > INT64_MAX - (MiB - 1))
+		return lp_fail(st, LP_OUT_OF_RANGE,
+			       "%s: %lld bytes exceed the largest volume, %lld bytes "
+			       "(--max-volume-size)",
+			       what, (long long)s, (long long)d->cfg.max_volume_size);
+	s = (s + MiB - 1) / MiB * MiB; /* cannot overflow: checked above */
 	if (lim && s > lim)
 		return lp_fail(st, LP_OUT_OF_RANGE,
 			       "%s: %lld bytes (sizes are whole MiB%s) exceed the limit %lld", what,
@@ -455,7 +507,8 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	snprintf(what, sizeof(what), "volume %.200s", req->name);
 	struct capset cs;
 	bool thick;
-	if (check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
+	if (check_name("CreateVolume", "name", req->name, &st) ||
+	    check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
 	    parse_params(what, req->n_parameters, req->parameters, &thick, &st) ||
 	    check_topology(d, what, req->accessibility_requirements, &st))
 		return fail_st(ctx, &st);
@@ -524,8 +577,8 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		if (lp_volume_create(d->pool, v, src_image, &st))
 			ret = fail_st(ctx, &st);
 		else
-			KLOG_I("Created volume volume=\"%s\" name=\"%s\" size=%lld thick=%d source=\"%s%s%s\"",
-			       id, req->name, (long long)size, thick, src_kind, *src_kind ? "/" : "",
+			KLOG_I("Created volume volume=%s name=%s size=%lld thick=%d source=\"%s%s%s\"",
+			       LOGQ(id), LOGQ(req->name), (long long)size, thick, src_kind, *src_kind ? "/" : "",
 			       src_id);
 	}
 	if (!ret) {
@@ -566,7 +619,7 @@ static int delete_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		} else if (lp_volume_delete(d->pool, v->id, &st)) {
 			ret = fail_st(ctx, &st);
 		} else {
-			KLOG_I("Deleted volume volume=\"%s\" name=\"%s\"", v->id, v->name);
+			KLOG_I("Deleted volume volume=%s name=%s", LOGQ(v->id), LOGQ(v->name));
 		}
 		lp_volume_free(v);
 	} else if (st.code != LP_NOT_FOUND) {
@@ -650,8 +703,8 @@ static int controller_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *
 		goto out;
 	}
 	a = lp_volume_attachment(v, req->node_id);
-	KLOG_I("Published volume volume=\"%s\" node=\"%s\" device=\"%s\" readonly=%d", v->id,
-	       req->node_id, a->device, a->readonly);
+	KLOG_I("Published volume volume=%s node=%s device=%s readonly=%d", LOGQ(v->id),
+	       LOGQ(req->node_id), LOGQ(a->device), a->readonly);
 	add_publish_context(csi_ctx_arena(ctx), resp, a);
 out:
 	lp_pool_unlock(d->pool);
@@ -688,8 +741,8 @@ static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage
 			if (lp_volume_detach(d->pool, v, n, &st))
 				ret = fail_st(ctx, &st);
 			else
-				KLOG_I("Unpublished volume volume=\"%s\" node=\"%s\" device=\"%s\"",
-				       v->id, n, dev);
+				KLOG_I("Unpublished volume volume=%s node=%s device=%s",
+				       LOGQ(v->id), LOGQ(n), LOGQ(dev));
 			free(n);
 			free(dev);
 			if (ret || !empty(req->node_id))
@@ -884,8 +937,8 @@ static int get_capacity(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			 &st))
 		return fail_st(ctx, &st);
 	if (req->n_volume_capabilities &&
-	    check_caps(d, "GetCapacity", req->volume_capabilities, req->n_volume_capabilities, &cs,
-		       &st))
+	    check_caps_mode(d, "GetCapacity", req->volume_capabilities, req->n_volume_capabilities,
+			    &cs, &st, false))
 		return fail_st(ctx, &st);
 	const Csi__V1__Topology *t = req->accessible_topology;
 	const char *z = t ? csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY) : NULL;
@@ -958,8 +1011,9 @@ static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *r
 	char what[300];
 	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
 	int64_t size;
+	/* Never smaller than now: required_bytes 0 (or below the size) keeps the volume's size. */
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st) ||
-	    pick_size(d, what, req->capacity_range, 0, &size, &st)) {
+	    pick_size(d, what, req->capacity_range, v->size, &size, &st)) {
 		ret = fail_st(ctx, &st);
 		goto out;
 	}
@@ -968,7 +1022,7 @@ static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *r
 			ret = fail_st(ctx, &st);
 			goto out;
 		}
-		KLOG_I("Expanded volume volume=\"%s\" size=%lld", v->id, (long long)size);
+		KLOG_I("Expanded volume volume=%s size=%lld", LOGQ(v->id), (long long)size);
 	}
 	Csi__V1__ControllerExpandVolumeResponse *r = (Csi__V1__ControllerExpandVolumeResponse *)resp;
 	r->capacity_bytes = v->size;
@@ -1022,6 +1076,9 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 	const Csi__V1__CreateSnapshotRequest *req = (const Csi__V1__CreateSnapshotRequest *)reqm;
 	if (empty(req->name))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "CreateSnapshot: name is missing");
+	struct lp_status nst;
+	if (check_name("CreateSnapshot", "name", req->name, &nst))
+		return fail_st(ctx, &nst);
 	if (empty(req->source_volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "snapshot %s: source_volume_id is missing", req->name);
@@ -1072,8 +1129,8 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 		if (r)
 			ret = fail_st(ctx, &st);
 		else
-			KLOG_I("Created snapshot snapshot=\"%s\" name=\"%s\" volume=\"%s\"", id,
-			       req->name, v->id);
+			KLOG_I("Created snapshot snapshot=%s name=%s volume=%s", LOGQ(id),
+			       LOGQ(req->name), LOGQ(v->id));
 		free(img);
 	}
 	if (!ret)
@@ -1234,8 +1291,8 @@ static int stage_mount(struct lp_driver *d, const struct lp_volume *v, const cha
 			return lp_fail(st, LP_FAILED_PRECONDITION,
 				       "volume %s is %s and published read-only: nothing to mount",
 				       v->id, interrupted ? "half-formatted" : "blank");
-		KLOG_I("Formatting volume volume=\"%s\" device=\"%s\" fstype=\"%s\" redo=%d", v->id,
-		       dev, fstype, interrupted);
+		KLOG_I("Formatting volume volume=%s device=%s fstype=%s redo=%d", LOGQ(v->id),
+		       LOGQ(dev), LOGQ(fstype), interrupted);
 		if (lp_volume_mark_formatting(d->pool, v->id, true, st) ||
 		    lp_fs_format(v->id, dev, fstype, st) ||
 		    lp_volume_mark_formatting(d->pool, v->id, false, st))
@@ -1247,9 +1304,9 @@ static int stage_mount(struct lp_driver *d, const struct lp_volume *v, const cha
 			       "volume %s holds a %s signature, not a filesystem this driver mounts",
 			       v->id, have);
 	} else if (strcmp(have, fstype) != 0) {
-		KLOG_W("Volume already has another filesystem; mounting it as it is volume=\"%s\" "
-		       "has=\"%s\" requested=\"%s\"",
-		       v->id, have, fstype);
+		KLOG_W("Volume already has another filesystem; mounting it as it is volume=%s "
+		       "has=%s requested=%s",
+		       LOGQ(v->id), LOGQ(have), LOGQ(fstype));
 	}
 	if (lp_fs_check(v->id, dev, have, st))
 		return -1;
@@ -1329,7 +1386,7 @@ static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			goto out;
 		}
 	}
-	KLOG_I("Staged volume volume=\"%s\" device=\"%s\" staging=\"%s\"", v->id, dev, staging);
+	KLOG_I("Staged volume volume=%s device=%s staging=%s", LOGQ(v->id), LOGQ(dev), LOGQ(staging));
 out:
 	free(staging);
 	free(img);
@@ -1393,7 +1450,7 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	else if (dev && lp_loop_detach(req->volume_id, dev, &st))
 		ret = fail_st(ctx, &st);
 	else if (dev)
-		KLOG_I("Unstaged volume volume=\"%s\" device=\"%s\"", req->volume_id, dev);
+		KLOG_I("Unstaged volume volume=%s device=%s", LOGQ(req->volume_id), LOGQ(dev));
 	free(dev);
 	free(img);
 	free(staging);
@@ -1521,7 +1578,7 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			goto out;
 		}
 	}
-	KLOG_I("Published volume volume=\"%s\" target=\"%s\" readonly=%d", v->id, target, ro);
+	KLOG_I("Published volume volume=%s target=%s readonly=%d", LOGQ(v->id), LOGQ(target), ro);
 out:
 	free(target);
 	free(staging);
@@ -1561,7 +1618,7 @@ static int node_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 					    req->volume_id, target, strerror(errno));
 	}
 	if (!ret)
-		KLOG_I("Unpublished volume volume=\"%s\" target=\"%s\"", req->volume_id, target);
+		KLOG_I("Unpublished volume volume=%s target=%s", LOGQ(req->volume_id), LOGQ(target));
 	free(target);
 	lp_inflight_end(d->inflight, key);
 	return ret;
@@ -1691,7 +1748,7 @@ static int node_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			goto out;
 	}
 	((Csi__V1__NodeExpandVolumeResponse *)resp)->capacity_bytes = size;
-	KLOG_I("Expanded volume on node volume=\"%s\" device=\"%s\" size=%lld", v->id, dev,
+	KLOG_I("Expanded volume on node volume=%s device=%s size=%lld", LOGQ(v->id), LOGQ(dev),
 	       (long long)size);
 out:
 	free(path);
@@ -1760,8 +1817,8 @@ struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *s
 	if (controller) {
 		int n = lp_pool_recover(pool, st);
 		if (n > 0)
-			KLOG_I("Removed leftovers of an interrupted operation pool=\"%s\" files=%d",
-			       lp_pool_dir(pool), n);
+			KLOG_I("Removed leftovers of an interrupted operation pool=%s files=%d",
+			       LOGQ(lp_pool_dir(pool)), n);
 	}
 	if (node && lp_pool_node_register(pool, cfg->nodeid, cfg->zone, st)) {
 		lp_pool_free(pool);

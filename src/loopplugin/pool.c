@@ -179,7 +179,7 @@ static json_t *load_json(const char *path, bool *enoent, char *why, size_t whyle
 	if (!j) {
 		if (access(path, F_OK) < 0 && errno == ENOENT)
 			*enoent = true;
-		snprintf(why, whylen, "%s (line %d)", je.text, je.line);
+		snprintf(why, whylen, "%.96s (line %d)", je.text, je.line); /* json_error_t.text is 160 */
 	}
 	return j;
 }

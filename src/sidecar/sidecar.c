@@ -463,7 +463,16 @@ out:
 	pthread_mutex_unlock(&rt->mu);
 	if (started)
 		ops->stop(ops->ud);
-	if (!signalled && rt->leader)
+	if (signalled) {
+		/*
+		 * Workers are done and the Lease is released: exit now. Closing informers (a watch
+		 * notices a stop only about once a second) and sending queued events could take
+		 * longer than the 1 s a signalled process has; upstream's sidecars drop them too.
+		 */
+		KLOG_I("Exiting");
+		_exit(0);
+	}
+	if (rt->leader)
 		kube_leader_stop(rt->leader);
 	diag_server_stop(rt->http);
 	if (ops->cleanup)

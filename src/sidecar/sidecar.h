@@ -15,7 +15,7 @@
  * Shutdown: SIGTERM and SIGINT are blocked in every thread and taken by one signal thread. On a
  * signal it arms a watchdog (the process exits 0 at the latest 900 ms later, whatever any
  * thread is blocked in), releases the Lease when held, and then either lets the main thread stop
- * the controller (workers finish their current key) and return 0, or, when the main thread is
+ * the controller (workers finish their current key) and exit 0, or, when the main thread is
  * still in a start-up wait (driver socket absent, Probe retries, API server unreachable, cache
  * sync, leader-election standby), exits 0 at once. Losing the driver connection exits non-zero
  * so that the orchestrator restarts the container, as upstream does.

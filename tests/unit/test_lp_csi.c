@@ -957,6 +957,48 @@ static void test_list_and_capacity(void)
 	check_clean();
 }
 
+/* Issue 16: hostile names and sizes get a clear error before anything is made; GetCapacity with
+ * a capability without access mode (upstream's capacity controller sends one) is answered. */
+static void test_hostile_requests(void)
+{
+	Csi__V1__VolumeCapability *c = cap(false, SNW, "ext4");
+	struct vol v;
+	char long_name[200];
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	expect(create("bad-\xff\xfe", MiB, c, NULL), 3, "not valid UTF-8");
+	expect(create("bad-\xc0\xaf", MiB, c, NULL), 3, "not valid UTF-8");
+	expect(create("bad\nname", MiB, c, NULL), 3, "control character");
+	expect(create(long_name, MiB, c, NULL), 3, "more than 128");
+	char sid[128];
+	expect(snapshot("snap-\xff", "lv-x", sid), 3, "not valid UTF-8");
+	check_clean(); /* no image, no metadata left behind by any of them */
+
+	/* sizes near INT64_MAX: OUT_OF_RANGE, never INTERNAL or an overflow */
+	expect(create("huge", INT64_MAX, c, NULL), 11, "largest volume");
+	expect(create("huge", INT64_MAX - MiB / 2, c, NULL), 11, "largest volume");
+	CHECK_INT(create("hv", 8 * MiB, c, &v), 0);
+	int64_t got = 0;
+	bool node_needed;
+	expect(cexpand(v.id, INT64_MAX, &got, &node_needed), 11, "largest volume");
+	/* required_bytes 0 keeps the size (it used to grow the volume to 1 GiB) */
+	CHECK_INT(cexpand(v.id, 0, &got, &node_needed), 0);
+	CHECK_INT(got, 8 * MiB);
+	CHECK_INT(cexpand(v.id, 4 * MiB, &got, &node_needed), 0);
+	CHECK_INT(got, 8 * MiB);
+
+	Csi__V1__GetCapacityRequest gr = CSI__V1__GET_CAPACITY_REQUEST__INIT;
+	Csi__V1__GetCapacityResponse *gresp = NULL;
+	Csi__V1__VolumeCapability *nomode = cap(false, SNW, "ext4");
+	nomode->access_mode = NULL;
+	csi_repeated_add(A, &gr.base, "volume_capabilities", nomode);
+	CHECK_INT(csi_get_capacity(conn, &gr, &gresp, T, &st), 0);
+	CHECK(gresp && gresp->available_capacity > 0);
+	csi_msg_free(gresp);
+	CHECK_INT(del(v.id), 0);
+	check_clean();
+}
+
 /* The limit of 3 per node, and device names: never two alike, freed ones reused. */
 static void test_attach_limit_and_device_names(void)
 {
@@ -1294,6 +1336,7 @@ int main(void)
 	RUN(test_lifecycle_block);
 	RUN(test_errors);
 	RUN(test_list_and_capacity);
+	RUN(test_hostile_requests);
 	RUN(test_sanity_calls);
 	RUN(test_attach_limit_and_device_names);
 	RUN(test_concurrent_aborted);

@@ -1,0 +1,407 @@
+/*
+ * provisioner_bench: how fast a provisioner turns PersistentVolumeClaims into PersistentVolumes,
+ * and what it costs.
+ *
+ * It runs kube-emulator, a driver (--driver test: the in-memory csi-testdriver, which isolates the
+ * provisioner; --driver loop: kcsi-loopplugin, real image files) and the provisioner under test
+ * (--provisioner BIN: kcsi's csi-provisioner by default, or any binary that takes the upstream
+ * flags, e.g. the Go external-provisioner) as separate processes, unthrottled
+ * (--kube-api-qps/--kube-api-burst high), then:
+ *   1. creates --cached claims of another provisioner (a big cluster: the provisioner must not
+ *      pay memory for them),
+ *   2. creates -n claims of the driver at once from 16 threads and records for each the time
+ *      from its creation to its PV being seen in a watch,
+ * and prints the time to all PVs, p50/p99 latency, API writes per provision (from the global
+ * resourceVersion: every successful write, events included, minus the bench's own), peak RSS
+ * and CPU seconds of the provisioner. The last line is machine-readable. It never fails on a
+ * figure.
+ */
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOADERS 16
+
+static struct {
+	const char *provisioner, *bin, *tests, *driver;
+	int n, cached, workers;
+} opt;
+
+static const char *drvname;
+static struct kube_client *kc;
+static int64_t *t_create, *t_pv;
+static atomic_int n_pv;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "provisioner_bench: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setpgid(0, 0);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void stop(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+static bool wait_file(const char *path, bool sock, int64_t timeout_ns)
+{
+	int64_t end = mono_now_ns() + timeout_ns;
+	struct stat st;
+
+	while (mono_now_ns() < end) {
+		if (stat(path, &st) == 0 && (sock ? S_ISSOCK(st.st_mode) : st.st_size > 0))
+			return true;
+		sleep_ns(20 * NSEC_PER_MSEC);
+	}
+	return false;
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static double cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void create_or_die(const struct kube_resource *r, const char *ns, json_t *obj)
+{
+	struct kube_err e;
+	json_t *res = NULL;
+
+	for (int attempt = 0; attempt < 5 && !res; attempt++) {
+		res = kube_create(kc, r, ns, obj, &e);
+		if (!res && kube_err_is_already_exists(&e))
+			break;
+	}
+	if (!res && !kube_err_is_already_exists(&e))
+		die("create failed: %s", e.message);
+	json_decref(res);
+	json_decref(obj);
+}
+
+struct range_job {
+	void (*fn)(int i);
+	atomic_int next;
+	int n;
+};
+
+static void *range_worker(void *arg)
+{
+	struct range_job *j = arg;
+	int i;
+
+	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
+		j->fn(i);
+	return NULL;
+}
+
+static void parallel(int n, void (*fn)(int i))
+{
+	struct range_job j = { fn, 0, n };
+	pthread_t t[LOADERS];
+
+	for (int k = 0; k < LOADERS; k++)
+		pthread_create(&t[k], NULL, range_worker, &j);
+	for (int k = 0; k < LOADERS; k++)
+		pthread_join(t[k], NULL);
+}
+
+static json_t *pvc_json(const char *name, const char *provisioner)
+{
+	return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:{s:s, s:[s], s:{s:{s:s}}}}",
+			 "apiVersion", "v1", "kind", "PersistentVolumeClaim", "metadata", "name", name,
+			 "namespace", "default", "annotations", "volume.kubernetes.io/storage-provisioner",
+			 provisioner, "spec", "storageClassName", "bench", "accessModes", "ReadWriteOnce",
+			 "resources", "requests", "storage", "1Mi");
+}
+
+static void make_cached(int i)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "other-%06d", i);
+	create_or_die(&KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", pvc_json(name, "other.example.com"));
+}
+
+static void make_pvc(int i)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "claim-%06d", i);
+	t_create[i] = mono_now_ns();
+	create_or_die(&KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", pvc_json(name, drvname));
+}
+
+/* PV claimRef.name "claim-NNNNNN" -> its index; the PV informer keeps only the claim name. */
+static void on_pv(const struct kube_obj *o, void *ud)
+{
+	const struct kube_pv *pv = kube_pv_of(o);
+	(void)ud;
+	if (!pv || !pv->claim_name || strncmp(pv->claim_name, "claim-", 6) != 0)
+		return;
+	int i = atoi(pv->claim_name + 6);
+	if (i >= 0 && i < opt.n && t_pv[i] == 0) {
+		t_pv[i] = mono_now_ns();
+		atomic_fetch_add(&n_pv, 1);
+	}
+}
+
+static void on_pv_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	(void)old;
+	on_pv(o, ud);
+}
+
+static long long current_rv(void)
+{
+	struct kube_list_opts lo = { .limit = 1 };
+	struct kube_err e;
+	json_t *l = kube_list(kc, &KUBE_RES_STORAGECLASSES, NULL, &lo, &e);
+	if (!l)
+		die("list: %s", e.message);
+	long long rv = atoll(json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")) ?: "0");
+	json_decref(l);
+	return rv;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct sampler {
+	pid_t pid;
+	atomic_long peak;
+	atomic_bool stop;
+};
+
+static void *sample_rss(void *arg)
+{
+	struct sampler *s = arg;
+	while (!atomic_load(&s->stop)) {
+		long kb = rss_kb(s->pid);
+		if (kb > atomic_load(&s->peak))
+			atomic_store(&s->peak, kb);
+		sleep_ns(20 * NSEC_PER_MSEC);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct flagset *fs = flags_new("provisioner_bench", "provisioner_bench [flags]");
+	char self[PATH_MAX], defbin[PATH_MAX + 16], defprov[PATH_MAX + 40], err[512];
+	char tmp[] = "/tmp/kcsi-prov-bench.XXXXXX";
+	char kcpath[PATH_MAX + 64], sock[PATH_MAX + 64], log[PATH_MAX + 64], addr[PATH_MAX + 80];
+	char b0[PATH_MAX + 64], b1[PATH_MAX + 64], wt[32];
+
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[sl > 0 ? sl : 0] = '\0';
+	*strrchr(self, '/') = '\0'; /* <build>/tests */
+	snprintf(defbin, sizeof(defbin), "%s/../bin", self);
+	snprintf(defprov, sizeof(defprov), "%s/csi-provisioner", defbin);
+	flags_string(fs, "provisioner", &opt.provisioner, defprov, "provisioner binary under test (upstream flags)");
+	flags_string(fs, "bin", &opt.bin, defbin, "folder with kube-emulator and kcsi-loopplugin");
+	flags_string(fs, "tests", &opt.tests, self, "folder with csi-testdriver");
+	flags_string(fs, "driver", &opt.driver, "test", "test: in-memory csi-testdriver; loop: kcsi-loopplugin");
+	flags_int(fs, "n", &opt.n, 1000, "claims to provision");
+	flags_int(fs, "cached", &opt.cached, 0, "claims of another provisioner created first");
+	flags_int(fs, "worker-threads", &opt.workers, 100, "--worker-threads of the provisioner");
+	log_register_flags(fs);
+	flags_parse_or_exit(fs, argc, argv);
+	if (opt.n <= 0)
+		die("-n must be positive");
+	if (!mkdtemp(tmp))
+		die("mkdtemp failed");
+	drvname = strcmp(opt.driver, "loop") ? "testdriver.kcsi.dev" : "loop.kcsi.io";
+
+	snprintf(kcpath, sizeof(kcpath), "%s/kubeconfig", tmp);
+	snprintf(sock, sizeof(sock), "%s/csi.sock", tmp);
+	snprintf(addr, sizeof(addr), "unix://%s", sock);
+	snprintf(b0, sizeof(b0), "%s/kube-emulator", opt.bin);
+	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
+	char *eargv[] = { b0, "--listen", "127.0.0.1:0", "--write-kubeconfig", kcpath, NULL };
+	pid_t emu = spawn(eargv, log);
+	if (!wait_file(kcpath, false, 10 * NSEC_PER_SEC))
+		die("kube-emulator did not start (see %s)", log);
+	pid_t drv;
+	snprintf(log, sizeof(log), "%s/driver.log", tmp);
+	if (!strcmp(opt.driver, "loop")) {
+		char pool[PATH_MAX + 16];
+		snprintf(pool, sizeof(pool), "%s/pool", tmp);
+		mkdir(pool, 0755);
+		snprintf(b1, sizeof(b1), "%s/kcsi-loopplugin", opt.bin);
+		char *dargv[] = { b1, "--mode", "controller", "--endpoint", addr, "--nodeid", "node-0",
+				  "--pool-dir", pool, NULL };
+		drv = spawn(dargv, log);
+	} else {
+		snprintf(b1, sizeof(b1), "%s/csi-testdriver", opt.tests);
+		char *dargv[] = { b1, "--endpoint", addr, "--threads", "16", NULL };
+		drv = spawn(dargv, log);
+	}
+	if (!wait_file(sock, true, 10 * NSEC_PER_SEC))
+		die("driver did not start (see %s)", log);
+
+	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
+	if (!cfg)
+		die("%s", err);
+	struct kube_client_opts ko = { .component = "provisioner_bench", .qps = 0 };
+	kc = kube_client_new(cfg, &ko, err, sizeof(err));
+	if (!kc)
+		die("%s", err);
+	create_or_die(&KUBE_RES_STORAGECLASSES, NULL,
+		      json_pack("{s:s, s:s, s:{s:s}, s:s, s:s}", "apiVersion", "storage.k8s.io/v1",
+				"kind", "StorageClass", "metadata", "name", "bench", "provisioner", drvname,
+				"reclaimPolicy", "Delete"));
+	if (opt.cached > 0) {
+		int64_t t0 = mono_now_ns();
+		parallel(opt.cached, make_cached);
+		printf("created %d claims of another provisioner in %.1f s\n", opt.cached,
+		       (double)(mono_now_ns() - t0) / 1e9);
+	}
+
+	snprintf(log, sizeof(log), "%s/provisioner.log", tmp);
+	snprintf(wt, sizeof(wt), "%d", opt.workers);
+	char *pargv[] = { (char *)opt.provisioner, "--csi-address", addr, "--kubeconfig", kcpath,
+			  "--kube-api-qps", "100000", "--kube-api-burst", "100000", "--worker-threads",
+			  wt, "--timeout", "60s", NULL };
+	pid_t prov = spawn(pargv, log);
+	sleep_ns(NSEC_PER_SEC); /* start-up and cache sync */
+	long idle_kb = rss_kb(prov);
+	double cpu0 = cpu_s(prov);
+
+	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
+	t_pv = xcalloc((size_t)opt.n, sizeof(int64_t));
+	struct kube_informer_opts io = { .kind = &KUBE_KIND_PERSISTENTVOLUME };
+	struct kube_informer *pvi = kube_informer_new(kc, &io);
+	struct kube_handlers h = { on_pv, on_pv_update, NULL, NULL };
+	kube_informer_add_handlers(pvi, &h);
+	kube_informer_start(pvi);
+	kube_informer_wait_synced(pvi, 10 * NSEC_PER_SEC);
+
+	struct sampler smp = { .pid = prov };
+	pthread_t st;
+	pthread_create(&st, NULL, sample_rss, &smp);
+	long long rv0 = current_rv();
+	int64_t t0 = mono_now_ns();
+	parallel(opt.n, make_pvc);
+	int64_t end = mono_now_ns() + 600 * NSEC_PER_SEC;
+	while (atomic_load(&n_pv) < opt.n) {
+		if (mono_now_ns() > end || waitpid(prov, NULL, WNOHANG) == prov)
+			die("stopped at %d of %d PVs (see %s)", atomic_load(&n_pv), opt.n, log);
+		sleep_ns(NSEC_PER_MSEC);
+	}
+	int64_t t_all = mono_now_ns() - t0;
+	sleep_ns(500 * NSEC_PER_MSEC); /* events and late writes settle */
+	long long writes = current_rv() - rv0 - opt.n;
+	double cpu = cpu_s(prov) - cpu0;
+	atomic_store(&smp.stop, true);
+	pthread_join(st, NULL);
+	long end_kb = rss_kb(prov);
+
+	int64_t *d = xcalloc((size_t)opt.n, sizeof(int64_t));
+	for (int i = 0; i < opt.n; i++)
+		d[i] = t_pv[i] - t_create[i];
+	qsort(d, (size_t)opt.n, sizeof(int64_t), cmp64);
+	double p50 = (double)d[opt.n / 2] / 1e6;
+	double p99 = (double)d[(opt.n * 99) / 100 >= opt.n ? opt.n - 1 : (opt.n * 99) / 100] / 1e6;
+
+	printf("provisioner: %s  driver: %s  claims: %d  other claims cached: %d\n", opt.provisioner,
+	       opt.driver, opt.n, opt.cached);
+	printf("time to all PVs: %.2f s (%.0f PVs/s)\n", (double)t_all / 1e9,
+	       opt.n / ((double)t_all / 1e9));
+	printf("latency claim -> PV: p50 %.1f ms, p99 %.1f ms\n", p50, p99);
+	printf("API writes per provision: %.2f (events included)\n", (double)writes / opt.n);
+	printf("RSS: idle %.1f MB, peak %.1f MB, after %.1f MB\n", idle_kb / 1024.0,
+	       atomic_load(&smp.peak) / 1024.0, end_kb / 1024.0);
+	printf("CPU: %.2f s for %d provisions (%.3f s per 1000)\n", cpu, opt.n, cpu * 1000.0 / opt.n);
+	printf("RESULT n=%d cached=%d total_s=%.3f p50_ms=%.1f p99_ms=%.1f writes_per_op=%.2f "
+	       "rss_peak_kb=%ld rss_idle_kb=%ld cpu_s=%.3f\n",
+	       opt.n, opt.cached, (double)t_all / 1e9, p50, p99, (double)writes / opt.n,
+	       atomic_load(&smp.peak), idle_kb, cpu);
+
+	kube_informer_stop(pvi);
+	kube_informer_free(pvi);
+	stop(prov);
+	stop(drv);
+	stop(emu);
+	kube_client_free(kc);
+	kube_config_free(cfg);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	free(d);
+	free(t_create);
+	free(t_pv);
+	flags_free(fs);
+	return 0;
+}

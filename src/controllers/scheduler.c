@@ -1,0 +1,440 @@
+/*
+ * volume-scheduler: places pending pods on nodes in emulated clusters, where no kube-scheduler
+ * runs, with the volume rules of kube-scheduler's VolumeBinding plugin. Off in "*"; enable it with
+ * --controllers='*,volume-scheduler'.
+ *
+ * A pod is ours when it has no spec.nodeName, its schedulerName is --scheduler-name (or empty),
+ * and it is neither terminated nor being deleted. A node fits when it is Ready, schedulable,
+ * matches the pod's nodeSelector, and for every claim of the pod:
+ *   - a bound claim: the PV's nodeAffinity admits the node;
+ *   - an unbound claim of a WaitForFirstConsumer class: the node is the one already chosen
+ *     (volume.kubernetes.io/selected-node), or, when none is, it is in the class's
+ *     allowedTopologies and, if CSIStorageCapacity objects exist for the class, one of those that
+ *     covers the node has room for the request;
+ *   - an unbound claim of an Immediate class: no node fits yet (the pod waits for the binder).
+ * Among fitting nodes the one running the fewest pods wins (ties: name order), which spreads
+ * pods. The chosen node goes into selected-node of the WaitForFirstConsumer claims that have none;
+ * the pod is bound (POST pods/<name>/binding, or a spec.nodeName patch where the API server has no
+ * binding subresource) only once every claim is bound. Until then the pod is retried with a short
+ * backoff, and every claim change wakes the pods that use it.
+ */
+#include "controllers/cm.h"
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/objects.h"
+#include "kube/quantity.h"
+#include "kube/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ANN_SELECTED_NODE "volume.kubernetes.io/selected-node"
+
+struct vsched {
+	struct cm_ctx *cm;
+	struct cm_pool pool;
+	const char *scheduler_name;
+	bool started;
+	bool no_binding; /* pods/binding answered 404 once (for the log) */
+};
+
+static bool ours(struct vsched *s, const struct kube_pod *p)
+{
+	return p && !p->node_name && !kube_pod_terminated(p) && !p->meta.deletion_ts &&
+	       (!p->scheduler_name || !*p->scheduler_name || !strcmp(p->scheduler_name, s->scheduler_name));
+}
+
+static bool labels_have(const struct kube_kv *l, uint16_t n, const char *k, const char *v)
+{
+	for (uint16_t i = 0; i < n; i++)
+		if (!strcmp(l[i].key, k))
+			return !v || !strcmp(l[i].value, v);
+	return false;
+}
+
+/* A CSIStorageCapacity nodeTopology (matchLabels, matchExpressions In/Exists) against labels. */
+static bool topology_covers(json_t *sel, const struct kube_node *n)
+{
+	const char *k;
+	json_t *v, *e;
+	size_t i;
+
+	if (!json_is_object(sel))
+		return false; /* no topology: covers no node */
+	json_object_foreach(json_object_get(sel, "matchLabels"), k, v)
+		if (!labels_have(n->labels, n->nlabels, k, json_string_value(v)))
+			return false;
+	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e) {
+		const char *key = json_string_value(json_object_get(e, "key"));
+		const char *op = json_string_value(json_object_get(e, "operator"));
+		json_t *vals = json_object_get(e, "values"), *x;
+		size_t j;
+		bool any = false;
+
+		if (!key || !op)
+			return false;
+		if (!strcmp(op, "Exists")) {
+			if (!labels_have(n->labels, n->nlabels, key, NULL))
+				return false;
+			continue;
+		}
+		if (strcmp(op, "In"))
+			return false;
+		json_array_foreach(vals, j, x)
+			any = any || labels_have(n->labels, n->nlabels, key, json_string_value(x));
+		if (!any)
+			return false;
+	}
+	return true;
+}
+
+/* -1: the class has no CSIStorageCapacity objects; else 1 when one covering the node has room. */
+static int capacity_fits(json_t *caps, const char *cls, const struct kube_node *n, int64_t want)
+{
+	json_t *c;
+	size_t i;
+	int seen = -1;
+
+	json_array_foreach(json_object_get(caps, "items"), i, c) {
+		const char *sc = json_string_value(json_object_get(c, "storageClassName"));
+		const char *cap = json_string_value(json_object_get(c, "capacity"));
+		const char *max = json_string_value(json_object_get(c, "maximumVolumeSize"));
+		int64_t cb = -1, mb = -1;
+		char err[64];
+
+		if (!sc || strcmp(sc, cls))
+			continue;
+		if (seen < 0)
+			seen = 0;
+		if (!topology_covers(json_object_get(c, "nodeTopology"), n))
+			continue;
+		if (cap)
+			kube_quantity_parse(cap, &cb, err, sizeof(err));
+		if (max)
+			kube_quantity_parse(max, &mb, err, sizeof(err));
+		if ((mb >= 0 ? mb : cb) >= want)
+			return 1;
+	}
+	return seen;
+}
+
+struct claim_info {
+	struct kube_obj *claim; /* reference */
+	struct kube_obj *pv;    /* bound volume, or NULL */
+	struct kube_obj *sc;    /* class, or NULL */
+};
+
+static void infos_free(struct claim_info *ci, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		kube_obj_unref(ci[i].claim);
+		kube_obj_unref(ci[i].pv);
+		kube_obj_unref(ci[i].sc);
+	}
+	free(ci);
+}
+
+/* Why node n cannot run the pod, or NULL when it can. */
+static const char *node_unfit(const struct kube_pod *p, const struct kube_node *n,
+			      const struct claim_info *ci, size_t nci, json_t **caps, struct vsched *s)
+{
+	if (n->ready != KUBE_COND_TRUE)
+		return "node(s) were not ready";
+	if (n->unschedulable)
+		return "node(s) were unschedulable";
+	for (uint16_t i = 0; i < p->nnode_selector; i++)
+		if (!labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
+			return "node(s) didn't match Pod's node affinity/selector";
+	for (size_t i = 0; i < nci; i++) {
+		const struct kube_pvc *c = kube_pvc_of(ci[i].claim);
+		const struct kube_pv *pv = kube_pv_of(ci[i].pv);
+		const struct kube_storageclass *sc = kube_storageclass_of(ci[i].sc);
+
+		if (pv) {
+			if (!kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels, n->nlabels))
+				return "node(s) had volume node affinity conflict";
+			continue;
+		}
+		if (!sc || !sc->wait_for_first_consumer)
+			return "pod has unbound immediate PersistentVolumeClaims";
+		if (c->selected_node) {
+			if (strcmp(c->selected_node, n->meta.name))
+				return "node(s) did not match the node already selected for a claim";
+			continue;
+		}
+		if (!kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, n->labels,
+					      n->nlabels))
+			return "node(s) didn't find available persistent volumes to bind";
+		if (!*caps) {
+			struct kube_err e;
+			*caps = kube_list(s->cm->kc, &KUBE_RES_CSISTORAGECAPACITIES, NULL, NULL, &e);
+			if (!*caps)
+				*caps = json_object(); /* not served: no capacity tracking */
+		}
+		if (capacity_fits(*caps, sc->meta.name, n, c->request > 0 ? c->request : 0) == 0)
+			return "node(s) did not have enough free storage";
+	}
+	return NULL;
+}
+
+static size_t pods_on(struct kube_obj *const *pods, size_t npods, const char *node)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < npods; i++) {
+		const struct kube_pod *p = kube_pod_of(pods[i]);
+		if (p && p->node_name && !strcmp(p->node_name, node) && !kube_pod_terminated(p))
+			k++;
+	}
+	return k;
+}
+
+static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const char *node)
+{
+	struct kube_err e;
+	struct strbuf path, out;
+	char *body;
+	int rc = -1;
+
+	json_t *b = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1",
+			      "kind", "Binding", "metadata", "name", p->meta.name, "namespace", p->meta.ns,
+			      "target", "apiVersion", "v1", "kind", "Node", "name", node);
+	body = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	strbuf_init(&path, 128);
+	strbuf_init(&out, 256);
+	kube_path(&path, &KUBE_RES_PODS, p->meta.ns, p->meta.name, "binding");
+	struct kube_request rq = { "POST", path.buf, NULL, "application/json", body, strlen(body) };
+	rc = kube_do(s->cm->kc, &rq, &out, &e);
+	free(body);
+	strbuf_release(&path);
+	strbuf_release(&out);
+	if (rc < 0 && e.code == 404) {
+		/* No binding subresource on this API server (or the pod is gone: the patch says). */
+		if (!s->no_binding)
+			KLOG_I("pods/binding is not served (404): binding pods with a spec.nodeName patch");
+		s->no_binding = true;
+		json_t *pt = json_pack("{s:{s:s}}", "spec", "nodeName", node);
+		rc = cm_patch(s->cm, &KUBE_RES_PODS, p->meta.ns, p->meta.name, false, pt, &e);
+		json_decref(pt);
+	}
+	if (rc < 0) {
+		KLOG_E("binding pod %s/%s to node \"%s\": %s", p->meta.ns, p->meta.name, node, e.message);
+		return e.code == 409 ? CM_DONE : CM_RETRY; /* 409: someone else bound it */
+	}
+	struct kube_objref ref;
+	char uid[64];
+	kube_objref_of(&p->meta, &ref, uid, sizeof(uid));
+	kube_event(s->cm->rec, &ref, KUBE_EVENT_NORMAL, "Scheduled",
+		   "Successfully assigned %s/%s to %s", p->meta.ns, p->meta.name, node);
+	KLOG_I("Successfully bound pod to node pod=\"%s/%s\" node=\"%s\"", p->meta.ns, p->meta.name, node);
+	return CM_DONE;
+}
+
+static enum cm_result sync_pod(void *self, const char *key)
+{
+	struct vsched *s = self;
+	char ns[256];
+	const char *slash = strchr(key, '/');
+	struct kube_obj *po;
+	const struct kube_pod *p;
+	struct claim_info *ci = NULL;
+	size_t nci = 0, nnodes = 0, npods = 0;
+	struct kube_obj **nodes = NULL, **pods = NULL;
+	json_t *caps = NULL;
+	enum cm_result r = CM_DONE;
+	const struct kube_node *best = NULL;
+	size_t best_load = 0;
+	const char *why = NULL;
+
+	if (!slash || (size_t)(slash - key) >= sizeof(ns))
+		return CM_DONE;
+	memcpy(ns, key, (size_t)(slash - key));
+	ns[slash - key] = 0;
+	po = kube_store_get(cm_store(s->cm, CM_PODS), ns, slash + 1);
+	p = kube_pod_of(po);
+	if (!ours(s, p)) {
+		kube_obj_unref(po);
+		return CM_DONE;
+	}
+	ci = xcalloc(p->nvolumes + 1u, sizeof(*ci));
+	for (uint16_t i = 0; i < p->nvolumes; i++) {
+		const struct kube_pvc *c;
+
+		if (!p->volumes[i].claim_name)
+			continue;
+		ci[nci].claim = kube_store_get(cm_store(s->cm, CM_PVCS), ns, p->volumes[i].claim_name);
+		c = kube_pvc_of(ci[nci].claim);
+		if (!c) {
+			KLOG_V(3, "pod %s waits for claim \"%s\"", key, p->volumes[i].claim_name);
+			r = CM_RETRY;
+			goto out;
+		}
+		if (c->volume_name)
+			ci[nci].pv = kube_store_get(cm_store(s->cm, CM_PVS), NULL, c->volume_name);
+		if (c->storage_class && *c->storage_class)
+			ci[nci].sc = kube_store_get(cm_store(s->cm, CM_SCS), NULL, c->storage_class);
+		nci++;
+	}
+	nodes = kube_store_list(cm_store(s->cm, CM_NODES), &nnodes);
+	pods = kube_store_list(cm_store(s->cm, CM_PODS), &npods);
+	for (size_t i = 0; i < nnodes; i++) {
+		const struct kube_node *n = kube_node_of(nodes[i]);
+		const char *w = n ? node_unfit(p, n, ci, nci, &caps, s) : "no node";
+		size_t load;
+
+		if (w) {
+			why = w;
+			continue;
+		}
+		load = pods_on(pods, npods, n->meta.name);
+		if (!best || load < best_load || (load == best_load && strcmp(n->meta.name, best->meta.name) < 0))
+			best = n, best_load = load;
+	}
+	if (!best) {
+		struct kube_objref ref;
+		char uid[64];
+		kube_objref_of(&p->meta, &ref, uid, sizeof(uid));
+		kube_event(s->cm->rec, &ref, KUBE_EVENT_WARNING, "FailedScheduling",
+			   "0/%zu nodes are available: %s.", nnodes, why ? why : "no nodes");
+		r = CM_RETRY;
+		goto out;
+	}
+	/* Tell the provisioner where: selected-node on the delayed claims that have none. */
+	bool all_bound = true;
+	for (size_t i = 0; i < nci; i++) {
+		const struct kube_pvc *c = kube_pvc_of(ci[i].claim);
+		if (ci[i].pv && c->phase == KUBE_PVC_BOUND)
+			continue;
+		all_bound = false;
+		if (c->selected_node || ci[i].pv)
+			continue;
+		struct kube_err e;
+		json_t *pt = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", c->meta.rv,
+				       "annotations", ANN_SELECTED_NODE, best->meta.name);
+		if (cm_patch(s->cm, &KUBE_RES_PERSISTENTVOLUMECLAIMS, c->meta.ns, c->meta.name, false, pt, &e))
+			KLOG_E("setting selected-node on claim %s/%s: %s", c->meta.ns, c->meta.name, e.message);
+		else
+			KLOG_I("claim %s/%s: selected node \"%s\" for pod %s", c->meta.ns, c->meta.name,
+			       best->meta.name, key);
+		json_decref(pt);
+	}
+	r = all_bound ? bind_pod(s, p, best->meta.name) : CM_RETRY;
+out:
+	json_decref(caps);
+	kube_objs_free(nodes, nnodes);
+	kube_objs_free(pods, npods);
+	infos_free(ci, p->nvolumes); /* unused slots are zero */
+	kube_obj_unref(po);
+	return r;
+}
+
+/* ---- handlers ---- */
+
+static void pod_add(const struct kube_obj *o, void *ud)
+{
+	struct vsched *s = ud;
+	char key[512];
+
+	if (!ours(s, kube_pod_of(o)))
+		return;
+	kube_obj_key(o, key, sizeof(key));
+	kube_workqueue_add(s->pool.q, key);
+}
+static void pod_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	(void)old;
+	pod_add(o, ud);
+}
+
+/* A claim changed (bound, annotated): wake the pending pods of its namespace that use it. */
+static void claim_changed(const struct kube_obj *o, void *ud)
+{
+	struct vsched *s = ud;
+	size_t n;
+	struct kube_obj **pods = kube_store_list(cm_store(s->cm, CM_PODS), &n);
+	char key[512];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pod *p = kube_pod_of(pods[i]);
+		if (!ours(s, p) || !p->meta.ns || !o->ns || strcmp(p->meta.ns, o->ns))
+			continue;
+		for (uint16_t v = 0; v < p->nvolumes; v++)
+			if (p->volumes[v].claim_name && !strcmp(p->volumes[v].claim_name, o->name)) {
+				kube_obj_key(pods[i], key, sizeof(key));
+				kube_workqueue_add(s->pool.q, key);
+				break;
+			}
+	}
+	kube_objs_free(pods, n);
+}
+static void claim_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	(void)old;
+	claim_changed(o, ud);
+}
+
+static void *vs_init(struct cm_ctx *cm)
+{
+	struct vsched *s = xcalloc(1, sizeof(*s));
+	struct kube_handlers ph = { pod_add, pod_update, NULL, s };
+	struct kube_handlers ch = { claim_changed, claim_update, NULL, s };
+
+	s->cm = cm;
+	s->scheduler_name = cm->cfg->scheduler_name;
+	cm_pool_init(&s->pool, "volume-scheduler", cm->cfg, sync_pod, s);
+	/* Pods wait for provisioning in short steps, not the API-error backoff. */
+	kube_workqueue_free(s->pool.q);
+	s->pool.q = kube_workqueue_new("volume-scheduler", 200 * NSEC_PER_MSEC, 5 * NSEC_PER_SEC);
+	kube_informer_add_handlers(cm_informer(cm, CM_PODS), &ph);
+	kube_informer_add_handlers(cm_informer(cm, CM_PVCS), &ch);
+	cm_informer(cm, CM_NODES);
+	cm_informer(cm, CM_PVS);
+	cm_informer(cm, CM_SCS);
+	return s;
+}
+
+static int vs_start(void *self)
+{
+	struct vsched *s = self;
+
+	if (cm_pool_start(&s->pool, 1))
+		return -1;
+	s->started = true;
+	return 0;
+}
+
+static void vs_stop(void *self)
+{
+	struct vsched *s = self;
+
+	if (s->started)
+		cm_pool_stop(&s->pool);
+	s->started = false;
+}
+
+static void vs_free(void *self)
+{
+	struct vsched *s = self;
+
+	cm_pool_free(&s->pool);
+	free(s);
+}
+
+static size_t vs_queues(void *self, struct kube_workqueue **out, size_t max)
+{
+	struct vsched *s = self;
+
+	if (!max)
+		return 0;
+	out[0] = s->pool.q;
+	return 1;
+}
+
+const struct cm_controller cm_volume_scheduler = {
+	.name = "volume-scheduler", .default_on = false,
+	.init = vs_init, .start = vs_start, .stop = vs_stop, .free = vs_free, .queues = vs_queues,
+};

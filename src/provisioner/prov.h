@@ -1,0 +1,237 @@
+/*
+ * csi-provisioner internals.
+ *
+ * Decisions are plain functions of records and flags, with no I/O (decide.c, topology.c, pv.c),
+ * so that table-driven unit tests read like seed 004's tables. The controller (controller.c)
+ * does the I/O: informers keep compact records of the claims and volumes this driver owns (a
+ * filter drops everyone else's before caching), StorageClasses, and (with topology) CSINodes and
+ * Nodes; workers take claim keys, volume names, unsaved PV names and cloning-protection keys from
+ * four queues, decide with the functions below, and call the driver and the API.
+ *
+ * Ownership: struct prov_ctrl owns its informers, queues, threads and maps; it borrows the kube
+ * client, the CSI connection and the recorder, which the caller keeps alive until
+ * prov_ctrl_free().
+ */
+#ifndef KCSI_PROVISIONER_PROV_H
+#define KCSI_PROVISIONER_PROV_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csi/client.h"
+#include "csi/msg.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/hmap.h"
+#include "kube/informer.h"
+#include "kube/objects.h"
+#include "kube/workqueue.h"
+#include "base/flags.h"
+#include "base/strbuf.h"
+
+/* ---- names and keys (upstream's, facts of the interface) ---- */
+#define PROV_ANN_STORAGE_PROVISIONER "volume.kubernetes.io/storage-provisioner"
+#define PROV_ANN_SELECTED_NODE "volume.kubernetes.io/selected-node"
+#define PROV_ANN_PROVISIONED_BY "pv.kubernetes.io/provisioned-by"
+#define PROV_ANN_DELETE_SECRET_NAME "volume.kubernetes.io/provisioner-deletion-secret-name"
+#define PROV_ANN_DELETE_SECRET_NS "volume.kubernetes.io/provisioner-deletion-secret-namespace"
+#define PROV_PV_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
+#define PROV_CLONE_FINALIZER "provisioner.storage.kubernetes.io/cloning-protection"
+#define PROV_IDENTITY_KEY "storage.kubernetes.io/csiProvisionerIdentity"
+#define PROV_PARAM_PREFIX "csi.storage.k8s.io/"
+#define PROV_PARAM_FSTYPE "csi.storage.k8s.io/fstype"
+#define PROV_META_PVC_NAME "csi.storage.k8s.io/pvc/name"
+#define PROV_META_PVC_NAMESPACE "csi.storage.k8s.io/pvc/namespace"
+#define PROV_META_PV_NAME "csi.storage.k8s.io/pv/name"
+#define PROV_SNAPSHOT_GROUP "snapshot.storage.k8s.io"
+
+/* ---- feature gates (decide.c) ---- */
+struct prov_gates {
+	bool topology;                 /* Topology, default false (v3.x beta) */
+	bool honor_pv_reclaim_policy;  /* HonorPVReclaimPolicy, default false (v3.x alpha) */
+	bool cross_namespace_source;   /* CrossNamespaceVolumeDataSource, default false; accepted */
+};
+/* Fills g from --feature-gates; an unknown gate or a value other than true/false is an error. */
+int prov_parse_gates(const struct flag_map *m, struct prov_gates *g, char *err, size_t errlen);
+
+/* ---- claim selection (decide.c) ---- */
+enum prov_claim_decision {
+	PROV_IGNORE,        /* not ours, already bound, or nothing to do: forget the key */
+	PROV_WAIT_FOR_NODE, /* WaitForFirstConsumer without a selected node: wait for the scheduler */
+	PROV_NO_CLASS,      /* ours, but the StorageClass does not exist: retry with backoff */
+	PROV_PROVISION,     /* provision it */
+};
+/*
+ * Upstream's shouldProvision: unbound (no spec.volumeName), the storage-provisioner annotation
+ * (or its beta name) equal to driver, a StorageClass, and for WaitForFirstConsumer classes a
+ * selected node. sc is the claim's class from the cache (NULL when absent).
+ */
+enum prov_claim_decision prov_should_provision(const struct kube_pvc *pvc, const char *driver,
+					       const struct kube_storageclass *sc);
+
+/* ---- volume name (decide.c) ---- */
+/*
+ * "<prefix>-<uid>"; with uuid_len >= 0 the UID's dashes are removed and it is cut to uuid_len
+ * characters. Errors: empty prefix, empty UID, uuid_len longer than the UID.
+ */
+int prov_volume_name(const char *prefix, const char *uid, int uuid_len, char *out, size_t outlen,
+		     char *err, size_t errlen);
+
+/* ---- StorageClass parameters (decide.c) ---- */
+/* fsType from "fstype" (any case, deprecated) or csi.storage.k8s.io/fstype; both is an error;
+ * neither gives def ("" when def is NULL). *out points into params or def. */
+int prov_fstype(const struct kube_kv *params, size_t n, const char *def, const char **out,
+		char *err, size_t errlen);
+/* Copies the parameters without the csi.storage.k8s.io/ keys into out (room for n entries);
+ * an unknown csi.storage.k8s.io/ key is an error, as upstream. Returns the count or -1. */
+int prov_strip_params(const struct kube_kv *params, size_t n, struct kube_kv *out, char *err,
+		      size_t errlen);
+
+/* ---- secrets (decide.c) ---- */
+enum prov_secret_kind {
+	PROV_SECRET_PROVISIONER, PROV_SECRET_CONTROLLER_PUBLISH, PROV_SECRET_NODE_STAGE,
+	PROV_SECRET_NODE_PUBLISH, PROV_SECRET_CONTROLLER_EXPAND, PROV_SECRET_NODE_EXPAND,
+	PROV_SECRET_KINDS
+};
+struct prov_secret_ref {
+	bool set;
+	char name[254];
+	char ns[64];
+};
+/* What templates may use. annotations may be NULL (then ${pvc.annotations['k']} is invalid). */
+struct prov_template_ctx {
+	const char *pv_name;
+	const char *pvc_name; /* NULL: not available */
+	const char *pvc_ns;
+	const struct kube_kv *annotations;
+	size_t nannotations;
+};
+/*
+ * Resolves the secret reference of one kind from StorageClass parameters (current keys,
+ * deprecated csiXxxSecretName keys, then the csi.storage.k8s.io/secret-name defaults), expanding
+ * ${pv.name}, ${pvc.namespace}, ${pvc.name}, ${pvc.annotations['KEY']} (the name only). The
+ * result must be a valid namespace / Secret name. No reference is not an error (ref->set false).
+ */
+int prov_secret_ref(enum prov_secret_kind kind, const struct kube_kv *params, size_t n,
+		    const struct prov_template_ctx *ctx, struct prov_secret_ref *ref, char *err,
+		    size_t errlen);
+/* True when a name template of any kind uses ${pvc.annotations[...]}. */
+bool prov_params_use_annotations(const struct kube_kv *params, size_t n);
+/* os.Expand semantics: $name and ${name}; an unknown name is an error listing them. */
+int prov_expand(const char *tmpl, const struct kube_kv *vars, size_t nvars, char *out,
+		size_t outlen, char *err, size_t errlen);
+
+/* ---- capabilities (decide.c) ---- */
+/* CSI access mode for one Kubernetes access mode bit (enum kube_access_mode), -1 if unknown. */
+int prov_access_mode(unsigned mode_bit, bool single_node_multi_writer);
+
+/* ---- CSI errors (decide.c) ---- */
+enum prov_state {
+	PROV_FINISHED,      /* final: no operation in progress; report and retry later */
+	PROV_IN_BACKGROUND, /* may still be in progress: retry with the same name, never give up */
+	PROV_NO_CHANGE,     /* failed before the driver was called */
+	PROV_RESCHEDULE,    /* final, and the scheduler may pick another node */
+};
+/* Upstream's checkError: gRPC code -> state. may_reschedule: topology and a selected node. */
+enum prov_state prov_check_error(int grpc_code, bool may_reschedule);
+
+/* ---- topology (topology.c) ---- */
+struct prov_term {       /* one topology segment map, keys sorted */
+	struct kube_kv *segs;
+	size_t n;
+};
+struct prov_terms {
+	struct prov_term *t;
+	size_t n;
+};
+void prov_terms_free(struct prov_terms *ts);
+/* One node as the topology code sees it: the driver's keys from its CSINode (NULL, 0 when the
+ * CSINode or the driver entry is absent) and the Node's labels (NULL when the Node is absent). */
+struct prov_topo_node {
+	const char *name;
+	bool has_csinode;
+	const char *const *keys;
+	size_t nkeys;
+	bool has_node;
+	const struct kube_kv *labels;
+	size_t nlabels;
+};
+struct prov_topo_input {
+	const char *pvc_name;
+	const struct kube_node_selector_term *allowed; /* StorageClass allowedTopologies */
+	size_t nallowed;
+	const char *selected_node; /* NULL: immediate binding */
+	bool strict, immediate;
+	const struct prov_topo_node *nodes; /* every node known (CSINode and/or Node) */
+	size_t nnodes;
+	unsigned random; /* picks the node whose keys drive aggregation for immediate binding */
+};
+/*
+ * Seed 004's table: fills requisite and preferred (both empty = no AccessibilityRequirements).
+ * Returns 0, or -1 with the reason (no topology key on the selected node, labels missing, selected
+ * node outside allowed topologies with --strict-topology, no topology found in the cluster).
+ */
+int prov_accessibility(const struct prov_topo_input *in, struct prov_terms *requisite,
+		       struct prov_terms *preferred, char *err, size_t errlen);
+/* Upstream's StatefulSet spreading: hash of the set name and the replica index of a claim name. */
+void prov_pvc_name_hash(const char *pvc_name, uint32_t *hash, uint32_t *index);
+
+/* ---- the PersistentVolume (pv.c) ---- */
+struct prov_pv_spec {
+	const char *name, *driver, *volume_handle, *fs_type, *storage_class;
+	const struct kube_kv *attributes; /* volume_context plus the provisioner identity */
+	size_t nattributes;
+	int64_t capacity;
+	uint8_t access_modes; /* enum kube_access_mode bits */
+	bool block, read_only;
+	uint8_t reclaim;      /* 0 Delete, 1 Retain */
+	const char *const *mount_options;
+	size_t nmount_options;
+	const struct prov_secret_ref *secrets; /* [PROV_SECRET_KINDS]; [PROVISIONER] -> annotations */
+	const char *claim_ns, *claim_name, *claim_uid, *claim_rv;
+	bool finalizer;                      /* HonorPVReclaimPolicy */
+	const struct prov_terms *affinity;   /* accessible_topology; NULL or empty: none */
+};
+/* The PV exactly as upstream writes it (see pv.c). New reference. */
+json_t *prov_pv_json(const struct prov_pv_spec *s);
+
+/* ---- metrics (metrics.c) ---- */
+struct prov_metrics;
+struct prov_metrics *prov_metrics_new(void);
+void prov_metrics_free(struct prov_metrics *m);
+/* Provision (class, source) or delete (class, NULL source) outcome; duration of successes. */
+void prov_metrics_provision(struct prov_metrics *m, const char *cls, const char *source, bool ok,
+			    int64_t duration_ns);
+void prov_metrics_delete(struct prov_metrics *m, const char *cls, bool ok, int64_t duration_ns);
+void prov_metrics_render(struct prov_metrics *m, struct strbuf *out);
+
+/* ---- controller (controller.c) ---- */
+struct prov_ctrl_opts {
+	const char *driver;
+	struct csi_conn *csi;
+	struct kube_recorder *recorder;
+	struct prov_gates gates;
+	int workers, clone_workers;
+	int64_t timeout_ns, retry_start_ns, retry_max_ns, resync_ns;
+	const char *prefix;
+	int uuid_length;
+	bool strict_topology, immediate_topology, extra_create_metadata;
+	bool controller_publish_readonly, prevent_volume_mode_conversion;
+	const char *default_fstype;
+	/* Driver capabilities */
+	bool cap_controller_service, cap_create_delete, cap_clone, cap_snapshot, cap_snmw,
+	     cap_publish, cap_topology;
+	const char *identity; /* storage.kubernetes.io/csiProvisionerIdentity value */
+};
+
+struct prov_ctrl;
+struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_opts *o);
+int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen);
+void prov_ctrl_stop(struct prov_ctrl *c);
+void prov_ctrl_free(struct prov_ctrl *c);
+void prov_ctrl_render_metrics(struct prov_ctrl *c, struct strbuf *out);
+
+#endif

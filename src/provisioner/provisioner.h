@@ -1,0 +1,45 @@
+/*
+ * csi-provisioner: the external-provisioner, in C. cmd/csi-provisioner parses the flags into a
+ * struct prov_config and calls prov_run(), which hands the shared start-up (src/sidecar) the
+ * provisioner's part: the claim, volume, unsaved-PV and cloning-protection controllers.
+ */
+#ifndef KCSI_PROVISIONER_PROVISIONER_H
+#define KCSI_PROVISIONER_PROVISIONER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/flags.h"
+#include "sidecar/sidecar.h"
+
+struct prov_config {
+	struct sidecar_config sc; /* kube flags, --csi-address, --timeout, diagnostics, gates */
+	int worker_threads;       /* --worker-threads 100 */
+	int cloning_protection_threads; /* --cloning-protection-threads 1 */
+	const char *volume_name_prefix; /* --volume-name-prefix pvc */
+	int volume_name_uuid_length;    /* --volume-name-uuid-length -1 (whole UID) */
+	bool strict_topology;
+	bool immediate_topology;        /* default true */
+	bool extra_create_metadata;
+	const char *default_fstype;
+	bool controller_publish_readonly;
+	bool prevent_volume_mode_conversion;
+	/* Parsed, reported as not implemented yet when enabled (issue 11). */
+	bool enable_capacity;
+	int capacity_ownerref_level;
+	int capacity_threads;
+	int64_t capacity_poll_interval_ns;
+	bool capacity_for_immediate_binding;
+	bool node_deployment;
+	bool node_deployment_immediate_binding;
+	int64_t node_deployment_base_delay_ns;
+	int64_t node_deployment_max_delay_ns;
+	const char *provisioner_deprecated; /* --provisioner: ignored */
+};
+
+/* Registers every csi-provisioner flag (names and defaults as upstream) on fs. */
+void prov_register_flags(struct flagset *fs, struct prov_config *cfg);
+/* Runs until SIGTERM/SIGINT; returns the process exit code. */
+int prov_run(const struct prov_config *cfg);
+
+#endif
