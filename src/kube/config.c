@@ -39,12 +39,22 @@ static int errf(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-/* Reads a whole file (up to MAX_FILE) into a NUL-terminated buffer. */
+static const char *not_regular(mode_t m);
+
+/* Reads a whole regular file (up to MAX_FILE) into a NUL-terminated buffer. */
 static char *read_file(const char *path, size_t *len, char *why, size_t whylen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(why, whylen, "%s", strerror(errno));
+		return NULL;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || not_regular(st.st_mode)) {
+		snprintf(why, whylen, "%s, not a regular file",
+			 fstat(fd, &st) ? strerror(errno) : not_regular(st.st_mode));
+		close(fd);
 		return NULL;
 	}
 	struct strbuf sb = STRBUF_INIT;
@@ -225,11 +235,24 @@ static char *resolve(const char *dir, char *path)
 	return strbuf_detach(&sb, NULL);
 }
 
+/* What a non-regular file is, for error messages; NULL for a regular file. */
+static const char *not_regular(mode_t m)
+{
+	return S_ISREG(m) ? NULL : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
+/* File-typed fields must name readable regular files: a directory, device or FIFO is refused
+ * at load time (a FIFO would otherwise hang every request that reads it). */
 static int check_readable(struct ydoc *y, const char *field, const char *path)
 {
+	struct stat st;
 	if (path && access(path, R_OK) != 0)
 		return errf(y->err, y->errlen, "%s: %s: cannot read file %s: %s", y->file, field, path,
 			    strerror(errno));
+	if (path && stat(path, &st) == 0 && not_regular(st.st_mode))
+		return errf(y->err, y->errlen, "%s: %s: %s is %s, not a regular file", y->file,
+			    field, path, not_regular(st.st_mode));
 	return 0;
 }
 

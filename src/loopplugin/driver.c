@@ -1396,6 +1396,48 @@ out:
 	return ret;
 }
 
+/*
+ * What is mounted at path, judged against this volume's loop device dev (NULL when the volume
+ * has none on this node): 1 this volume's (its device mounted there, or a bind mount of its
+ * device node, how block volumes are published), 0 nothing, -1 something this driver did not
+ * make for the volume (or mountinfo unreadable). Node calls act on a path only when it is 1.
+ */
+static int mount_is_volumes(const char *path, const char *dev)
+{
+	struct lp_mount m;
+	int r = lp_mount_find(path, &m);
+	if (r != 1)
+		return r < 0 ? -1 : 0;
+	unsigned ma, mi;
+	bool ours = false;
+	if (dev && lp_blockdev_numbers(dev, &ma, &mi) == 0) {
+		struct stat devfs;
+		const char *base = strrchr(dev, '/');
+		ours = (m.major == ma && m.minor == mi) ||
+		       (base && stat("/dev", &devfs) == 0 && m.major == major(devfs.st_dev) &&
+			m.minor == minor(devfs.st_dev) && strcmp(m.root, base) == 0);
+	}
+	lp_mount_release(&m);
+	return ours ? 1 : -1;
+}
+
+/* NOT_FOUND unless the pool knows the volume; a symlinked path is refused, never followed. */
+static int node_target_check(struct csi_call_ctx *ctx, struct lp_driver *d, const char *id,
+			     const char *path, const char *field)
+{
+	struct lp_status st;
+	struct lp_volume *v = NULL;
+	struct stat ls;
+	if (!lp_id_valid(id) || lp_volume_load(d->pool, id, &v, &st))
+		return csi_ctx_error(ctx, LP_NOT_FOUND, "volume %s does not exist; %s left as it is",
+				     id, field);
+	lp_volume_free(v);
+	if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: %s %s is a symbolic link; "
+				     "it is never followed", id, field, path);
+	return 0;
+}
+
 static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			ProtobufCMessage *resp, void *arg)
 {
@@ -1409,8 +1451,10 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	if (empty(req->staging_target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "volume %s: staging_target_path is missing", req->volume_id);
-	if (!lp_id_valid(req->volume_id))
-		return 0; /* never one of ours: nothing staged */
+	int bad = node_target_check(ctx, d, req->volume_id, req->staging_target_path,
+				    "staging_target_path");
+	if (bad)
+		return bad;
 	char key[200];
 	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
 		return busy(ctx, req->volume_id);
@@ -1440,12 +1484,17 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			users += binds > 0 ? binds : 0;
 		}
 	}
+	int here = mount_is_volumes(staging, dev);
 	if (users > 0)
 		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 				    "volume %s: %s is still mounted in %d other place(s); unpublish "
 				    "it first",
 				    req->volume_id, dev, users);
-	else if (lp_umount(req->volume_id, staging, &st))
+	else if (here < 0)
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s: %s holds a mount this driver did not make for the "
+				    "volume; left as it is", req->volume_id, staging);
+	else if (here > 0 && lp_umount(req->volume_id, staging, &st))
 		ret = fail_st(ctx, &st);
 	else if (dev && lp_loop_detach(req->volume_id, dev, &st))
 		ret = fail_st(ctx, &st);
@@ -1602,21 +1651,35 @@ static int node_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 	if (empty(req->target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: target_path is missing",
 				     req->volume_id);
+	int bad = node_target_check(ctx, d, req->volume_id, req->target_path, "target_path");
+	if (bad)
+		return bad;
 	char key[200];
 	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
 		return busy(ctx, req->volume_id);
 	struct lp_status st;
 	int ret = 0;
 	char *target = canon(req->target_path);
-	if (lp_umount(req->volume_id, target, &st)) {
+	char *img = lp_volume_image(d->pool, req->volume_id), *dev = NULL;
+	lp_loop_find(img, &dev);
+	int here = mount_is_volumes(target, dev);
+	struct stat ts;
+	if (here < 0) {
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s: %s holds a mount this driver did not make for the "
+				    "volume; left as it is", req->volume_id, target);
+	} else if (here > 0 && lp_umount(req->volume_id, target, &st)) {
 		ret = fail_st(ctx, &st);
-	} else if (rmdir(target) < 0 && errno != ENOENT) {
-		if (errno == ENOTDIR && unlink(target) == 0)
-			;
-		else
-			ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: remove target %s: %s",
-					    req->volume_id, target, strerror(errno));
+	} else if (lstat(target, &ts) == 0 && (S_ISDIR(ts.st_mode) ? rmdir(target)
+				: S_ISREG(ts.st_mode) && ts.st_size == 0 ? unlink(target) : 0) < 0 &&
+		   errno != ENOENT && errno != ENOTEMPTY) {
+		/* only what NodePublish makes is removed: an empty directory or an empty file
+		 * (a block volume's bind target); anything holding data stays */
+		ret = csi_ctx_error(ctx, LP_INTERNAL, "volume %s: remove target %s: %s",
+				    req->volume_id, target, strerror(errno));
 	}
+	free(dev);
+	free(img);
 	if (!ret)
 		KLOG_I("Unpublished volume volume=%s target=%s", LOGQ(req->volume_id), LOGQ(target));
 	free(target);

@@ -302,7 +302,25 @@ static void test_errors(void)
 		     "users[0].user.exec.apiVersion");
 	expect_error(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h'}\n"
 		     "users:\n- name: u1\n  user:\n    token: [a]\n", "users[0].user.token (line 18)");
+	/* Issue 16: file-typed fields must be regular files, checked at load (a FIFO used to hang
+	 * every request, a directory or device passed the checks). */
+	char fifo[600], kcyaml[1400];
+	snprintf(fifo, sizeof(fifo), "%s/token.fifo", dir);
+	CHECK_INT(mkfifo(fifo, 0600), 0);
+	snprintf(kcyaml, sizeof(kcyaml), HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h', "
+		 "certificate-authority: %s}\n", dir);
+	expect_error(kcyaml, "is a directory, not a regular file");
+	expect_error(HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h', certificate-authority: "
+		     "/dev/null}\n", "/dev/null is a device, not a regular file");
+	snprintf(kcyaml, sizeof(kcyaml), HEAD "clusters:\n- name: k1\n  cluster: {server: 'https://h'}\n"
+		 "users:\n- name: u1\n  user: {tokenFile: %s}\n", fifo);
+	expect_error(kcyaml, "token.fifo is a FIFO, not a regular file");
 	char err[256];
+	CHECK(kube_config_from_kubeconfig(fifo, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "a FIFO, not a regular file") != NULL);
+	CHECK(kube_config_from_kubeconfig(dir, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "a directory, not a regular file") != NULL);
+	unlink(fifo);
 	CHECK(kube_config_from_kubeconfig("/nonexistent/kc", err, sizeof(err)) == NULL);
 	CHECK(strstr(err, "/nonexistent/kc") && strstr(err, "No such file"));
 }

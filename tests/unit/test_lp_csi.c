@@ -18,6 +18,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -999,6 +1000,51 @@ static void test_hostile_requests(void)
 	check_clean();
 }
 
+/* Issue 16: node calls act only on what the driver made for that volume. */
+static void test_node_calls_touch_only_their_own(void)
+{
+	char file[400], link[400], victim[400], mnt[400];
+	snprintf(file, sizeof(file), "%s/precious", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(mnt, sizeof(mnt), "%s/foreign", dir);
+	FILE *f = fopen(file, "w");
+	fputs("data", f);
+	fclose(f);
+	CHECK_INT(mkdir(victim, 0755), 0);
+	CHECK_INT(symlink(victim, link), 0);
+	CHECK_INT(mkdir(mnt, 0755), 0);
+	CHECK_INT(mount("tmpfs", mnt, "tmpfs", 0, "size=1m"), 0);
+
+	/* unknown volume: NOT_FOUND, nothing touched */
+	expect(nunpublish("lv-nope", file), 5, "does not exist");
+	expect(unstage("lv-nope", mnt), 5, "does not exist");
+	expect(nunpublish("lv-nope", mnt), 5, "does not exist");
+	struct vol v;
+	CHECK_INT(create("own", 8 * MiB, cap(false, SNW, "ext4"), &v), 0);
+	/* a symlink is never followed (its target used to be deleted) */
+	expect(nunpublish(v.id, link), 3, "symbolic link");
+	expect(unstage(v.id, link), 3, "symbolic link");
+	/* a mount the driver did not make stays */
+	expect(nunpublish(v.id, mnt), 9, "did not make");
+	expect(unstage(v.id, mnt), 9, "did not make");
+	/* a file holding data is not removed */
+	CHECK_INT(nunpublish(v.id, file), 0);
+	struct stat sb;
+	CHECK(stat(file, &sb) == 0 && sb.st_size == 4);
+	CHECK(stat(victim, &sb) == 0 && S_ISDIR(sb.st_mode));
+	CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+	struct statvfs vf;
+	CHECK(statvfs(mnt, &vf) == 0 && vf.f_blocks * vf.f_frsize == 1024 * 1024); /* still tmpfs */
+	CHECK_INT(umount(mnt), 0);
+	rmdir(mnt);
+	unlink(link);
+	rmdir(victim);
+	unlink(file);
+	CHECK_INT(del(v.id), 0);
+	check_clean();
+}
+
 /* The limit of 3 per node, and device names: never two alike, freed ones reused. */
 static void test_attach_limit_and_device_names(void)
 {
@@ -1337,6 +1383,7 @@ int main(void)
 	RUN(test_errors);
 	RUN(test_list_and_capacity);
 	RUN(test_hostile_requests);
+	RUN(test_node_calls_touch_only_their_own);
 	RUN(test_sanity_calls);
 	RUN(test_attach_limit_and_device_names);
 	RUN(test_concurrent_aborted);
