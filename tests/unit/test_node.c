@@ -1,9 +1,10 @@
 /*
- * Unit tests of kcsi-node's pure parts: SHA-256, which names the kubelet's global mount
- * directories and VolumeAttachments (a wrong digest means mounts nobody finds again).
+ * Unit tests of kcsi-node's pure parts: the SHA-256 hex digest (base/sha256) that names the
+ * kubelet's global mount directories and VolumeAttachments (a wrong digest means mounts nobody
+ * finds again).
  */
 #include "check.h"
-#include "node/node_int.h"
+#include "base/sha256.h"
 
 #include <string.h>
 
@@ -25,7 +26,7 @@ static void test_sha256_vectors(void)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char out[65];
-		nd_sha256_hex(cases[i].in, out);
+		sha256_hex(cases[i].in, strlen(cases[i].in), out);
 		CHECK_STR(out, cases[i].hex);
 	}
 }
