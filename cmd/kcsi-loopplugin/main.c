@@ -48,12 +48,14 @@ int main(int argc, char **argv)
 		if (flags_is_set(fs, "mode") && strcmp(cfg.mode, pos) != 0) {
 			fprintf(stderr, "kcsi-loopplugin: mode %s given twice: --mode=%s and the "
 					"argument %s\n", pos, cfg.mode, pos);
+			flags_free(fs);
 			return 2;
 		}
 		rest += flags_parse_or_exit(fs, argc - rest, argv + rest);
 		if (flags_is_set(fs, "mode") && strcmp(cfg.mode, pos) != 0) {
 			fprintf(stderr, "kcsi-loopplugin: the argument %s conflicts with --mode=%s\n",
 				pos, cfg.mode);
+			flags_free(fs);
 			return 2;
 		}
 		cfg.mode = pos;
@@ -61,6 +63,7 @@ int main(int argc, char **argv)
 	if (rest < argc) {
 		fprintf(stderr, "kcsi-loopplugin: unexpected argument %s (the mode is --mode=all, "
 				"controller or node, or the first argument)\n", argv[rest]);
+		flags_free(fs);
 		return 2;
 	}
 	if (log_apply_flags(err, sizeof(err))) {
