@@ -99,7 +99,7 @@ static json_t *pb_string(const struct pb_field *f)
 static bool pb_map_entry(const struct pb_field *f, json_t *m, bool bytes)
 {
 	struct pb b = { f->bytes, f->bytes + f->len };
-	struct pb_field e;
+	struct pb_field e = { 0 };
 	json_t *key = NULL, *val = NULL;
 	int rc;
 	while ((rc = pb_next(&b, &e)) > 0) {
@@ -163,7 +163,7 @@ static bool set_str(json_t *obj, const char *field, const struct pb_field *f)
 static json_t *pb_meta(const unsigned char *p, size_t len)
 {
 	struct pb b = { p, p + len };
-	struct pb_field f;
+	struct pb_field f = { 0 };
 	json_t *m = json_object();
 	int rc;
 	bool ok = true;
@@ -199,7 +199,7 @@ static json_t *pb_meta(const unsigned char *p, size_t len)
 static json_t *pb_object(const char *kind, const unsigned char *p, size_t len)
 {
 	struct pb b = { p, p + len };
-	struct pb_field f;
+	struct pb_field f = { 0 };
 	json_t *o = json_object();
 	bool ns = !strcmp(kind, "Namespace"), secret = !strcmp(kind, "Secret");
 	int rc;
@@ -212,7 +212,7 @@ static json_t *pb_object(const char *kind, const unsigned char *p, size_t len)
 				json_object_set_new(o, "metadata", m);
 		} else if (ns && f.num == 2 && f.wire == 2) {
 			struct pb s = { f.bytes, f.bytes + f.len };
-			struct pb_field e;
+			struct pb_field e = { 0 };
 			json_t *spec = map_of(o, "spec");
 			while (ok && (rc = pb_next(&s, &e)) > 0) {
 				if (e.num == 1 && e.wire == 2) {
@@ -252,7 +252,7 @@ char *emu_proto_to_json(const void *body, size_t len, char *err, size_t errlen)
 		return NULL;
 	}
 	struct pb b = { p + 4, p + len };
-	struct pb_field f;
+	struct pb_field f = { 0 };
 	char api_version[64] = "", kind[64] = "";
 	const unsigned char *raw = NULL;
 	size_t raw_len = 0;
@@ -260,7 +260,7 @@ char *emu_proto_to_json(const void *body, size_t len, char *err, size_t errlen)
 	while ((rc = pb_next(&b, &f)) > 0) {
 		if (f.num == 1 && f.wire == 2) {
 			struct pb t = { f.bytes, f.bytes + f.len };
-			struct pb_field e;
+			struct pb_field e = { 0 };
 			while ((rc = pb_next(&t, &e)) > 0) {
 				if (e.wire == 2 && e.num == 1 && e.len < sizeof(api_version))
 					snprintf(api_version, sizeof(api_version), "%.*s",
