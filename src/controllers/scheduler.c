@@ -33,7 +33,23 @@
 
 #define ANN_SELECTED_NODE "volume.kubernetes.io/selected-node"
 
+/*
+ * Pods this scheduler bound whose binding the pod informer may not show yet. Counted in a node's
+ * load until the cache catches up (or ASSUMED_TTL passes), as kube-scheduler "assumes" a pod, so
+ * two pods scheduled a moment apart do not both land on the node that looked emptiest. Only the
+ * single scheduling worker touches it.
+ */
+#define ASSUMED_MAX 256
+#define ASSUMED_TTL (30 * NSEC_PER_SEC)
+struct assumed_pod {
+	char ns[128], name[256];
+	const char *node; /* interned; NULL for a free slot */
+	int64_t at;
+};
+
 struct vsched {
+	struct assumed_pod assumed[ASSUMED_MAX];
+	unsigned next_assumed;
 	struct cm_ctx *cm;
 	struct cm_pool pool;
 	const char *scheduler_name;
@@ -180,16 +196,40 @@ static const char *node_unfit(const struct kube_pod *p, const struct kube_node *
 	return NULL;
 }
 
-static size_t pods_on(struct kube_obj *const *pods, size_t npods, const char *node)
+static size_t pods_on(struct vsched *s, struct kube_obj *const *pods, size_t npods, const char *node)
 {
 	size_t k = 0;
+	int64_t now = mono_now_ns();
 
 	for (size_t i = 0; i < npods; i++) {
 		const struct kube_pod *p = kube_pod_of(pods[i]);
 		if (p && p->node_name && !strcmp(p->node_name, node) && !kube_pod_terminated(p))
 			k++;
 	}
+	for (size_t i = 0; i < ASSUMED_MAX; i++) {
+		struct assumed_pod *a = &s->assumed[i];
+		if (!a->node || now - a->at > ASSUMED_TTL) {
+			a->node = NULL;
+			continue;
+		}
+		struct kube_obj *o = kube_store_get(cm_store(s->cm, CM_PODS), a->ns, a->name);
+		const struct kube_pod *p = kube_pod_of(o);
+		if (!p || p->node_name)
+			a->node = NULL; /* gone, or the cache shows the binding: counted above */
+		else if (!strcmp(a->node, node))
+			k++;
+		kube_obj_unref(o);
+	}
 	return k;
+}
+
+static void assume(struct vsched *s, const struct kube_pod *p, const char *node)
+{
+	struct assumed_pod *a = &s->assumed[s->next_assumed++ % ASSUMED_MAX];
+	snprintf(a->ns, sizeof(a->ns), "%s", p->meta.ns ? p->meta.ns : "");
+	snprintf(a->name, sizeof(a->name), "%s", p->meta.name);
+	a->node = kube_intern(node);
+	a->at = mono_now_ns();
 }
 
 static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const char *node)
@@ -231,6 +271,7 @@ static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const
 	kube_event(s->cm->rec, &ref, KUBE_EVENT_NORMAL, "Scheduled",
 		   "Successfully assigned %s/%s to %s", p->meta.ns, p->meta.name, node);
 	KLOG_I("Successfully bound pod to node pod=\"%s/%s\" node=\"%s\"", p->meta.ns, p->meta.name, node);
+	assume(s, p, node);
 	return CM_DONE;
 }
 
@@ -290,7 +331,7 @@ static enum cm_result sync_pod(void *self, const char *key)
 			why = w;
 			continue;
 		}
-		load = pods_on(pods, npods, n->meta.name);
+		load = pods_on(s, pods, npods, n->meta.name);
 		if (!best || load < best_load || (load == best_load && strcmp(n->meta.name, best->meta.name) < 0))
 			best = n, best_load = load;
 	}
