@@ -625,7 +625,8 @@ static int unmount_below(const char *dir)
 		list[n++] = xstrdup(mp);
 	}
 	fclose(f);
-	qsort(list, n, sizeof(char *), cmp_len_desc);
+	if (n > 1)
+		qsort(list, n, sizeof(char *), cmp_len_desc);
 	int failed = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (umount2(list[i], 0) && errno != EINVAL && errno != ENOENT &&
