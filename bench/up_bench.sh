@@ -37,7 +37,7 @@ start_up() {
 	"$bin/kcsi" up --dir "$dir" --nodes "$nodes" --component-v 0 >"$dir.out" 2>&1 &
 	up_pid=$!
 	for _ in $(seq 1 3000); do
-		[ -f "$dir/ready" ] && { echo $(($(now_ms) - t0)); return 0; }
+		[ -f "$dir/ready" ] && { ready_ms=$(($(now_ms) - t0)); return 0; }
 		kill -0 "$up_pid" 2>/dev/null || break
 		sleep 0.01
 	done
@@ -67,14 +67,15 @@ echo "up_bench: $nodes nodes, $pods pods; machine: $(nproc) cores"
 # 1. start-up
 times=()
 for i in $(seq 1 "$starts"); do
-	times+=("$(start_up "$work/s$i")")
+	start_up "$work/s$i"
+	times+=("$ready_ms")
 	stop_up
 done
 sorted=$(printf '%s\n' "${times[@]}" | sort -n)
 echo "start-up to ready: best $(echo "$sorted" | head -1) ms, median $(echo "$sorted" | sed -n "$(((starts + 1) / 2))p") ms (runs: ${times[*]})"
 
 # 2. idle memory
-start_up "$work/m" >/dev/null
+start_up "$work/m"
 export KUBECONFIG=$work/m/kubeconfig
 sleep 2
 echo "stack idle ($(stack_pids | wc -w) processes): RSS $(($(sum_status VmRSS) / 1024)) MiB, private (RssAnon) $(($(sum_status RssAnon) / 1024)) MiB"

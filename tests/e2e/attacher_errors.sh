@@ -72,7 +72,7 @@ att_start f "$T/td.sock"
 wait_for "va-flaky attached after three failures" 30 va_attached va-flaky
 check "four publish calls reached the driver" eq "$(grep -c '^ControllerPublishVolume ' "$T/td.rec")" 4
 check "attachError cleared once attached" eq "$(va_field va-flaky '.status.attachError // "none"')" none
-check "the failures were recorded as events" event_for va-flaky FailedAttach
+wait_for "the failures were recorded as events" 10 event_for va-flaky FailedAttach
 att_stop f || fail "attacher exit status"
 td_stop
 

@@ -27,8 +27,8 @@ PV=$(pv_of flaky)
 wait_for "PV after two failures" 20 pv_exists "$PV"
 check "CreateVolume called three times with the same name" eq "$(calls CreateVolume "$PV")" 3
 check "exactly one volume in the driver" eq "$(td_count "vol-$PV")" 1
-check "the failures were shown on the claim" has_event PersistentVolumeClaim flaky "ProvisioningFailed: failed to provision volume with StorageClass \"std\": rpc error: code = Unavailable"
-check "then success" has_event PersistentVolumeClaim flaky "ProvisioningSucceeded: Successfully provisioned volume $PV"
+wait_for "the failures were shown on the claim" 10 has_event PersistentVolumeClaim flaky "ProvisioningFailed: failed to provision volume with StorageClass \"std\": rpc error: code = Unavailable"
+wait_for "then success" 10 has_event PersistentVolumeClaim flaky "ProvisioningSucceeded: Successfully provisioned volume $PV"
 att_stop p1
 td_stop
 
@@ -39,7 +39,7 @@ mk_pvc slow std
 PV=$(pv_of slow)
 wait_for "three timed-out CreateVolume calls" 20 bash -c "[ \$(grep -c '^CreateVolume .*$PV' '$T/td.rec') -ge 3 ]"
 check "no PV while every call times out" bash -c "! kubectl --kubeconfig '$KC' get pv '$PV' >/dev/null 2>&1"
-check "timeouts shown on the claim" has_event PersistentVolumeClaim slow "rpc error: code = DeadlineExceeded"
+wait_for "timeouts shown on the claim" 10 has_event PersistentVolumeClaim slow "rpc error: code = DeadlineExceeded"
 sleep 1.6
 check "all calls used one name: one volume" eq "$(td_count "vol-$PV")" 1
 check "only this claim's name was ever sent" eq "$(grep '^CreateVolume ' "$T/td.rec" | grep -c -v "$PV")" 0
@@ -57,7 +57,7 @@ prov_start p4 "$T/td.sock" --feature-gates Topology=true
 mk_sc late '{"volumeBindingMode":"WaitForFirstConsumer"}'
 mk_pvc picky late '{"metadata":{"annotations":{"volume.kubernetes.io/selected-node":"n1"}}}'
 wait_for "selected-node annotation removed" 20 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pvc picky -n default -o json | jq -r '.metadata.annotations[\"volume.kubernetes.io/selected-node\"] // \"gone\"')\" = gone ]"
-check "the user sees why" has_event PersistentVolumeClaim picky "ProvisioningFailed: failed to provision volume with StorageClass \"late\": rpc error: code = ResourceExhausted"
+wait_for "the user sees why" 10 has_event PersistentVolumeClaim picky "ProvisioningFailed: failed to provision volume with StorageClass \"late\": rpc error: code = ResourceExhausted"
 check "no PV" bash -c "! kubectl --kubeconfig '$KC' get pv '$(pv_of picky)' >/dev/null 2>&1"
 n1=$(calls CreateVolume "$(pv_of picky)")
 sleep 1

@@ -46,8 +46,8 @@ check "driver and volume handle" bash -c "[ '$(f .spec.csi.driver)' = '$DRV' ] &
 check "provisioner identity in the volume attributes" bash -c "[[ '$(f '.spec.csi.volumeAttributes["storage.kubernetes.io/csiProvisionerIdentity"]')' == *-$DRV ]]"
 check "nodeAffinity from accessible_topology" eq "$(f '.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0] | "\(.key) \(.operator) \(.values[0])"')" "$ZK In zone-a"
 check "the driver holds the volume" lp_has "$(f .spec.csi.volumeHandle)"
-check "event Provisioning" has_event PersistentVolumeClaim fs "Provisioning: External provisioner is provisioning volume for claim \"default/fs\""
-check "event ProvisioningSucceeded" has_event PersistentVolumeClaim fs "ProvisioningSucceeded: Successfully provisioned volume $PV"
+wait_for "event Provisioning" 10 has_event PersistentVolumeClaim fs "Provisioning: External provisioner is provisioning volume for claim \"default/fs\""
+wait_for "event ProvisioningSucceeded" 10 has_event PersistentVolumeClaim fs "ProvisioningSucceeded: Successfully provisioned volume $PV"
 check "extra-create-metadata reached the driver" grep -q 'csi.storage.k8s.io/pvc/name' "$T/p.log"
 
 # 2. Block, ROX and RWOP claims.
