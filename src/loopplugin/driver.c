@@ -593,6 +593,45 @@ out:
 	return ret;
 }
 
+/*
+ * Whether volume id is in use on node (NULL: on any node) as the node records show it (a stage
+ * record), or, when this process is that node's service too, as its own system shows it (a loop
+ * device of the image: covers stages made before records existed). True with *ret set to a
+ * FAILED_PRECONDITION answer naming where.
+ */
+static bool in_use_on_nodes(struct csi_call_ctx *ctx, struct lp_driver *d, const char *id,
+			    const char *node, int *ret)
+{
+	char **nodes = NULL;
+	size_t n = 0;
+	lp_stage_nodes(d->pool, id, &nodes, &n);
+	struct strbuf where = STRBUF_INIT;
+	for (size_t i = 0; i < n; i++) {
+		if (node && strcmp(nodes[i], node) != 0)
+			continue;
+		struct lp_stage *sr = NULL;
+		lp_stage_load(d->pool, nodes[i], id, &sr);
+		strbuf_addf(&where, "%snode %s (at %s)", where.len ? ", " : "", nodes[i],
+			    sr ? sr->path : "?");
+		lp_stage_free(sr);
+	}
+	lp_free_strings(nodes, n);
+	if (!where.len && d->node && (!node || strcmp(node, d->cfg.nodeid) == 0)) {
+		char *img = lp_volume_image(d->pool, id), *dev = NULL;
+		if (lp_loop_find(img, &dev) == 1)
+			strbuf_addf(&where, "node %s (loop device %s)", d->cfg.nodeid, dev);
+		free(dev);
+		free(img);
+	}
+	bool busy_there = where.len > 0;
+	if (busy_there)
+		*ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				     "volume %s is still staged on %s; NodeUnstageVolume it first",
+				     id, where.buf);
+	strbuf_release(&where);
+	return busy_there;
+}
+
 static int delete_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			 ProtobufCMessage *resp, void *arg)
 {
@@ -616,6 +655,8 @@ static int delete_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 					    "volume %s is still published to node(s) %s",
 					    v->id, nodes.buf);
 			strbuf_release(&nodes);
+		} else if (in_use_on_nodes(ctx, d, v->id, NULL, &ret)) {
+			/* ret set: staged somewhere, the image stays */
 		} else if (lp_volume_delete(d->pool, v->id, &st)) {
 			ret = fail_st(ctx, &st);
 		} else {
@@ -736,6 +777,8 @@ static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage
 			const char *node = empty(req->node_id) ? v->att[0].node : req->node_id;
 			struct lp_attachment *a = lp_volume_attachment(v, node);
 			if (!a)
+				break;
+			if (in_use_on_nodes(ctx, d, v->id, node, &ret))
 				break;
 			char *n = xstrdup(node), *dev = xstrdup(a->device);
 			if (lp_volume_detach(d->pool, v, n, &st))
@@ -1053,20 +1096,87 @@ static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snap
  * When the volume is mounted on this host (mode all), freezes its filesystem so the snapshot is
  * a clean copy rather than a crash-consistent one. Returns the frozen mount point (malloc'd) or
  * NULL. A controller-only driver never touches mounts and takes crash-consistent copies.
+ * The freeze is recorded (durably) before FIFREEZE and the record dropped by thaw_volume()
+ * after FITHAW, so that a plugin killed in between thaws it at its next start (recover_node).
  */
-static char *freeze_volume(const char *img)
+static char *freeze_volume(struct lp_driver *d, const char *img, const char *snap)
 {
 	char *dev = NULL, *mp = NULL;
 	unsigned ma, mi;
 	struct lp_mount m;
+	struct stat sb;
+	struct lp_status st;
 	if (lp_loop_find(img, &dev) == 1 && lp_blockdev_numbers(dev, &ma, &mi) == 0 &&
 	    lp_mount_find_dev(ma, mi, &m) == 1) {
-		if (lp_fs_freeze(m.target) == 0)
+		if (stat(m.target, &sb) < 0) {
+			KLOG_W("Snapshot without freezing: stat %s: %s", LOGQ(m.target),
+			       strerror(errno));
+		} else if (lp_freeze_save(d->pool, d->cfg.nodeid, snap, m.target,
+					  (uint64_t)sb.st_dev, &st)) {
+			KLOG_W("Snapshot without freezing: %s", st.msg);
+		} else if (lp_fs_freeze(m.target) == 0) {
 			mp = xstrdup(m.target);
+			KLOG_V(2, "Froze filesystem snapshot=%s mount=%s", LOGQ(snap), LOGQ(mp));
+		} else {
+			lp_freeze_clear(d->pool, d->cfg.nodeid, snap, NULL);
+		}
 		lp_mount_release(&m);
 	}
 	free(dev);
+	/* test hook (docs/development.md): hold the freeze so a test can kill -9 the plugin */
+	const char *hold = getenv("KCSI_LOOPPLUGIN_TEST_FREEZE_HOLD_MS");
+	if (mp && hold && atoi(hold) > 0)
+		usleep((useconds_t)atoi(hold) * 1000);
 	return mp;
+}
+
+static void thaw_volume(struct lp_driver *d, char *mp, const char *snap)
+{
+	if (!mp)
+		return;
+	lp_fs_thaw(mp);
+	lp_freeze_clear(d->pool, d->cfg.nodeid, snap, NULL);
+	free(mp);
+}
+
+/*
+ * What a node service killed at any point left set on its system, undone at its start:
+ * filesystems frozen for a snapshot are thawed (when the recorded path still holds the same
+ * filesystem), and stage records whose volume has no loop device on this host (a reboot, a
+ * stage that died before it set one up) are dropped.
+ */
+static void recover_node(struct lp_driver *d)
+{
+	char **keys = NULL;
+	size_t n = 0;
+	lp_freeze_list(d->pool, d->cfg.nodeid, &keys, &n);
+	for (size_t i = 0; i < n; i++) {
+		char *path = NULL;
+		uint64_t dev = 0;
+		struct stat sb;
+		if (lp_freeze_load(d->pool, d->cfg.nodeid, keys[i], &path, &dev) &&
+		    stat(path, &sb) == 0 && (uint64_t)sb.st_dev == dev) {
+			lp_fs_thaw(path);
+			KLOG_I("Thawed a filesystem an interrupted snapshot left frozen snapshot=%s "
+			       "mount=%s",
+			       LOGQ(keys[i]), LOGQ(path));
+		}
+		lp_freeze_clear(d->pool, d->cfg.nodeid, keys[i], NULL);
+		free(path);
+	}
+	lp_free_strings(keys, n);
+	lp_stage_list(d->pool, d->cfg.nodeid, &keys, &n);
+	for (size_t i = 0; i < n; i++) {
+		char *img = lp_volume_image(d->pool, keys[i]), *dev = NULL;
+		if (lp_loop_find(img, &dev) != 1) {
+			lp_stage_clear(d->pool, d->cfg.nodeid, keys[i], NULL);
+			KLOG_V(2, "Dropped the stage record of a volume not staged here volume=%s",
+			       LOGQ(keys[i]));
+		}
+		free(dev);
+		free(img);
+	}
+	lp_free_strings(keys, n);
 }
 
 static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
@@ -1120,12 +1230,9 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 		s->size = v->size;
 		s->created_ns = wall_now_ns();
 		char *img = lp_volume_image(d->pool, v->id);
-		char *frozen = d->node ? freeze_volume(img) : NULL;
+		char *frozen = d->node ? freeze_volume(d, img, id) : NULL;
 		int r = lp_snapshot_create(d->pool, s, img, &st);
-		if (frozen) {
-			lp_fs_thaw(frozen);
-			free(frozen);
-		}
+		thaw_volume(d, frozen, id);
 		if (r)
 			ret = fail_st(ctx, &st);
 		else
@@ -1280,6 +1387,18 @@ static int stage_mount(struct lp_driver *d, const struct lp_volume *v, const cha
 			       "volume %s: staging path %s has another filesystem mounted", v->id,
 			       staging);
 	}
+	/* mounted elsewhere (staged at another path): a check of a mounted device would call a
+	 * healthy filesystem damaged, and a second mount of it is not what a stage means */
+	unsigned dma, dmi;
+	if (found == 0 && lp_blockdev_numbers(dev, &dma, &dmi) == 0 &&
+	    lp_mount_find_dev(dma, dmi, &m) == 1) {
+		int r = lp_fail(st, LP_FAILED_PRECONDITION,
+				"volume %s is already mounted at %s; NodeUnstageVolume it there "
+				"before staging it at %s",
+				v->id, m.target, staging);
+		lp_mount_release(&m);
+		return r;
+	}
 	char have[64];
 	int r = lp_fs_probe(v->id, dev, have, sizeof(have), st);
 	if (r < 0)
@@ -1330,6 +1449,65 @@ static int stage_mount(struct lp_driver *d, const struct lp_volume *v, const cha
 	return lp_mount_fs(v->id, dev, staging, have, flags, data, st);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The stage record a request asks for: its mount flags sorted, so order does not matter. */
+static void stage_wanted(const VolCap *cap, const struct capset *cs, const char *fstype,
+			 const char *staging, struct lp_stage *want)
+{
+	struct strbuf flags = STRBUF_INIT;
+	if (!cs->block && cap->mount && cap->mount->n_mount_flags) {
+		size_t n = cap->mount->n_mount_flags;
+		char **sorted = xcalloc(n, sizeof(char *));
+		memcpy(sorted, cap->mount->mount_flags, n * sizeof(char *));
+		qsort(sorted, n, sizeof(char *), cmp_str);
+		for (size_t i = 0; i < n; i++)
+			strbuf_addf(&flags, "%s%s", i ? "," : "", sorted[i] ? sorted[i] : "");
+		free(sorted);
+	}
+	want->path = xstrdup(staging);
+	want->block = cs->block;
+	want->fstype = xstrdup(cs->block ? "" : fstype);
+	want->flags = strbuf_detach(&flags, NULL);
+	want->mode = cs->mode;
+}
+
+/*
+ * A stage repeated while the first one holds (its loop device is there): the same path with
+ * the same capability is the idempotent repeat (0); another path is FAILED_PRECONDITION (one
+ * staging path per volume and node); the same path with another capability ALREADY_EXISTS.
+ */
+static int stage_repeat_check(const struct lp_volume *v, const struct lp_stage *old,
+			      const struct lp_stage *want, struct lp_status *st)
+{
+	if (strcmp(old->path, want->path) != 0)
+		return lp_fail(st, LP_FAILED_PRECONDITION,
+			       "volume %s is already staged on this node at %s; NodeUnstageVolume "
+			       "it there before staging it at %s",
+			       v->id, old->path, want->path);
+	if (old->block != want->block)
+		return lp_fail(st, LP_ALREADY_EXISTS,
+			       "volume %s is already staged at %s for %s access, not %s", v->id,
+			       old->path, old->block ? "block" : "mount",
+			       want->block ? "block" : "mount");
+	if (strcmp(old->fstype, want->fstype) != 0)
+		return lp_fail(st, LP_ALREADY_EXISTS,
+			       "volume %s is already staged at %s with fs type %s, not %s", v->id,
+			       old->path, old->fstype, want->fstype);
+	if (strcmp(old->flags, want->flags) != 0)
+		return lp_fail(st, LP_ALREADY_EXISTS,
+			       "volume %s is already staged at %s with mount flags [%s], not [%s]",
+			       v->id, old->path, old->flags, want->flags);
+	if (old->mode != want->mode)
+		return lp_fail(st, LP_ALREADY_EXISTS,
+			       "volume %s is already staged at %s with access mode %s, not %s",
+			       v->id, old->path, mode_name(old->mode), mode_name(want->mode));
+	return 0;
+}
+
 static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		      ProtobufCMessage *resp, void *arg)
 {
@@ -1352,42 +1530,73 @@ static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		return busy(ctx, req->volume_id);
 	int ret = 0;
 	struct lp_volume *v = NULL;
+	struct lp_stage *old = NULL, want = { 0 };
+	bool recorded = false;
 	char *img = NULL, *dev = NULL, *staging = canon(req->staging_target_path);
+	/* the pool lock orders this against ControllerUnpublishVolume: the attachment is checked
+	 * and the stage recorded at once, so an unpublish sees either no attachment or the record */
+	lp_pool_lock(d->pool);
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || caps_fit_volume(v, &cs, &st)) {
+		lp_pool_unlock(d->pool);
 		ret = fail_st(ctx, &st);
 		goto out;
 	}
 	struct lp_attachment *att = lp_volume_attachment(v, d->cfg.nodeid);
 	if (!att) {
+		lp_pool_unlock(d->pool);
 		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 				    "volume %s is not published to node %s (ControllerPublishVolume "
 				    "first)",
 				    v->id, d->cfg.nodeid);
 		goto out;
 	}
+	bool readonly = att->readonly;
+	const VolCap *cap = req->volume_capability;
+	/* mount and block share a oneof: cap->mount means something only for mount access */
+	const char *fstype = cs.block					  ? ""
+			     : cap->mount && !empty(cap->mount->fs_type) ? cs.fstype
+			     : !empty(v->fstype)			  ? v->fstype
+									  : cs.fstype;
+	stage_wanted(cap, &cs, fstype, staging, &want);
 	img = lp_volume_image(d->pool, v->id);
 	char *existing = NULL;
 	bool had = lp_loop_find(img, &existing) == 1;
 	free(existing);
-	if (lp_loop_attach(v->id, img, att->readonly, &dev, &st)) {
+	/* a record without a loop device is a stage that did not survive (reboot, crash): stale */
+	if (lp_stage_load(d->pool, d->cfg.nodeid, v->id, &old) && had &&
+	    stage_repeat_check(v, old, &want, &st)) {
+		lp_pool_unlock(d->pool);
 		ret = fail_st(ctx, &st);
 		goto out;
 	}
-	if (!cs.block) {
-		const VolCap *cap = req->volume_capability;
-		const char *fstype = cap->mount && !empty(cap->mount->fs_type) ? cs.fstype
-				     : !empty(v->fstype)			      ? v->fstype
-										      : cs.fstype;
-		if (stage_mount(d, v, dev, staging, fstype, cap, att->readonly, &st)) {
-			ret = fail_st(ctx, &st);
-			/* leave nothing behind that the CO does not know about */
-			if (!had)
-				lp_loop_detach(v->id, dev, NULL);
-			goto out;
-		}
+	bool fresh = !old || !had;
+	if (fresh && lp_stage_save(d->pool, d->cfg.nodeid, v->id, &want, &st)) {
+		lp_pool_unlock(d->pool);
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	recorded = fresh;
+	lp_pool_unlock(d->pool);
+	if (lp_loop_attach(v->id, img, readonly, &dev, &st)) {
+		ret = fail_st(ctx, &st);
+		goto out;
+	}
+	if (!cs.block && stage_mount(d, v, dev, staging, fstype, cap, readonly, &st)) {
+		ret = fail_st(ctx, &st);
+		/* leave nothing behind that the CO does not know about */
+		if (!had)
+			lp_loop_detach(v->id, dev, NULL);
+		goto out;
 	}
 	KLOG_I("Staged volume volume=%s device=%s staging=%s", LOGQ(v->id), LOGQ(dev), LOGQ(staging));
 out:
+	/* a first stage that failed leaves no record: nothing of it is on the system */
+	if (ret && recorded && !had)
+		lp_stage_clear(d->pool, d->cfg.nodeid, v->id, NULL);
+	lp_stage_free(old);
+	free(want.path);
+	free(want.fstype);
+	free(want.flags);
 	free(staging);
 	free(img);
 	free(dev);
@@ -1485,7 +1694,13 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		}
 	}
 	int here = mount_is_volumes(staging, dev);
-	if (users > 0)
+	struct lp_stage *rec = NULL;
+	lp_stage_load(d->pool, d->cfg.nodeid, req->volume_id, &rec);
+	if (rec && dev && strcmp(rec->path, staging) != 0)
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "volume %s is staged at %s, not at %s; left as it is",
+				    req->volume_id, rec->path, staging);
+	else if (users > 0)
 		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 				    "volume %s: %s is still mounted in %d other place(s); unpublish "
 				    "it first",
@@ -1500,6 +1715,10 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		ret = fail_st(ctx, &st);
 	else if (dev)
 		KLOG_I("Unstaged volume volume=%s device=%s", LOGQ(req->volume_id), LOGQ(dev));
+	/* only once nothing of the stage is left may the controller detach and delete */
+	if (!ret && lp_stage_clear(d->pool, d->cfg.nodeid, req->volume_id, &st))
+		ret = fail_st(ctx, &st);
+	lp_stage_free(rec);
 	free(dev);
 	free(img);
 	free(staging);
@@ -1893,6 +2112,8 @@ struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *s
 	d->node = node;
 	d->pool = pool;
 	d->inflight = lp_inflight_new();
+	if (node)
+		recover_node(d);
 	return d;
 }
 

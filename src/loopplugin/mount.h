@@ -2,8 +2,8 @@
  * mount: what is mounted where (/proc/self/mountinfo), and mount(2)/umount2(2) for the node
  * service: filesystem mounts at the staging path, bind mounts onto targets.
  *
- * The node service keeps no state of its own: after a restart it learns what it had done by
- * reading mountinfo, which the kernel keeps for it. Entries are parsed with the octal escapes
+ * The node service learns what it had done by reading mountinfo, which the kernel keeps for it;
+ * the only records it writes (pool.h, "Node records") tell the controller what is staged. Entries are parsed with the octal escapes
  * (\040 for a space, ...) undone, so paths compare equal to the ones in CSI requests.
  */
 #ifndef KCSI_LOOPPLUGIN_MOUNT_H

@@ -11,6 +11,8 @@
  *     nodes/<node>.json     a node service that has started on this pool (its zone)
  *     attachments/<node>/<device>  a device name in use on a node; holds the volume ID
  *     .lock                 flock()ed around changes that must see every volume at once
+ *     staged/<node>/<id>.json  the volume is staged on node (see "Node records" below)
+ *     frozen/<node>/<key>.json  a filesystem the node froze for a snapshot and has not thawed
  *
  * The metadata file is the commit point of every change. Images are built under a ".tmp" name and
  * renamed into place before the metadata is written; metadata is written to "<id>.json.tmp",
@@ -168,5 +170,48 @@ int lp_snapshot_delete(struct lp_pool *p, const char *id, struct lp_status *st);
 void lp_snapshot_free(struct lp_snapshot *s);
 int lp_snapshot_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
 		     struct lp_status *st);
+
+/*
+ * Node records. What a node service has done to its own system, written where the controller
+ * service (possibly another process, on another machine sharing the pool) can read it.
+ *
+ * A stage record (staged/<node>/<volume>.json) is written before NodeStageVolume touches the
+ * system (under the pool lock, with the attachment checked) and removed after
+ * NodeUnstageVolume has released everything; a failed first stage removes it again. While it
+ * exists, ControllerUnpublishVolume for that node and DeleteVolume refuse (FAILED_PRECONDITION):
+ * the controller never drops an attachment or an image under a mounted loop device. A record
+ * left by a crash names a stage the CO will retry or unstage; at start a node service drops its
+ * records whose volume has no loop device on the host (a reboot, or a stage that died early).
+ *
+ * A freeze record (frozen/<node>/<snapshot>.json: the mount point and its st_dev) is written,
+ * durably, before FIFREEZE and removed after FITHAW, so that a node service killed in between
+ * thaws the filesystem at its next start (only when the path still holds the same filesystem).
+ */
+struct lp_stage {
+	char *path;   /* the canonical staging path */
+	bool block;   /* access type block (else mount) */
+	char *fstype; /* mount: the filesystem type asked for (or defaulted); "" for block */
+	char *flags;  /* mount: the mount flags, sorted, joined by ',' */
+	int mode;     /* the CSI access mode */
+};
+int lp_stage_save(struct lp_pool *p, const char *node, const char *id, const struct lp_stage *s,
+		  struct lp_status *st);
+/* 1 and *out (the caller's, lp_stage_free) when there is a record, else 0. */
+int lp_stage_load(struct lp_pool *p, const char *node, const char *id, struct lp_stage **out);
+void lp_stage_free(struct lp_stage *s);
+/* OK when there is none. */
+int lp_stage_clear(struct lp_pool *p, const char *node, const char *id, struct lp_status *st);
+/* The volume IDs recorded as staged on node (lp_free_strings). */
+int lp_stage_list(struct lp_pool *p, const char *node, char ***ids, size_t *n);
+/* The nodes on which volume id is recorded as staged (lp_free_strings). */
+int lp_stage_nodes(struct lp_pool *p, const char *id, char ***nodes, size_t *n);
+
+int lp_freeze_save(struct lp_pool *p, const char *node, const char *key, const char *path,
+		   uint64_t dev, struct lp_status *st);
+/* 1 with *path (malloc'd) and *dev when there is a record, else 0. */
+int lp_freeze_load(struct lp_pool *p, const char *node, const char *key, char **path,
+		   uint64_t *dev);
+int lp_freeze_clear(struct lp_pool *p, const char *node, const char *key, struct lp_status *st);
+int lp_freeze_list(struct lp_pool *p, const char *node, char ***keys, size_t *n);
 
 #endif
