@@ -1,16 +1,68 @@
 /*
  * kcsi-loopplugin: a CSI driver for local block volumes (image files on loop devices).
  * Flags -> config -> driver -> server; everything else lives in src/loopplugin.
+ *
+ * Shutdown: SIGTERM/SIGINT (blocked in every thread, taken here with sigwait) stop the server on a
+ * thread of its own; calls in flight get STOP_GRACE_MS to finish. One that does not (an mkfs, a
+ * snapshot copy) is left behind: the driver thaws any filesystem it froze and the process exits
+ * 0 within a second, as after a kill -9 every call is safe to retry.
  */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/flags.h"
 #include "base/log.h"
 #include "csi/server.h"
 #include "loopplugin/driver.h"
 #include "loopplugin/pool.h"
+
+#define STOP_GRACE_MS 400
+#define STOP_BUDGET_MS 600
+
+struct stopper {
+	struct csi_server *s;
+	atomic_int done;
+};
+
+static void *stopper_main(void *arg)
+{
+	struct stopper *st = arg;
+	csi_server_stop(st->s);
+	atomic_store(&st->done, 1);
+	return NULL;
+}
+
+/* Waits for a signal, then stops the server within STOP_BUDGET_MS or exits without it. */
+static void serve_until_signal(struct csi_server *s, struct lp_driver *d, const sigset_t *set)
+{
+	int sig = 0;
+	while (sigwait(set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+		;
+	KLOG_I("Received %s, stopping the CSI server", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	struct stopper st = { .s = s };
+	pthread_t th;
+	if (pthread_create(&th, NULL, stopper_main, &st) == 0) {
+		for (int i = 0; i < STOP_BUDGET_MS / 20 && !atomic_load(&st.done); i++) {
+			struct timespec ts = { 0, 20 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		if (atomic_load(&st.done)) {
+			pthread_join(th, NULL);
+			return;
+		}
+	}
+	lp_driver_thaw_all(d);
+	KLOG_W("Calls still running after %d ms; exiting without them (a retry redoes or finds "
+	       "their work)", STOP_BUDGET_MS);
+	fflush(NULL);
+	_exit(0);
+}
 
 int main(int argc, char **argv)
 {
@@ -68,37 +120,44 @@ int main(int argc, char **argv)
 	}
 	if (log_apply_flags(err, sizeof(err))) {
 		fprintf(stderr, "kcsi-loopplugin: %s\n", err);
-		return 2;
+		goto usage;
 	}
 	if (!*cfg.nodeid) {
 		fprintf(stderr, "kcsi-loopplugin: --nodeid is required\n");
-		return 2;
+		goto usage;
 	}
 	if (!lp_id_valid(cfg.nodeid)) {
 		fprintf(stderr, "kcsi-loopplugin: --nodeid=%s: use letters, digits, '-', '_', '.'\n",
 			cfg.nodeid);
-		return 2;
+		goto usage;
 	}
 	if (lp_parse_size(max_size, &cfg.max_volume_size) || cfg.max_volume_size < 1048576) {
 		fprintf(stderr, "kcsi-loopplugin: --max-volume-size=%s: expected a size of at "
 				"least 1Mi, like 1Ti or 500Gi\n",
 			max_size);
-		return 2;
+		goto usage;
 	}
 	if (cfg.attach_limit < 0 || cfg.attach_limit > lp_device_range_size()) {
 		fprintf(stderr, "kcsi-loopplugin: --volume-attach-limit=%d: expected 0..%d\n",
 			cfg.attach_limit, lp_device_range_size());
-		return 2;
+		goto usage;
 	}
 	if (strcmp(cfg.mode, "all") != 0 && strcmp(cfg.mode, "controller") != 0 &&
 	    strcmp(cfg.mode, "node") != 0) {
 		fprintf(stderr, "kcsi-loopplugin: --mode=%s: expected all, controller or node\n",
 			cfg.mode);
-		return 2;
+		goto usage;
 	}
 	if (threads < 1)
 		threads = 1;
 	cfg.version = KCSI_VERSION;
+
+	/* blocked before any thread starts, so that every thread inherits the mask */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
 	struct lp_status st;
 	struct lp_driver *d = lp_driver_new(&cfg, &st);
@@ -109,6 +168,7 @@ int main(int argc, char **argv)
 	}
 	struct csi_server_opts o = CSI_SERVER_OPTS_INIT;
 	o.threads = threads;
+	o.grace_ns = STOP_GRACE_MS * 1000000LL;
 	struct csi_server *s = csi_server_new(&o);
 	lp_driver_register(d, s);
 	if (csi_server_start(s, endpoint, err, sizeof(err))) {
@@ -121,9 +181,12 @@ int main(int argc, char **argv)
 	KLOG_I("Serving CSI driver=%s version=%s mode=%s node=%s pool=%s endpoint=%s",
 	       LOGQ(cfg.drivername), LOGQ(cfg.version), LOGQ(cfg.mode), LOGQ(cfg.nodeid),
 	       LOGQ(cfg.pool_dir), LOGQ(endpoint));
-	csi_server_run(s);
+	serve_until_signal(s, d, &sigs);
 	csi_server_free(s);
 	lp_driver_free(d);
 	flags_free(fs);
 	return 0;
+usage: /* a bad flag value: said on stderr, exit 2 as upstream's flag package */
+	flags_free(fs);
+	return 2;
 }

@@ -15,12 +15,11 @@ int main(int argc, char **argv)
 	nd_register_flags(fs, &cfg);
 	log_register_flags(fs);
 	flags_enable_version(fs, KCSI_VERSION);
+	/* The kubelet's client defaults (KubeletConfiguration kubeAPIQPS 50, kubeAPIBurst 100
+	 * since Kubernetes 1.27), not the sidecars' 5/10; --help shows these. */
+	flags_set_default(fs, "kube-api-qps", "50");
+	flags_set_default(fs, "kube-api-burst", "100");
 	rest = flags_parse_or_exit(fs, argc, argv);
-	/* The kubelet's client defaults (50 qps, burst 100), not the sidecars' 5/10. */
-	if (!flags_is_set(fs, "kube-api-qps"))
-		cfg.kube.qps = 50;
-	if (!flags_is_set(fs, "kube-api-burst"))
-		cfg.kube.burst = 100;
 	for (int i = rest; i < argc; i++)
 		KLOG_W("Ignoring unexpected argument \"%s\" (flags must come first)", argv[i]);
 	if (log_apply_flags(err, sizeof(err))) {

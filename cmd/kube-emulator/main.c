@@ -56,17 +56,17 @@ int main(int argc, char **argv)
 	char err[1024];
 	if (log_apply_flags(err, sizeof(err)) < 0) {
 		fprintf(stderr, "kube-emulator: %s\n", err);
-		return 2;
+		goto usage;
 	}
 	if (history < 1) {
 		fprintf(stderr, "kube-emulator: --watch-history must be at least 1\n");
-		return 2;
+		goto usage;
 	}
 	cfg.watch_history = (size_t)history;
 	if (history_mib < 1 || idle_ns < NSEC_PER_SEC || max_conns < 1 || max_per_ip < 0) {
 		fprintf(stderr, "kube-emulator: --watch-history-mib and --max-connections must be at "
 			"least 1, --idle-timeout at least 1s, --max-connections-per-ip at least 0\n");
-		return 2;
+		goto usage;
 	}
 	cfg.watch_history_bytes = (size_t)history_mib << 20;
 	cfg.idle_timeout_s = (unsigned)(idle_ns / NSEC_PER_SEC);
@@ -104,4 +104,7 @@ int main(int argc, char **argv)
 	}
 	flags_free(fs);
 	return rc < 0 ? 1 : 0;
+usage: /* a bad flag value: said on stderr, exit 2 as upstream's flag package */
+	flags_free(fs);
+	return 2;
 }

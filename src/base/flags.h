@@ -17,7 +17,8 @@
  *
  * -h / --help prints the usage line and every flag with its help and default, and
  * flags_parse_or_exit() exits 0; --version (when enabled) prints "<program> <version>" and exits 0.
- * An unknown flag or a bad value prints the reason and the usage to stderr and exits 2.
+ * An unknown flag or a bad value prints the reason and the usage to stderr and exits 2. Before it
+ * exits it frees the flagset (so LeakSanitizer keeps the exit code); it returns only on success.
  */
 #ifndef KCSI_BASE_FLAGS_H
 #define KCSI_BASE_FLAGS_H
@@ -77,5 +78,12 @@ int flags_parse_or_exit(struct flagset *fs, int argc, char **argv);
 bool flags_is_set(const struct flagset *fs, const char *name);
 /* Writes the usage line and the flag table. */
 void flags_print_usage(const struct flagset *fs, FILE *out);
+
+/*
+ * Changes a registered flag's default (before parsing): the variable and what --help shows, so
+ * that a program whose upstream default differs from a shared registration (kcsi-node's
+ * --kube-api-qps) says the default it uses. value is in the flag's syntax ("50", "10s").
+ */
+void flags_set_default(struct flagset *fs, const char *name, const char *value);
 
 #endif

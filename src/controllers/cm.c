@@ -41,18 +41,29 @@ struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k)
 	return kube_informer_store(cm_informer(c, k));
 }
 
-int cm_start_informers(struct cm_ctx *c, char *err, size_t errlen)
+int cm_start_informers(struct cm_ctx *c, bool (*interrupted)(void *ud), void *ud, char *err,
+		       size_t errlen)
 {
 	for (int k = 0; k < CM_NKINDS; k++)
 		if (c->inf[k] && kube_informer_start(c->inf[k])) {
 			snprintf(err, errlen, "cannot start the %s informer", kinds[k]->name);
 			return -1;
 		}
-	for (int k = 0; k < CM_NKINDS; k++)
-		if (c->inf[k] && !kube_informer_wait_synced(c->inf[k], 5 * 60 * 1000000000LL)) {
-			snprintf(err, errlen, "timed out waiting for the %s cache to sync", kinds[k]->name);
-			return -1;
+	for (int k = 0; k < CM_NKINDS; k++) {
+		if (!c->inf[k])
+			continue;
+		/* 5 minutes in slices of 100 ms */
+		int slice = 0;
+		while (!kube_informer_wait_synced(c->inf[k], 100 * 1000000LL)) {
+			if (interrupted && interrupted(ud))
+				return 1;
+			if (++slice >= 3000) {
+				snprintf(err, errlen, "timed out waiting for the %s cache to sync",
+					 kinds[k]->name);
+				return -1;
+			}
 		}
+	}
 	return 0;
 }
 

@@ -56,8 +56,13 @@ struct cm_ctx {
 /* The shared informer of a kind (created on first call; handlers only before cm_start_informers). */
 struct kube_informer *cm_informer(struct cm_ctx *c, enum cm_kind k);
 struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k);
-/* Starts every informer created so far and waits for their caches; 0 or -1 with err. */
-int cm_start_informers(struct cm_ctx *c, char *err, size_t errlen);
+/*
+ * Starts every informer created so far and waits for their caches, asking interrupted(ud) every
+ * 100 ms (a SIGTERM must not wait for an API server that never answers): 0, 1 when interrupted,
+ * or -1 with err.
+ */
+int cm_start_informers(struct cm_ctx *c, bool (*interrupted)(void *ud), void *ud, char *err,
+		       size_t errlen);
 void cm_stop_informers(struct cm_ctx *c);
 /* Registers on_add/on_update/on_delete that all call fn(ud) (a "something changed" kick). */
 void cm_on_any_change(struct cm_ctx *c, enum cm_kind k, void (*fn)(void *ud), void *ud);

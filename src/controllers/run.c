@@ -73,6 +73,7 @@ struct cm_runtime {
 	pthread_mutex_t stop_mu;
 	pthread_cond_t stop_cond;
 	bool stopped;
+	bool signalled; /* SIGTERM/SIGINT taken while the caches synced */
 };
 
 static void on_started_leading(void *ud)
@@ -130,14 +131,36 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 	return 200;
 }
 
+/* A SIGTERM or SIGINT pending for this (the main) thread: taken, and remembered. */
+static bool signalled(void *ud)
+{
+	struct cm_runtime *rt = ud;
+	sigset_t set;
+	struct timespec zero = { 0, 0 };
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	int sig = sigtimedwait(&set, NULL, &zero);
+	if (sig == SIGTERM || sig == SIGINT) {
+		KLOG_I("Received %s while waiting for the caches to sync, shutting down",
+		       sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		rt->signalled = true;
+	}
+	return rt->signalled;
+}
+
+/* 0, 1 when a signal came while the caches synced, or -1. */
 static int start_controllers(struct cm_runtime *rt)
 {
 	char err[512];
 
 	atomic_store(&rt->running, 1); /* from here on, shutdown does not free under the threads */
-	if (cm_start_informers(&rt->ctx, err, sizeof(err))) {
-		KLOG_E("%s", err);
-		return -1;
+	int r = cm_start_informers(&rt->ctx, signalled, rt, err, sizeof(err));
+	if (r) {
+		if (r < 0)
+			KLOG_E("%s", err);
+		return r;
 	}
 	for (size_t i = 0; i < NCONTROLLERS; i++) {
 		if (!rt->self[i])
@@ -285,7 +308,10 @@ int cm_run(const struct cm_config *cfg)
 	for (;;) {
 		if (!started && atomic_load(&rt->leading)) {
 			started = true;
-			if (start_controllers(rt))
+			int r = start_controllers(rt);
+			if (r > 0)
+				break; /* a signal: a clean stop */
+			if (r < 0)
 				goto out;
 		}
 		int sig = sigtimedwait(&set, NULL, &tick);

@@ -387,6 +387,46 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c2, curl
 	return 0;
 }
 
+/*
+ * A stream (watch) runs in a multi handle polled every 100 ms, so a stop is seen within 100 ms:
+ * libcurl calls the progress function of an idle transfer only about once a second, too late
+ * for a process that must end within a second of SIGTERM.
+ */
+static CURLcode perform_stream(CURL *h, struct xfer *x)
+{
+	CURLM *m = curl_multi_init();
+	if (!m)
+		return curl_easy_perform(h);
+	CURLcode cc = CURLE_OK;
+	if (curl_multi_add_handle(m, h) != CURLM_OK) {
+		curl_multi_cleanup(m);
+		return curl_easy_perform(h);
+	}
+	int running = 1;
+	while (running) {
+		if (x->stop && atomic_load(x->stop)) {
+			x->stopped = true;
+			cc = CURLE_ABORTED_BY_CALLBACK;
+			break;
+		}
+		CURLMcode mc = curl_multi_perform(m, &running);
+		if (mc == CURLM_OK && running)
+			mc = curl_multi_poll(m, NULL, 0, 100, NULL);
+		if (mc != CURLM_OK) {
+			cc = CURLE_RECV_ERROR;
+			break;
+		}
+	}
+	int left;
+	CURLMsg *msg;
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			cc = msg->data.result;
+	curl_multi_remove_handle(m, h);
+	curl_multi_cleanup(m);
+	return cc;
+}
+
 static char *make_url(struct kube_client *c, const char *path, const char *query)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -463,7 +503,7 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->opts.timeout_ns / NSEC_PER_MSEC));
 	}
 	atomic_fetch_add(&c->requests, 1);
-	CURLcode cc = curl_easy_perform(h);
+	CURLcode cc = stream ? perform_stream(h, x) : curl_easy_perform(h);
 	long code = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	if (cc != CURLE_OK && !(x->stopped && (cc == CURLE_ABORTED_BY_CALLBACK || cc == CURLE_WRITE_ERROR))) {

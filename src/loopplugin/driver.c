@@ -1139,16 +1139,13 @@ static void thaw_volume(struct lp_driver *d, char *mp, const char *snap)
 	free(mp);
 }
 
-/*
- * What a node service killed at any point left set on its system, undone at its start:
- * filesystems frozen for a snapshot are thawed (when the recorded path still holds the same
- * filesystem), and stage records whose volume has no loop device on this host (a reboot, a
- * stage that died before it set one up) are dropped.
- */
-static void recover_node(struct lp_driver *d)
+/* Thaws what the freeze records name, only when the path still holds the same filesystem. */
+void lp_driver_thaw_all(struct lp_driver *d)
 {
 	char **keys = NULL;
 	size_t n = 0;
+	if (!d->node)
+		return;
 	lp_freeze_list(d->pool, d->cfg.nodeid, &keys, &n);
 	for (size_t i = 0; i < n; i++) {
 		char *path = NULL;
@@ -1157,7 +1154,7 @@ static void recover_node(struct lp_driver *d)
 		if (lp_freeze_load(d->pool, d->cfg.nodeid, keys[i], &path, &dev) &&
 		    stat(path, &sb) == 0 && (uint64_t)sb.st_dev == dev) {
 			lp_fs_thaw(path);
-			KLOG_I("Thawed a filesystem an interrupted snapshot left frozen snapshot=%s "
+			KLOG_I("Thawed a filesystem frozen for an unfinished snapshot snapshot=%s "
 			       "mount=%s",
 			       LOGQ(keys[i]), LOGQ(path));
 		}
@@ -1165,6 +1162,18 @@ static void recover_node(struct lp_driver *d)
 		free(path);
 	}
 	lp_free_strings(keys, n);
+}
+
+/*
+ * What a node service killed at any point left set on its system, undone at its start:
+ * filesystems frozen for a snapshot are thawed, and stage records whose volume has no loop
+ * device on this host (a reboot, a stage that died before it set one up) are dropped.
+ */
+static void recover_node(struct lp_driver *d)
+{
+	char **keys = NULL;
+	size_t n = 0;
+	lp_driver_thaw_all(d);
 	lp_stage_list(d->pool, d->cfg.nodeid, &keys, &n);
 	for (size_t i = 0; i < n; i++) {
 		char *img = lp_volume_image(d->pool, keys[i]), *dev = NULL;

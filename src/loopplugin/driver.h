@@ -47,6 +47,12 @@ void lp_driver_free(struct lp_driver *d);
 /* Registers the handlers the mode calls for on s. */
 void lp_driver_register(struct lp_driver *d, struct csi_server *s);
 
+/*
+ * Thaws every filesystem this node froze for a snapshot that is still running, and drops the
+ * records: for a process about to exit with such a call in flight.
+ */
+void lp_driver_thaw_all(struct lp_driver *d);
+
 /* Parses a size with an optional binary or decimal suffix ("1Ti", "512Mi", "10G", "4096"). */
 int lp_parse_size(const char *s, int64_t *out);
 

@@ -46,7 +46,8 @@ struct nd {
 
 /* plugins.c */
 int nd_plugins_start(struct nd *nd);
-void nd_plugins_stop(struct nd *nd);
+/* Stops the watcher; -1 when it is stuck in a call to a driver (the caller then exits at once). */
+int nd_plugins_stop(struct nd *nd);
 struct nd_driver *nd_driver_get(struct nd *nd, const char *name);
 void nd_driver_put(struct nd *nd, struct nd_driver *d);
 /* Creates the node's CSINode (no drivers) if missing, owned by the Node. */

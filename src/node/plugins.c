@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -569,10 +570,22 @@ int nd_plugins_start(struct nd *nd)
 	return 0;
 }
 
-void nd_plugins_stop(struct nd *nd)
+int nd_plugins_stop(struct nd *nd)
 {
-	if (watcher_started)
-		pthread_join(watcher, NULL);
+	if (watcher_started) {
+		/* the watcher may be in a CSI call (NodeGetInfo of a slow driver): never wait long */
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 250 * 1000 * 1000;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(watcher, NULL, &dl) != 0) {
+			KLOG_W("Plugin watcher busy in a call to a driver; exiting without waiting for it");
+			return -1;
+		}
+	}
 	watcher_started = false;
 	pthread_mutex_lock(&nd->lock);
 	int n = nd->ndrivers;
@@ -582,4 +595,5 @@ void nd_plugins_stop(struct nd *nd)
 	pthread_mutex_unlock(&nd->lock);
 	for (int i = 0; i < n; i++)
 		nd_driver_put(nd, all[i]);
+	return 0;
 }

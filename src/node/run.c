@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,65 @@ static int node_register(struct nd *nd)
 	}
 	json_decref(res);
 	KLOG_I("Successfully registered node node=\"%s\"", nd->cfg->node_name);
+	return 0;
+}
+
+/*
+ * Registration as the kubelet's registerWithAPIServer: retried until it works (an API server that
+ * is not up yet, or not reachable, is waited for: 100 ms doubling to 7 s between attempts), in a
+ * thread of its own so that a SIGTERM during the wait, even with a request in flight, ends the
+ * process at once.
+ */
+struct reg_job {
+	struct nd *nd;
+	atomic_int stop, done;
+};
+
+static void *register_main(void *arg)
+{
+	struct reg_job *j = arg;
+	int64_t delay = 100 * NSEC_PER_MSEC;
+	while (!atomic_load(&j->stop) && node_register(j->nd)) {
+		for (int64_t slept = 0; slept < delay && !atomic_load(&j->stop);
+		     slept += 50 * NSEC_PER_MSEC) {
+			struct timespec ts = { 0, 50 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		delay = delay * 2 > 7 * NSEC_PER_SEC ? 7 * NSEC_PER_SEC : delay * 2;
+	}
+	atomic_store(&j->done, 1);
+	return NULL;
+}
+
+/* 0 registered, 1 a signal came first (the caller exits 0), -1 no thread. */
+static int register_until_done(struct nd *nd, const sigset_t *set)
+{
+	struct reg_job j = { .nd = nd };
+	pthread_t th;
+	if (pthread_create(&th, NULL, register_main, &j)) {
+		KLOG_E("Cannot start the node registration thread: %s", strerror(errno));
+		return -1;
+	}
+	while (!atomic_load(&j.done)) {
+		struct timespec tick = { 0, 50 * 1000 * 1000 };
+		int sig = sigtimedwait(set, NULL, &tick);
+		if (sig != SIGTERM && sig != SIGINT)
+			continue;
+		KLOG_I("Received %s while registering the node, shutting down",
+		       sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		atomic_store(&j.stop, 1);
+		for (int i = 0; i < 14 && !atomic_load(&j.done); i++) {
+			struct timespec ts = { 0, 50 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		if (!atomic_load(&j.done)) {
+			KLOG_I("Not waiting for the registration request in flight; exiting");
+			_exit(0);
+		}
+		pthread_join(th, NULL);
+		return 1;
+	}
+	pthread_join(th, NULL);
 	return 0;
 }
 
@@ -194,7 +255,7 @@ static void *informer_stopper(void *arg)
 
 /*
  * Stops the informers in parallel (each may take up to a second to notice) and frees them;
- * -1 when they did not all stop within 700 ms: the caller then exits without freeing, since
+ * -1 when they did not all stop within 400 ms: the caller then exits without freeing, since
  * SIGTERM must end the process within a second.
  */
 static int stop_informers(struct nd *nd)
@@ -205,7 +266,7 @@ static int stop_informers(struct nd *nd)
 	int rc = 0;
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_nsec += 700 * 1000 * 1000;
+	dl.tv_nsec += 400 * 1000 * 1000;
 	if (dl.tv_nsec >= 1000000000L) {
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000L;
@@ -277,8 +338,12 @@ int nd_run(struct nd_config *cfg)
 	}
 	struct kube_recorder_opts ro = { .component = "kubelet", .host = cfg->node_name };
 	nd.rec = kube_recorder_new(nd.kc, &ro);
-	if (node_register(&nd))
+	int registered = register_until_done(&nd, &set);
+	if (registered) {
+		if (registered > 0)
+			rc = 0;
 		goto out;
+	}
 	node_set_ready(&nd);
 	lease_renew(&nd);
 	nd_csinode_ensure(&nd);
@@ -325,7 +390,8 @@ int nd_run(struct nd_config *cfg)
 	}
 stop:
 	atomic_store(&nd.stop, 1);
-	nd_plugins_stop(&nd);
+	if (nd_plugins_stop(&nd))
+		exit_now(rc);
 	if (nd_volumes_stop(&nd))
 		exit_now(rc);
 	if (stop_informers(&nd))

@@ -1187,7 +1187,7 @@ int nd_volumes_stop(struct nd *nd)
 		/* A CSI call in flight may take long: never hold up shutdown for it. */
 		struct timespec dl;
 		clock_gettime(CLOCK_REALTIME, &dl);
-		dl.tv_nsec += 500 * 1000 * 1000;
+		dl.tv_nsec += 250 * 1000 * 1000;
 		if (dl.tv_nsec >= 1000000000L) {
 			dl.tv_sec++;
 			dl.tv_nsec -= 1000000000L;

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -196,6 +197,52 @@ static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
 
 /* ---- start-up ---- */
 
+/*
+ * One GetPluginInfo in a thread of its own, so that the main thread keeps taking signals while
+ * the call is in flight (a driver may take up to --timeout to answer). The thread owns the
+ * struct; the main thread reads it only after `done`.
+ */
+struct info_call {
+	struct csi_conn *csi;
+	int64_t timeout_ns;
+	Csi__V1__GetPluginInfoResponse *info;
+	struct csi_status cs;
+	int rc;
+	atomic_int done;
+};
+
+static void *info_main(void *arg)
+{
+	struct info_call *c = arg;
+	Csi__V1__GetPluginInfoRequest req = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	c->rc = csi_get_plugin_info(c->csi, &req, &c->info, c->timeout_ns, &c->cs);
+	atomic_store(&c->done, 1);
+	return NULL;
+}
+
+/* GetPluginInfo while taking signals: 0 answered (c filled), 1 a signal, -1 no thread. */
+static int plugin_info(struct reg_state *st, const sigset_t *set, struct info_call *c)
+{
+	pthread_t th;
+	memset(c, 0, sizeof(*c));
+	c->csi = st->csi;
+	c->timeout_ns = st->cfg->timeout_ns;
+	if (pthread_create(&th, NULL, info_main, c)) {
+		KLOG_E("Cannot start a thread for GetPluginInfo: %s", strerror(errno));
+		return -1;
+	}
+	while (!atomic_load(&c->done)) {
+		if (signalled(set, 50 * NSEC_PER_MSEC)) {
+			/* nothing is served yet: leave without waiting for the driver's answer */
+			KLOG_I("Not waiting for the GetPluginInfo call in flight");
+			fflush(NULL);
+			_exit(0);
+		}
+	}
+	pthread_join(th, NULL);
+	return 0;
+}
+
 /* Connects and asks the driver's name, retrying once a second until it answers or a signal. */
 static int discover_driver(struct reg_state *st, const sigset_t *set)
 {
@@ -218,10 +265,12 @@ static int discover_driver(struct reg_state *st, const sigset_t *set)
 	}
 	KLOG_V(1, "Calling CSI driver to discover driver name");
 	for (;;) {
-		Csi__V1__GetPluginInfoRequest req = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
-		Csi__V1__GetPluginInfoResponse *info = NULL;
-		struct csi_status cs;
-		if (csi_get_plugin_info(st->csi, &req, &info, st->cfg->timeout_ns, &cs) == 0) {
+		struct info_call call;
+		if (plugin_info(st, set, &call))
+			return -1;
+		Csi__V1__GetPluginInfoResponse *info = call.info;
+		struct csi_status cs = call.cs;
+		if (call.rc == 0) {
 			if (info->name && *info->name) {
 				st->driver = xstrdup(info->name);
 				csi_msg_free(info);
@@ -296,8 +345,10 @@ int reg_run(const struct reg_config *cfg)
 	st.probe_file = probe_file_path(cfg->kubelet_registration_path);
 
 	KLOG_V(1, "Attempting to open a gRPC connection with: \"%s\"", cfg->csi_address);
-	if (discover_driver(&st, &set)) {
-		rc = 0; /* a signal while waiting for the driver */
+	int found = discover_driver(&st, &set);
+	if (found) {
+		if (found > 0)
+			rc = 0; /* a signal while waiting for the driver */
 		goto out;
 	}
 	struct strbuf sock = STRBUF_INIT;

@@ -115,7 +115,7 @@ SNPID=$!
 for _ in $(seq 1 100); do grep -q "Froze filesystem" "$D/all.sock.log" && break; sleep 0.05; done
 grep -q "Froze filesystem" "$D/all.sock.log" || fail "the snapshot did not freeze the filesystem"
 kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=
-kill "$SNPID" 2>/dev/null; wait "$SNPID" 2>/dev/null || true; SNPID=
+kill "$SNPID" 2>/dev/null || true; wait "$SNPID" 2>/dev/null || true; SNPID=
 # a writer now blocks (in the kernel) until someone thaws the filesystem
 sh -c "echo after >'$D/pods/vol/after.txt'" &
 WPID=$!
@@ -129,6 +129,30 @@ grep -q after "$D/pods/vol/after.txt" || fail "the write after the thaw is lost"
 grep -q "Thawed a filesystem" "$D/all.sock.log" || fail "no log line for the thaw"
 S=$(k -o json controller create-snapshot snap-frozen "$V" | json snapshot.snapshot_id)
 [ -z "$(ls "$D/pool/frozen/node-1" 2>/dev/null)" ] || fail "a freeze record remains"
+
+echo "== SIGTERM while a snapshot holds the filesystem frozen: exit 0 within 1 s, thawed"
+kill "$PID"; wait "$PID" 2>/dev/null || true; PID=
+start_plugin all.sock node-1 all KCSI_LOOPPLUGIN_TEST_FREEZE_HOLD_MS=60000
+before=$(grep -c "Froze filesystem" "$D/all.sock.log")
+k controller create-snapshot snap-term "$V" >/dev/null 2>&1 &
+SNPID=$!
+for _ in $(seq 1 100); do
+	[ "$(grep -c "Froze filesystem" "$D/all.sock.log")" -gt "$before" ] && break; sleep 0.05
+done
+[ "$(grep -c "Froze filesystem" "$D/all.sock.log")" -gt "$before" ] || fail "the second snapshot did not freeze"
+t0=$(date +%s%N)
+kill -TERM "$PID"
+for _ in $(seq 1 150); do kill -0 "$PID" 2>/dev/null || break; sleep 0.01; done
+ms=$((($(date +%s%N) - t0) / 1000000))
+if kill -0 "$PID" 2>/dev/null; then fail "kcsi-loopplugin still running ${ms} ms after SIGTERM with a snapshot in flight"; fi
+rc=0; wait "$PID" || rc=$?; PID=
+[ "$rc" -eq 0 ] || fail "kcsi-loopplugin exited $rc after SIGTERM (want 0)"
+[ "$ms" -le 1000 ] || fail "kcsi-loopplugin took $ms ms to exit after SIGTERM"
+kill "$SNPID" 2>/dev/null || true; wait "$SNPID" 2>/dev/null || true; SNPID=
+timeout 5 sh -c "echo term >'$D/pods/vol/term.txt'" || fail "the filesystem stayed frozen after SIGTERM"
+[ -z "$(ls "$D/pool/frozen/node-1" 2>/dev/null)" ] || fail "a freeze record remains after SIGTERM"
+echo "  exit $rc in $ms ms"
+start_plugin all.sock node-1 all
 
 echo "== tear down in order"
 k node unpublish "$V" "$D/pods/vol" >/dev/null
