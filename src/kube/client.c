@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -336,6 +337,7 @@ struct xfer {
 	void *ud;
 	const atomic_int *stop;
 	bool stopped;
+	bool tls_refused; /* the server's certificate failed verification: retrying cannot help */
 };
 
 static size_t on_write(char *p, size_t sz, size_t n, void *ud)
@@ -427,6 +429,102 @@ static CURLcode perform_stream(CURL *h, struct xfer *x)
 	return cc;
 }
 
+/* Copies the value of the "Name:" line of a curl certinfo list into out ("" when absent). */
+static void certinfo_field(const struct curl_slist *l, const char *name, char *out, size_t len)
+{
+	size_t n = strlen(name);
+	out[0] = '\0';
+	for (; l; l = l->next)
+		if (strncmp(l->data, name, n) == 0 && l->data[n] == ':') {
+			snprintf(out, len, "%s", l->data + n + 1);
+			return;
+		}
+}
+
+/*
+ * The certificate the server presents, for an error message: a second handshake to the same
+ * address with verification off and CURLOPT_CERTINFO on, sending nothing (CONNECT_ONLY) and
+ * sharing nothing with the client's connection cache, so no unverified connection is ever used
+ * for a request. Writes "subject ..., issuer ..., valid until ..." or "" when it cannot tell.
+ */
+static void server_certificate(struct kube_client *c, const char *url, char *out, size_t len)
+{
+	out[0] = '\0';
+	CURL *h = curl_easy_init();
+	if (!h)
+		return;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+	curl_easy_setopt(h, CURLOPT_CERTINFO, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
+	if (c->connect_to)
+		curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
+	struct curl_certinfo *ci = NULL;
+	if (curl_easy_perform(h) == CURLE_OK &&
+	    curl_easy_getinfo(h, CURLINFO_CERTINFO, &ci) == CURLE_OK && ci && ci->num_of_certs > 0) {
+		char subject[120], issuer[120], until[48];
+		certinfo_field(ci->certinfo[0], "Subject", subject, sizeof(subject));
+		certinfo_field(ci->certinfo[0], "Issuer", issuer, sizeof(issuer));
+		certinfo_field(ci->certinfo[0], "Expire date", until, sizeof(until));
+		snprintf(out, len, "subject \"%s\", issuer \"%s\", valid until %s", subject, issuer,
+			 until);
+	}
+	curl_easy_cleanup(h);
+}
+
+/*
+ * The words kubectl users know for why a server certificate is refused (Go's x509 errors), from
+ * OpenSSL's verify result, or curl's own message for a name that does not match.
+ */
+static const char *tls_reason(long vr, const char *curl_msg)
+{
+	/* curl checks the name itself after OpenSSL's verification passed */
+	if (strstr(curl_msg, "host name") || strstr(curl_msg, "subject name"))
+		return "certificate is not valid for the server's name (name mismatch)";
+	switch (vr) {
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+		return "certificate signed by unknown authority";
+	case X509_V_ERR_CERT_HAS_EXPIRED:
+		return "certificate has expired";
+	case X509_V_ERR_CERT_NOT_YET_VALID:
+		return "certificate is not yet valid";
+	case X509_V_ERR_HOSTNAME_MISMATCH:
+	case X509_V_ERR_IP_ADDRESS_MISMATCH:
+		return "certificate is not valid for the server's name (name mismatch)";
+	}
+	return "certificate refused";
+}
+
+/* The message for a refused server certificate: server, reason, certificate, CAs in use. */
+static void tls_message(struct kube_client *c, CURL *h, const char *method, const char *url,
+			const char *curl_msg, struct kube_err *e)
+{
+	long vr = X509_V_OK;
+	curl_easy_getinfo(h, CURLINFO_SSL_VERIFYRESULT, &vr);
+	char cert[400];
+	server_certificate(c, url, cert, sizeof(cert));
+	const struct kube_config *cfg = c->cfg;
+	snprintf(e->message, sizeof(e->message),
+		 "%s %s: tls: x509: %s (%s); server %s%s%s presents %s; trusted CAs: %s", method,
+		 url, tls_reason(vr, curl_msg),
+		 vr != X509_V_OK && vr != X509_V_ERR_UNSPECIFIED ? X509_verify_cert_error_string(vr)
+								 : curl_msg,
+		 cfg->server,
+		 cfg->tls_server_name ? " as " : "", cfg->tls_server_name ? cfg->tls_server_name : "",
+		 cert[0] ? cert : "a certificate that could not be read",
+		 cfg->ca_file	? cfg->ca_file
+		 : cfg->ca_pem	? "certificate-authority-data of the kubeconfig"
+				: "the system's");
+}
+
 static char *make_url(struct kube_client *c, const char *path, const char *query)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -491,6 +589,8 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	}
 	x->h = h;
 	x->retry_after = -1;
+	char curl_msg[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -509,14 +609,19 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	if (cc != CURLE_OK && !(x->stopped && (cc == CURLE_ABORTED_BY_CALLBACK || cc == CURLE_WRITE_ERROR))) {
 		e->code = 0;
 		e->reason[0] = 0;
-		if (x->too_large)
+		if (x->too_large) {
 			snprintf(e->message, sizeof(e->message), "%s %s: response larger than %zu bytes",
 				 rq->method, rq->path, x->max);
-		else
+		} else if (cc == CURLE_PEER_FAILED_VERIFICATION) {
+			x->tls_refused = true;
+			tls_message(c, h, rq->method, url, curl_msg, e);
+		} else {
 			snprintf(e->message, sizeof(e->message), "%s %s: %s", rq->method, url,
 				 curl_easy_strerror(cc));
+		}
 		code = 0;
 	}
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL); /* curl_msg is about to go */
 	curl_slist_free_all(hd);
 	strbuf_release(&line);
 	strbuf_release(&tok);
@@ -552,7 +657,7 @@ int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf 
 		bool last = n >= c->opts.max_retries;
 		int64_t delay = -1;
 		if (code == 0) {
-			if (is_get(rq) && !x.too_large)
+			if (is_get(rq) && !x.too_large && !x.tls_refused)
 				delay = backoff_next(&bo);
 		} else {
 			err_from_answer(e, (int)code, out->buf, out->len);

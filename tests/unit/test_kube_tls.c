@@ -8,11 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/timeutil.h"
 #include "check.h"
 #include "kube/client.h"
 #include "kube/testing/testenv.h"
 
 static struct kube_testenv env;
+static int retries = 1; /* the clients' max_retries */
 static char dir[256];
 static char server[256];
 
@@ -39,6 +41,8 @@ static int make_certs(void)
 		  "openssl req $K -keyout srv.key -out srv.csr -subj /CN=kube.test 2>/dev/null; "
 		  "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt "
 		  "-days 2 -extfile san.ext 2>/dev/null; "
+		  "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out exp.crt "
+		  "-days -1 -extfile san.ext 2>/dev/null; "
 		  "openssl req $K -keyout cli.key -out cli.csr -subj /CN=kcsi-user 2>/dev/null; "
 		  "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt "
 		  "-days 2 2>/dev/null; "
@@ -63,7 +67,7 @@ static int try_get(const char *cluster, const char *user, struct kube_err *e, ch
 	struct kube_config *cfg = kube_config_load(kc, NULL, NULL, err, errlen);
 	if (!cfg)
 		return -2;
-	struct kube_client_opts o = { .qps = -1, .max_retries = 1 };
+	struct kube_client_opts o = { .qps = -1, .max_retries = retries };
 	struct kube_client *c = kube_client_new(cfg, &o, err, errlen);
 	json_t *j = kube_list(c, &KUBE_RES_NODES, NULL, NULL, e);
 	int rc = j ? 0 : -1;
@@ -110,6 +114,37 @@ static void test_wrong_ca_and_name(void)
 	CHECK_INT(e.code, 0);
 	/* insecure-skip-tls-verify turns verification off, as asked. */
 	CHECK_INT(try_get("    insecure-skip-tls-verify: true\n", TOKEN, &e, err, sizeof(err)), 0);
+}
+
+/*
+ * Issue 16: a refused server certificate is said at once (no retries: ~10 s of them before) and
+ * in words a person can act on: the server, the reason, the certificate's subject and issuer,
+ * the CAs trusted.
+ */
+static void expect_tls(const char *cluster, const char *reason, const char *more)
+{
+	struct kube_err e;
+	char err[512];
+	int64_t t0 = mono_now_ns();
+	CHECK_INT(try_get(cluster, TOKEN, &e, err, sizeof(err)), -1);
+	int64_t ms = (mono_now_ns() - t0) / 1000000;
+	CHECK(ms < 1500);
+	CHECK_INT(e.code, 0);
+	CHECK(strstr(e.message, reason) != NULL);
+	CHECK(strstr(e.message, server) != NULL);
+	CHECK(strstr(e.message, "kube.test") != NULL); /* the certificate's subject */
+	CHECK(strstr(e.message, "kcsi-ca") != NULL);   /* and its issuer */
+	CHECK(!more || strstr(e.message, more) != NULL);
+	fprintf(stderr, "  %lld ms: %s\n", (long long)ms, e.message);
+}
+
+static void test_tls_errors_say_why(void)
+{
+	retries = 10;
+	expect_tls("    certificate-authority: other.crt\n" SNI, "signed by unknown authority",
+		   "other.crt");
+	expect_tls(CA, "name mismatch", "ca.crt");
+	retries = 1;
 }
 
 static void test_client_cert(void)
@@ -270,8 +305,20 @@ int main(void)
 		RUN(test_client_cert);
 		RUN(test_tokens);
 		RUN(test_exec_client_cert);
+		RUN(test_tls_errors_say_why);
 	} else {
 		CHECK(!"emulator did not start");
+	}
+	kube_testenv_stop(&env);
+	/* a second server, whose certificate has expired */
+	pathf(cert, sizeof(cert), "exp.crt");
+	if (kube_testenv_start(&env, KCSI_EMULATOR_BIN, args) == 0 || env.cfg) {
+		snprintf(server, sizeof(server), "%s", env.cfg->server);
+		retries = 10;
+		expect_tls(CA SNI, "certificate has expired", NULL);
+		retries = 1;
+	} else {
+		CHECK(!"emulator with the expired certificate did not start");
 	}
 	kube_testenv_stop(&env);
 	sh("rm -rf '%s'", dir);
