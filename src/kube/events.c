@@ -24,6 +24,10 @@
 #include "kube/hmap.h"
 
 #define CACHE_MAX 4096
+/* Events waiting for the recorder thread; more are dropped (client-go's broadcaster queue). */
+#define PENDING_MAX 1000
+/* After kube_recorder_free(), queued events are still sent for this long, then dropped. */
+#define STOP_GRACE_NS (500 * NSEC_PER_MSEC)
 #define SIMILAR_MAX 10
 #define COMBINED_PREFIX "(combined from similar events): "
 
@@ -62,6 +66,8 @@ struct kube_recorder {
 	pthread_mutex_t mu;
 	pthread_cond_t cond, idle_cond;
 	struct pending *head, *tail;
+	size_t npending;
+	int64_t stop_deadline; /* monotonic; set when stop is */
 	bool stop, busy;
 	struct kube_hmap spam;  /* object key -> struct spam* (guarded by mu) */
 	struct kube_hmap cache; /* event key -> struct agg* (recorder thread only) */
@@ -87,20 +93,61 @@ struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube
 	return r;
 }
 
+/* The tokens a bucket holds at `now`, refilled since its last use, at most the burst. */
+static double spam_tokens(const struct kube_recorder *r, const struct spam *s, int64_t now)
+{
+	double t = s->tokens + (double)(now - s->last_mono) / (double)r->refill_ns;
+	return t > r->burst ? r->burst : t;
+}
+
+/*
+ * Keeps the spam filter at most CACHE_MAX objects (client-go bounds it with an LRU of that size).
+ * A bucket that has refilled completely is the same as no bucket, so those go first; if the
+ * objects are all still spamming, the least recently used half goes. Called with r->mu held.
+ */
+static void spam_prune(struct kube_recorder *r, int64_t now)
+{
+	int64_t sum = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < r->spam.cap; i++)
+		if (r->spam.slots[i].key) {
+			sum += (now - ((struct spam *)r->spam.slots[i].value)->last_mono) / 1024;
+			n++;
+		}
+	int64_t mean_age = n ? sum / (int64_t)n * 1024 : 0;
+	for (int pass = 0; pass < 2 && r->spam.len >= CACHE_MAX; pass++) {
+		struct kube_hmap keep = KUBE_HMAP_INIT;
+		for (size_t i = 0; i < r->spam.cap; i++) {
+			struct kube_hmap_slot *sl = &r->spam.slots[i];
+			if (!sl->key)
+				continue;
+			struct spam *s = sl->value;
+			bool drop = pass == 0 ? spam_tokens(r, s, now) >= r->burst
+					      : now - s->last_mono >= mean_age;
+			if (drop)
+				free(s);
+			else
+				kube_hmap_put(&keep, sl->key, s);
+		}
+		kube_hmap_clear(&r->spam);
+		r->spam = keep;
+	}
+}
+
 /* The spam filter: one bucket per object. Called with r->mu held. */
 static bool spam_allow(struct kube_recorder *r, const char *objkey)
 {
 	struct spam *s = kube_hmap_get(&r->spam, objkey);
 	int64_t now = mono_now_ns();
 	if (!s) {
+		if (r->spam.len >= CACHE_MAX)
+			spam_prune(r, now);
 		s = xcalloc(1, sizeof(*s));
 		s->tokens = r->burst;
 		s->last_mono = now;
 		kube_hmap_put(&r->spam, objkey, s);
 	}
-	s->tokens += (double)(now - s->last_mono) / (double)r->refill_ns;
-	if (s->tokens > r->burst)
-		s->tokens = r->burst;
+	s->tokens = spam_tokens(r, s, now);
 	s->last_mono = now;
 	if (s->tokens < 1)
 		return false;
@@ -166,7 +213,7 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 	KLOG_V(4, "Event(%s) type=%s reason=%s message=%s", objkey.buf, LOGQ(tname), LOGQ(reason),
 	       LOGQ(msg.buf));
 	pthread_mutex_lock(&r->mu);
-	if (r->stop || !spam_allow(r, objkey.buf)) {
+	if (r->stop || r->npending >= PENDING_MAX || !spam_allow(r, objkey.buf)) {
 		r->stats.dropped++;
 		json_decref(ev);
 	} else {
@@ -180,6 +227,7 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 		else
 			r->head = p;
 		r->tail = p;
+		r->npending++;
 		pthread_cond_signal(&r->cond);
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -337,9 +385,14 @@ static void *run(void *arg)
 		r->head = p->next;
 		if (!r->head)
 			r->tail = NULL;
+		r->npending--;
+		bool late = r->stop && mono_now_ns() >= r->stop_deadline;
+		if (late)
+			r->stats.dropped++;
 		r->busy = true;
 		pthread_mutex_unlock(&r->mu);
-		send_one(r, p);
+		if (!late)
+			send_one(r, p);
 		json_decref(p->event);
 		free(p->ns);
 		free(p->agg_key);
@@ -365,6 +418,7 @@ void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *s)
 {
 	pthread_mutex_lock(&r->mu);
 	*s = r->stats;
+	s->tracked = r->spam.len;
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -374,6 +428,7 @@ void kube_recorder_free(struct kube_recorder *r)
 		return;
 	pthread_mutex_lock(&r->mu);
 	r->stop = true;
+	r->stop_deadline = mono_now_ns() + STOP_GRACE_NS;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->mu);
 	pthread_join(r->thread, NULL);
