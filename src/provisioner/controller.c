@@ -1122,6 +1122,48 @@ static int delete_secrets(struct prov_ctrl *c, const struct kube_pv *pv, struct 
 	return 0;
 }
 
+/* shouldDelete: a Released PV with reclaim policy Delete that is ours to delete now. */
+static bool should_delete(const struct prov_ctrl *c, const struct kube_obj *o)
+{
+	const struct kube_pv *pv = kube_pv_of(o);
+	bool gate = c->o.gates.honor_pv_reclaim_policy, has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
+	return pv && pv->phase == KUBE_PV_RELEASED && pv->reclaim == 0 &&
+	       (gate ? !(o->deletion_ts && !has) : !o->deletion_ts);
+}
+
+/*
+ * The PV as the API server has it now, when it still needs deletion: the cache may be behind
+ * (a PV this worker deleted a moment ago comes back with its last update), and deleting twice
+ * would call DeleteVolume and count a deletion twice. NULL with *r set otherwise.
+ */
+static struct kube_obj *fresh_to_delete(struct prov_ctrl *c, const char *name, enum result *r)
+{
+	struct kube_err e;
+	char err[256];
+	json_t *j = kube_get(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, name, &e);
+	if (!j) {
+		if (kube_err_is_not_found(&e)) {
+			KLOG_V(4, "persistentvolume %s no longer needs deletion, skipping", LOGQ(name));
+			*r = DONE;
+		} else {
+			KLOG_E("error reading persistentvolume %s: %s", LOGQ(name), e.message);
+			*r = RETRY;
+		}
+		return NULL;
+	}
+	struct kube_obj *o = KUBE_KIND_PERSISTENTVOLUME.decode(j, err, sizeof(err));
+	json_decref(j);
+	*r = DONE;
+	if (!o) {
+		KLOG_E("error decoding persistentvolume %s: %s", LOGQ(name), err);
+	} else if (!should_delete(c, o)) {
+		KLOG_V(4, "persistentvolume %s no longer needs deletion, skipping", LOGQ(name));
+		kube_obj_unref(o);
+		o = NULL;
+	}
+	return o;
+}
+
 static enum result sync_volume(struct prov_ctrl *c, const char *name)
 {
 	struct kube_obj *o = store_get(c->pv_inf, NULL, name);
@@ -1152,13 +1194,15 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 		kube_obj_unref(o);
 		return r;
 	}
-	/* shouldDelete */
-	bool should = pv->phase == KUBE_PV_RELEASED && pv->reclaim == 0 &&
-		      (gate ? !(o->deletion_ts && !has) : !o->deletion_ts);
-	if (!should) {
+	if (!should_delete(c, o)) {
 		kube_obj_unref(o);
 		return DONE;
 	}
+	kube_obj_unref(o);
+	if (!(o = fresh_to_delete(c, name, &r)))
+		return r;
+	pv = kube_pv_of(o);
+	has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
 	int64_t start = mono_now_ns();
 	const char *cls = pv->storage_class ? pv->storage_class : "";
 	int rc = -1;
