@@ -63,6 +63,7 @@ struct prov_ctrl {
 	pthread_t *threads;
 	size_t nthreads;
 	bool stop;
+	struct prov_cap *cap; /* --enable-capacity, else NULL */
 };
 
 
@@ -974,6 +975,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 	}
 	csi_msg_free(resp);
 	prov_metrics_provision(c->metrics, p.cls, p.source, true, mono_now_ns() - start);
+	prov_cap_refresh_class(c->cap, p.cls);
 	claim_done(c, key);
 	res = DONE;
 out:
@@ -1215,6 +1217,7 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 	}
 	KLOG_V(2, "PersistentVolume %s deleted", name);
 	prov_metrics_delete(c->metrics, cls, true, mono_now_ns() - start);
+	prov_cap_refresh_class(c->cap, cls);
 	kube_obj_unref(o);
 	return DONE;
 }
@@ -1340,6 +1343,8 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	io.kind = &KUBE_KIND_STORAGECLASS;
 	c->sc_inf = kube_informer_new(kc, &io);
 	kube_informer_add_handlers(c->sc_inf, &sh);
+	if (o->capacity)
+		c->cap = prov_cap_new(kc, c->sc_inf, o->capacity);
 	io.resync_ns = 0;
 	if (o->cap_topology && o->gates.topology) {
 		io.kind = &KUBE_KIND_CSINODE_T;
@@ -1377,6 +1382,10 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 			snprintf(err, errlen, "cannot start informers");
 			return -1;
 		}
+	if (c->cap && prov_cap_start_informers(c->cap)) {
+		snprintf(err, errlen, "cannot start the capacity informers");
+		return -1;
+	}
 	KLOG_I("Starting provisioner controller %s", c->o.driver);
 	for (size_t i = 0; i < n; i++)
 		while (!kube_informer_wait_synced(inf[i], 10 * NSEC_PER_SEC)) {
@@ -1389,6 +1398,8 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 			}
 			KLOG_I("Waiting for the informer caches to sync");
 		}
+	if (c->cap && prov_cap_start(c->cap, &c->stop, &c->mu, err, errlen))
+		return -1;
 	malloc_trim(0);
 	size_t counts[4] = { (size_t)c->o.workers, (size_t)c->o.workers, 1,
 			     (size_t)(c->o.clone_workers > 0 ? c->o.clone_workers : 1) };
@@ -1433,6 +1444,7 @@ void prov_ctrl_stop(struct prov_ctrl *c)
 	kube_workqueue_shutdown(c->volq);
 	kube_workqueue_shutdown(c->saveq);
 	kube_workqueue_shutdown(c->cloneq);
+	prov_cap_stop(c->cap);
 	for (size_t i = 0; i < c->nthreads; i++)
 		pthread_join(c->threads[i], NULL);
 	free(c->threads);
@@ -1445,11 +1457,14 @@ void prov_ctrl_free(struct prov_ctrl *c)
 {
 	if (!c)
 		return;
+	struct kube_informer *inf[9];
 	size_t n = c->ninfs;
-	struct kube_informer **inf = c->infs;
+	memcpy(inf, c->infs, n * sizeof(*inf));
+	if (c->cap)
+		n += prov_cap_informers(c->cap, inf + n);
 	/* Each watch notices a stop about once a second: stop them in parallel. */
-	pthread_t stoppers[6];
-	bool started[6] = { false };
+	pthread_t stoppers[9];
+	bool started[9] = { false };
 	for (size_t i = 0; i < n; i++)
 		started[i] = pthread_create(&stoppers[i], NULL, stop_informer, inf[i]) == 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1458,6 +1473,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 		else
 			kube_informer_stop(inf[i]);
 	}
+	prov_cap_free(c->cap); /* after the class informer that calls it has stopped */
 	for (size_t i = 0; i < c->ninfs; i++)
 		kube_informer_free(c->infs[i]);
 	kube_workqueue_free(c->claimq);
@@ -1479,7 +1495,10 @@ void prov_ctrl_free(struct prov_ctrl *c)
 
 void prov_ctrl_render_metrics(struct prov_ctrl *c, struct strbuf *out)
 {
-	struct kube_workqueue *qs[4] = { c->claimq, c->volq, c->saveq, c->cloneq };
+	struct kube_workqueue *qs[5] = { c->claimq, c->volq, c->saveq, c->cloneq,
+					 c->cap ? prov_cap_queue(c->cap) : NULL };
 	prov_metrics_render(c->metrics, out);
-	kube_workqueue_render_metrics(qs, 4, out);
+	if (c->cap)
+		prov_cap_render_metrics(c->cap, out);
+	kube_workqueue_render_metrics(qs, c->cap ? 5 : 4, out);
 }

@@ -208,6 +208,44 @@ void prov_metrics_provision(struct prov_metrics *m, const char *cls, const char 
 void prov_metrics_delete(struct prov_metrics *m, const char *cls, bool ok, int64_t duration_ns);
 void prov_metrics_render(struct prov_metrics *m, struct strbuf *out);
 
+/* ---- storage capacity (capacity.c) ---- */
+struct prov_cap_opts {
+	const char *driver;
+	struct csi_conn *csi;
+	int64_t timeout_ns, poll_ns, retry_start_ns, retry_max_ns;
+	int workers;                  /* --capacity-threads */
+	bool immediate_binding;       /* --capacity-for-immediate-binding */
+	const char *ns;               /* namespace of the objects */
+	const char *managed_by;       /* csi.storage.k8s.io/managed-by value */
+	json_t *owner;                /* ownerReference of our objects, or NULL (no owner) */
+	/* --node-deployment: the one segment is this node's (NodeGetInfo); otherwise segments come
+	 * from CSINodes and Nodes. */
+	bool fixed;
+	const struct kube_kv *fixed_segment;
+	size_t nfixed;
+};
+struct prov_cap;
+/* Copies what it needs from o; borrows kc, o->csi and sc_inf (whose handlers it adds: call
+ * before sc_inf starts). */
+struct prov_cap *prov_cap_new(struct kube_client *kc, struct kube_informer *sc_inf,
+			      const struct prov_cap_opts *o);
+int prov_cap_start_informers(struct prov_cap *c);
+/* Waits for its caches (giving up once *stop is set), computes the desired objects, adopts the
+ * existing ones and starts the workers and the poll. */
+int prov_cap_start(struct prov_cap *c, const bool *stop, pthread_mutex_t *stop_mu, char *err,
+		   size_t errlen);
+/* Refreshes the capacity of a class's objects (after a volume was created or deleted). */
+void prov_cap_refresh_class(struct prov_cap *c, const char *cls);
+void prov_cap_stop(struct prov_cap *c);
+void prov_cap_free(struct prov_cap *c);
+void prov_cap_render_metrics(struct prov_cap *c, struct strbuf *out);
+struct kube_workqueue *prov_cap_queue(struct prov_cap *c);
+/* Its informers (at most 3) into out, for stopping them in parallel with others. */
+size_t prov_cap_informers(struct prov_cap *c, struct kube_informer **out);
+/* "external-provisioner", or with a node "external-provisioner-<node>" (a hash of the node name
+ * when that would exceed 63 characters, the limit of a label value). */
+void prov_capacity_managed_by(const char *node, char *buf, size_t len);
+
 /* ---- controller (controller.c) ---- */
 struct prov_ctrl_opts {
 	const char *driver;
@@ -225,6 +263,8 @@ struct prov_ctrl_opts {
 	bool cap_controller_service, cap_create_delete, cap_clone, cap_snapshot, cap_snmw,
 	     cap_publish, cap_topology;
 	const char *identity; /* storage.kubernetes.io/csiProvisionerIdentity value */
+	/* --enable-capacity: NULL or the capacity controller's options */
+	const struct prov_cap_opts *capacity;
 };
 
 struct prov_ctrl;
