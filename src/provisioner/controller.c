@@ -29,7 +29,8 @@
 #include <string.h>
 #include <strings.h>
 
-enum result { DONE, RETRY, AGAIN };
+/* LATER: the key was put back with a delay of its own (node deployment); leave its backoff. */
+enum result { DONE, RETRY, AGAIN, LATER };
 
 struct unsaved {
 	json_t *pv;
@@ -64,8 +65,21 @@ struct prov_ctrl {
 	size_t nthreads;
 	bool stop;
 	struct prov_cap *cap; /* --enable-capacity, else NULL */
+	/* --node-deployment */
+	const struct prov_node_deployment *nd; /* NULL: a central provisioner */
+	bool topo;                 /* CSI topology in use (driver capability, gate or node mode) */
+	struct kube_hmap owners;   /* claim key -> struct owner_try * (guarded by mu) */
 };
 
+/* An immediate-binding claim this node may try to own (node deployment). */
+struct owner_try {
+	unsigned attempts; /* failed tries: conflicts, no room */
+	int64_t due;       /* monotonic time of the next try */
+	bool armed;        /* a delayed add for `due` is pending */
+};
+
+
+static void owner_backoff(struct prov_ctrl *c, const char *key);
 
 /* A PV that cannot be saved after this many permanent (4xx) answers is given up: its volume is
  * deleted so that it does not leak, and the claim is provisioned again later. */
@@ -340,10 +354,27 @@ static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struc
 	return n;
 }
 
+/* Node deployment: requisite and preferred are this node's own topology, nothing else. */
+static void node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest *req,
+			       struct csi_arena *a)
+{
+	if (!c->nd->ntopology)
+		return;
+	struct prov_term t = { (struct kube_kv *)c->nd->topology, c->nd->ntopology };
+	Csi__V1__TopologyRequirement *tr = csi_msg_new(a, &csi__v1__topology_requirement__descriptor);
+	csi_repeated_add(a, &tr->base, "requisite", csi_topology(a, &t));
+	csi_repeated_add(a, &tr->base, "preferred", csi_topology(a, &t));
+	req->accessibility_requirements = tr;
+}
+
 static int accessibility(struct prov_ctrl *c, const struct kube_pvc *pvc,
 			 const struct kube_storageclass *sc, Csi__V1__CreateVolumeRequest *req,
 			 struct csi_arena *a, char *err, size_t errlen)
 {
+	if (c->nd) {
+		node_accessibility(c, req, a);
+		return 0;
+	}
 	struct prov_topo_node *nodes;
 	struct kube_obj **refs;
 	size_t nrefs;
@@ -669,8 +700,7 @@ static int prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		return -1;
 	if (p->snapshot && snapshot_source(c, pvc, sc, p, err, errlen))
 		return -1;
-	if (c->o.cap_topology && c->o.gates.topology &&
-	    accessibility(c, pvc, sc, req, p->a, err, errlen))
+	if (c->topo && accessibility(c, pvc, sc, req, p->a, err, errlen))
 		return -1;
 
 	/* Secrets: the provisioner's own with the claim's name and namespace only. */
@@ -852,7 +882,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 	struct csi_status st = { 0 };
 	KLOG_V(2, "CreateVolume %s for claim %s", p.name, key);
 	if (csi_create_volume(c->o.csi, p.req, &resp, c->o.timeout_ns, &st) != 0) {
-		bool may_reschedule = c->o.cap_topology && c->o.gates.topology && selected;
+		bool may_reschedule = (c->topo || c->nd) && selected;
 		state = prov_check_error(st.code, may_reschedule);
 		grpc_error(&st, err, sizeof(err));
 		event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
@@ -865,8 +895,12 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 			claim_in_progress(c, key, o);
 		} else {
 			claim_done(c, key);
-			if (state == PROV_RESCHEDULE && selected && reschedule(c, pvc) == 0)
+			if (state == PROV_RESCHEDULE && selected && reschedule(c, pvc) == 0) {
 				res = DONE;
+				/* Node deployment: let the other nodes try first. */
+				if (c->nd && c->nd->immediate_binding)
+					owner_backoff(c, key);
+			}
 		}
 		goto out;
 	}
@@ -912,7 +946,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 							vol->volume_context[i]->value };
 	}
 	struct prov_terms aff = { 0 };
-	if (c->o.cap_topology && c->o.gates.topology) {
+	if (c->topo) {
 		aff.t = xcalloc(vol->n_accessible_topology + 1, sizeof(*aff.t));
 		for (size_t i = 0; i < vol->n_accessible_topology; i++) {
 			const Csi__V1__Topology *t = vol->accessible_topology[i];
@@ -983,6 +1017,173 @@ out:
 	return res;
 }
 
+/* ---- node deployment: which claims this node takes ---- */
+
+static void owner_forget(struct prov_ctrl *c, const char *key)
+{
+	pthread_mutex_lock(&c->mu);
+	free(kube_hmap_del(&c->owners, key));
+	pthread_mutex_unlock(&c->mu);
+}
+
+static double rnd01(void)
+{
+	return (double)random() / ((double)RAND_MAX + 1.0);
+}
+
+/* Schedules the next try after a failed one (conflict, no room, rescheduled). */
+static void owner_backoff(struct prov_ctrl *c, const char *key)
+{
+	pthread_mutex_lock(&c->mu);
+	struct owner_try *t = kube_hmap_get(&c->owners, key);
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		kube_hmap_put(&c->owners, key, t);
+	}
+	t->attempts++;
+	int64_t d = prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, t->attempts, rnd01());
+	t->due = mono_now_ns() + d;
+	t->armed = true;
+	pthread_mutex_unlock(&c->mu);
+	kube_workqueue_add_after(c->claimq, key, d);
+}
+
+/* upstream's checkCapacity: is there room for the claim on this node now? Errors say yes. */
+static bool node_has_room(struct prov_ctrl *c, const struct kube_pvc *pvc,
+			  const struct kube_storageclass *sc)
+{
+	if (pvc->request <= 0)
+		return true;
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__GetCapacityRequest *req = csi_msg_new(a, &csi__v1__get_capacity_request__descriptor);
+	Csi__V1__GetCapacityResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	struct kube_kv *kv = xcalloc(sc->nparameters + 1, sizeof(*kv));
+	char err[256];
+	int n = prov_strip_params(sc->parameters, sc->nparameters, kv, err, sizeof(err));
+	for (int i = 0; i < n; i++)
+		csi_map_add(a, &req->base, "parameters", kv[i].key, kv[i].value ? kv[i].value : "");
+	free(kv);
+	for (unsigned b = 0; b < 4; b++) {
+		if (!(pvc->access_modes & (1u << b)))
+			continue;
+		Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
+		cap->access_mode = csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
+		cap->access_mode->mode = (Csi__V1__VolumeCapability__AccessMode__Mode)prov_access_mode(1u << b, c->o.cap_snmw);
+		if (pvc->block) {
+			cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+			cap->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
+		} else {
+			cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+			cap->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
+		}
+		csi_repeated_add(a, &req->base, "volume_capabilities", cap);
+	}
+	if (c->nd->ntopology) {
+		struct prov_term t = { (struct kube_kv *)c->nd->topology, c->nd->ntopology };
+		req->accessible_topology = csi_topology(a, &t);
+	}
+	bool room = true;
+	if (csi_get_capacity(c->o.csi, req, &resp, c->o.timeout_ns, &st) == 0)
+		room = pvc->request <= resp->available_capacity;
+	else
+		KLOG_V(3, "proceeding with becoming owner of PVC %s/%s although the capacity check failed: rpc error: code = %s desc = %.300s",
+		       pvc->meta.ns, pvc->meta.name, csi_code_go_name(st.code), st.message);
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	return room;
+}
+
+/*
+ * upstream's becomeOwner without a sleeping worker: wait (a delayed add) until the claim's due
+ * time, check room, then set the selected-node annotation to this node with the claim's
+ * resourceVersion. A 409 means another instance was faster (or the claim changed): back off.
+ * Success shows up as an update of the claim, which then provisions here.
+ */
+static enum result become_owner(struct prov_ctrl *c, const char *key, const struct kube_pvc *pvc,
+				const struct kube_storageclass *sc)
+{
+	int64_t now = mono_now_ns();
+
+	pthread_mutex_lock(&c->mu);
+	struct owner_try *t = kube_hmap_get(&c->owners, key);
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		t->due = now + prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, 0, rnd01());
+		kube_hmap_put(&c->owners, key, t);
+	}
+	int64_t wait = t->due - now;
+	bool arm = wait > 0 && !t->armed;
+	if (wait > 0)
+		t->armed = true;
+	else
+		t->armed = false;
+	unsigned attempts = t->attempts;
+	pthread_mutex_unlock(&c->mu);
+	if (wait > 0) {
+		if (arm)
+			kube_workqueue_add_after(c->claimq, key, wait);
+		return LATER;
+	}
+	KLOG_V(5, "will try to become owner of PVC %s (attempt #%u)", key, attempts);
+	if (!node_has_room(c, pvc, sc)) {
+		KLOG_V(5, "not enough capacity for PVC %s with resource version %s", key, pvc->meta.rv);
+		owner_backoff(c, key);
+		return LATER;
+	}
+	char body[1024];
+	struct kube_err e;
+	snprintf(body, sizeof(body),
+		 "{\"metadata\":{\"annotations\":{\"%s\":\"%s\"},\"resourceVersion\":\"%s\"}}",
+		 PROV_ANN_SELECTED_NODE, c->nd->node, pvc->meta.rv ? pvc->meta.rv : "");
+	json_t *r = kube_patch(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns, pvc->meta.name,
+			       false, KUBE_PATCH_MERGE, body, &e);
+	if (r) {
+		json_decref(r);
+		KLOG_V(3, "became owner of PVC %s", key);
+		/* Keep the entry (not armed, due later) so that a stale cache does not try again. */
+		pthread_mutex_lock(&c->mu);
+		t = kube_hmap_get(&c->owners, key);
+		if (t)
+			t->due = mono_now_ns() + c->nd->max_delay_ns;
+		pthread_mutex_unlock(&c->mu);
+		return LATER;
+	}
+	if (kube_err_is_conflict(&e))
+		KLOG_V(3, "conflict during PVC %s update, will try again", key);
+	else if (!kube_err_is_not_found(&e))
+		KLOG_E("selecting node \"%s\" for PVC %s failed: %s", c->nd->node, key, e.message);
+	owner_backoff(c, key);
+	return LATER;
+}
+
+/* upstream's checkNode: this node's claims provision here; others are left alone. */
+static enum result node_claim(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+			      const struct kube_pvc *pvc, const struct kube_storageclass *sc)
+{
+	const char *sel = pvc->selected_node;
+	if (sel && *sel) {
+		owner_forget(c, key);
+		if (strcmp(sel, c->nd->node) != 0) {
+			claim_done(c, key);
+			return DONE; /* another node's claim */
+		}
+		return provision(c, key, o, pvc, sc);
+	}
+	if (sc->wait_for_first_consumer || !c->nd->immediate_binding) {
+		claim_done(c, key);
+		return DONE;
+	}
+	if (sc->nallowed_topologies &&
+	    !kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, c->nd->topology,
+				      (uint16_t)c->nd->ntopology)) {
+		KLOG_V(5, "ignoring PVC %s, allowed topologies is not compatible with this node", key);
+		claim_done(c, key);
+		return DONE;
+	}
+	return become_owner(c, key, pvc, sc);
+}
+
 static enum result sync_claim(struct prov_ctrl *c, const char *key)
 {
 	char ns[256], name[256];
@@ -998,8 +1199,11 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 		pthread_mutex_lock(&c->mu);
 		o = kube_obj_ref(kube_hmap_get(&c->in_progress, key));
 		pthread_mutex_unlock(&c->mu);
-		if (!o)
+		if (!o) {
+			if (c->nd)
+				owner_forget(c, key);
 			return DONE;
+		}
 		KLOG_V(2, "Claim %s was deleted while its volume may be in progress, finishing it", key);
 	}
 	const struct kube_pvc *pvc = kube_pvc_of(o);
@@ -1011,6 +1215,8 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 	case PROV_IGNORE:
 	case PROV_WAIT_FOR_NODE:
 		claim_done(c, key);
+		if (c->nd)
+			owner_forget(c, key);
 		break;
 	case PROV_NO_CLASS:
 		KLOG_E("Error getting claim %s's StorageClass: storageClass \"%s\" not found", key,
@@ -1023,7 +1229,7 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 		r = RETRY;
 		break;
 	case PROV_PROVISION:
-		r = provision(c, key, o, pvc, sc);
+		r = c->nd ? node_claim(c, key, o, pvc, sc) : provision(c, key, o, pvc, sc);
 		break;
 	}
 	kube_obj_unref(so);
@@ -1132,7 +1338,8 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 	char err[1200];
 	enum result r = DONE;
 
-	if (!pv) {
+	if (!pv || (c->nd && !prov_pv_on_node(pv, c->nd->topology, c->nd->ntopology))) {
+		/* Node deployment: volumes of other nodes are theirs to delete. */
 		kube_obj_unref(o);
 		return DONE;
 	}
@@ -1272,7 +1479,7 @@ static void finish(struct kube_workqueue *q, const char *key, enum result r)
 		kube_workqueue_forget(q, key);
 	else if (r == RETRY)
 		kube_workqueue_add_rate_limited(q, key);
-	else
+	else if (r == AGAIN)
 		kube_workqueue_add(q, key);
 }
 
@@ -1346,7 +1553,10 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	if (o->capacity)
 		c->cap = prov_cap_new(kc, c->sc_inf, o->capacity);
 	io.resync_ns = 0;
-	if (o->cap_topology && o->gates.topology) {
+	c->nd = o->node_deployment;
+	c->topo = o->cap_topology && (o->gates.topology || c->nd);
+	c->owners = empty;
+	if (c->topo && !c->nd) { /* a node deployment knows its own topology only */
 		io.kind = &KUBE_KIND_CSINODE_T;
 		c->csinode_inf = kube_informer_new(kc, &io);
 		io.kind = &KUBE_KIND_NODE_T;
@@ -1488,6 +1698,10 @@ void prov_ctrl_free(struct prov_ctrl *c)
 		if (c->unsaved.slots[i].key)
 			unsaved_free(c->unsaved.slots[i].value);
 	kube_hmap_clear(&c->unsaved);
+	for (size_t i = 0; i < c->owners.cap; i++)
+		if (c->owners.slots[i].key)
+			free(c->owners.slots[i].value);
+	kube_hmap_clear(&c->owners);
 	prov_metrics_free(c->metrics);
 	pthread_mutex_destroy(&c->mu);
 	free(c);

@@ -246,6 +246,23 @@ size_t prov_cap_informers(struct prov_cap *c, struct kube_informer **out);
  * when that would exceed 63 characters, the limit of a label value). */
 void prov_capacity_managed_by(const char *node, char *buf, size_t len);
 
+/* ---- distributed provisioning (controller.c) ---- */
+struct prov_node_deployment {
+	const char *node;                /* NODE_NAME */
+	const struct kube_kv *topology;  /* this node's NodeGetInfo accessible_topology */
+	size_t ntopology;
+	bool immediate_binding;          /* --node-deployment-immediate-binding */
+	int64_t base_delay_ns, max_delay_ns;
+};
+/*
+ * How long an instance waits before trying to own an immediate-binding claim: a random delay in
+ * [0, min(base << attempts, max)]. rnd is a uniform random number in [0, 1).
+ */
+int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd);
+/* Whether a PV's node affinity (required terms) admits this node's topology; a PV without
+ * affinity belongs to no node in particular, so no node deletes it. */
+bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n);
+
 /* ---- controller (controller.c) ---- */
 struct prov_ctrl_opts {
 	const char *driver;
@@ -265,6 +282,8 @@ struct prov_ctrl_opts {
 	const char *identity; /* storage.kubernetes.io/csiProvisionerIdentity value */
 	/* --enable-capacity: NULL or the capacity controller's options */
 	const struct prov_cap_opts *capacity;
+	/* --node-deployment: NULL or this node's part */
+	const struct prov_node_deployment *node_deployment;
 };
 
 struct prov_ctrl;

@@ -50,13 +50,13 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_bool(fs, "capacity-for-immediate-binding", &c->capacity_for_immediate_binding, false,
 		   "Publish capacity also for StorageClasses with immediate binding.");
 	flags_bool(fs, "node-deployment", &c->node_deployment, false,
-		   "Run on each node for node-local volumes (not implemented yet in kcsi).");
+		   "Run next to the driver on every node (NODE_NAME): provision only claims selected for this node, delete only its volumes, topology from its NodeGetInfo.");
 	flags_bool(fs, "node-deployment-immediate-binding", &c->node_deployment_immediate_binding, true,
-		   "With --node-deployment, also take immediate-binding claims (not implemented yet).");
+		   "With --node-deployment, also compete for immediate-binding claims by setting the selected-node annotation to this node.");
 	flags_duration(fs, "node-deployment-base-delay", &c->node_deployment_base_delay_ns,
-		       20 * NSEC_PER_SEC, "With --node-deployment, initial delay before owning a claim.");
+		       20 * NSEC_PER_SEC, "With --node-deployment, a new immediate-binding claim is tried after a random delay up to this long; doubled after each conflict.");
 	flags_duration(fs, "node-deployment-max-delay", &c->node_deployment_max_delay_ns,
-		       60 * NSEC_PER_SEC, "With --node-deployment, longest delay before owning a claim.");
+		       60 * NSEC_PER_SEC, "With --node-deployment, the longest delay between tries for one claim.");
 	flags_string(fs, "provisioner", &c->provisioner_deprecated, "",
 		     "Ignored: the driver's name from GetPluginInfo is the provisioner name.");
 	flags_deprecate(fs, "provisioner", "the driver name is used");
@@ -73,7 +73,46 @@ struct prov_main {
 	json_t *owner;
 	char managed_by[96];
 	const char *cap_ns;
+	/* --node-deployment */
+	struct prov_node_deployment nd;
+	Csi__V1__NodeGetInfoResponse *node_info;
+	struct kube_kv *node_topology;
 };
+
+/* NodeGetInfo of the driver next to us: its topology is the only one this instance uses. */
+static int node_setup(struct prov_main *m, struct sidecar *sc, char *err, size_t errlen)
+{
+	const struct prov_config *cfg = m->cfg;
+	const char *node = getenv("NODE_NAME");
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__NodeGetInfoRequest *req = csi_msg_new(a, &csi__v1__node_get_info_request__descriptor);
+	struct csi_status st = { 0 };
+	int rc = -1;
+
+	if (!node || !*node) {
+		snprintf(err, errlen, "--node-deployment: NODE_NAME env variable is required (the name of the Kubernetes node this instance runs on)");
+	} else if (csi_node_get_info(sc->csi, req, &m->node_info, cfg->sc.timeout_ns, &st)) {
+		snprintf(err, errlen, "--node-deployment: NodeGetInfo: rpc error: code = %s desc = %.300s",
+			 csi_code_go_name(st.code), st.message);
+	} else {
+		const Csi__V1__Topology *t = m->node_info->accessible_topology;
+		size_t n = t ? t->n_segments : 0;
+		m->node_topology = xcalloc(n + 1, sizeof(*m->node_topology));
+		for (size_t i = 0; i < n; i++)
+			m->node_topology[i] = (struct kube_kv){ t->segments[i]->key, t->segments[i]->value };
+		m->nd = (struct prov_node_deployment){
+			.node = node, .topology = m->node_topology, .ntopology = n,
+			.immediate_binding = cfg->node_deployment_immediate_binding,
+			.base_delay_ns = cfg->node_deployment_base_delay_ns,
+			.max_delay_ns = cfg->node_deployment_max_delay_ns,
+		};
+		KLOG_I("Node deployment on node %s (driver node ID %s, %zu topology segment(s))", node,
+		       m->node_info->node_id ? m->node_info->node_id : "", n);
+		rc = 0;
+	}
+	csi_arena_free(a);
+	return rc;
+}
 
 /* "apps/v1" + "ReplicaSet" -> /apis/apps/v1/namespaces/NS/replicasets/NAME (plural: kind + "s"). */
 static void owner_path(const char *api_version, const char *kind, const char *ns, const char *name,
@@ -251,9 +290,19 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	struct kube_recorder_opts ro = { .component = "external-provisioner" };
 	m->rec = kube_recorder_new(sc->kc, &ro);
 	o.recorder = m->rec;
-	if (cfg->enable_capacity) {
-		if (capacity_setup(m, sc, NULL, err, errlen))
+	if (cfg->node_deployment) {
+		if (node_setup(m, sc, err, errlen))
 			return -1;
+		o.node_deployment = &m->nd;
+	}
+	if (cfg->enable_capacity) {
+		if (capacity_setup(m, sc, cfg->node_deployment ? m->nd.node : NULL, err, errlen))
+			return -1;
+		if (cfg->node_deployment) {
+			m->cap.fixed = true;
+			m->cap.fixed_segment = m->nd.topology;
+			m->cap.nfixed = m->nd.ntopology;
+		}
 		o.capacity = &m->cap;
 	}
 	m->ctrl = prov_ctrl_new(sc->kc, &o);
@@ -282,6 +331,8 @@ static void cleanup(void *ud)
 	prov_ctrl_free(m->ctrl);
 	kube_recorder_free(m->rec);
 	json_decref(m->owner);
+	free(m->node_topology);
+	csi_msg_free(m->node_info);
 }
 
 static void render_metrics(void *ud, struct strbuf *out)
@@ -315,10 +366,9 @@ int prov_run(const struct prov_config *cfg)
 		KLOG_E("option -cloning-protection-threads must be greater than zero");
 		return 1;
 	}
-	if (cfg->node_deployment) {
-		/* Running it as a central provisioner on every node would provision each claim on
-		 * every node: refuse instead. */
-		KLOG_E("--node-deployment is not implemented yet in kcsi's csi-provisioner");
+	if (cfg->node_deployment &&
+	    (cfg->node_deployment_base_delay_ns < 0 || cfg->node_deployment_max_delay_ns < 0)) {
+		KLOG_E("--node-deployment-base-delay and --node-deployment-max-delay must not be negative");
 		return 1;
 	}
 	if (cfg->enable_capacity && cfg->capacity_threads <= 0) {
