@@ -365,6 +365,15 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 		if (!wait_file(path, true, 30 * NSEC_PER_SEC))
 			die("driver %d did not start", i);
 	}
+	/* What kubelet's plugin registration would write: each node runs the driver. */
+	for (int i = 0; i < r.n; i++) {
+		snprintf(node, sizeof(node), "node-%d", i);
+		create_or_die(&KUBE_RES_CSINODES, NULL,
+			      json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s,s:[s]}]}}", "apiVersion",
+					"storage.k8s.io/v1", "kind", "CSINode", "metadata", "name", node,
+					"spec", "drivers", "name", drvname, "nodeID", node, "topologyKeys",
+					"topology.kcsi.dev/zone"));
+	}
 	for (int i = 0; i < r.n; i++) {
 		snprintf(node, sizeof(node), "node-%d", i);
 		snprintf(addr, sizeof(addr), "unix://%s/csi-%d.sock", tmp, i);

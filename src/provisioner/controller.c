@@ -69,6 +69,7 @@ struct prov_ctrl {
 	const struct prov_node_deployment *nd; /* NULL: a central provisioner */
 	bool topo;                 /* CSI topology in use (driver capability, gate or node mode) */
 	struct kube_hmap owners;   /* claim key -> struct owner_try * (guarded by mu) */
+	struct kube_hmap seen_nodes; /* selected-node values seen on claims: the competitors */
 };
 
 /* An immediate-binding claim this node may try to own (node deployment). */
@@ -85,6 +86,8 @@ static void owner_backoff(struct prov_ctrl *c, const char *key);
  * deleted so that it does not leak, and the claim is provisioned again later. */
 #define PROV_SAVE_PERMANENT_ATTEMPTS 3
 #define PROV_CLEANUP_ATTEMPTS 5
+/* Node deployment: distinct selected nodes remembered to estimate the competitors (a bound). */
+#define PROV_MAX_SEEN_NODES 100000
 
 /* ---- small helpers ---- */
 
@@ -228,6 +231,12 @@ static void pvc_changed(struct prov_ctrl *c, const struct kube_obj *o)
 	char key[512];
 
 	claim_key(o, key, sizeof(key));
+	if (c->nd && ours_pvc(c, pvc) && pvc->selected_node && *pvc->selected_node) {
+		pthread_mutex_lock(&c->mu);
+		if (c->seen_nodes.len < PROV_MAX_SEEN_NODES)
+			kube_hmap_put(&c->seen_nodes, pvc->selected_node, NULL);
+		pthread_mutex_unlock(&c->mu);
+	}
 	if (ours_pvc(c, pvc) && !(pvc->volume_name && *pvc->volume_name))
 		kube_workqueue_add(c->claimq, key);
 	if (o->deletion_ts && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER))
@@ -1026,6 +1035,24 @@ static void owner_forget(struct prov_ctrl *c, const char *key)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* Instances competing for immediate claims: the nodes whose CSINode lists the driver, or the
+ * distinct selected nodes seen on claims if more. Called with c->mu held. */
+static unsigned competitors(struct prov_ctrl *c)
+{
+	size_t n = 0, k = 0;
+	struct kube_obj **cns = c->csinode_inf ? kube_store_list(kube_informer_store(c->csinode_inf), &n) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_csinode *cn = kube_csinode_of(cns[i]);
+		for (size_t j = 0; cn && j < cn->ndrivers; j++)
+			if (!strcmp(cn->drivers[j].name, c->o.driver)) {
+				k++;
+				break;
+			}
+	}
+	kube_objs_free(cns, n);
+	return (unsigned)(k > c->seen_nodes.len ? k : c->seen_nodes.len);
+}
+
 static double rnd01(void)
 {
 	return (double)random() / ((double)RAND_MAX + 1.0);
@@ -1041,7 +1068,8 @@ static void owner_backoff(struct prov_ctrl *c, const char *key)
 		kube_hmap_put(&c->owners, key, t);
 	}
 	t->attempts++;
-	int64_t d = prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, t->attempts, rnd01());
+	int64_t d = prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, t->attempts, rnd01(),
+				     competitors(c));
 	t->due = mono_now_ns() + d;
 	t->armed = true;
 	pthread_mutex_unlock(&c->mu);
@@ -1109,7 +1137,8 @@ static enum result become_owner(struct prov_ctrl *c, const char *key, const stru
 	struct owner_try *t = kube_hmap_get(&c->owners, key);
 	if (!t) {
 		t = xcalloc(1, sizeof(*t));
-		t->due = now + prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, 0, rnd01());
+		t->due = now + prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, 0, rnd01(),
+						competitors(c));
 		kube_hmap_put(&c->owners, key, t);
 	}
 	int64_t wait = t->due - now;
@@ -1556,7 +1585,12 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	c->nd = o->node_deployment;
 	c->topo = o->cap_topology && (o->gates.topology || c->nd);
 	c->owners = empty;
-	if (c->topo && !c->nd) { /* a node deployment knows its own topology only */
+	c->seen_nodes = empty;
+	if (c->nd && c->nd->immediate_binding) {
+		/* Not for topology (a node deployment knows its own only): to count competitors. */
+		io.kind = &KUBE_KIND_CSINODE_T;
+		c->csinode_inf = kube_informer_new(kc, &io);
+	} else if (c->topo && !c->nd) {
 		io.kind = &KUBE_KIND_CSINODE_T;
 		c->csinode_inf = kube_informer_new(kc, &io);
 		io.kind = &KUBE_KIND_NODE_T;
@@ -1702,6 +1736,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 		if (c->owners.slots[i].key)
 			free(c->owners.slots[i].value);
 	kube_hmap_clear(&c->owners);
+	kube_hmap_clear(&c->seen_nodes);
 	prov_metrics_free(c->metrics);
 	pthread_mutex_destroy(&c->mu);
 	free(c);

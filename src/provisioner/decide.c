@@ -8,6 +8,7 @@
 #include "base/flags.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -406,7 +407,8 @@ enum prov_state prov_check_error(int code, bool may_reschedule)
 
 /* ---- distributed provisioning ---- */
 
-int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd)
+int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd,
+			 unsigned competitors)
 {
 	int64_t d = base_ns > 0 ? base_ns : 0;
 	for (unsigned i = 0; i < attempts && d < max_ns; i++)
@@ -415,6 +417,8 @@ int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, dou
 		d = max_ns;
 	if (rnd < 0 || rnd >= 1)
 		rnd = 0;
+	if (attempts == 0 && competitors > 1 && rnd > 0)
+		rnd = pow(rnd, 1.0 / (1.0 + log((double)competitors)));
 	return (int64_t)((double)d * rnd);
 }
 

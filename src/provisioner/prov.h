@@ -256,9 +256,15 @@ struct prov_node_deployment {
 };
 /*
  * How long an instance waits before trying to own an immediate-binding claim: a random delay in
- * [0, min(base << attempts, max)]. rnd is a uniform random number in [0, 1).
+ * [0, min(base << attempts, max)]; rnd is a uniform random number in [0, 1).
+ * The first try (attempts 0) with `competitors` > 1 instances known is not uniform but
+ * base * rnd^(1 / (1 + ln competitors)): with N instances the first one still fires early, but
+ * the next ones are spread over a wider window, so that fewer fire before the winner's update
+ * reaches their caches (conflicts ~ e ln N instead of N per claim for the same cache latency).
+ * With one competitor known it is uniform, as upstream.
  */
-int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd);
+int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd,
+			 unsigned competitors);
 /* Whether a PV's node affinity (required terms) admits this node's topology; a PV without
  * affinity belongs to no node in particular, so no node deletes it. */
 bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n);
