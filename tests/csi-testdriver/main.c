@@ -18,7 +18,8 @@
  * --start-delay waits before creating the socket (clients that must wait for it).
  * --capacity BYTES and --max-volume-size BYTES are GetCapacity's answer (100 GiB, 10 GiB);
  *   --capacity-file FILE, when it exists, overrides --capacity and is read again on every call,
- *   so a test changes the driver's capacity at run time (a quantity such as "5Gi" or "0").
+ *   so a test changes the driver's capacity at run time (a quantity such as "5Gi" or "0"; "fail"
+ *   makes GetCapacity answer UNAVAILABLE).
  * --node-id and --zone are NodeGetInfo's node ID and topology.kcsi.dev/zone value ("test-node",
  *   "z1"); the zone is also the topology of volumes created without accessibility requirements.
  */
@@ -365,7 +366,7 @@ static int64_t parse_bytes(const char *s, int64_t def)
 	return def;
 }
 
-/* --capacity, or the quantity in --capacity-file when that file exists. */
+/* --capacity, or the quantity in --capacity-file when that file exists; -1 for "fail". */
 static int64_t current_capacity(void)
 {
 	int64_t v = parse_bytes(capacity_flag, 100 * GiB);
@@ -374,7 +375,7 @@ static int64_t current_capacity(void)
 	if (f) {
 		if (fgets(buf, sizeof(buf), f)) {
 			buf[strcspn(buf, " \r\n")] = 0;
-			v = parse_bytes(buf, v);
+			v = strcmp(buf, "fail") ? parse_bytes(buf, v) : -1;
 		}
 		fclose(f);
 	}
@@ -387,6 +388,8 @@ H(GetCapacity)
 	Csi__V1__GetCapacityResponse *r = (void *)rs;
 	int64_t max = parse_bytes(max_volume_size_flag, 10 * GiB);
 	r->available_capacity = current_capacity();
+	if (r->available_capacity < 0)
+		return csi_ctx_error(ctx, 14, "capacity unknown (--capacity-file says fail)");
 	r->maximum_volume_size = csi_msg_new(csi_ctx_arena(ctx),
 					     &google__protobuf__int64_value__descriptor);
 	r->maximum_volume_size->value = max;

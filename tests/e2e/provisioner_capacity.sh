@@ -89,6 +89,12 @@ check "metrics: obsolete 0" eq "$(metric csistoragecapacities_obsolete)" 0
 # The driver's capacity changes: the objects follow at the next poll.
 echo 3Gi >"$T/cap"
 wait_for "capacity follows the driver" 10 ours_is "late z1 3Gi 2Gi;late z2 3Gi 2Gi;"
+# The driver fails GetCapacity: the objects keep their last value while it is asked again.
+echo fail >"$T/cap"
+n0=$(grep -c '^GetCapacity ' "$T/td.rec")
+wait_for "GetCapacity asked again (and failing)" 10 bash -c "[ \$(grep -c '^GetCapacity ' '$T/td.rec') -ge $((n0 + 4)) ]"
+check "a GetCapacity error keeps the old value" ours_is "late z1 3Gi 2Gi;late z2 3Gi 2Gi;"
+echo 3Gi >"$T/cap"
 # A node gets its label, a new node joins: new segments at once.
 kc label node n5 "$ZK=z5" >/dev/null
 topo_node n6 z6 "$DRV"
