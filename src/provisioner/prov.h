@@ -8,8 +8,14 @@
  * Nodes; workers take claim keys, volume names, unsaved PV names and cloning-protection keys from
  * four queues, decide with the functions below, and call the driver and the API.
  *
- * Ownership: struct prov_ctrl owns its informers, queues, threads and maps; it borrows the kube
- * client, the CSI connection and the recorder, which the caller keeps alive until
+ * With --enable-capacity the controller also owns a capacity controller (capacity.c: one
+ * CSIStorageCapacity per topology segment and class, its own informers and queue). With
+ * --node-deployment (struct prov_node_deployment) it takes only this node's claims, competes for
+ * immediate-binding ones through the selected-node annotation and deletes only its volumes.
+ *
+ * Ownership: struct prov_ctrl owns its informers, queues, threads and maps (and the capacity
+ * controller); it borrows the kube client, the CSI connection, the recorder and the option
+ * structs they point to (capacity, node deployment), which the caller keeps alive until
  * prov_ctrl_free().
  */
 #ifndef KCSI_PROVISIONER_PROV_H

@@ -1,7 +1,9 @@
 /*
  * csi-provisioner on the shared sidecar runtime (src/sidecar): its flags, and the ops that build
  * the controller from the discovered driver, start it once leading, stop it and render its
- * metrics. Flag names and defaults are upstream's (v3.x); the help text is ours.
+ * metrics. Flag names and defaults are upstream's (v3.x); the help text is ours. Set-up of the
+ * two optional parts: --node-deployment (NODE_NAME, NodeGetInfo) and --enable-capacity
+ * (namespace from POD_NAMESPACE or NAMESPACE, owner from POD_NAME and --capacity-ownerref-level).
  */
 #include "provisioner/provisioner.h"
 #include "provisioner/prov.h"
