@@ -32,6 +32,9 @@
 /* LATER: the key was put back with a delay of its own (node deployment); leave its backoff. */
 enum result { DONE, RETRY, AGAIN, LATER };
 
+/* Node deployment: distinct selected nodes remembered to estimate the competitors (a bound). */
+#define PROV_MAX_SEEN_NODES 100000
+
 struct unsaved {
 	json_t *pv;
 	char *claim_key;           /* ns/name */
@@ -86,8 +89,7 @@ static void owner_backoff(struct prov_ctrl *c, const char *key);
  * deleted so that it does not leak, and the claim is provisioned again later. */
 #define PROV_SAVE_PERMANENT_ATTEMPTS 3
 #define PROV_CLEANUP_ATTEMPTS 5
-/* Node deployment: distinct selected nodes remembered to estimate the competitors (a bound). */
-#define PROV_MAX_SEEN_NODES 100000
+
 
 /* ---- small helpers ---- */
 
@@ -130,10 +132,38 @@ static bool ours_pvc(const struct prov_ctrl *c, const struct kube_pvc *pvc)
 	return pvc && pvc->provisioner && !strcmp(pvc->provisioner, c->o.driver);
 }
 
+/*
+ * Node deployment: claims bound already or selected for another node are not this instance's
+ * work and stay out of its cache (clones stay: their sources' protection counts them). The
+ * selected nodes seen are counted here, where every claim of the driver passes, as competitors.
+ */
+static bool node_pvc_wanted(struct prov_ctrl *c, const struct kube_pvc *pvc)
+{
+	const struct prov_node_deployment *nd = c->o.node_deployment;
+	bool selected = pvc->selected_node && *pvc->selected_node;
+
+	if (selected) {
+		pthread_mutex_lock(&c->mu);
+		if (c->seen_nodes.len < PROV_MAX_SEEN_NODES)
+			kube_hmap_put(&c->seen_nodes, pvc->selected_node, NULL);
+		pthread_mutex_unlock(&c->mu);
+	}
+	if (pvc->data_source_kind && !strcmp(pvc->data_source_kind, "PersistentVolumeClaim"))
+		return true;
+	if (pvc->volume_name && *pvc->volume_name)
+		return false;
+	return !selected || !strcmp(pvc->selected_node, nd->node);
+}
+
 static bool pvc_filter(const struct kube_obj *o, void *ud)
 {
+	struct prov_ctrl *c = ud;
 	const struct kube_pvc *pvc = kube_pvc_of(o);
-	return ours_pvc(ud, pvc) || (pvc && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER));
+	if (pvc && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER))
+		return true;
+	if (!ours_pvc(c, pvc))
+		return false;
+	return !c->o.node_deployment || node_pvc_wanted(c, pvc);
 }
 
 /* Upstream's isProvisionerForVolume: provisioned by us, or a static PV of our driver. */
@@ -143,6 +173,10 @@ static bool pv_filter(const struct kube_obj *o, void *ud)
 	const struct kube_pv *pv = kube_pv_of(o);
 
 	if (!pv)
+		return false;
+	/* Node deployment: only this node's volumes (the others are other instances' to delete). */
+	if (c->o.node_deployment && !prov_pv_on_node(pv, c->o.node_deployment->topology,
+						     c->o.node_deployment->ntopology))
 		return false;
 	if (pv->provisioned_by)
 		return !strcmp(pv->provisioned_by, c->o.driver);
@@ -231,12 +265,6 @@ static void pvc_changed(struct prov_ctrl *c, const struct kube_obj *o)
 	char key[512];
 
 	claim_key(o, key, sizeof(key));
-	if (c->nd && ours_pvc(c, pvc) && pvc->selected_node && *pvc->selected_node) {
-		pthread_mutex_lock(&c->mu);
-		if (c->seen_nodes.len < PROV_MAX_SEEN_NODES)
-			kube_hmap_put(&c->seen_nodes, pvc->selected_node, NULL);
-		pthread_mutex_unlock(&c->mu);
-	}
 	if (ours_pvc(c, pvc) && !(pvc->volume_name && *pvc->volume_name))
 		kube_workqueue_add(c->claimq, key);
 	if (o->deletion_ts && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER))
