@@ -15,6 +15,12 @@
  * resourceVersion: every successful write, events included, minus the bench's own), peak RSS
  * and CPU seconds of the provisioner. The last line is machine-readable. It never fails on a
  * figure.
+ *
+ * --node-deployment N runs N provisioners with --node-deployment instead of one, each next to its
+ * own csi-testdriver (node ID and topology node-<i>) with NODE_NAME=node-<i>, all competing for
+ * the immediate-binding claims through the selected-node annotation (--base-delay, --max-delay).
+ * It prints volumes/s, the conflicts (409 answers to the annotation update, counted from the
+ * instances' -v=3 logs), the total API writes, and the sum of the instances' RSS.
  */
 #include "base/flags.h"
 #include "base/log.h"
@@ -41,7 +47,8 @@
 
 static struct {
 	const char *provisioner, *bin, *tests, *driver;
-	int n, cached, workers;
+	int n, cached, workers, nodes;
+	int64_t base_delay, max_delay;
 } opt;
 
 static const char *drvname;
@@ -255,6 +262,219 @@ static void *sample_rss(void *arg)
 	return NULL;
 }
 
+/* ---- --node-deployment N ---- */
+
+struct node_run {
+	pid_t *prov, *drv;
+	int n;
+	atomic_long peak_sum_kb;
+	atomic_bool stop;
+};
+
+/* A field of /proc/PID/<file> in kB ("Pss:" of smaps_rollup, "RssAnon:" of status). */
+static long proc_kb(pid_t pid, const char *file, const char *field)
+{
+	char path[64], line[256];
+	long kb = -1;
+	size_t fl = strlen(field);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, fl) && sscanf(line + fl, "%ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static long sum_kb(struct node_run *r, const char *file, const char *field)
+{
+	long sum = 0;
+	for (int i = 0; i < r->n; i++) {
+		long kb = proc_kb(r->prov[i], file, field);
+		if (kb > 0)
+			sum += kb;
+	}
+	return sum;
+}
+
+static long rss_sum_kb(struct node_run *r)
+{
+	long sum = 0;
+	for (int i = 0; i < r->n; i++) {
+		long kb = rss_kb(r->prov[i]);
+		if (kb > 0)
+			sum += kb;
+	}
+	return sum;
+}
+
+static void *sample_rss_sum(void *arg)
+{
+	struct node_run *r = arg;
+	while (!atomic_load(&r->stop)) {
+		long kb = rss_sum_kb(r);
+		if (kb > atomic_load(&r->peak_sum_kb))
+			atomic_store(&r->peak_sum_kb, kb);
+		sleep_ns(200 * NSEC_PER_MSEC);
+	}
+	return NULL;
+}
+
+/* Lines of a file that contain needle. */
+static long count_lines(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	long n = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
+{
+	struct node_run r = { .n = opt.nodes };
+	char path[PATH_MAX + 64], addr[PATH_MAX + 80], log[PATH_MAX + 64], node[32], zone[32];
+	char b1[PATH_MAX + 64], wt[32], base[32], maxd[32];
+
+	r.prov = xcalloc((size_t)r.n, sizeof(pid_t));
+	r.drv = xcalloc((size_t)r.n, sizeof(pid_t));
+	snprintf(b1, sizeof(b1), "%s/csi-testdriver", opt.tests);
+	snprintf(wt, sizeof(wt), "%d", opt.workers);
+	duration_format(opt.base_delay, base, sizeof(base));
+	duration_format(opt.max_delay, maxd, sizeof(maxd));
+	for (int i = 0; i < r.n; i++) {
+		snprintf(node, sizeof(node), "node-%d", i);
+		snprintf(zone, sizeof(zone), "node-%d", i);
+		snprintf(path, sizeof(path), "%s/csi-%d.sock", tmp, i);
+		snprintf(addr, sizeof(addr), "unix://%s", path);
+		snprintf(log, sizeof(log), "%s/driver-%d.log", tmp, i);
+		char *dargv[] = { b1, "--endpoint", addr, "--threads", "2", "--node-id", node, "--zone",
+				  zone, NULL };
+		r.drv[i] = spawn(dargv, log);
+	}
+	for (int i = 0; i < r.n; i++) {
+		snprintf(path, sizeof(path), "%s/csi-%d.sock", tmp, i);
+		if (!wait_file(path, true, 30 * NSEC_PER_SEC))
+			die("driver %d did not start", i);
+	}
+	/* What kubelet's plugin registration would write: each node runs the driver. */
+	for (int i = 0; i < r.n; i++) {
+		snprintf(node, sizeof(node), "node-%d", i);
+		create_or_die(&KUBE_RES_CSINODES, NULL,
+			      json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s,s:[s]}]}}", "apiVersion",
+					"storage.k8s.io/v1", "kind", "CSINode", "metadata", "name", node,
+					"spec", "drivers", "name", drvname, "nodeID", node, "topologyKeys",
+					"topology.kcsi.dev/zone"));
+	}
+	for (int i = 0; i < r.n; i++) {
+		snprintf(node, sizeof(node), "node-%d", i);
+		snprintf(addr, sizeof(addr), "unix://%s/csi-%d.sock", tmp, i);
+		snprintf(log, sizeof(log), "%s/provisioner-%d.log", tmp, i);
+		setenv("NODE_NAME", node, 1);
+		char *pargv[] = { (char *)opt.provisioner, "--csi-address", addr, "--kubeconfig",
+				  (char *)kcpath, "--kube-api-qps", "100000", "--kube-api-burst", "100000",
+				  "--worker-threads", wt, "--timeout", "60s", "--node-deployment",
+				  "--node-deployment-base-delay", base, "--node-deployment-max-delay", maxd,
+				  "-v", "3", NULL };
+		r.prov[i] = spawn(pargv, log);
+	}
+	unsetenv("NODE_NAME");
+	int64_t end = mono_now_ns() + 120 * NSEC_PER_SEC;
+	for (int i = 0; i < r.n; i++) {
+		snprintf(log, sizeof(log), "%s/provisioner-%d.log", tmp, i);
+		while (!count_lines(log, "Started provisioner controller")) {
+			if (mono_now_ns() > end || waitpid(r.prov[i], NULL, WNOHANG) == r.prov[i])
+				die("provisioner %d did not start (see %s)", i, log);
+			sleep_ns(50 * NSEC_PER_MSEC);
+		}
+	}
+	long idle_kb = rss_sum_kb(&r);
+
+	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
+	t_pv = xcalloc((size_t)opt.n, sizeof(int64_t));
+	struct kube_informer_opts io = { .kind = &KUBE_KIND_PERSISTENTVOLUME };
+	struct kube_informer *pvi = kube_informer_new(kc, &io);
+	struct kube_handlers h = { on_pv, on_pv_update, NULL, NULL };
+	kube_informer_add_handlers(pvi, &h);
+	kube_informer_start(pvi);
+	kube_informer_wait_synced(pvi, 10 * NSEC_PER_SEC);
+	pthread_t st;
+	pthread_create(&st, NULL, sample_rss_sum, &r);
+	long long rv0 = current_rv();
+	int64_t t0 = mono_now_ns();
+	parallel(opt.n, make_pvc);
+	end = mono_now_ns() + 1800 * NSEC_PER_SEC;
+	while (atomic_load(&n_pv) < opt.n) {
+		if (mono_now_ns() > end)
+			die("stopped at %d of %d PVs (see %s)", atomic_load(&n_pv), opt.n, tmp);
+		sleep_ns(10 * NSEC_PER_MSEC);
+	}
+	int64_t t_all = mono_now_ns() - t0;
+	sleep_ns(1000 * NSEC_PER_MSEC); /* events and late writes settle */
+	long long writes = current_rv() - rv0 - opt.n;
+	atomic_store(&r.stop, true);
+	pthread_join(st, NULL);
+	long end_kb = rss_sum_kb(&r);
+	long pss_kb = sum_kb(&r, "smaps_rollup", "Pss:");
+	long anon_kb = sum_kb(&r, "status", "RssAnon:");
+	long conflicts = 0, owned = 0;
+	int busiest = 0, idle_nodes = 0;
+	for (int i = 0; i < r.n; i++) {
+		snprintf(log, sizeof(log), "%s/provisioner-%d.log", tmp, i);
+		conflicts += count_lines(log, "conflict during PVC");
+		long o = count_lines(log, "became owner of PVC");
+		owned += o;
+		if (o > busiest)
+			busiest = (int)o;
+		if (!o)
+			idle_nodes++;
+	}
+	double cpu = 0;
+	for (int i = 0; i < r.n; i++)
+		cpu += cpu_s(r.prov[i]);
+
+	printf("node deployment: %d instances (each with its own csi-testdriver), base delay %s, max delay %s, --worker-threads %d\n",
+	       r.n, base, maxd, opt.workers);
+	printf("claims: %d immediate-binding; time to all PVs: %.2f s (%.1f volumes/s)\n", opt.n,
+	       (double)t_all / 1e9, opt.n / ((double)t_all / 1e9));
+	printf("conflicts (409 on the selected-node update): %ld; claims owned: %ld (busiest node %d, nodes with none %d)\n",
+	       conflicts, owned, busiest, idle_nodes);
+	printf("API writes: %lld in total, %.2f per volume (events included)\n", writes,
+	       (double)writes / opt.n);
+	printf("RSS of the %d instances: idle %.1f MB, peak %.1f MB, after %.1f MB (sum)\n", r.n,
+	       idle_kb / 1024.0, atomic_load(&r.peak_sum_kb) / 1024.0, end_kb / 1024.0);
+	printf("memory of the %d instances after: PSS %.1f MB (shared libraries counted once), private anonymous %.1f MB (sum)\n",
+	       r.n, pss_kb / 1024.0, anon_kb / 1024.0);
+	printf("CPU of the instances: %.1f s in total\n", cpu);
+	printf("RESULT nodes=%d n=%d base_delay=%s total_s=%.3f volumes_per_s=%.1f conflicts=%ld "
+	       "writes=%lld rss_sum_peak_kb=%ld rss_sum_idle_kb=%ld pss_sum_kb=%ld anon_sum_kb=%ld cpu_s=%.1f\n",
+	       r.n, opt.n, base, (double)t_all / 1e9, opt.n / ((double)t_all / 1e9), conflicts, writes,
+	       atomic_load(&r.peak_sum_kb), idle_kb, pss_kb, anon_kb, cpu);
+
+	kube_informer_stop(pvi);
+	kube_informer_free(pvi);
+	for (int i = 0; i < r.n; i++)
+		kill(r.prov[i], SIGTERM);
+	for (int i = 0; i < r.n; i++)
+		waitpid(r.prov[i], NULL, 0);
+	for (int i = 0; i < r.n; i++)
+		kill(r.drv[i], SIGTERM);
+	for (int i = 0; i < r.n; i++)
+		waitpid(r.drv[i], NULL, 0);
+	stop(emu);
+	free(r.prov);
+	free(r.drv);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct flagset *fs = flags_new("provisioner_bench", "provisioner_bench [flags]");
@@ -275,6 +495,12 @@ int main(int argc, char **argv)
 	flags_int(fs, "n", &opt.n, 1000, "claims to provision");
 	flags_int(fs, "cached", &opt.cached, 0, "claims of another provisioner created first");
 	flags_int(fs, "worker-threads", &opt.workers, 100, "--worker-threads of the provisioner");
+	flags_int(fs, "node-deployment", &opt.nodes, 0,
+		  "run this many --node-deployment provisioners (each with its own csi-testdriver) instead of one");
+	flags_duration(fs, "base-delay", &opt.base_delay, NSEC_PER_SEC,
+		       "--node-deployment-base-delay of the instances");
+	flags_duration(fs, "max-delay", &opt.max_delay, 60 * NSEC_PER_SEC,
+		       "--node-deployment-max-delay of the instances");
 	log_register_flags(fs);
 	flags_parse_or_exit(fs, argc, argv);
 	if (opt.n <= 0)
@@ -292,6 +518,31 @@ int main(int argc, char **argv)
 	pid_t emu = spawn(eargv, log);
 	if (!wait_file(kcpath, false, 10 * NSEC_PER_SEC))
 		die("kube-emulator did not start (see %s)", log);
+	if (opt.nodes > 0) {
+		struct kube_config *ncfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
+		if (!ncfg)
+			die("%s", err);
+		struct kube_client_opts nko = { .component = "provisioner_bench", .qps = 0 };
+		kc = kube_client_new(ncfg, &nko, err, sizeof(err));
+		if (!kc)
+			die("%s", err);
+		drvname = "testdriver.kcsi.dev";
+		create_or_die(&KUBE_RES_STORAGECLASSES, NULL,
+			      json_pack("{s:s, s:s, s:{s:s}, s:s, s:s}", "apiVersion", "storage.k8s.io/v1",
+					"kind", "StorageClass", "metadata", "name", "bench", "provisioner",
+					drvname, "reclaimPolicy", "Delete"));
+		int rc = run_nodes(tmp, kcpath, emu);
+		kube_client_free(kc);
+		kube_config_free(ncfg);
+		char cmd[PATH_MAX + 16];
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", tmp);
+		free(t_create);
+		free(t_pv);
+		flags_free(fs);
+		return rc;
+	}
 	pid_t drv;
 	snprintf(log, sizeof(log), "%s/driver.log", tmp);
 	if (!strcmp(opt.driver, "loop")) {

@@ -78,7 +78,16 @@ echo "start-up to ready: best $(echo "$sorted" | head -1) ms, median $(echo "$so
 start_up "$work/m"
 export KUBECONFIG=$work/m/kubeconfig
 sleep 2
-echo "stack idle ($(stack_pids | wc -w) processes): RSS $(($(sum_status VmRSS) / 1024)) MiB, private (RssAnon) $(($(sum_status RssAnon) / 1024)) MiB"
+# PSS shares each library page among the processes that map it: the stack's real footprint.
+sum_pss() {
+	local total=0 v
+	for p in $(stack_pids) $up_pid; do
+		v=$(awk '$1 == "Pss:" {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null)
+		total=$((total + ${v:-0}))
+	done
+	echo $total
+}
+echo "stack idle ($(stack_pids | wc -w) processes): RSS $(($(sum_status VmRSS) / 1024)) MiB, PSS $(($(sum_pss) / 1024)) MiB, private (RssAnon) $(($(sum_status RssAnon) / 1024)) MiB"
 for p in $(stack_pids); do
 	printf '  %-28s RSS %6s KiB  private %6s KiB\n' "$(name_of "$p")" \
 		"$(awk '$1 == "VmRSS:" {print $2}' /proc/$p/status)" "$(awk '$1 == "RssAnon:" {print $2}' /proc/$p/status)"

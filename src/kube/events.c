@@ -24,16 +24,48 @@
 #include "kube/hmap.h"
 
 #define CACHE_MAX 4096
+/* Events waiting for the recorder thread; more are dropped (client-go's broadcaster queue). */
+#define PENDING_MAX 1000
+/* After kube_recorder_free(), queued events are still sent for this long, then dropped. */
+#define STOP_GRACE_NS (500 * NSEC_PER_MSEC)
 #define SIMILAR_MAX 10
 #define COMBINED_PREFIX "(combined from similar events): "
 
+/*
+ * A queued event, kept as plain strings (a jansson tree of an Event costs about 4 KB; this about
+ * 600 B). The Event object is built when it is sent.
+ */
 struct pending {
 	struct pending *next;
-	char *ns;
+	char *ns;      /* the Event's namespace */
 	char *agg_key; /* object, type, reason */
 	char *message;
-	json_t *event; /* the Event to create */
+	char *reason;
+	char *kind, *api_version, *obj_ns, *name, *uid, *rv; /* involvedObject; NULL when absent */
+	bool warning;
+	char ts[RFC3339_BUFLEN]; /* when it happened */
 };
+
+static char *dup_or_null(const char *s)
+{
+	return s && *s ? xstrdup(s) : NULL;
+}
+
+static void pending_free(struct pending *p)
+{
+	free(p->ns);
+	free(p->agg_key);
+	free(p->message);
+	free(p->reason);
+	free(p->kind);
+	free(p->api_version);
+	free(p->obj_ns);
+	free(p->name);
+	free(p->uid);
+	free(p->rv);
+	free(p);
+}
+
 
 struct agg {
 	char *name;   /* Event object name */
@@ -62,6 +94,8 @@ struct kube_recorder {
 	pthread_mutex_t mu;
 	pthread_cond_t cond, idle_cond;
 	struct pending *head, *tail;
+	size_t npending;
+	int64_t stop_deadline; /* monotonic; set when stop is */
 	bool stop, busy;
 	struct kube_hmap spam;  /* object key -> struct spam* (guarded by mu) */
 	struct kube_hmap cache; /* event key -> struct agg* (recorder thread only) */
@@ -70,6 +104,28 @@ struct kube_recorder {
 };
 
 static void *run(void *arg);
+
+/* The Event to create for p, with the given message. */
+static json_t *pending_event(const struct kube_recorder *r, const struct pending *p,
+			     const char *message)
+{
+	json_t *io = json_object();
+	if (p->kind) json_object_set_new(io, "kind", json_string(p->kind));
+	if (p->api_version) json_object_set_new(io, "apiVersion", json_string(p->api_version));
+	if (p->obj_ns) json_object_set_new(io, "namespace", json_string(p->obj_ns));
+	if (p->name) json_object_set_new(io, "name", json_string(p->name));
+	if (p->uid) json_object_set_new(io, "uid", json_string(p->uid));
+	if (p->rv) json_object_set_new(io, "resourceVersion", json_string(p->rv));
+	json_t *src = json_pack("{s:s}", "component", r->component);
+	if (r->host)
+		json_object_set_new(src, "host", json_string(r->host));
+	const char *tname = p->warning ? "Warning" : "Normal";
+	return json_pack("{s:s, s:s, s:{s:s}, s:o, s:s, s:s, s:o, s:s, s:s, s:i, s:s, s:s}",
+		"apiVersion", "v1", "kind", "Event", "metadata", "namespace", p->ns,
+		"involvedObject", io, "reason", p->reason, "message", message, "source", src,
+		"firstTimestamp", p->ts, "lastTimestamp", p->ts, "count", 1, "type", tname,
+		"reportingComponent", r->component);
+}
 
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o)
 {
@@ -87,20 +143,61 @@ struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube
 	return r;
 }
 
+/* The tokens a bucket holds at `now`, refilled since its last use, at most the burst. */
+static double spam_tokens(const struct kube_recorder *r, const struct spam *s, int64_t now)
+{
+	double t = s->tokens + (double)(now - s->last_mono) / (double)r->refill_ns;
+	return t > r->burst ? r->burst : t;
+}
+
+/*
+ * Keeps the spam filter at most CACHE_MAX objects (client-go bounds it with an LRU of that size).
+ * A bucket that has refilled completely is the same as no bucket, so those go first; if the
+ * objects are all still spamming, the least recently used half goes. Called with r->mu held.
+ */
+static void spam_prune(struct kube_recorder *r, int64_t now)
+{
+	int64_t sum = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < r->spam.cap; i++)
+		if (r->spam.slots[i].key) {
+			sum += (now - ((struct spam *)r->spam.slots[i].value)->last_mono) / 1024;
+			n++;
+		}
+	int64_t mean_age = n ? sum / (int64_t)n * 1024 : 0;
+	for (int pass = 0; pass < 2 && r->spam.len >= CACHE_MAX; pass++) {
+		struct kube_hmap keep = KUBE_HMAP_INIT;
+		for (size_t i = 0; i < r->spam.cap; i++) {
+			struct kube_hmap_slot *sl = &r->spam.slots[i];
+			if (!sl->key)
+				continue;
+			struct spam *s = sl->value;
+			bool drop = pass == 0 ? spam_tokens(r, s, now) >= r->burst
+					      : now - s->last_mono >= mean_age;
+			if (drop)
+				free(s);
+			else
+				kube_hmap_put(&keep, sl->key, s);
+		}
+		kube_hmap_clear(&r->spam);
+		r->spam = keep;
+	}
+}
+
 /* The spam filter: one bucket per object. Called with r->mu held. */
 static bool spam_allow(struct kube_recorder *r, const char *objkey)
 {
 	struct spam *s = kube_hmap_get(&r->spam, objkey);
 	int64_t now = mono_now_ns();
 	if (!s) {
+		if (r->spam.len >= CACHE_MAX)
+			spam_prune(r, now);
 		s = xcalloc(1, sizeof(*s));
 		s->tokens = r->burst;
 		s->last_mono = now;
 		kube_hmap_put(&r->spam, objkey, s);
 	}
-	s->tokens += (double)(now - s->last_mono) / (double)r->refill_ns;
-	if (s->tokens > r->burst)
-		s->tokens = r->burst;
+	s->tokens = spam_tokens(r, s, now);
 	s->last_mono = now;
 	if (s->tokens < 1)
 		return false;
@@ -120,6 +217,7 @@ void kube_objref_of(const struct kube_obj *o, struct kube_objref *ref, char *uid
 		[KUBE_KIND_SC] = { "StorageClass", "storage.k8s.io/v1" },
 		[KUBE_KIND_POD] = { "Pod", "v1" },
 		[KUBE_KIND_CSIDRIVER] = { "CSIDriver", "storage.k8s.io/v1" },
+		[KUBE_KIND_CSISC] = { "CSIStorageCapacity", "storage.k8s.io/v1" },
 	};
 	memset(ref, 0, sizeof(*ref));
 	if (o->kind < sizeof(kinds) / sizeof(kinds[0]) && kinds[o->kind][0]) {
@@ -144,42 +242,32 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 	strbuf_addf(&objkey, "%s/%s/%s/%s", ref->kind ? ref->kind : "", ref->ns ? ref->ns : "",
 		    ref->name ? ref->name : "", ref->uid ? ref->uid : "");
 	strbuf_addf(&key, "%s\x1f%s\x1f%s", objkey.buf, tname, reason);
-	char now[RFC3339_BUFLEN];
-	rfc3339_format(time(NULL), now, sizeof(now));
 	const char *ns = ref->ns && *ref->ns ? ref->ns : "default";
-	json_t *io = json_object();
-	if (ref->kind) json_object_set_new(io, "kind", json_string(ref->kind));
-	if (ref->api_version) json_object_set_new(io, "apiVersion", json_string(ref->api_version));
-	if (ref->ns && *ref->ns) json_object_set_new(io, "namespace", json_string(ref->ns));
-	if (ref->name) json_object_set_new(io, "name", json_string(ref->name));
-	if (ref->uid && *ref->uid) json_object_set_new(io, "uid", json_string(ref->uid));
-	if (ref->resource_version && *ref->resource_version)
-		json_object_set_new(io, "resourceVersion", json_string(ref->resource_version));
-	json_t *src = json_pack("{s:s}", "component", r->component);
-	if (r->host)
-		json_object_set_new(src, "host", json_string(r->host));
-	json_t *ev = json_pack("{s:s, s:s, s:{s:s}, s:o, s:s, s:s, s:o, s:s, s:s, s:i, s:s, s:s}",
-		"apiVersion", "v1", "kind", "Event", "metadata", "namespace", ns,
-		"involvedObject", io, "reason", reason, "message", msg.buf, "source", src,
-		"firstTimestamp", now, "lastTimestamp", now, "count", 1, "type", tname,
-		"reportingComponent", r->component);
 	KLOG_V(4, "Event(%s) type=%s reason=%s message=%s", objkey.buf, LOGQ(tname), LOGQ(reason),
 	       LOGQ(msg.buf));
 	pthread_mutex_lock(&r->mu);
-	if (r->stop || !spam_allow(r, objkey.buf)) {
+	if (r->stop || r->npending >= PENDING_MAX || !spam_allow(r, objkey.buf)) {
 		r->stats.dropped++;
-		json_decref(ev);
 	} else {
 		struct pending *p = xcalloc(1, sizeof(*p));
 		p->ns = xstrdup(ns);
 		p->agg_key = strbuf_detach(&key, NULL);
-		p->message = xstrdup(msg.buf);
-		p->event = ev;
+		p->message = strbuf_detach(&msg, NULL);
+		p->reason = xstrdup(reason);
+		p->kind = dup_or_null(ref->kind);
+		p->api_version = dup_or_null(ref->api_version);
+		p->obj_ns = dup_or_null(ref->ns);
+		p->name = dup_or_null(ref->name);
+		p->uid = dup_or_null(ref->uid);
+		p->rv = dup_or_null(ref->resource_version);
+		p->warning = type == KUBE_EVENT_WARNING;
+		rfc3339_format(time(NULL), p->ts, sizeof(p->ts));
 		if (r->tail)
 			r->tail->next = p;
 		else
 			r->head = p;
 		r->tail = p;
+		r->npending++;
 		pthread_cond_signal(&r->cond);
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -224,7 +312,7 @@ static void similar_clear(struct kube_hmap *m)
 /*
  * Decides the identity of an event: its own message, or the combined message once the
  * object/type/reason has had more than SIMILAR_MAX distinct messages in the window.
- * Returns true when combined (the event's message is rewritten).
+ * Returns true when combined.
  */
 static bool combine_similar(struct kube_recorder *r, struct pending *p, int64_t now)
 {
@@ -242,12 +330,46 @@ static bool combine_similar(struct kube_recorder *r, struct pending *p, int64_t 
 	}
 	if (sm->msgs.len <= SIMILAR_MAX)
 		kube_hmap_put(&sm->msgs, p->message, NULL);
-	if (sm->msgs.len <= SIMILAR_MAX)
+	return sm->msgs.len > SIMILAR_MAX;
+}
+
+/* Counts a result under the lock. */
+static void count(struct kube_recorder *r, uint64_t *stat)
+{
+	pthread_mutex_lock(&r->mu);
+	(*stat)++;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/*
+ * Patches the aggregated Event a with one more occurrence. Returns true when done (sent or
+ * failed for good), false when the Event is gone on the server and must be created again.
+ */
+static bool patch_agg(struct kube_recorder *r, struct agg *a, const char *combined_msg,
+		      int64_t now)
+{
+	char ts[RFC3339_BUFLEN];
+	rfc3339_format(time(NULL), ts, sizeof(ts));
+	json_t *patch = json_pack("{s:I, s:s}", "count", (json_int_t)(a->count + 1), "lastTimestamp", ts);
+	if (combined_msg)
+		json_object_set_new(patch, "message", json_string(combined_msg));
+	char *body = json_dumps(patch, JSON_COMPACT);
+	json_decref(patch);
+	struct kube_err e;
+	json_t *res = kube_patch(r->client, &KUBE_RES_EVENTS, a->ns, a->name, false, KUBE_PATCH_MERGE,
+				 body, &e);
+	free(body);
+	if (res) {
+		a->count++;
+		a->last_mono = now;
+		json_decref(res);
+		count(r, &r->stats.patched);
+		return true;
+	}
+	if (kube_err_is_not_found(&e))
 		return false;
-	struct strbuf m = STRBUF_INIT;
-	strbuf_addf(&m, COMBINED_PREFIX "%s", p->message);
-	json_object_set_new(p->event, "message", json_string(m.buf));
-	strbuf_release(&m);
+	KLOG_E("Server rejected event patch: %s", e.message);
+	count(r, &r->stats.failed);
 	return true;
 }
 
@@ -256,62 +378,33 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 {
 	int64_t now = mono_now_ns();
 	bool combined = combine_similar(r, p, now);
-	struct strbuf keysb = STRBUF_INIT;
+	struct strbuf shown = STRBUF_INIT, keysb = STRBUF_INIT;
+	if (combined)
+		strbuf_addf(&shown, COMBINED_PREFIX "%s", p->message);
+	else
+		strbuf_addstr(&shown, p->message);
 	strbuf_addf(&keysb, "%s\x1f%s", p->agg_key, combined ? COMBINED_PREFIX : p->message);
 	const char *key = keysb.buf;
 	struct agg *a = kube_hmap_get(&r->cache, key);
-	struct kube_err e;
-	if (a && now - a->last_mono < r->window_ns) {
-		char ts[RFC3339_BUFLEN];
-		rfc3339_format(time(NULL), ts, sizeof(ts));
-		json_t *patch = json_pack("{s:I, s:s}", "count", (json_int_t)(a->count + 1),
-					  "lastTimestamp", ts);
-		if (combined)
-			json_object_set(patch, "message", json_object_get(p->event, "message"));
-		char *body = json_dumps(patch, JSON_COMPACT);
-		json_decref(patch);
-		json_t *res = kube_patch(r->client, &KUBE_RES_EVENTS, a->ns, a->name, false,
-					 KUBE_PATCH_MERGE, body, &e);
-		free(body);
-		if (res) {
-			a->count++;
-			a->last_mono = now;
-			json_decref(res);
-			pthread_mutex_lock(&r->mu);
-			r->stats.patched++;
-			pthread_mutex_unlock(&r->mu);
-			strbuf_release(&keysb);
-			return;
-		}
-		if (!kube_err_is_not_found(&e)) {
-			KLOG_E("Server rejected event patch: %s", e.message);
-			pthread_mutex_lock(&r->mu);
-			r->stats.failed++;
-			pthread_mutex_unlock(&r->mu);
-			strbuf_release(&keysb);
-			return;
-		}
-		/* The Event expired on the server: create a new one. */
-	}
+	if (a && now - a->last_mono < r->window_ns &&
+	    patch_agg(r, a, combined ? shown.buf : NULL, now))
+		goto out;
+	/* No recent Event, or it expired on the server: create a new one. */
 	agg_free(kube_hmap_del(&r->cache, key));
-	const char *objname = json_string_value(
-		json_object_get(json_object_get(p->event, "involvedObject"), "name"));
 	char name[320];
-	snprintf(name, sizeof(name), "%s.%llx", objname ? objname : "event",
+	snprintf(name, sizeof(name), "%s.%llx", p->name ? p->name : "event",
 		 (unsigned long long)wall_now_ns());
-	json_object_set_new(json_object_get(p->event, "metadata"), "name", json_string(name));
-	json_t *res = kube_create(r->client, &KUBE_RES_EVENTS, p->ns, p->event, &e);
-	pthread_mutex_lock(&r->mu);
-	if (res)
-		r->stats.created++;
-	else
-		r->stats.failed++;
-	pthread_mutex_unlock(&r->mu);
+	json_t *ev = pending_event(r, p, shown.buf);
+	json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
+	struct kube_err e;
+	json_t *res = kube_create(r->client, &KUBE_RES_EVENTS, p->ns, ev, &e);
+	json_decref(ev);
 	if (!res) {
+		count(r, &r->stats.failed);
 		KLOG_E("Server rejected event: %s", e.message);
-		strbuf_release(&keysb);
-		return;
+		goto out;
 	}
+	count(r, &r->stats.created);
 	json_decref(res);
 	if (r->cache.len >= CACHE_MAX)
 		cache_clear(&r->cache);
@@ -321,6 +414,8 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 	a->count = 1;
 	a->last_mono = now;
 	kube_hmap_put(&r->cache, key, a);
+out:
+	strbuf_release(&shown);
 	strbuf_release(&keysb);
 }
 
@@ -337,14 +432,15 @@ static void *run(void *arg)
 		r->head = p->next;
 		if (!r->head)
 			r->tail = NULL;
+		r->npending--;
+		bool late = r->stop && mono_now_ns() >= r->stop_deadline;
+		if (late)
+			r->stats.dropped++;
 		r->busy = true;
 		pthread_mutex_unlock(&r->mu);
-		send_one(r, p);
-		json_decref(p->event);
-		free(p->ns);
-		free(p->agg_key);
-		free(p->message);
-		free(p);
+		if (!late)
+			send_one(r, p);
+		pending_free(p);
 		pthread_mutex_lock(&r->mu);
 		r->busy = false;
 		pthread_cond_broadcast(&r->idle_cond);
@@ -365,6 +461,7 @@ void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *s)
 {
 	pthread_mutex_lock(&r->mu);
 	*s = r->stats;
+	s->tracked = r->spam.len;
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -374,6 +471,7 @@ void kube_recorder_free(struct kube_recorder *r)
 		return;
 	pthread_mutex_lock(&r->mu);
 	r->stop = true;
+	r->stop_deadline = mono_now_ns() + STOP_GRACE_NS;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->mu);
 	pthread_join(r->thread, NULL);

@@ -10,7 +10,12 @@
  * combined after ten distinct messages in the window: further ones update a single Event whose
  * message is "(combined from similar events): <latest message>".
  *
- * The recorder borrows its client. kube_recorder_free() sends what is queued, then frees.
+ * Bounds: at most 1,000 events wait to be sent (more are dropped and counted, as client-go's
+ * broadcaster drops when its queue is full); the spam filter and the aggregation caches hold at
+ * most 4,096 keys each.
+ *
+ * The recorder borrows its client. kube_recorder_free() sends what is queued for at most 0.5 s
+ * more (the rest is dropped), then frees; a request already in flight runs to its own timeout.
  */
 #ifndef KCSI_KUBE_EVENTS_H
 #define KCSI_KUBE_EVENTS_H
@@ -43,6 +48,7 @@ struct kube_recorder_opts {
 
 struct kube_recorder_stats {
 	uint64_t created, patched, dropped, failed;
+	uint64_t tracked; /* objects the spam filter holds a bucket for (at most 4,096) */
 };
 
 struct kube_recorder;

@@ -877,6 +877,40 @@ static struct kube_obj *csidriver_decode(json_t *obj, char *err, size_t errlen)
 		       errlen);
 }
 
+/* ---- CSIStorageCapacity ---- */
+
+static int csisc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_csisc *c = rec;
+	if (decode_meta(pk, obj, &c->meta, err, errlen))
+		return -1;
+	json_t *md = json_object_get(obj, "metadata");
+	json_t *labels = json_object_get(md, "labels");
+	c->storage_class = kube_intern(jstr(obj, "storageClassName"));
+	c->driver_label = kube_intern(jstr(labels, "csi.storage.k8s.io/drivername"));
+	c->managed_by = kube_intern(jstr(labels, "csi.storage.k8s.io/managed-by"));
+	size_t i;
+	json_t *ref;
+	c->controller_uid = NULL;
+	json_array_foreach(json_object_get(md, "ownerReferences"), i, ref)
+		if (json_is_true(json_object_get(ref, "controller")) && jstr(ref, "uid")) {
+			c->controller_uid = pk_str(pk, jstr(ref, "uid"));
+			break;
+		}
+	json_t *topo = json_object_get(obj, "nodeTopology");
+	c->topology = pk_map(pk, json_object_get(topo, "matchLabels"), &c->ntopology);
+	json_t *exprs = json_object_get(topo, "matchExpressions");
+	c->topology_expressions = json_is_array(exprs) && json_array_size(exprs) > 0;
+	c->capacity = quantity_or(obj, "capacity");
+	c->max_volume_size = quantity_or(obj, "maximumVolumeSize");
+	return 0;
+}
+
+static struct kube_obj *csisc_decode(json_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_csisc), KUBE_KIND_CSISC, csisc_fields, err, errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
@@ -885,6 +919,7 @@ const struct kube_kind KUBE_KIND_PERSISTENTVOLUMECLAIM = { "PersistentVolumeClai
 const struct kube_kind KUBE_KIND_STORAGECLASS = { "StorageClass", &KUBE_RES_STORAGECLASSES, sc_decode };
 const struct kube_kind KUBE_KIND_POD_T = { "Pod", &KUBE_RES_PODS, pod_decode };
 const struct kube_kind KUBE_KIND_CSIDRIVER_T = { "CSIDriver", &KUBE_RES_CSIDRIVERS, csidriver_decode };
+const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY = { "CSIStorageCapacity", &KUBE_RES_CSISTORAGECAPACITIES, csisc_decode };
 
 /* ---- helpers ---- */
 

@@ -28,7 +28,8 @@
 const char *kube_intern(const char *s);
 
 enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
-		   KUBE_KIND_PVC, KUBE_KIND_SC, KUBE_KIND_POD, KUBE_KIND_CSIDRIVER };
+		   KUBE_KIND_PVC, KUBE_KIND_SC, KUBE_KIND_POD, KUBE_KIND_CSIDRIVER,
+		   KUBE_KIND_CSISC };
 
 #define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes; the other flag bits are internal */
 
@@ -267,6 +268,19 @@ struct kube_csidriver { /* storage.k8s.io/v1 CSIDriver */
 	bool ephemeral;              /* spec.volumeLifecycleModes has Ephemeral */
 };
 
+struct kube_csisc { /* storage.k8s.io/v1 CSIStorageCapacity (csi-provisioner --enable-capacity) */
+	struct kube_obj meta;
+	const char *storage_class;   /* storageClassName (interned) */
+	const char *driver_label;    /* label csi.storage.k8s.io/drivername (interned); NULL if absent */
+	const char *managed_by;      /* label csi.storage.k8s.io/managed-by (interned); NULL if absent */
+	const char *controller_uid;  /* uid of the ownerReference with controller: true; NULL if none */
+	const struct kube_kv *topology; /* nodeTopology.matchLabels (keys interned) */
+	int64_t capacity;            /* bytes; -1 when absent or malformed */
+	int64_t max_volume_size;     /* bytes; -1 when absent or malformed */
+	uint16_t ntopology;
+	bool topology_expressions;   /* nodeTopology.matchExpressions is not empty */
+};
+
 /* How an informer handles one kind. */
 struct kube_kind {
 	const char *name; /* "VolumeAttachment" */
@@ -283,6 +297,7 @@ extern const struct kube_kind KUBE_KIND_PERSISTENTVOLUMECLAIM;
 extern const struct kube_kind KUBE_KIND_STORAGECLASS;
 extern const struct kube_kind KUBE_KIND_POD_T;
 extern const struct kube_kind KUBE_KIND_CSIDRIVER_T;
+extern const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -332,6 +347,10 @@ static inline const struct kube_pod *kube_pod_of(const struct kube_obj *o)
 static inline const struct kube_csidriver *kube_csidriver_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_CSIDRIVER ? (const struct kube_csidriver *)o : NULL;
+}
+static inline const struct kube_csisc *kube_csisc_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_CSISC ? (const struct kube_csisc *)o : NULL;
 }
 
 #endif

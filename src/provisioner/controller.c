@@ -29,7 +29,11 @@
 #include <string.h>
 #include <strings.h>
 
-enum result { DONE, RETRY, AGAIN };
+/* LATER: the key was put back with a delay of its own (node deployment); leave its backoff. */
+enum result { DONE, RETRY, AGAIN, LATER };
+
+/* Node deployment: distinct selected nodes remembered to estimate the competitors (a bound). */
+#define PROV_MAX_SEEN_NODES 100000
 
 struct unsaved {
 	json_t *pv;
@@ -63,13 +67,29 @@ struct prov_ctrl {
 	pthread_t *threads;
 	size_t nthreads;
 	bool stop;
+	struct prov_cap *cap; /* --enable-capacity, else NULL */
+	/* --node-deployment */
+	const struct prov_node_deployment *nd; /* NULL: a central provisioner */
+	bool topo;                 /* CSI topology in use (driver capability, gate or node mode) */
+	struct kube_hmap owners;   /* claim key -> struct owner_try * (guarded by mu) */
+	struct kube_hmap seen_nodes; /* selected-node values seen on claims: the competitors */
 };
 
+/* An immediate-binding claim this node may try to own (node deployment). */
+struct owner_try {
+	unsigned attempts; /* failed tries: conflicts, no room */
+	int64_t due;       /* monotonic time of the next try */
+	bool armed;        /* a delayed add for `due` is pending */
+};
+
+
+static void owner_backoff(struct prov_ctrl *c, const char *key);
 
 /* A PV that cannot be saved after this many permanent (4xx) answers is given up: its volume is
  * deleted so that it does not leak, and the claim is provisioned again later. */
 #define PROV_SAVE_PERMANENT_ATTEMPTS 3
 #define PROV_CLEANUP_ATTEMPTS 5
+
 
 /* ---- small helpers ---- */
 
@@ -112,10 +132,38 @@ static bool ours_pvc(const struct prov_ctrl *c, const struct kube_pvc *pvc)
 	return pvc && pvc->provisioner && !strcmp(pvc->provisioner, c->o.driver);
 }
 
+/*
+ * Node deployment: claims bound already or selected for another node are not this instance's
+ * work and stay out of its cache (clones stay: their sources' protection counts them). The
+ * selected nodes seen are counted here, where every claim of the driver passes, as competitors.
+ */
+static bool node_pvc_wanted(struct prov_ctrl *c, const struct kube_pvc *pvc)
+{
+	const struct prov_node_deployment *nd = c->o.node_deployment;
+	bool selected = pvc->selected_node && *pvc->selected_node;
+
+	if (selected) {
+		pthread_mutex_lock(&c->mu);
+		if (c->seen_nodes.len < PROV_MAX_SEEN_NODES)
+			kube_hmap_put(&c->seen_nodes, pvc->selected_node, NULL);
+		pthread_mutex_unlock(&c->mu);
+	}
+	if (pvc->data_source_kind && !strcmp(pvc->data_source_kind, "PersistentVolumeClaim"))
+		return true;
+	if (pvc->volume_name && *pvc->volume_name)
+		return false;
+	return !selected || !strcmp(pvc->selected_node, nd->node);
+}
+
 static bool pvc_filter(const struct kube_obj *o, void *ud)
 {
+	struct prov_ctrl *c = ud;
 	const struct kube_pvc *pvc = kube_pvc_of(o);
-	return ours_pvc(ud, pvc) || (pvc && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER));
+	if (pvc && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER))
+		return true;
+	if (!ours_pvc(c, pvc))
+		return false;
+	return !c->o.node_deployment || node_pvc_wanted(c, pvc);
 }
 
 /* Upstream's isProvisionerForVolume: provisioned by us, or a static PV of our driver. */
@@ -125,6 +173,10 @@ static bool pv_filter(const struct kube_obj *o, void *ud)
 	const struct kube_pv *pv = kube_pv_of(o);
 
 	if (!pv)
+		return false;
+	/* Node deployment: only this node's volumes (the others are other instances' to delete). */
+	if (c->o.node_deployment && !prov_pv_on_node(pv, c->o.node_deployment->topology,
+						     c->o.node_deployment->ntopology))
 		return false;
 	if (pv->provisioned_by)
 		return !strcmp(pv->provisioned_by, c->o.driver);
@@ -339,10 +391,27 @@ static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struc
 	return n;
 }
 
+/* Node deployment: requisite and preferred are this node's own topology, nothing else. */
+static void node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest *req,
+			       struct csi_arena *a)
+{
+	if (!c->nd->ntopology)
+		return;
+	struct prov_term t = { (struct kube_kv *)c->nd->topology, c->nd->ntopology };
+	Csi__V1__TopologyRequirement *tr = csi_msg_new(a, &csi__v1__topology_requirement__descriptor);
+	csi_repeated_add(a, &tr->base, "requisite", csi_topology(a, &t));
+	csi_repeated_add(a, &tr->base, "preferred", csi_topology(a, &t));
+	req->accessibility_requirements = tr;
+}
+
 static int accessibility(struct prov_ctrl *c, const struct kube_pvc *pvc,
 			 const struct kube_storageclass *sc, Csi__V1__CreateVolumeRequest *req,
 			 struct csi_arena *a, char *err, size_t errlen)
 {
+	if (c->nd) {
+		node_accessibility(c, req, a);
+		return 0;
+	}
 	struct prov_topo_node *nodes;
 	struct kube_obj **refs;
 	size_t nrefs;
@@ -668,8 +737,7 @@ static int prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		return -1;
 	if (p->snapshot && snapshot_source(c, pvc, sc, p, err, errlen))
 		return -1;
-	if (c->o.cap_topology && c->o.gates.topology &&
-	    accessibility(c, pvc, sc, req, p->a, err, errlen))
+	if (c->topo && accessibility(c, pvc, sc, req, p->a, err, errlen))
 		return -1;
 
 	/* Secrets: the provisioner's own with the claim's name and namespace only. */
@@ -851,7 +919,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 	struct csi_status st = { 0 };
 	KLOG_V(2, "CreateVolume %s for claim %s", p.name, key);
 	if (csi_create_volume(c->o.csi, p.req, &resp, c->o.timeout_ns, &st) != 0) {
-		bool may_reschedule = c->o.cap_topology && c->o.gates.topology && selected;
+		bool may_reschedule = (c->topo || c->nd) && selected;
 		state = prov_check_error(st.code, may_reschedule);
 		grpc_error(&st, err, sizeof(err));
 		event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
@@ -864,8 +932,12 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 			claim_in_progress(c, key, o);
 		} else {
 			claim_done(c, key);
-			if (state == PROV_RESCHEDULE && selected && reschedule(c, pvc) == 0)
+			if (state == PROV_RESCHEDULE && selected && reschedule(c, pvc) == 0) {
 				res = DONE;
+				/* Node deployment: let the other nodes try first. */
+				if (c->nd && c->nd->immediate_binding)
+					owner_backoff(c, key);
+			}
 		}
 		goto out;
 	}
@@ -911,7 +983,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 							vol->volume_context[i]->value };
 	}
 	struct prov_terms aff = { 0 };
-	if (c->o.cap_topology && c->o.gates.topology) {
+	if (c->topo) {
 		aff.t = xcalloc(vol->n_accessible_topology + 1, sizeof(*aff.t));
 		for (size_t i = 0; i < vol->n_accessible_topology; i++) {
 			const Csi__V1__Topology *t = vol->accessible_topology[i];
@@ -974,11 +1046,199 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 	}
 	csi_msg_free(resp);
 	prov_metrics_provision(c->metrics, p.cls, p.source, true, mono_now_ns() - start);
+	prov_cap_refresh_class(c->cap, p.cls);
 	claim_done(c, key);
 	res = DONE;
 out:
 	csi_arena_free(p.a);
 	return res;
+}
+
+/* ---- node deployment: which claims this node takes ---- */
+
+static void owner_forget(struct prov_ctrl *c, const char *key)
+{
+	pthread_mutex_lock(&c->mu);
+	free(kube_hmap_del(&c->owners, key));
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Instances competing for immediate claims: the nodes whose CSINode lists the driver, or the
+ * distinct selected nodes seen on claims if more. Called with c->mu held. */
+static unsigned competitors(struct prov_ctrl *c)
+{
+	size_t n = 0, k = 0;
+	struct kube_obj **cns = c->csinode_inf ? kube_store_list(kube_informer_store(c->csinode_inf), &n) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_csinode *cn = kube_csinode_of(cns[i]);
+		for (size_t j = 0; cn && j < cn->ndrivers; j++)
+			if (!strcmp(cn->drivers[j].name, c->o.driver)) {
+				k++;
+				break;
+			}
+	}
+	kube_objs_free(cns, n);
+	return (unsigned)(k > c->seen_nodes.len ? k : c->seen_nodes.len);
+}
+
+static double rnd01(void)
+{
+	return (double)random() / ((double)RAND_MAX + 1.0);
+}
+
+/* Schedules the next try after a failed one (conflict, no room, rescheduled). */
+static void owner_backoff(struct prov_ctrl *c, const char *key)
+{
+	pthread_mutex_lock(&c->mu);
+	struct owner_try *t = kube_hmap_get(&c->owners, key);
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		kube_hmap_put(&c->owners, key, t);
+	}
+	t->attempts++;
+	int64_t d = prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, t->attempts, rnd01(),
+				     competitors(c));
+	t->due = mono_now_ns() + d;
+	t->armed = true;
+	pthread_mutex_unlock(&c->mu);
+	kube_workqueue_add_after(c->claimq, key, d);
+}
+
+/* upstream's checkCapacity: is there room for the claim on this node now? Errors say yes. */
+static bool node_has_room(struct prov_ctrl *c, const struct kube_pvc *pvc,
+			  const struct kube_storageclass *sc)
+{
+	if (pvc->request <= 0)
+		return true;
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__GetCapacityRequest *req = csi_msg_new(a, &csi__v1__get_capacity_request__descriptor);
+	Csi__V1__GetCapacityResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	struct kube_kv *kv = xcalloc(sc->nparameters + 1, sizeof(*kv));
+	char err[256];
+	int n = prov_strip_params(sc->parameters, sc->nparameters, kv, err, sizeof(err));
+	for (int i = 0; i < n; i++)
+		csi_map_add(a, &req->base, "parameters", kv[i].key, kv[i].value ? kv[i].value : "");
+	free(kv);
+	for (unsigned b = 0; b < 4; b++) {
+		if (!(pvc->access_modes & (1u << b)))
+			continue;
+		Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
+		cap->access_mode = csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
+		cap->access_mode->mode = (Csi__V1__VolumeCapability__AccessMode__Mode)prov_access_mode(1u << b, c->o.cap_snmw);
+		if (pvc->block) {
+			cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+			cap->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
+		} else {
+			cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+			cap->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
+		}
+		csi_repeated_add(a, &req->base, "volume_capabilities", cap);
+	}
+	if (c->nd->ntopology) {
+		struct prov_term t = { (struct kube_kv *)c->nd->topology, c->nd->ntopology };
+		req->accessible_topology = csi_topology(a, &t);
+	}
+	bool room = true;
+	if (csi_get_capacity(c->o.csi, req, &resp, c->o.timeout_ns, &st) == 0)
+		room = pvc->request <= resp->available_capacity;
+	else
+		KLOG_V(3, "proceeding with becoming owner of PVC %s/%s although the capacity check failed: rpc error: code = %s desc = %.300s",
+		       pvc->meta.ns, pvc->meta.name, csi_code_go_name(st.code), st.message);
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	return room;
+}
+
+/*
+ * upstream's becomeOwner without a sleeping worker: wait (a delayed add) until the claim's due
+ * time, check room, then set the selected-node annotation to this node with the claim's
+ * resourceVersion. A 409 means another instance was faster (or the claim changed): back off.
+ * Success shows up as an update of the claim, which then provisions here.
+ */
+static enum result become_owner(struct prov_ctrl *c, const char *key, const struct kube_pvc *pvc,
+				const struct kube_storageclass *sc)
+{
+	int64_t now = mono_now_ns();
+
+	pthread_mutex_lock(&c->mu);
+	struct owner_try *t = kube_hmap_get(&c->owners, key);
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		t->due = now + prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, 0, rnd01(),
+						competitors(c));
+		kube_hmap_put(&c->owners, key, t);
+	}
+	int64_t wait = t->due - now;
+	bool arm = wait > 0 && !t->armed;
+	if (wait > 0)
+		t->armed = true;
+	else
+		t->armed = false;
+	unsigned attempts = t->attempts;
+	pthread_mutex_unlock(&c->mu);
+	if (wait > 0) {
+		if (arm)
+			kube_workqueue_add_after(c->claimq, key, wait);
+		return LATER;
+	}
+	KLOG_V(5, "will try to become owner of PVC %s (attempt #%u)", key, attempts);
+	if (!node_has_room(c, pvc, sc)) {
+		KLOG_V(5, "not enough capacity for PVC %s with resource version %s", key, pvc->meta.rv);
+		owner_backoff(c, key);
+		return LATER;
+	}
+	char body[1024];
+	struct kube_err e;
+	snprintf(body, sizeof(body),
+		 "{\"metadata\":{\"annotations\":{\"%s\":\"%s\"},\"resourceVersion\":\"%s\"}}",
+		 PROV_ANN_SELECTED_NODE, c->nd->node, pvc->meta.rv ? pvc->meta.rv : "");
+	json_t *r = kube_patch(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns, pvc->meta.name,
+			       false, KUBE_PATCH_MERGE, body, &e);
+	if (r) {
+		json_decref(r);
+		KLOG_V(3, "became owner of PVC %s", key);
+		/* Keep the entry (not armed, due later) so that a stale cache does not try again. */
+		pthread_mutex_lock(&c->mu);
+		t = kube_hmap_get(&c->owners, key);
+		if (t)
+			t->due = mono_now_ns() + c->nd->max_delay_ns;
+		pthread_mutex_unlock(&c->mu);
+		return LATER;
+	}
+	if (kube_err_is_conflict(&e))
+		KLOG_V(3, "conflict during PVC %s update, will try again", key);
+	else if (!kube_err_is_not_found(&e))
+		KLOG_E("selecting node \"%s\" for PVC %s failed: %s", c->nd->node, key, e.message);
+	owner_backoff(c, key);
+	return LATER;
+}
+
+/* upstream's checkNode: this node's claims provision here; others are left alone. */
+static enum result node_claim(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+			      const struct kube_pvc *pvc, const struct kube_storageclass *sc)
+{
+	const char *sel = pvc->selected_node;
+	if (sel && *sel) {
+		owner_forget(c, key);
+		if (strcmp(sel, c->nd->node) != 0) {
+			claim_done(c, key);
+			return DONE; /* another node's claim */
+		}
+		return provision(c, key, o, pvc, sc);
+	}
+	if (sc->wait_for_first_consumer || !c->nd->immediate_binding) {
+		claim_done(c, key);
+		return DONE;
+	}
+	if (sc->nallowed_topologies &&
+	    !kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, c->nd->topology,
+				      (uint16_t)c->nd->ntopology)) {
+		KLOG_V(5, "ignoring PVC %s, allowed topologies is not compatible with this node", key);
+		claim_done(c, key);
+		return DONE;
+	}
+	return become_owner(c, key, pvc, sc);
 }
 
 static enum result sync_claim(struct prov_ctrl *c, const char *key)
@@ -996,8 +1256,11 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 		pthread_mutex_lock(&c->mu);
 		o = kube_obj_ref(kube_hmap_get(&c->in_progress, key));
 		pthread_mutex_unlock(&c->mu);
-		if (!o)
+		if (!o) {
+			if (c->nd)
+				owner_forget(c, key);
 			return DONE;
+		}
 		KLOG_V(2, "Claim %s was deleted while its volume may be in progress, finishing it", key);
 	}
 	const struct kube_pvc *pvc = kube_pvc_of(o);
@@ -1009,6 +1272,8 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 	case PROV_IGNORE:
 	case PROV_WAIT_FOR_NODE:
 		claim_done(c, key);
+		if (c->nd)
+			owner_forget(c, key);
 		break;
 	case PROV_NO_CLASS:
 		KLOG_E("Error getting claim %s's StorageClass: storageClass \"%s\" not found", key,
@@ -1021,7 +1286,7 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 		r = RETRY;
 		break;
 	case PROV_PROVISION:
-		r = provision(c, key, o, pvc, sc);
+		r = c->nd ? node_claim(c, key, o, pvc, sc) : provision(c, key, o, pvc, sc);
 		break;
 	}
 	kube_obj_unref(so);
@@ -1122,6 +1387,48 @@ static int delete_secrets(struct prov_ctrl *c, const struct kube_pv *pv, struct 
 	return 0;
 }
 
+/* shouldDelete: a Released PV with reclaim policy Delete that is ours to delete now. */
+static bool should_delete(const struct prov_ctrl *c, const struct kube_obj *o)
+{
+	const struct kube_pv *pv = kube_pv_of(o);
+	bool gate = c->o.gates.honor_pv_reclaim_policy, has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
+	return pv && pv->phase == KUBE_PV_RELEASED && pv->reclaim == 0 &&
+	       (gate ? !(o->deletion_ts && !has) : !o->deletion_ts);
+}
+
+/*
+ * The PV as the API server has it now, when it still needs deletion: the cache may be behind
+ * (a PV this worker deleted a moment ago comes back with its last update), and deleting twice
+ * would call DeleteVolume and count a deletion twice. NULL with *r set otherwise.
+ */
+static struct kube_obj *fresh_to_delete(struct prov_ctrl *c, const char *name, enum result *r)
+{
+	struct kube_err e;
+	char err[256];
+	json_t *j = kube_get(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, name, &e);
+	if (!j) {
+		if (kube_err_is_not_found(&e)) {
+			KLOG_V(4, "persistentvolume %s no longer needs deletion, skipping", LOGQ(name));
+			*r = DONE;
+		} else {
+			KLOG_E("error reading persistentvolume %s: %s", LOGQ(name), e.message);
+			*r = RETRY;
+		}
+		return NULL;
+	}
+	struct kube_obj *o = KUBE_KIND_PERSISTENTVOLUME.decode(j, err, sizeof(err));
+	json_decref(j);
+	*r = DONE;
+	if (!o) {
+		KLOG_E("error decoding persistentvolume %s: %s", LOGQ(name), err);
+	} else if (!should_delete(c, o)) {
+		KLOG_V(4, "persistentvolume %s no longer needs deletion, skipping", LOGQ(name));
+		kube_obj_unref(o);
+		o = NULL;
+	}
+	return o;
+}
+
 static enum result sync_volume(struct prov_ctrl *c, const char *name)
 {
 	struct kube_obj *o = store_get(c->pv_inf, NULL, name);
@@ -1130,7 +1437,8 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 	char err[1200];
 	enum result r = DONE;
 
-	if (!pv) {
+	if (!pv || (c->nd && !prov_pv_on_node(pv, c->nd->topology, c->nd->ntopology))) {
+		/* Node deployment: volumes of other nodes are theirs to delete. */
 		kube_obj_unref(o);
 		return DONE;
 	}
@@ -1152,13 +1460,15 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 		kube_obj_unref(o);
 		return r;
 	}
-	/* shouldDelete */
-	bool should = pv->phase == KUBE_PV_RELEASED && pv->reclaim == 0 &&
-		      (gate ? !(o->deletion_ts && !has) : !o->deletion_ts);
-	if (!should) {
+	if (!should_delete(c, o)) {
 		kube_obj_unref(o);
 		return DONE;
 	}
+	kube_obj_unref(o);
+	if (!(o = fresh_to_delete(c, name, &r)))
+		return r;
+	pv = kube_pv_of(o);
+	has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
 	int64_t start = mono_now_ns();
 	const char *cls = pv->storage_class ? pv->storage_class : "";
 	int rc = -1;
@@ -1215,6 +1525,7 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 	}
 	KLOG_V(2, "PersistentVolume %s deleted", name);
 	prov_metrics_delete(c->metrics, cls, true, mono_now_ns() - start);
+	prov_cap_refresh_class(c->cap, cls);
 	kube_obj_unref(o);
 	return DONE;
 }
@@ -1269,7 +1580,7 @@ static void finish(struct kube_workqueue *q, const char *key, enum result r)
 		kube_workqueue_forget(q, key);
 	else if (r == RETRY)
 		kube_workqueue_add_rate_limited(q, key);
-	else
+	else if (r == AGAIN)
 		kube_workqueue_add(q, key);
 }
 
@@ -1340,8 +1651,18 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	io.kind = &KUBE_KIND_STORAGECLASS;
 	c->sc_inf = kube_informer_new(kc, &io);
 	kube_informer_add_handlers(c->sc_inf, &sh);
+	if (o->capacity)
+		c->cap = prov_cap_new(kc, c->sc_inf, o->capacity);
 	io.resync_ns = 0;
-	if (o->cap_topology && o->gates.topology) {
+	c->nd = o->node_deployment;
+	c->topo = o->cap_topology && (o->gates.topology || c->nd);
+	c->owners = empty;
+	c->seen_nodes = empty;
+	if (c->nd && c->nd->immediate_binding) {
+		/* Not for topology (a node deployment knows its own only): to count competitors. */
+		io.kind = &KUBE_KIND_CSINODE_T;
+		c->csinode_inf = kube_informer_new(kc, &io);
+	} else if (c->topo && !c->nd) {
 		io.kind = &KUBE_KIND_CSINODE_T;
 		c->csinode_inf = kube_informer_new(kc, &io);
 		io.kind = &KUBE_KIND_NODE_T;
@@ -1377,6 +1698,10 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 			snprintf(err, errlen, "cannot start informers");
 			return -1;
 		}
+	if (c->cap && prov_cap_start_informers(c->cap)) {
+		snprintf(err, errlen, "cannot start the capacity informers");
+		return -1;
+	}
 	KLOG_I("Starting provisioner controller %s", c->o.driver);
 	for (size_t i = 0; i < n; i++)
 		while (!kube_informer_wait_synced(inf[i], 10 * NSEC_PER_SEC)) {
@@ -1389,6 +1714,8 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 			}
 			KLOG_I("Waiting for the informer caches to sync");
 		}
+	if (c->cap && prov_cap_start(c->cap, &c->stop, &c->mu, err, errlen))
+		return -1;
 	malloc_trim(0);
 	size_t counts[4] = { (size_t)c->o.workers, (size_t)c->o.workers, 1,
 			     (size_t)(c->o.clone_workers > 0 ? c->o.clone_workers : 1) };
@@ -1433,6 +1760,7 @@ void prov_ctrl_stop(struct prov_ctrl *c)
 	kube_workqueue_shutdown(c->volq);
 	kube_workqueue_shutdown(c->saveq);
 	kube_workqueue_shutdown(c->cloneq);
+	prov_cap_stop(c->cap);
 	for (size_t i = 0; i < c->nthreads; i++)
 		pthread_join(c->threads[i], NULL);
 	free(c->threads);
@@ -1445,11 +1773,14 @@ void prov_ctrl_free(struct prov_ctrl *c)
 {
 	if (!c)
 		return;
+	struct kube_informer *inf[9];
 	size_t n = c->ninfs;
-	struct kube_informer **inf = c->infs;
+	memcpy(inf, c->infs, n * sizeof(*inf));
+	if (c->cap)
+		n += prov_cap_informers(c->cap, inf + n);
 	/* Each watch notices a stop about once a second: stop them in parallel. */
-	pthread_t stoppers[6];
-	bool started[6] = { false };
+	pthread_t stoppers[9];
+	bool started[9] = { false };
 	for (size_t i = 0; i < n; i++)
 		started[i] = pthread_create(&stoppers[i], NULL, stop_informer, inf[i]) == 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1458,6 +1789,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 		else
 			kube_informer_stop(inf[i]);
 	}
+	prov_cap_free(c->cap); /* after the class informer that calls it has stopped */
 	for (size_t i = 0; i < c->ninfs; i++)
 		kube_informer_free(c->infs[i]);
 	kube_workqueue_free(c->claimq);
@@ -1472,6 +1804,11 @@ void prov_ctrl_free(struct prov_ctrl *c)
 		if (c->unsaved.slots[i].key)
 			unsaved_free(c->unsaved.slots[i].value);
 	kube_hmap_clear(&c->unsaved);
+	for (size_t i = 0; i < c->owners.cap; i++)
+		if (c->owners.slots[i].key)
+			free(c->owners.slots[i].value);
+	kube_hmap_clear(&c->owners);
+	kube_hmap_clear(&c->seen_nodes);
 	prov_metrics_free(c->metrics);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
@@ -1479,7 +1816,10 @@ void prov_ctrl_free(struct prov_ctrl *c)
 
 void prov_ctrl_render_metrics(struct prov_ctrl *c, struct strbuf *out)
 {
-	struct kube_workqueue *qs[4] = { c->claimq, c->volq, c->saveq, c->cloneq };
+	struct kube_workqueue *qs[5] = { c->claimq, c->volq, c->saveq, c->cloneq,
+					 c->cap ? prov_cap_queue(c->cap) : NULL };
 	prov_metrics_render(c->metrics, out);
-	kube_workqueue_render_metrics(qs, 4, out);
+	if (c->cap)
+		prov_cap_render_metrics(c->cap, out);
+	kube_workqueue_render_metrics(qs, c->cap ? 5 : 4, out);
 }

@@ -8,6 +8,7 @@
 #include "base/flags.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -402,4 +403,29 @@ enum prov_state prov_check_error(int code, bool may_reschedule)
 	}
 	/* Every other error: provisioning did not start or failed; it is not in progress. */
 	return may_reschedule ? PROV_RESCHEDULE : PROV_FINISHED;
+}
+
+/* ---- distributed provisioning ---- */
+
+int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd,
+			 unsigned competitors)
+{
+	int64_t d = base_ns > 0 ? base_ns : 0;
+	for (unsigned i = 0; i < attempts && d < max_ns; i++)
+		d = d > INT64_MAX / 2 ? INT64_MAX : d * 2;
+	if (max_ns > 0 && d > max_ns)
+		d = max_ns;
+	if (rnd < 0 || rnd >= 1)
+		rnd = 0;
+	if (attempts == 0 && competitors > 1 && rnd > 0)
+		rnd = pow(rnd, 1.0 / (1.0 + log((double)competitors)));
+	return (int64_t)((double)d * rnd);
+}
+
+bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n)
+{
+	if (!pv || !pv->nnode_affinity)
+		return false;
+	return kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, topology,
+					(uint16_t)(n > UINT16_MAX ? UINT16_MAX : n));
 }

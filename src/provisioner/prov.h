@@ -8,8 +8,14 @@
  * Nodes; workers take claim keys, volume names, unsaved PV names and cloning-protection keys from
  * four queues, decide with the functions below, and call the driver and the API.
  *
- * Ownership: struct prov_ctrl owns its informers, queues, threads and maps; it borrows the kube
- * client, the CSI connection and the recorder, which the caller keeps alive until
+ * With --enable-capacity the controller also owns a capacity controller (capacity.c: one
+ * CSIStorageCapacity per topology segment and class, its own informers and queue). With
+ * --node-deployment (struct prov_node_deployment) it takes only this node's claims, competes for
+ * immediate-binding ones through the selected-node annotation and deletes only its volumes.
+ *
+ * Ownership: struct prov_ctrl owns its informers, queues, threads and maps (and the capacity
+ * controller); it borrows the kube client, the CSI connection, the recorder and the option
+ * structs they point to (capacity, node deployment), which the caller keeps alive until
  * prov_ctrl_free().
  */
 #ifndef KCSI_PROVISIONER_PROV_H
@@ -208,6 +214,67 @@ void prov_metrics_provision(struct prov_metrics *m, const char *cls, const char 
 void prov_metrics_delete(struct prov_metrics *m, const char *cls, bool ok, int64_t duration_ns);
 void prov_metrics_render(struct prov_metrics *m, struct strbuf *out);
 
+/* ---- storage capacity (capacity.c) ---- */
+struct prov_cap_opts {
+	const char *driver;
+	struct csi_conn *csi;
+	int64_t timeout_ns, poll_ns, retry_start_ns, retry_max_ns;
+	int workers;                  /* --capacity-threads */
+	bool immediate_binding;       /* --capacity-for-immediate-binding */
+	const char *ns;               /* namespace of the objects */
+	const char *managed_by;       /* csi.storage.k8s.io/managed-by value */
+	json_t *owner;                /* ownerReference of our objects, or NULL (no owner) */
+	/* --node-deployment: the one segment is this node's (NodeGetInfo); otherwise segments come
+	 * from CSINodes and Nodes. */
+	bool fixed;
+	const struct kube_kv *fixed_segment;
+	size_t nfixed;
+};
+struct prov_cap;
+/* Copies what it needs from o; borrows kc, o->csi and sc_inf (whose handlers it adds: call
+ * before sc_inf starts). */
+struct prov_cap *prov_cap_new(struct kube_client *kc, struct kube_informer *sc_inf,
+			      const struct prov_cap_opts *o);
+int prov_cap_start_informers(struct prov_cap *c);
+/* Waits for its caches (giving up once *stop is set), computes the desired objects, adopts the
+ * existing ones and starts the workers and the poll. */
+int prov_cap_start(struct prov_cap *c, const bool *stop, pthread_mutex_t *stop_mu, char *err,
+		   size_t errlen);
+/* Refreshes the capacity of a class's objects (after a volume was created or deleted). */
+void prov_cap_refresh_class(struct prov_cap *c, const char *cls);
+void prov_cap_stop(struct prov_cap *c);
+void prov_cap_free(struct prov_cap *c);
+void prov_cap_render_metrics(struct prov_cap *c, struct strbuf *out);
+struct kube_workqueue *prov_cap_queue(struct prov_cap *c);
+/* Its informers (at most 3) into out, for stopping them in parallel with others. */
+size_t prov_cap_informers(struct prov_cap *c, struct kube_informer **out);
+/* "external-provisioner", or with a node "external-provisioner-<node>" (a hash of the node name
+ * when that would exceed 63 characters, the limit of a label value). */
+void prov_capacity_managed_by(const char *node, char *buf, size_t len);
+
+/* ---- distributed provisioning (controller.c) ---- */
+struct prov_node_deployment {
+	const char *node;                /* NODE_NAME */
+	const struct kube_kv *topology;  /* this node's NodeGetInfo accessible_topology */
+	size_t ntopology;
+	bool immediate_binding;          /* --node-deployment-immediate-binding */
+	int64_t base_delay_ns, max_delay_ns;
+};
+/*
+ * How long an instance waits before trying to own an immediate-binding claim: a random delay in
+ * [0, min(base << attempts, max)]; rnd is a uniform random number in [0, 1).
+ * The first try (attempts 0) with `competitors` > 1 instances known is not uniform but
+ * base * rnd^(1 / (1 + ln competitors)): with N instances the first one still fires early, but
+ * the next ones are spread over a wider window, so that fewer fire before the winner's update
+ * reaches their caches (conflicts ~ e ln N instead of N per claim for the same cache latency).
+ * With one competitor known it is uniform, as upstream.
+ */
+int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd,
+			 unsigned competitors);
+/* Whether a PV's node affinity (required terms) admits this node's topology; a PV without
+ * affinity belongs to no node in particular, so no node deletes it. */
+bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n);
+
 /* ---- controller (controller.c) ---- */
 struct prov_ctrl_opts {
 	const char *driver;
@@ -225,6 +292,10 @@ struct prov_ctrl_opts {
 	bool cap_controller_service, cap_create_delete, cap_clone, cap_snapshot, cap_snmw,
 	     cap_publish, cap_topology;
 	const char *identity; /* storage.kubernetes.io/csiProvisionerIdentity value */
+	/* --enable-capacity: NULL or the capacity controller's options */
+	const struct prov_cap_opts *capacity;
+	/* --node-deployment: NULL or this node's part */
+	const struct prov_node_deployment *node_deployment;
 };
 
 struct prov_ctrl;

@@ -24,7 +24,7 @@ struct prov_config {
 	const char *default_fstype;
 	bool controller_publish_readonly;
 	bool prevent_volume_mode_conversion;
-	/* Parsed, reported as not implemented yet when enabled (issue 11). */
+	/* Storage capacity and distributed provisioning (capacity.c, node deployment). */
 	bool enable_capacity;
 	int capacity_ownerref_level;
 	int capacity_threads;

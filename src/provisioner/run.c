@@ -1,7 +1,9 @@
 /*
  * csi-provisioner on the shared sidecar runtime (src/sidecar): its flags, and the ops that build
  * the controller from the discovered driver, start it once leading, stop it and render its
- * metrics. Flag names and defaults are upstream's (v3.x); the help text is ours.
+ * metrics. Flag names and defaults are upstream's (v3.x); the help text is ours. Set-up of the
+ * two optional parts: --node-deployment (NODE_NAME, NodeGetInfo) and --enable-capacity
+ * (namespace from POD_NAMESPACE or NAMESPACE, owner from POD_NAME and --capacity-ownerref-level).
  */
 #include "provisioner/provisioner.h"
 #include "provisioner/prov.h"
@@ -40,23 +42,23 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_bool(fs, "prevent-volume-mode-conversion", &c->prevent_volume_mode_conversion, false,
 		   "Refuse to restore a snapshot into another volume mode unless the content allows it.");
 	flags_bool(fs, "enable-capacity", &c->enable_capacity, false,
-		   "Publish CSIStorageCapacity objects (not implemented yet in kcsi).");
+		   "Publish CSIStorageCapacity objects (one per topology segment and StorageClass) in the namespace of POD_NAMESPACE or NAMESPACE.");
 	flags_int(fs, "capacity-ownerref-level", &c->capacity_ownerref_level, 1,
-		  "Owner level of CSIStorageCapacity objects (not implemented yet in kcsi).");
+		  "Owner of CSIStorageCapacity objects, counted from the pod POD_NAME: -1 none, 0 the pod, 1 its StatefulSet/ReplicaSet/DaemonSet, 2 the Deployment, ...");
 	flags_int(fs, "capacity-threads", &c->capacity_threads, 1,
-		  "Workers for CSIStorageCapacity objects (not implemented yet in kcsi).");
+		  "Number of workers creating, updating and deleting CSIStorageCapacity objects.");
 	flags_duration(fs, "capacity-poll-interval", &c->capacity_poll_interval_ns, NSEC_PER_MIN,
-		       "How often capacity is polled (not implemented yet in kcsi).");
+		       "How often GetCapacity is called again for every CSIStorageCapacity object.");
 	flags_bool(fs, "capacity-for-immediate-binding", &c->capacity_for_immediate_binding, false,
-		   "Capacity also for immediate-binding classes (not implemented yet in kcsi).");
+		   "Publish capacity also for StorageClasses with immediate binding.");
 	flags_bool(fs, "node-deployment", &c->node_deployment, false,
-		   "Run on each node for node-local volumes (not implemented yet in kcsi).");
+		   "Run next to the driver on every node (NODE_NAME): provision only claims selected for this node, delete only its volumes, topology from its NodeGetInfo.");
 	flags_bool(fs, "node-deployment-immediate-binding", &c->node_deployment_immediate_binding, true,
-		   "With --node-deployment, also take immediate-binding claims (not implemented yet).");
+		   "With --node-deployment, also compete for immediate-binding claims by setting the selected-node annotation to this node.");
 	flags_duration(fs, "node-deployment-base-delay", &c->node_deployment_base_delay_ns,
-		       20 * NSEC_PER_SEC, "With --node-deployment, initial delay before owning a claim.");
+		       20 * NSEC_PER_SEC, "With --node-deployment, a new immediate-binding claim is tried after a random delay up to this long; doubled after each conflict.");
 	flags_duration(fs, "node-deployment-max-delay", &c->node_deployment_max_delay_ns,
-		       60 * NSEC_PER_SEC, "With --node-deployment, longest delay before owning a claim.");
+		       60 * NSEC_PER_SEC, "With --node-deployment, the longest delay between tries for one claim.");
 	flags_string(fs, "provisioner", &c->provisioner_deprecated, "",
 		     "Ignored: the driver's name from GetPluginInfo is the provisioner name.");
 	flags_deprecate(fs, "provisioner", "the driver name is used");
@@ -68,7 +70,175 @@ struct prov_main {
 	struct kube_recorder *rec;
 	struct prov_ctrl *ctrl;
 	char identity[400];
+	/* --enable-capacity */
+	struct prov_cap_opts cap;
+	json_t *owner;
+	char managed_by[96];
+	const char *cap_ns;
+	/* --node-deployment */
+	struct prov_node_deployment nd;
+	Csi__V1__NodeGetInfoResponse *node_info;
+	struct kube_kv *node_topology;
 };
+
+/* NodeGetInfo of the driver next to us: its topology is the only one this instance uses. */
+static int node_setup(struct prov_main *m, struct sidecar *sc, char *err, size_t errlen)
+{
+	const struct prov_config *cfg = m->cfg;
+	const char *node = getenv("NODE_NAME");
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__NodeGetInfoRequest *req = csi_msg_new(a, &csi__v1__node_get_info_request__descriptor);
+	struct csi_status st = { 0 };
+	int rc = -1;
+
+	if (!node || !*node) {
+		snprintf(err, errlen, "--node-deployment: NODE_NAME env variable is required (the name of the Kubernetes node this instance runs on)");
+	} else if (csi_node_get_info(sc->csi, req, &m->node_info, cfg->sc.timeout_ns, &st)) {
+		snprintf(err, errlen, "--node-deployment: NodeGetInfo: rpc error: code = %s desc = %.300s",
+			 csi_code_go_name(st.code), st.message);
+	} else {
+		const Csi__V1__Topology *t = m->node_info->accessible_topology;
+		size_t n = t ? t->n_segments : 0;
+		m->node_topology = xcalloc(n + 1, sizeof(*m->node_topology));
+		for (size_t i = 0; i < n; i++)
+			m->node_topology[i] = (struct kube_kv){ t->segments[i]->key, t->segments[i]->value };
+		m->nd = (struct prov_node_deployment){
+			.node = node, .topology = m->node_topology, .ntopology = n,
+			.immediate_binding = cfg->node_deployment_immediate_binding,
+			.base_delay_ns = cfg->node_deployment_base_delay_ns,
+			.max_delay_ns = cfg->node_deployment_max_delay_ns,
+		};
+		KLOG_I("Node deployment on node %s (driver node ID %s, %zu topology segment(s))", node,
+		       m->node_info->node_id ? m->node_info->node_id : "", n);
+		rc = 0;
+	}
+	csi_arena_free(a);
+	return rc;
+}
+
+/* "apps/v1" + "ReplicaSet" -> /apis/apps/v1/namespaces/NS/replicasets/NAME (plural: kind + "s"). */
+static void owner_path(const char *api_version, const char *kind, const char *ns, const char *name,
+		       struct strbuf *sb)
+{
+	strbuf_reset(sb);
+	strbuf_addf(sb, "%s%s/namespaces/%s/", strchr(api_version, '/') ? "/apis/" : "/api/",
+		    api_version, ns);
+	for (const char *p = kind; *p; p++)
+		strbuf_addch(sb, (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p));
+	strbuf_addf(sb, "s/%s", name);
+}
+
+/*
+ * Upstream's owner.Lookup: level 0 is the pod itself, each further level the controller
+ * ownerReference of the object before. Returns a new ownerReference or NULL with err.
+ */
+static json_t *lookup_owner(struct kube_client *kc, const char *ns, const char *pod, int level,
+			    char *err, size_t errlen)
+{
+	struct strbuf path = STRBUF_INIT, body = STRBUF_INIT;
+	struct kube_err e;
+	json_t *ref = json_pack("{s:s,s:s,s:s}", "apiVersion", "v1", "kind", "Pod", "name", pod);
+	json_t *obj = NULL;
+
+	for (int l = 0;; l++) {
+		owner_path(json_string_value(json_object_get(ref, "apiVersion")),
+			   json_string_value(json_object_get(ref, "kind")), ns,
+			   json_string_value(json_object_get(ref, "name")), &path);
+		struct kube_request rq = { .method = "GET", .path = path.buf };
+		strbuf_reset(&body);
+		if (kube_do(kc, &rq, &body, &e) < 0) {
+			snprintf(err, errlen, "look up owner(s) of pod: get %s: %s", path.buf, e.message);
+			goto fail;
+		}
+		obj = json_loads(body.buf, 0, NULL);
+		json_t *md = json_object_get(obj, "metadata");
+		if (l == 0 && level == 0) { /* the pod itself */
+			const char *uid = json_string_value(json_object_get(md, "uid"));
+			if (!uid) {
+				snprintf(err, errlen, "look up owner(s) of pod: %s has no uid", path.buf);
+				goto fail;
+			}
+			json_object_set_new(ref, "uid", json_string(uid));
+			json_object_set_new(ref, "controller", json_true());
+			break;
+		}
+		json_t *next = NULL, *o;
+		size_t i;
+		json_array_foreach(json_object_get(md, "ownerReferences"), i, o)
+			if (json_is_true(json_object_get(o, "controller")) &&
+			    json_is_string(json_object_get(o, "apiVersion")) &&
+			    json_is_string(json_object_get(o, "kind")) &&
+			    json_is_string(json_object_get(o, "name")) &&
+			    json_is_string(json_object_get(o, "uid")))
+				next = o;
+		if (!next) {
+			snprintf(err, errlen, "look up owner(s) of pod: %s has no controller owner (level %d of %d)",
+				 path.buf, l + 1, level);
+			goto fail;
+		}
+		json_decref(ref);
+		ref = json_pack("{s:O,s:O,s:O,s:O,s:b}", "apiVersion", json_object_get(next, "apiVersion"),
+				"kind", json_object_get(next, "kind"), "name", json_object_get(next, "name"),
+				"uid", json_object_get(next, "uid"), "controller", 1);
+		json_decref(obj);
+		obj = NULL;
+		if (l + 1 == level)
+			break;
+	}
+	json_decref(obj);
+	strbuf_release(&path);
+	strbuf_release(&body);
+	return ref;
+fail:
+	json_decref(obj);
+	json_decref(ref);
+	strbuf_release(&path);
+	strbuf_release(&body);
+	return NULL;
+}
+
+/* The capacity controller's options: namespace, owner, managed-by label. 0 or -1 with err. */
+static int capacity_setup(struct prov_main *m, struct sidecar *sc, const char *node, char *err,
+			  size_t errlen)
+{
+	const struct prov_config *cfg = m->cfg;
+	const char *ns = getenv("POD_NAMESPACE");
+	const char *pod = getenv("POD_NAME");
+
+	if (!ns || !*ns)
+		ns = getenv("NAMESPACE"); /* upstream v3.4 reads this one */
+	if (!ns || !*ns) {
+		snprintf(err, errlen, "need POD_NAMESPACE (or NAMESPACE) env variable for CSIStorageCapacity objects");
+		return -1;
+	}
+	if (cfg->capacity_ownerref_level >= 0) {
+		if (!pod || !*pod) {
+			snprintf(err, errlen, "need POD_NAME env variable to determine CSIStorageCapacity owner");
+			return -1;
+		}
+		m->owner = lookup_owner(sc->kc, ns, pod, cfg->capacity_ownerref_level, err, errlen);
+		if (!m->owner)
+			return -1;
+		KLOG_I("using %s/%s %s as owner of CSIStorageCapacity objects",
+		       json_string_value(json_object_get(m->owner, "apiVersion")),
+		       json_string_value(json_object_get(m->owner, "kind")),
+		       json_string_value(json_object_get(m->owner, "name")));
+	} else if (cfg->capacity_ownerref_level < -1) {
+		snprintf(err, errlen, "--capacity-ownerref-level must be -1 (no owner) or more, got %d",
+			 cfg->capacity_ownerref_level);
+		return -1;
+	}
+	prov_capacity_managed_by(node, m->managed_by, sizeof(m->managed_by));
+	m->cap_ns = ns;
+	m->cap = (struct prov_cap_opts){
+		.driver = sc->driver, .csi = sc->csi, .timeout_ns = cfg->sc.timeout_ns,
+		.poll_ns = cfg->capacity_poll_interval_ns, .retry_start_ns = cfg->sc.kube.retry_start_ns,
+		.retry_max_ns = cfg->sc.kube.retry_max_ns, .workers = cfg->capacity_threads,
+		.immediate_binding = cfg->capacity_for_immediate_binding, .ns = ns,
+		.managed_by = m->managed_by, .owner = m->owner,
+	};
+	return 0;
+}
 
 /* Upstream names the Lease after the driver with every '/' replaced by '-'. */
 static void lease_name(const char *driver, char *buf, size_t len)
@@ -86,8 +256,6 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	struct prov_ctrl_opts o = { 0 };
 	struct timespec ts;
 
-	(void)err;
-	(void)errlen;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	srandom((unsigned)(ts.tv_nsec ^ getpid()));
 	snprintf(m->identity, sizeof(m->identity), "%lld-%d-%s",
@@ -124,6 +292,21 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	struct kube_recorder_opts ro = { .component = "external-provisioner" };
 	m->rec = kube_recorder_new(sc->kc, &ro);
 	o.recorder = m->rec;
+	if (cfg->node_deployment) {
+		if (node_setup(m, sc, err, errlen))
+			return -1;
+		o.node_deployment = &m->nd;
+	}
+	if (cfg->enable_capacity) {
+		if (capacity_setup(m, sc, cfg->node_deployment ? m->nd.node : NULL, err, errlen))
+			return -1;
+		if (cfg->node_deployment) {
+			m->cap.fixed = true;
+			m->cap.fixed_segment = m->nd.topology;
+			m->cap.nfixed = m->nd.ntopology;
+		}
+		o.capacity = &m->cap;
+	}
 	m->ctrl = prov_ctrl_new(sc->kc, &o);
 	return 0;
 }
@@ -149,6 +332,9 @@ static void cleanup(void *ud)
 
 	prov_ctrl_free(m->ctrl);
 	kube_recorder_free(m->rec);
+	json_decref(m->owner);
+	free(m->node_topology);
+	csi_msg_free(m->node_info);
 }
 
 static void render_metrics(void *ud, struct strbuf *out)
@@ -182,13 +368,18 @@ int prov_run(const struct prov_config *cfg)
 		KLOG_E("option -cloning-protection-threads must be greater than zero");
 		return 1;
 	}
-	if (cfg->node_deployment) {
-		/* Running it as a central provisioner on every node would provision each claim on
-		 * every node: refuse instead. */
-		KLOG_E("--node-deployment is not implemented yet in kcsi's csi-provisioner");
+	if (cfg->node_deployment &&
+	    (cfg->node_deployment_base_delay_ns < 0 || cfg->node_deployment_max_delay_ns < 0)) {
+		KLOG_E("--node-deployment-base-delay and --node-deployment-max-delay must not be negative");
 		return 1;
 	}
-	if (cfg->enable_capacity)
-		KLOG_W("--enable-capacity is not implemented yet in kcsi's csi-provisioner: no CSIStorageCapacity objects are published");
+	if (cfg->enable_capacity && cfg->capacity_threads <= 0) {
+		KLOG_E("option -capacity-threads must be greater than zero");
+		return 1;
+	}
+	if (cfg->enable_capacity && cfg->capacity_poll_interval_ns <= 0) {
+		KLOG_E("option -capacity-poll-interval must be greater than zero");
+		return 1;
+	}
 	return sidecar_run(&cfg->sc, &ops);
 }

@@ -16,6 +16,12 @@
  *   CONTROLLER_SERVICE capability.
  * --slow delays a method before it answers (deadline tests).
  * --start-delay waits before creating the socket (clients that must wait for it).
+ * --capacity BYTES and --max-volume-size BYTES are GetCapacity's answer (100 GiB, 10 GiB);
+ *   --capacity-file FILE, when it exists, overrides --capacity and is read again on every call,
+ *   so a test changes the driver's capacity at run time (a quantity such as "5Gi" or "0"; "fail"
+ *   makes GetCapacity answer UNAVAILABLE).
+ * --node-id and --zone are NodeGetInfo's node ID and topology.kcsi.dev/zone value ("test-node",
+ *   "z1"); the zone is also the topology of volumes created without accessibility requirements.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -52,6 +58,7 @@ static FILE *record;
 static struct flag_map fail_map, slow_map, fail_count_map;
 static const char *controller_caps;
 static bool no_controller_service;
+static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
 /* Calls seen per method, for --fail-count (guarded by lock). */
 static struct { char method[64]; long calls; } call_counts[64];
 
@@ -238,7 +245,7 @@ H(CreateVolume)
 		csi_repeated_add(a, &r->volume->base, "accessible_topology",
 				 tr->n_preferred ? tr->preferred[0] : tr->requisite[0]);
 	else
-		csi_repeated_add(a, &r->volume->base, "accessible_topology", topo(a, "z1"));
+		csi_repeated_add(a, &r->volume->base, "accessible_topology", topo(a, zone));
 	return 0;
 }
 
@@ -345,14 +352,47 @@ H(ListVolumes)
 	return 0;
 }
 
+/* Bytes with an optional binary suffix (Ki, Mi, Gi, Ti); def when malformed. */
+static int64_t parse_bytes(const char *s, int64_t def)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	static const char *const sfx[] = { "", "Ki", "Mi", "Gi", "Ti" };
+	if (end == s || v < 0)
+		return def;
+	for (int i = 0; i < 5; i++)
+		if (!strcmp(end, sfx[i]))
+			return (int64_t)v << (10 * i);
+	return def;
+}
+
+/* --capacity, or the quantity in --capacity-file when that file exists; -1 for "fail". */
+static int64_t current_capacity(void)
+{
+	int64_t v = parse_bytes(capacity_flag, 100 * GiB);
+	char buf[64];
+	FILE *f = capacity_file[0] ? fopen(capacity_file, "r") : NULL;
+	if (f) {
+		if (fgets(buf, sizeof(buf), f)) {
+			buf[strcspn(buf, " \r\n")] = 0;
+			v = strcmp(buf, "fail") ? parse_bytes(buf, v) : -1;
+		}
+		fclose(f);
+	}
+	return v;
+}
+
 H(GetCapacity)
 {
 	PRO();
 	Csi__V1__GetCapacityResponse *r = (void *)rs;
-	r->available_capacity = 100 * GiB;
+	int64_t max = parse_bytes(max_volume_size_flag, 10 * GiB);
+	r->available_capacity = current_capacity();
+	if (r->available_capacity < 0)
+		return csi_ctx_error(ctx, 14, "capacity unknown (--capacity-file says fail)");
 	r->maximum_volume_size = csi_msg_new(csi_ctx_arena(ctx),
 					     &google__protobuf__int64_value__descriptor);
-	r->maximum_volume_size->value = 10 * GiB;
+	r->maximum_volume_size->value = max;
 	return 0;
 }
 
@@ -518,9 +558,9 @@ H(NodeGetInfo)
 {
 	PRO();
 	Csi__V1__NodeGetInfoResponse *r = (void *)rs;
-	r->node_id = "test-node";
+	r->node_id = (char *)node_id;
 	r->max_volumes_per_node = 16;
-	r->accessible_topology = topo(csi_ctx_arena(ctx), "z1");
+	r->accessible_topology = topo(csi_ctx_arena(ctx), zone);
 	return 0;
 }
 
@@ -543,6 +583,14 @@ int main(int argc, char **argv)
 		   "do not report the CONTROLLER_SERVICE plugin capability");
 	flags_duration(fs, "start-delay", &start_delay, 0, "wait this long before listening");
 	flags_int(fs, "threads", &threads, 4, "worker threads");
+	flags_string(fs, "capacity", &capacity_flag, "100Gi", "GetCapacity's available_capacity");
+	flags_string(fs, "capacity-file", &capacity_file, "",
+		     "read available_capacity from this file on every GetCapacity (when it exists)");
+	flags_string(fs, "max-volume-size", &max_volume_size_flag, "10Gi",
+		     "GetCapacity's maximum_volume_size");
+	flags_string(fs, "node-id", &node_id, "test-node", "NodeGetInfo's node_id");
+	flags_string(fs, "zone", &zone, "z1",
+		     "topology.kcsi.dev/zone of NodeGetInfo and of volumes created without requirements");
 	log_register_flags(fs);
 	flags_parse_or_exit(fs, argc, argv);
 	char err[512];

@@ -98,7 +98,7 @@ check "Retain volume stays" lp_has "$KVOL"
 curl -s "http://127.0.0.1:$PORT/metrics" >"$T/metrics"
 check "provision counter" grep -q '^controller_persistentvolumeclaim_provision_total{class="fast",source=""} ' "$T/metrics"
 check "provision failures counted" grep -q '^controller_persistentvolumeclaim_provision_failed_total{class="fast"' "$T/metrics"
-check "delete counter" grep -q '^controller_persistentvolume_delete_total{class="fast"} 1' "$T/metrics"
+check "delete counter" grep -q '^controller_persistentvolume_delete_total{class="fast"} 1$' "$T/metrics" || grep "persistentvolume_delete" "$T/metrics" >&2
 check "provision duration histogram" grep -q '^controller_persistentvolumeclaim_provision_duration_seconds_bucket' "$T/metrics"
 check "CSI operation metrics" grep -q '^csi_sidecar_operations_seconds_count{.*method_name="/csi.v1.Controller/CreateVolume"' "$T/metrics"
 check "workqueue metrics for claims" grep -q 'workqueue_adds_total{name="claims"}' "$T/metrics"

@@ -1,6 +1,7 @@
 /*
  * Events against a real kube-emulator: a repeated event becomes one Event with a count, a
- * different message is a new Event, and the per-object spam filter stops an error loop.
+ * different message is a new Event, and the per-object spam filter stops an error loop; the queue
+ * and the spam filter stay bounded, and freeing a recorder in front of a slow API server is quick.
  */
 #include <stdlib.h>
 
@@ -117,6 +118,64 @@ static void test_similar_combined(void)
 	kube_recorder_free(r);
 }
 
+/* 5,000 objects with one event each: all sent, the spam filter never holds more than 4,096. */
+static void test_spam_filter_bounded(void)
+{
+	struct kube_recorder_opts o = { .component = "csi-provisioner" };
+	struct kube_recorder *r = kube_recorder_new(env.client, &o);
+	char name[64];
+	struct kube_recorder_stats s;
+	uint64_t tracked_max = 0;
+	for (int i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "pvc-bound-%d", i);
+		struct kube_objref ref = { .kind = "PersistentVolumeClaim", .api_version = "v1",
+					   .ns = "default", .name = name };
+		kube_event(r, &ref, KUBE_EVENT_NORMAL, "Provisioning", "provisioning %s", name);
+		if (i % 500 == 499) {
+			kube_recorder_flush(r); /* stay under the queue bound */
+			kube_recorder_stats(r, &s);
+			if (s.tracked > tracked_max)
+				tracked_max = s.tracked;
+		}
+	}
+	kube_recorder_flush(r);
+	kube_recorder_stats(r, &s);
+	CHECK_INT(s.created, 5000);
+	CHECK_INT(s.dropped, 0);
+	CHECK(tracked_max <= 4096);
+	CHECK(tracked_max >= 4000);
+	kube_recorder_free(r);
+}
+
+/*
+ * An API server that takes 300 ms per Event: at most 1,000 events wait (the rest are dropped and
+ * counted), and kube_recorder_free() gives up on the backlog after its grace time instead of
+ * sending it for five minutes.
+ */
+static void test_queue_bounded(void)
+{
+	CHECK_INT(kube_testenv_faults(&env, "{\"reset\":true,\"rules\":[{\"verb\":\"create\","
+				      "\"resource\":\"events\",\"latencyMs\":300}]}"), 0);
+	struct kube_recorder_opts o = { .component = "csi-provisioner" };
+	struct kube_recorder *r = kube_recorder_new(env.client, &o);
+	char name[64];
+	for (int i = 0; i < 1500; i++) {
+		snprintf(name, sizeof(name), "pvc-queue-%d", i);
+		struct kube_objref ref = { .kind = "PersistentVolumeClaim", .api_version = "v1",
+					   .ns = "default", .name = name };
+		kube_event(r, &ref, KUBE_EVENT_WARNING, "ProvisioningFailed", "no room for %s", name);
+	}
+	struct kube_recorder_stats s;
+	kube_recorder_stats(r, &s);
+	/* 1,000 queued and at most a couple already taken by the sender: about 500 dropped. */
+	CHECK(s.dropped >= 490 && s.dropped <= 500);
+	int64_t t0 = mono_now_ns();
+	kube_recorder_free(r);
+	int64_t took = mono_now_ns() - t0;
+	CHECK(took < 3 * NSEC_PER_SEC); /* 0.5 s grace + one request in flight; 300 s without a bound */
+	CHECK_INT(kube_testenv_faults(&env, "{\"reset\":true}"), 0);
+}
+
 int main(void)
 {
 	int rc = kube_testenv_start(&env, KCSI_EMULATOR_BIN, NULL);
@@ -125,6 +184,8 @@ int main(void)
 	RUN(test_aggregation);
 	RUN(test_spam_filter);
 	RUN(test_similar_combined);
+	RUN(test_spam_filter_bounded);
+	RUN(test_queue_bounded);
 	kube_testenv_stop(&env);
 	return CHECK_DONE();
 }

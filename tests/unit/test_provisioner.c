@@ -454,6 +454,53 @@ static void test_gates_and_metrics(void)
 	prov_metrics_free(pm);
 }
 
+/* Node deployment: the delay before owning a claim, and which node deletes a volume. */
+static void test_node_deployment(void)
+{
+	const int64_t s = 1000000000LL;
+	struct { int64_t base, max; unsigned attempts; double rnd; unsigned n; int64_t want; } rows[] = {
+		{ 20 * s, 60 * s, 0, 0.0, 1, 0 },          /* the random part starts at zero */
+		{ 20 * s, 60 * s, 0, 0.5, 1, 10 * s },     /* first try: up to the base delay */
+		{ 20 * s, 60 * s, 1, 0.5, 1, 20 * s },     /* after a conflict: doubled */
+		{ 20 * s, 60 * s, 5, 0.5, 1, 30 * s },     /* capped by the max delay */
+		{ 1 * s, 60 * s, 200, 0.5, 1, 30 * s },    /* no overflow with many attempts */
+		{ 0, 0, 3, 0.9, 1, 0 },                    /* no delay at all */
+		{ 2 * s, 60 * s, 0, 1.5, 1, 0 },           /* a bad random number is treated as 0 */
+		{ 20 * s, 60 * s, 0, 0.0, 100, 0 },        /* many competitors: still from 0 ... */
+		{ 20 * s, 60 * s, 1, 0.5, 100, 20 * s },   /* ... and uniform after a conflict */
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		CHECK_INT(prov_owner_delay(rows[i].base, rows[i].max, rows[i].attempts, rows[i].rnd,
+					   rows[i].n), rows[i].want);
+	/* With 100 competitors the median first try moves from 50% to about 88% of the base. */
+	int64_t med = prov_owner_delay(20 * s, 60 * s, 0, 0.5, 100);
+	CHECK(med > 17 * s && med < 18 * s);
+	CHECK(prov_owner_delay(20 * s, 60 * s, 0, 0.99, 100) < 20 * s);
+
+	struct kube_obj *pv = decode(&KUBE_KIND_PERSISTENTVOLUME,
+		"{\"metadata\":{\"name\":\"pv1\"},\"spec\":{\"csi\":{\"driver\":\"d.io\",\"volumeHandle\":\"h\"},"
+		"\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":"
+		"[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"n1\"]}]}]}}}}");
+	struct kube_obj *bare = decode(&KUBE_KIND_PERSISTENTVOLUME,
+		"{\"metadata\":{\"name\":\"pv2\"},\"spec\":{\"csi\":{\"driver\":\"d.io\",\"volumeHandle\":\"h\"}}}");
+	struct kube_kv n1[] = { { "zone", "n1" } }, n2[] = { { "zone", "n2" } };
+	CHECK(prov_pv_on_node(kube_pv_of(pv), n1, 1));
+	CHECK(!prov_pv_on_node(kube_pv_of(pv), n2, 1));
+	CHECK(!prov_pv_on_node(kube_pv_of(pv), NULL, 0));
+	CHECK(!prov_pv_on_node(kube_pv_of(bare), n1, 1)); /* no affinity: no node's to delete */
+	kube_obj_unref(pv);
+	kube_obj_unref(bare);
+
+	char buf[96];
+	prov_capacity_managed_by(NULL, buf, sizeof(buf));
+	CHECK_STR(buf, "external-provisioner");
+	prov_capacity_managed_by("node-1", buf, sizeof(buf));
+	CHECK_STR(buf, "external-provisioner-node-1");
+	prov_capacity_managed_by("a-very-long-node-name-that-does-not-fit-into-a-label-value.example.com", buf, sizeof(buf));
+	CHECK(strlen(buf) <= 63);
+	CHECK(strncmp(buf, "external-provisioner-", 21) == 0);
+}
+
 int main(void)
 {
 	RUN(test_should_provision);
@@ -466,5 +513,6 @@ int main(void)
 	RUN(test_topology_errors_and_spreading);
 	RUN(test_pv_json);
 	RUN(test_gates_and_metrics);
+	RUN(test_node_deployment);
 	return CHECK_DONE();
 }
