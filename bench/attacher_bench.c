@@ -13,6 +13,7 @@
  * which counts every successful write, so it works for any attacher), peak and idle RSS and CPU
  * seconds of the attacher. The last line is machine-readable. It never fails on a figure.
  */
+#include "bench_proc.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -52,81 +53,6 @@ static struct csi_conn *csi;
 static char **volumes;
 static int64_t *t_create, *t_attached, *t_delete, *t_gone;
 static atomic_int n_attached, n_gone;
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setpgid(0, 0);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static void stop(pid_t pid)
-{
-	if (pid > 0) {
-		kill(pid, SIGTERM);
-		waitpid(pid, NULL, 0);
-	}
-}
-
-static bool wait_file(const char *path, bool sock, int64_t timeout_ns)
-{
-	int64_t end = mono_now_ns() + timeout_ns;
-	struct stat st;
-
-	while (mono_now_ns() < end) {
-		if (stat(path, &st) == 0 && (sock ? S_ISSOCK(st.st_mode) : st.st_size > 0))
-			return true;
-		sleep_ns(20 * NSEC_PER_MSEC);
-	}
-	return false;
-}
-
-/* A "<key>: N kB" line of /proc/<pid>/status: VmRSS, or RssAnon (private memory, without the
- * shared library pages that RSS also counts). -1 when unreadable. */
-static long status_kb(pid_t pid, const char *key)
-{
-	char path[64], line[256], fmt[64];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	snprintf(fmt, sizeof(fmt), "%s: %%ld", key);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, fmt, &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-static double cpu_s(pid_t pid)
-{
-	char path[64], buf[1024];
-	unsigned long long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	char *p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -382,7 +308,7 @@ static void *sample_rss(void *arg)
 	struct sampler *s = arg;
 
 	while (!atomic_load(&s->stop)) {
-		long kb = status_kb(s->pid, "VmRSS");
+		long kb = bench_status_kb(s->pid, "VmRSS");
 		if (kb > atomic_load(&s->peak))
 			atomic_store(&s->peak, kb);
 		sleep_ns(20 * NSEC_PER_MSEC);
@@ -440,8 +366,8 @@ int main(int argc, char **argv)
 			     "--watch-history", hist, NULL };
 	char log[PATH_MAX + 64];
 	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
-	emu = spawn(emu_argv, log);
-	if (!wait_file(kcpath, false, 10 * NSEC_PER_SEC))
+	emu = bench_spawn(emu_argv, log);
+	if (!bench_wait_file(kcpath, false, 10 * NSEC_PER_SEC))
 		die("kube-emulator did not start (see %s)", log);
 
 	char pool[PATH_MAX + 16], lpbin[PATH_MAX + 64], nodeid[32], ep[PATH_MAX + 80];
@@ -454,8 +380,8 @@ int main(int argc, char **argv)
 		DRIVER = "testdriver.kcsi.dev";
 		snprintf(lpbin, sizeof(lpbin), "%s/csi-testdriver", self);
 		char *td_argv[] = { lpbin, "--endpoint", ep, "--threads", "16", NULL };
-		lp = spawn(td_argv, log);
-		if (!wait_file(sock, true, 10 * NSEC_PER_SEC))
+		lp = bench_spawn(td_argv, log);
+		if (!bench_wait_file(sock, true, 10 * NSEC_PER_SEC))
 			die("csi-testdriver did not start (see %s)", log);
 	} else if (strcmp(opt.driver, "loop") == 0) {
 		snprintf(lpbin, sizeof(lpbin), "%s/kcsi-loopplugin", opt.bin);
@@ -467,11 +393,11 @@ int main(int argc, char **argv)
 			snprintf(kep, sizeof(kep), "unix://%s", ksock);
 			char *lp_argv[] = { lpbin, "--endpoint", kep, "--nodeid", nodeid, "--pool-dir",
 					    pool, "--mode", k ? "node" : "all", "--threads", "16", NULL };
-			pid_t p = spawn(lp_argv, log);
-			if (!wait_file(ksock, true, 10 * NSEC_PER_SEC))
+			pid_t p = bench_spawn(lp_argv, log);
+			if (!bench_wait_file(ksock, true, 10 * NSEC_PER_SEC))
 				die("kcsi-loopplugin did not start (see %s)", log);
 			if (k)
-				stop(p);
+				bench_stop(p);
 			else
 				lp = p;
 		}
@@ -525,16 +451,16 @@ int main(int argc, char **argv)
 			     "--worker-threads", workers, "--kube-api-qps", qps,
 			     "--kube-api-burst", burst, NULL };
 	snprintf(log, sizeof(log), "%s/attacher.log", tmp);
-	att = spawn(att_argv, log);
+	att = bench_spawn(att_argv, log);
 	sleep_ns(2 * NSEC_PER_SEC); /* connect, discover, sync the caches */
 	if (waitpid(att, NULL, WNOHANG) == att)
 		die("the attacher exited at start (see %s)", log);
-	long rss_start = status_kb(att, "VmRSS"), anon_start = status_kb(att, "RssAnon");
+	long rss_start = bench_status_kb(att, "VmRSS"), anon_start = bench_status_kb(att, "RssAnon");
 
 	struct sampler smp = { .pid = att };
 	pthread_t sampler;
 	pthread_create(&sampler, NULL, sample_rss, &smp);
-	double cpu0 = cpu_s(att);
+	double cpu0 = bench_cpu_s(att);
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
 	parallel(opt.n, make_va);
@@ -543,7 +469,7 @@ int main(int argc, char **argv)
 	long long rv1 = current_rv();
 	int pv_finalizers = pvs_with_attacher_finalizer();
 	sleep_ns(NSEC_PER_SEC);
-	long rss_idle = status_kb(att, "VmRSS"), anon_idle = status_kb(att, "RssAnon");
+	long rss_idle = bench_status_kb(att, "VmRSS"), anon_idle = bench_status_kb(att, "RssAnon");
 
 	long long rv2 = current_rv();
 	int64_t t2 = mono_now_ns();
@@ -551,7 +477,7 @@ int main(int argc, char **argv)
 	wait_count(&n_gone, opt.n, "detached");
 	int64_t t3 = mono_now_ns();
 	long long rv3 = current_rv();
-	double cpu1 = cpu_s(att);
+	double cpu1 = bench_cpu_s(att);
 	atomic_store(&smp.stop, true);
 	pthread_join(sampler, NULL);
 
@@ -585,13 +511,13 @@ int main(int argc, char **argv)
 	       wpa - (double)pv_finalizers / opt.n, detach_s, d50, d99);
 	fflush(stdout);
 
-	stop(att);
+	bench_stop(att);
 	kube_informer_stop(inf);
 	kube_informer_free(inf);
 	parallel(opt.n, delete_volume);
 	csi_conn_free(csi);
-	stop(lp);
-	stop(emu);
+	bench_stop(lp);
+	bench_stop(emu);
 	kube_client_free(kc);
 	kube_config_free(cfg);
 	char cmd[PATH_MAX + 16];

@@ -13,6 +13,7 @@
  * includes the attacher's), the controller-manager's node-status writes, its peak RSS and CPU.
  * The last line is machine-readable. It never fails on a figure.
  */
+#include "bench_proc.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -55,81 +56,6 @@ static char **volumes;
 static int64_t *t_create, *t_attached;
 static atomic_int n_attached;
 static struct kube_hmap by_uniq = KUBE_HMAP_INIT; /* "kubernetes.io/csi/<drv>^<handle>" -> i+1 */
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setpgid(0, 0);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static void stop(pid_t pid)
-{
-	if (pid > 0) {
-		kill(pid, SIGTERM);
-		waitpid(pid, NULL, 0);
-	}
-}
-
-static bool wait_file(const char *path, bool sock, int64_t timeout_ns)
-{
-	int64_t end = mono_now_ns() + timeout_ns;
-	struct stat st;
-
-	while (mono_now_ns() < end) {
-		if (stat(path, &st) == 0 && (sock ? S_ISSOCK(st.st_mode) : st.st_size > 0))
-			return true;
-		sleep_ns(20 * NSEC_PER_MSEC);
-	}
-	return false;
-}
-
-/* A "<key>: N kB" line of /proc/<pid>/status: VmRSS, or RssAnon (private memory, without the
- * shared library pages that RSS also counts). -1 when unreadable. */
-static long status_kb(pid_t pid, const char *key)
-{
-	char path[64], line[256], fmt[64];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	snprintf(fmt, sizeof(fmt), "%s: %%ld", key);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, fmt, &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-static double cpu_s(pid_t pid)
-{
-	char path[64], buf[1024];
-	unsigned long long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	char *p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -274,7 +200,7 @@ static void *sample_rss(void *arg)
 	struct sampler *s = arg;
 
 	while (!atomic_load(&s->stop)) {
-		long kb = status_kb(s->pid, "VmRSS");
+		long kb = bench_status_kb(s->pid, "VmRSS");
 		if (kb > atomic_load(&s->peak))
 			atomic_store(&s->peak, kb);
 		sleep_ns(20 * NSEC_PER_MSEC);
@@ -430,16 +356,16 @@ int main(int argc, char **argv)
 	char *emu_argv[] = { path, "--listen", "127.0.0.1:0", "--write-kubeconfig", kcpath,
 			     "--watch-history", hist, NULL };
 	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
-	emu = spawn(emu_argv, log);
-	if (!wait_file(kcpath, false, 10 * NSEC_PER_SEC))
+	emu = bench_spawn(emu_argv, log);
+	if (!bench_wait_file(kcpath, false, 10 * NSEC_PER_SEC))
 		die("kube-emulator did not start (see %s)", log);
 	snprintf(sock, sizeof(sock), "%s/td.sock", tmp);
 	snprintf(ep, sizeof(ep), "unix://%s", sock);
 	snprintf(tdbin, sizeof(tdbin), "%s/csi-testdriver", self);
 	char *td_argv[] = { tdbin, "--endpoint", ep, "--threads", "16", NULL };
 	snprintf(log, sizeof(log), "%s/driver.log", tmp);
-	td = spawn(td_argv, log);
-	if (!wait_file(sock, true, 10 * NSEC_PER_SEC))
+	td = bench_spawn(td_argv, log);
+	if (!bench_wait_file(sock, true, 10 * NSEC_PER_SEC))
 		die("csi-testdriver did not start (see %s)", log);
 	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
 	struct kube_client_opts ko = { .component = "controller_bench", .qps = 0 };
@@ -492,7 +418,7 @@ int main(int argc, char **argv)
 	char *att_argv[] = { path, "--csi-address", csiaddr, "--kubeconfig", kcpath, "--worker-threads",
 			     "10", "--kube-api-qps", "10000", "--kube-api-burst", "10000", NULL };
 	snprintf(log, sizeof(log), "%s/attacher.log", tmp);
-	att = spawn(att_argv, log);
+	att = bench_spawn(att_argv, log);
 	int port = free_port();
 	snprintf(port_s, sizeof(port_s), "%d", port);
 	snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d", port);
@@ -502,15 +428,15 @@ int main(int argc, char **argv)
 			    "--kube-api-qps", "10000", "--kube-api-burst", "10000",
 			    "--http-endpoint", endpoint, NULL };
 	snprintf(log, sizeof(log), "%s/cm.log", tmp);
-	cm = spawn(cm_argv, log);
+	cm = bench_spawn(cm_argv, log);
 	sleep_ns(2 * NSEC_PER_SEC);
 	if (waitpid(cm, NULL, WNOHANG) == cm || waitpid(att, NULL, WNOHANG) == att)
 		die("a controller exited at start (see %s)", tmp);
-	long rss_start = status_kb(cm, "VmRSS");
+	long rss_start = bench_status_kb(cm, "VmRSS");
 	struct sampler smp = { .pid = cm };
 	pthread_t sampler;
 	pthread_create(&sampler, NULL, sample_rss, &smp);
-	double cpu0 = cpu_s(cm);
+	double cpu0 = bench_cpu_s(cm);
 	double sw0 = metric(port, "kcsi_attachdetach_node_status_writes_total");
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
@@ -524,15 +450,15 @@ int main(int argc, char **argv)
 	sleep_ns(500 * NSEC_PER_MSEC);
 	long long rv1 = current_rv();
 	double sw1 = metric(port, "kcsi_attachdetach_node_status_writes_total");
-	double cpu1 = cpu_s(cm);
-	long rss_idle = status_kb(cm, "VmRSS");
+	double cpu1 = bench_cpu_s(cm);
+	long rss_idle = bench_status_kb(cm, "VmRSS");
 	int64_t t2 = mono_now_ns();
 	parallel(opt.n, delete_pod);
 	end = mono_now_ns() + 600 * NSEC_PER_SEC;
 	while (va_count() > 0 && mono_now_ns() < end)
 		sleep_ns(50 * NSEC_PER_MSEC);
 	int64_t t3 = mono_now_ns();
-	double cpu2 = cpu_s(cm);
+	double cpu2 = bench_cpu_s(cm);
 	atomic_store(&smp.stop, true);
 	pthread_join(sampler, NULL);
 
@@ -553,14 +479,14 @@ int main(int argc, char **argv)
 	printf("controller_bench n=%d nodes=%d total_s=%.3f p50_ms=%.1f p99_ms=%.1f writes_per_attach=%.2f status_writes_per_attach=%.2f rss_peak_kb=%ld cpu_attach_s=%.2f detach_s=%.3f\n",
 	       opt.n, opt.nodes, attach_s, a50, a99, wpa, swpa, atomic_load(&smp.peak), cpu1 - cpu0, detach_s);
 	fflush(stdout);
-	stop(cm);
-	stop(att);
+	bench_stop(cm);
+	bench_stop(att);
 	kube_informer_stop(inf);
 	kube_informer_free(inf);
 	parallel(opt.n, delete_volume);
 	csi_conn_free(csi);
-	stop(td);
-	stop(emu);
+	bench_stop(td);
+	bench_stop(emu);
 	kube_client_free(kc);
 	kube_config_free(cfg);
 	char cmd[PATH_MAX + 16];

@@ -22,6 +22,7 @@
  * It prints volumes/s, the conflicts (409 answers to the annotation update, counted from the
  * instances' -v=3 logs), the total API writes, and the sum of the instances' RSS.
  */
+#include "bench_proc.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -67,76 +68,6 @@ static void die(const char *fmt, ...)
 	fputc('\n', stderr);
 	va_end(ap);
 	exit(1);
-}
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setpgid(0, 0);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static void stop(pid_t pid)
-{
-	if (pid > 0) {
-		kill(pid, SIGTERM);
-		waitpid(pid, NULL, 0);
-	}
-}
-
-static bool wait_file(const char *path, bool sock, int64_t timeout_ns)
-{
-	int64_t end = mono_now_ns() + timeout_ns;
-	struct stat st;
-
-	while (mono_now_ns() < end) {
-		if (stat(path, &st) == 0 && (sock ? S_ISSOCK(st.st_mode) : st.st_size > 0))
-			return true;
-		sleep_ns(20 * NSEC_PER_MSEC);
-	}
-	return false;
-}
-
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-static double cpu_s(pid_t pid)
-{
-	char path[64], buf[1024];
-	unsigned long long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	char *p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static void create_or_die(const struct kube_resource *r, const char *ns, json_t *obj)
@@ -254,7 +185,7 @@ static void *sample_rss(void *arg)
 {
 	struct sampler *s = arg;
 	while (!atomic_load(&s->stop)) {
-		long kb = rss_kb(s->pid);
+		long kb = bench_status_kb(s->pid, "VmRSS");
 		if (kb > atomic_load(&s->peak))
 			atomic_store(&s->peak, kb);
 		sleep_ns(20 * NSEC_PER_MSEC);
@@ -304,7 +235,7 @@ static long rss_sum_kb(struct node_run *r)
 {
 	long sum = 0;
 	for (int i = 0; i < r->n; i++) {
-		long kb = rss_kb(r->prov[i]);
+		long kb = bench_status_kb(r->prov[i], "VmRSS");
 		if (kb > 0)
 			sum += kb;
 	}
@@ -358,11 +289,11 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 		snprintf(log, sizeof(log), "%s/driver-%d.log", tmp, i);
 		char *dargv[] = { b1, "--endpoint", addr, "--threads", "2", "--node-id", node, "--zone",
 				  zone, NULL };
-		r.drv[i] = spawn(dargv, log);
+		r.drv[i] = bench_spawn(dargv, log);
 	}
 	for (int i = 0; i < r.n; i++) {
 		snprintf(path, sizeof(path), "%s/csi-%d.sock", tmp, i);
-		if (!wait_file(path, true, 30 * NSEC_PER_SEC))
+		if (!bench_wait_file(path, true, 30 * NSEC_PER_SEC))
 			die("driver %d did not start", i);
 	}
 	/* What kubelet's plugin registration would write: each node runs the driver. */
@@ -384,7 +315,7 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 				  "--worker-threads", wt, "--timeout", "60s", "--node-deployment",
 				  "--node-deployment-base-delay", base, "--node-deployment-max-delay", maxd,
 				  "-v", "3", NULL };
-		r.prov[i] = spawn(pargv, log);
+		r.prov[i] = bench_spawn(pargv, log);
 	}
 	unsetenv("NODE_NAME");
 	int64_t end = mono_now_ns() + 120 * NSEC_PER_SEC;
@@ -439,7 +370,7 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 	}
 	double cpu = 0;
 	for (int i = 0; i < r.n; i++)
-		cpu += cpu_s(r.prov[i]);
+		cpu += bench_cpu_s(r.prov[i]);
 
 	printf("node deployment: %d instances (each with its own csi-testdriver), base delay %s, max delay %s, --worker-threads %d\n",
 	       r.n, base, maxd, opt.workers);
@@ -469,7 +400,7 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 		kill(r.drv[i], SIGTERM);
 	for (int i = 0; i < r.n; i++)
 		waitpid(r.drv[i], NULL, 0);
-	stop(emu);
+	bench_stop(emu);
 	free(r.prov);
 	free(r.drv);
 	return 0;
@@ -515,8 +446,8 @@ int main(int argc, char **argv)
 	snprintf(b0, sizeof(b0), "%s/kube-emulator", opt.bin);
 	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
 	char *eargv[] = { b0, "--listen", "127.0.0.1:0", "--write-kubeconfig", kcpath, NULL };
-	pid_t emu = spawn(eargv, log);
-	if (!wait_file(kcpath, false, 10 * NSEC_PER_SEC))
+	pid_t emu = bench_spawn(eargv, log);
+	if (!bench_wait_file(kcpath, false, 10 * NSEC_PER_SEC))
 		die("kube-emulator did not start (see %s)", log);
 	if (opt.nodes > 0) {
 		struct kube_config *ncfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
@@ -552,13 +483,13 @@ int main(int argc, char **argv)
 		snprintf(b1, sizeof(b1), "%s/kcsi-loopplugin", opt.bin);
 		char *dargv[] = { b1, "--mode", "controller", "--endpoint", addr, "--nodeid", "node-0",
 				  "--pool-dir", pool, NULL };
-		drv = spawn(dargv, log);
+		drv = bench_spawn(dargv, log);
 	} else {
 		snprintf(b1, sizeof(b1), "%s/csi-testdriver", opt.tests);
 		char *dargv[] = { b1, "--endpoint", addr, "--threads", "16", NULL };
-		drv = spawn(dargv, log);
+		drv = bench_spawn(dargv, log);
 	}
-	if (!wait_file(sock, true, 10 * NSEC_PER_SEC))
+	if (!bench_wait_file(sock, true, 10 * NSEC_PER_SEC))
 		die("driver did not start (see %s)", log);
 
 	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
@@ -584,10 +515,10 @@ int main(int argc, char **argv)
 	char *pargv[] = { (char *)opt.provisioner, "--csi-address", addr, "--kubeconfig", kcpath,
 			  "--kube-api-qps", "100000", "--kube-api-burst", "100000", "--worker-threads",
 			  wt, "--timeout", "60s", NULL };
-	pid_t prov = spawn(pargv, log);
+	pid_t prov = bench_spawn(pargv, log);
 	sleep_ns(NSEC_PER_SEC); /* start-up and cache sync */
-	long idle_kb = rss_kb(prov);
-	double cpu0 = cpu_s(prov);
+	long idle_kb = bench_status_kb(prov, "VmRSS");
+	double cpu0 = bench_cpu_s(prov);
 
 	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
 	t_pv = xcalloc((size_t)opt.n, sizeof(int64_t));
@@ -613,10 +544,10 @@ int main(int argc, char **argv)
 	int64_t t_all = mono_now_ns() - t0;
 	sleep_ns(500 * NSEC_PER_MSEC); /* events and late writes settle */
 	long long writes = current_rv() - rv0 - opt.n;
-	double cpu = cpu_s(prov) - cpu0;
+	double cpu = bench_cpu_s(prov) - cpu0;
 	atomic_store(&smp.stop, true);
 	pthread_join(st, NULL);
-	long end_kb = rss_kb(prov);
+	long end_kb = bench_status_kb(prov, "VmRSS");
 
 	int64_t *d = xcalloc((size_t)opt.n, sizeof(int64_t));
 	for (int i = 0; i < opt.n; i++)
@@ -641,9 +572,9 @@ int main(int argc, char **argv)
 
 	kube_informer_stop(pvi);
 	kube_informer_free(pvi);
-	stop(prov);
-	stop(drv);
-	stop(emu);
+	bench_stop(prov);
+	bench_stop(drv);
+	bench_stop(emu);
 	kube_client_free(kc);
 	kube_config_free(cfg);
 	char cmd[PATH_MAX + 16];
