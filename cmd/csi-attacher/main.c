@@ -1,30 +1,16 @@
 /* csi-attacher: flags -> config -> run. See src/attacher/attacher.h. */
-#include "attacher/attacher.h"
 #include "base/flags.h"
 #include "base/log.h"
-
-#include <stdio.h>
+#include "attacher/attacher.h"
 
 int main(int argc, char **argv)
 {
 	struct flagset *fs = flags_new("csi-attacher", "csi-attacher [flags]");
 	struct att_config cfg;
-	char err[256];
-	int rc, rest;
 
 	att_register_flags(fs, &cfg);
-	log_register_flags(fs);
-	flags_enable_version(fs, KCSI_VERSION);
-	rest = flags_parse_or_exit(fs, argc, argv);
-	/* Go's flag package leaves positional arguments unread and so does upstream; say so. */
-	for (int i = rest; i < argc; i++)
-		KLOG_W("Ignoring unexpected argument \"%s\" (flags must come first)", argv[i]);
-	if (log_apply_flags(err, sizeof(err))) {
-		fprintf(stderr, "%s\n", err);
-		flags_free(fs);
-		return 2;
-	}
-	rc = att_run(&cfg);
+	log_parse_command_line(fs, argc, argv);
+	int rc = att_run(&cfg);
 	flags_free(fs);
 	return rc;
 }

@@ -264,3 +264,19 @@ int log_apply_flags(char *err, size_t errlen)
 	}
 	return 0;
 }
+
+void log_parse_command_line(struct flagset *fs, int argc, char **argv)
+{
+	char err[256];
+
+	log_register_flags(fs);
+	flags_enable_version(fs, KCSI_VERSION);
+	int rest = flags_parse_or_exit(fs, argc, argv);
+	for (int i = rest; i < argc; i++)
+		KLOG_W("Ignoring unexpected argument \"%s\" (flags must come first)", argv[i]);
+	if (log_apply_flags(err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		flags_free(fs);
+		exit(2);
+	}
+}

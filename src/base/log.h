@@ -40,6 +40,13 @@ void log_write(enum log_level level, const char *file, int line, const char *fmt
 void log_register_flags(struct flagset *fs);
 /* Returns 0, or -1 with a message in err when the klog flags ask for something unsupported. */
 int log_apply_flags(char *err, size_t errlen);
+/*
+ * A component's command line, as every kcsi daemon reads it: registers klog's flags and
+ * --version on fs (the component's own flags are registered before), parses argv, warns about
+ * positional arguments (Go's flag package leaves them unread, and so does upstream), and applies
+ * the klog flags. Help and version exit 0, a bad flag exits 2 (fs freed first); returns on success.
+ */
+void log_parse_command_line(struct flagset *fs, int argc, char **argv);
 /* Redirects output to fd (tests use a pipe or file); -1 restores stderr. */
 void log_set_output_fd(int fd);
 
