@@ -13,7 +13,7 @@
  * which counts every successful write, so it works for any attacher), peak and idle RSS and CPU
  * seconds of the attacher. The last line is machine-readable. It never fails on a figure.
  */
-#include "bench_proc.h"
+#include "bench_util.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -54,63 +54,6 @@ static char **volumes;
 static int64_t *t_create, *t_attached, *t_delete, *t_gone;
 static atomic_int n_attached, n_gone;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "attacher_bench: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
-
-static void create_or_die(const struct kube_resource *r, json_t *obj)
-{
-	struct kube_err e;
-	json_t *res;
-
-	for (int attempt = 0; attempt < 5; attempt++) {
-		res = kube_create(kc, r, NULL, obj, &e);
-		if (res || kube_err_is_already_exists(&e))
-			break;
-	}
-	if (!res && !kube_err_is_already_exists(&e))
-		die("create failed: %s", e.message);
-	json_decref(res);
-	json_decref(obj);
-}
-
-/* Runs fn(i) for i in [0, n) on LOADERS threads. */
-struct range_job {
-	void (*fn)(int i);
-	atomic_int next;
-	int n;
-};
-
-static void *range_worker(void *arg)
-{
-	struct range_job *j = arg;
-	int i;
-
-	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
-		j->fn(i);
-	return NULL;
-}
-
-static void parallel(int n, void (*fn)(int i))
-{
-	struct range_job j = { fn, 0, n };
-	pthread_t t[LOADERS];
-
-	for (int k = 0; k < LOADERS; k++)
-		pthread_create(&t[k], NULL, range_worker, &j);
-	for (int k = 0; k < LOADERS; k++)
-		pthread_join(t[k], NULL);
-}
-
 static void make_volume(int i)
 {
 	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
@@ -134,7 +77,7 @@ static void make_volume(int i)
 	req.n_volume_capabilities = 1;
 	req.volume_capabilities = caps;
 	if (csi_create_volume(csi, &req, &resp, 60 * NSEC_PER_SEC, &st) != 0)
-		die("CreateVolume %s: %s", name, st.message);
+		bench_die("CreateVolume %s: %s", name, st.message);
 	volumes[i] = xstrdup(resp->volume->volume_id);
 	csi_msg_free(resp);
 }
@@ -158,7 +101,7 @@ static void make_pv(int i)
 	char name[64];
 
 	snprintf(name, sizeof(name), "bench-pv-%05d", i);
-	create_or_die(&KUBE_RES_PERSISTENTVOLUMES,
+	bench_create_or_die(kc, &KUBE_RES_PERSISTENTVOLUMES, NULL,
 		      json_pack("{s:s,s:s,s:{s:s},s:{s:{s:s},s:[s],s:{s:s,s:s,s:s}}}", "apiVersion", "v1",
 				"kind", "PersistentVolume", "metadata", "name", name, "spec",
 				"capacity", "storage", "1Mi", "accessModes", "ReadWriteOnce", "csi",
@@ -179,7 +122,7 @@ static void make_cached(int i)
 	char name[64];
 
 	snprintf(name, sizeof(name), "cached-va-%05d", i);
-	create_or_die(&KUBE_RES_VOLUMEATTACHMENTS,
+	bench_create_or_die(kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL,
 		      va_json(name, "other.example.com", "node-0", "some-pv-of-another-driver",
 			      "cached"));
 }
@@ -192,7 +135,8 @@ static void make_va(int i)
 	snprintf(node, sizeof(node), "node-%d", i % opt.nodes);
 	snprintf(pv, sizeof(pv), "bench-pv-%05d", i);
 	t_create[i] = mono_now_ns();
-	create_or_die(&KUBE_RES_VOLUMEATTACHMENTS, va_json(name, DRIVER, node, pv, "load"));
+	bench_create_or_die(kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL,
+			    va_json(name, DRIVER, node, pv, "load"));
 }
 
 static void delete_va(int i)
@@ -204,7 +148,7 @@ static void delete_va(int i)
 	t_delete[i] = mono_now_ns();
 	if (kube_delete(kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL, name, NULL, NULL, &e) &&
 	    !kube_err_is_not_found(&e))
-		die("delete %s: %s", name, e.message);
+		bench_die("delete %s: %s", name, e.message);
 }
 
 static int va_index(const struct kube_obj *o)
@@ -249,7 +193,7 @@ static long long current_rv(void)
 	long long rv;
 
 	if (!l)
-		die("list: %s", e.message);
+		bench_die("list: %s", e.message);
 	rv = atoll(json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")));
 	json_decref(l);
 	return rv;
@@ -265,7 +209,7 @@ static int pvs_with_attacher_finalizer(void)
 	int n = 0;
 
 	if (!l)
-		die("list PVs: %s", e.message);
+		bench_die("list PVs: %s", e.message);
 	json_array_foreach(json_object_get(l, "items"), i, pv) {
 		json_array_foreach(json_object_get(json_object_get(pv, "metadata"), "finalizers"), j, f) {
 			if (json_is_string(f) && !strncmp(json_string_value(f), "external-attacher/", 18)) {
@@ -322,7 +266,7 @@ static void wait_count(atomic_int *counter, int want, const char *what)
 
 	while (atomic_load(counter) < want) {
 		if (mono_now_ns() > end)
-			die("timed out: %d of %d %s", atomic_load(counter), want, what);
+			bench_die("timed out: %d of %d %s", atomic_load(counter), want, what);
 		sleep_ns(NSEC_PER_MSEC);
 	}
 }
@@ -352,12 +296,12 @@ int main(int argc, char **argv)
 	log_register_flags(fs);
 	flags_parse_or_exit(fs, argc, argv);
 	if (opt.n < 1 || opt.nodes < 1)
-		die("-n and --nodes must be positive");
+		bench_die("-n and --nodes must be positive");
 
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(tmp, sizeof(tmp), "/tmp/kcsi-bench.XXXXXX");
 	if (!mkdtemp(tmp))
-		die("mkdtemp: %s", strerror(errno));
+		bench_die("mkdtemp: %s", strerror(errno));
 	snprintf(kcpath, sizeof(kcpath), "%s/kubeconfig", tmp);
 	snprintf(path, sizeof(path), "%s/kube-emulator", opt.bin);
 	char hist[32];
@@ -368,7 +312,7 @@ int main(int argc, char **argv)
 	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
 	emu = bench_spawn(emu_argv, log);
 	if (!bench_wait_file(kcpath, false, 10 * NSEC_PER_SEC))
-		die("kube-emulator did not start (see %s)", log);
+		bench_die("kube-emulator did not start (see %s)", log);
 
 	char pool[PATH_MAX + 16], lpbin[PATH_MAX + 64], nodeid[32], ep[PATH_MAX + 80];
 	snprintf(pool, sizeof(pool), "%s/pool", tmp);
@@ -382,7 +326,7 @@ int main(int argc, char **argv)
 		char *td_argv[] = { lpbin, "--endpoint", ep, "--threads", "16", NULL };
 		lp = bench_spawn(td_argv, log);
 		if (!bench_wait_file(sock, true, 10 * NSEC_PER_SEC))
-			die("csi-testdriver did not start (see %s)", log);
+			bench_die("csi-testdriver did not start (see %s)", log);
 	} else if (strcmp(opt.driver, "loop") == 0) {
 		snprintf(lpbin, sizeof(lpbin), "%s/kcsi-loopplugin", opt.bin);
 		/* Register nodes 1..M-1 with short-lived node plugins; node-0 keeps running. */
@@ -395,24 +339,24 @@ int main(int argc, char **argv)
 					    pool, "--mode", k ? "node" : "all", "--threads", "16", NULL };
 			pid_t p = bench_spawn(lp_argv, log);
 			if (!bench_wait_file(ksock, true, 10 * NSEC_PER_SEC))
-				die("kcsi-loopplugin did not start (see %s)", log);
+				bench_die("kcsi-loopplugin did not start (see %s)", log);
 			if (k)
 				bench_stop(p);
 			else
 				lp = p;
 		}
 	} else {
-		die("--driver must be loop or test");
+		bench_die("--driver must be loop or test");
 	}
 
 	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
 	struct kube_client_opts ko = { .component = "attacher_bench", .qps = 0 };
 	if (!cfg || !(kc = kube_client_new(cfg, &ko, err, sizeof(err))))
-		die("%s", err);
+		bench_die("%s", err);
 	struct csi_conn_opts co = CSI_CONN_OPTS_INIT;
 	co.connect_timeout_ns = 10 * NSEC_PER_SEC;
 	if (!(csi = csi_connect(ep, &co, err, sizeof(err))))
-		die("%s", err);
+		bench_die("%s", err);
 
 	volumes = xcalloc((size_t)opt.n, sizeof(char *));
 	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
@@ -421,18 +365,18 @@ int main(int argc, char **argv)
 	t_gone = xcalloc((size_t)opt.n, sizeof(int64_t));
 	fprintf(stderr, "setup: %d volumes, %d nodes, %d PVs, %d cached VAs of another driver\n",
 		opt.n, opt.nodes, opt.n, opt.cached);
-	parallel(opt.n, make_volume);
+	bench_parallel(opt.n, make_volume, LOADERS);
 	for (int k = 0; k < opt.nodes; k++) {
 		snprintf(nodeid, sizeof(nodeid), "node-%d", k);
-		create_or_die(&KUBE_RES_NODES, json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1",
+		bench_create_or_die(kc, &KUBE_RES_NODES, NULL, json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1",
 							 "kind", "Node", "metadata", "name", nodeid));
-		create_or_die(&KUBE_RES_CSINODES,
+		bench_create_or_die(kc, &KUBE_RES_CSINODES, NULL,
 			      json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s}]}}", "apiVersion",
 					"storage.k8s.io/v1", "kind", "CSINode", "metadata", "name",
 					nodeid, "spec", "drivers", "name", DRIVER, "nodeID", nodeid));
 	}
-	parallel(opt.n, make_pv);
-	parallel(opt.cached, make_cached);
+	bench_parallel(opt.n, make_pv, LOADERS);
+	bench_parallel(opt.cached, make_cached, LOADERS);
 
 	struct kube_informer_opts io = { .kind = &KUBE_KIND_VOLUMEATTACHMENT,
 					 .label_selector = "bench=load" };
@@ -454,7 +398,7 @@ int main(int argc, char **argv)
 	att = bench_spawn(att_argv, log);
 	sleep_ns(2 * NSEC_PER_SEC); /* connect, discover, sync the caches */
 	if (waitpid(att, NULL, WNOHANG) == att)
-		die("the attacher exited at start (see %s)", log);
+		bench_die("the attacher exited at start (see %s)", log);
 	long rss_start = bench_status_kb(att, "VmRSS"), anon_start = bench_status_kb(att, "RssAnon");
 
 	struct sampler smp = { .pid = att };
@@ -463,7 +407,7 @@ int main(int argc, char **argv)
 	double cpu0 = bench_cpu_s(att);
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
-	parallel(opt.n, make_va);
+	bench_parallel(opt.n, make_va, LOADERS);
 	wait_count(&n_attached, opt.n, "attached");
 	int64_t t1 = mono_now_ns();
 	long long rv1 = current_rv();
@@ -473,7 +417,7 @@ int main(int argc, char **argv)
 
 	long long rv2 = current_rv();
 	int64_t t2 = mono_now_ns();
-	parallel(opt.n, delete_va);
+	bench_parallel(opt.n, delete_va, LOADERS);
 	wait_count(&n_gone, opt.n, "detached");
 	int64_t t3 = mono_now_ns();
 	long long rv3 = current_rv();
@@ -514,7 +458,7 @@ int main(int argc, char **argv)
 	bench_stop(att);
 	kube_informer_stop(inf);
 	kube_informer_free(inf);
-	parallel(opt.n, delete_volume);
+	bench_parallel(opt.n, delete_volume, LOADERS);
 	csi_conn_free(csi);
 	bench_stop(lp);
 	bench_stop(emu);

@@ -13,7 +13,7 @@
  * includes the attacher's), the controller-manager's node-status writes, its peak RSS and CPU.
  * The last line is machine-readable. It never fails on a figure.
  */
-#include "bench_proc.h"
+#include "bench_util.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -57,63 +57,6 @@ static int64_t *t_create, *t_attached;
 static atomic_int n_attached;
 static struct kube_hmap by_uniq = KUBE_HMAP_INIT; /* "kubernetes.io/csi/<drv>^<handle>" -> i+1 */
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "controller_bench: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
-
-static void create_or_die(const struct kube_resource *r, json_t *obj)
-{
-	struct kube_err e;
-	json_t *res;
-
-	for (int attempt = 0; attempt < 5; attempt++) {
-		res = kube_create(kc, r, NULL, obj, &e);
-		if (res || kube_err_is_already_exists(&e))
-			break;
-	}
-	if (!res && !kube_err_is_already_exists(&e))
-		die("create failed: %s", e.message);
-	json_decref(res);
-	json_decref(obj);
-}
-
-/* Runs fn(i) for i in [0, n) on LOADERS threads. */
-struct range_job {
-	void (*fn)(int i);
-	atomic_int next;
-	int n;
-};
-
-static void *range_worker(void *arg)
-{
-	struct range_job *j = arg;
-	int i;
-
-	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
-		j->fn(i);
-	return NULL;
-}
-
-static void parallel(int n, void (*fn)(int i))
-{
-	struct range_job j = { fn, 0, n };
-	pthread_t t[LOADERS];
-
-	for (int k = 0; k < LOADERS; k++)
-		pthread_create(&t[k], NULL, range_worker, &j);
-	for (int k = 0; k < LOADERS; k++)
-		pthread_join(t[k], NULL);
-}
-
 static void make_volume(int i)
 {
 	Csi__V1__CreateVolumeRequest req = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
@@ -137,7 +80,7 @@ static void make_volume(int i)
 	req.n_volume_capabilities = 1;
 	req.volume_capabilities = caps;
 	if (csi_create_volume(csi, &req, &resp, 60 * NSEC_PER_SEC, &st) != 0)
-		die("CreateVolume %s: %s", name, st.message);
+		bench_die("CreateVolume %s: %s", name, st.message);
 	volumes[i] = xstrdup(resp->volume->volume_id);
 	csi_msg_free(resp);
 }
@@ -164,7 +107,7 @@ static long long current_rv(void)
 	long long rv;
 
 	if (!l)
-		die("list: %s", e.message);
+		bench_die("list: %s", e.message);
 	rv = atoll(json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")));
 	json_decref(l);
 	return rv;
@@ -218,7 +161,7 @@ static void make_objects(int i)
 	snprintf(pv, sizeof(pv), "bench-pv-%05d", i);
 	snprintf(claim, sizeof(claim), "bench-claim-%05d", i);
 	snprintf(node, sizeof(node), "node-%d", i % opt.nodes);
-	create_or_die(&KUBE_RES_PERSISTENTVOLUMES,
+	bench_create_or_die(kc, &KUBE_RES_PERSISTENTVOLUMES, NULL,
 		      json_pack("{s:s,s:s,s:{s:s},s:{s:{s:s},s:[s],s:s,s:{s:s,s:s}}}", "apiVersion", "v1",
 				"kind", "PersistentVolume", "metadata", "name", pv, "spec",
 				"capacity", "storage", "1Mi", "accessModes", "ReadWriteOnce",
@@ -230,12 +173,12 @@ static void make_objects(int i)
 	r = kube_create(kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", c, &e);
 	json_decref(c);
 	if (!r && !kube_err_is_already_exists(&e))
-		die("create claim: %s", e.message);
+		bench_die("create claim: %s", e.message);
 	json_decref(r);
 	snprintf(body, sizeof(body), "{\"status\":{\"phase\":\"Bound\",\"accessModes\":[\"ReadWriteOnce\"],\"capacity\":{\"storage\":\"1Mi\"}}}");
 	r = kube_patch(kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", claim, true, KUBE_PATCH_MERGE, body, &e);
 	if (!r)
-		die("claim status: %s", e.message);
+		bench_die("claim status: %s", e.message);
 	json_decref(r);
 }
 
@@ -256,7 +199,7 @@ static void make_pod(int i)
 	r = kube_create(kc, &KUBE_RES_PODS, "default", p, &e);
 	json_decref(p);
 	if (!r)
-		die("create pod: %s", e.message);
+		bench_die("create pod: %s", e.message);
 	json_decref(r);
 }
 
@@ -291,7 +234,7 @@ static int va_count(void)
 	json_t *l = kube_list(kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL, &lo, &e);
 	int n;
 	if (!l)
-		die("list VAs: %s", e.message);
+		bench_die("list VAs: %s", e.message);
 	n = (int)json_array_size(json_object_get(l, "items"));
 	json_decref(l);
 	return n;
@@ -303,7 +246,7 @@ static int free_port(void)
 	socklen_t len = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (struct sockaddr *)&a, &len))
-		die("no free port");
+		bench_die("no free port");
 	port = ntohs(a.sin_port);
 	close(fd);
 	return port;
@@ -344,11 +287,11 @@ int main(int argc, char **argv)
 	log_register_flags(fs);
 	flags_parse_or_exit(fs, argc, argv);
 	if (opt.n < 1 || opt.nodes < 1)
-		die("-n and --nodes must be positive");
+		bench_die("-n and --nodes must be positive");
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(tmp, sizeof(tmp), "/tmp/kcsi-cbench.XXXXXX");
 	if (!mkdtemp(tmp))
-		die("mkdtemp: %s", strerror(errno));
+		bench_die("mkdtemp: %s", strerror(errno));
 	snprintf(kcpath, sizeof(kcpath), "%s/kubeconfig", tmp);
 	snprintf(path, sizeof(path), "%s/kube-emulator", opt.bin);
 	char hist[32];
@@ -358,7 +301,7 @@ int main(int argc, char **argv)
 	snprintf(log, sizeof(log), "%s/emulator.log", tmp);
 	emu = bench_spawn(emu_argv, log);
 	if (!bench_wait_file(kcpath, false, 10 * NSEC_PER_SEC))
-		die("kube-emulator did not start (see %s)", log);
+		bench_die("kube-emulator did not start (see %s)", log);
 	snprintf(sock, sizeof(sock), "%s/td.sock", tmp);
 	snprintf(ep, sizeof(ep), "unix://%s", sock);
 	snprintf(tdbin, sizeof(tdbin), "%s/csi-testdriver", self);
@@ -366,20 +309,20 @@ int main(int argc, char **argv)
 	snprintf(log, sizeof(log), "%s/driver.log", tmp);
 	td = bench_spawn(td_argv, log);
 	if (!bench_wait_file(sock, true, 10 * NSEC_PER_SEC))
-		die("csi-testdriver did not start (see %s)", log);
+		bench_die("csi-testdriver did not start (see %s)", log);
 	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
 	struct kube_client_opts ko = { .component = "controller_bench", .qps = 0 };
 	if (!cfg || !(kc = kube_client_new(cfg, &ko, err, sizeof(err))))
-		die("%s", err);
+		bench_die("%s", err);
 	struct csi_conn_opts co = CSI_CONN_OPTS_INIT;
 	co.connect_timeout_ns = 10 * NSEC_PER_SEC;
 	if (!(csi = csi_connect(ep, &co, err, sizeof(err))))
-		die("%s", err);
+		bench_die("%s", err);
 	volumes = xcalloc((size_t)opt.n, sizeof(char *));
 	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
 	t_attached = xcalloc((size_t)opt.n, sizeof(int64_t));
 	fprintf(stderr, "setup: %d volumes, PVs and bound claims, %d nodes\n", opt.n, opt.nodes);
-	parallel(opt.n, make_volume);
+	bench_parallel(opt.n, make_volume, LOADERS);
 	for (int i = 0; i < opt.n; i++) {
 		char u[512];
 		snprintf(u, sizeof(u), "kubernetes.io/csi/%s^%s", DRIVER, volumes[i]);
@@ -389,21 +332,21 @@ int main(int argc, char **argv)
 		char node[32];
 		struct kube_err e;
 		snprintf(node, sizeof(node), "node-%d", k);
-		create_or_die(&KUBE_RES_NODES,
+		bench_create_or_die(kc, &KUBE_RES_NODES, NULL,
 			      json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Node",
 					"metadata", "name", node, "annotations",
 					"volumes.kubernetes.io/controller-managed-attach-detach", "true"));
 		json_t *r = kube_patch(kc, &KUBE_RES_NODES, NULL, node, true, KUBE_PATCH_MERGE,
 				       "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", &e);
 		if (!r)
-			die("node status: %s", e.message);
+			bench_die("node status: %s", e.message);
 		json_decref(r);
-		create_or_die(&KUBE_RES_CSINODES,
+		bench_create_or_die(kc, &KUBE_RES_CSINODES, NULL,
 			      json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s}]}}", "apiVersion",
 					"storage.k8s.io/v1", "kind", "CSINode", "metadata", "name",
 					node, "spec", "drivers", "name", DRIVER, "nodeID", node));
 	}
-	parallel(opt.n, make_objects);
+	bench_parallel(opt.n, make_objects, LOADERS);
 
 	struct kube_informer_opts io = { .kind = &KUBE_KIND_NODE_T };
 	struct kube_informer *inf = kube_informer_new(kc, &io);
@@ -431,7 +374,7 @@ int main(int argc, char **argv)
 	cm = bench_spawn(cm_argv, log);
 	sleep_ns(2 * NSEC_PER_SEC);
 	if (waitpid(cm, NULL, WNOHANG) == cm || waitpid(att, NULL, WNOHANG) == att)
-		die("a controller exited at start (see %s)", tmp);
+		bench_die("a controller exited at start (see %s)", tmp);
 	long rss_start = bench_status_kb(cm, "VmRSS");
 	struct sampler smp = { .pid = cm };
 	pthread_t sampler;
@@ -440,12 +383,12 @@ int main(int argc, char **argv)
 	double sw0 = metric(port, "kcsi_attachdetach_node_status_writes_total");
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
-	parallel(opt.n, make_pod);
+	bench_parallel(opt.n, make_pod, LOADERS);
 	int64_t end = mono_now_ns() + 600 * NSEC_PER_SEC;
 	while (atomic_load(&n_attached) < opt.n && mono_now_ns() < end)
 		sleep_ns(NSEC_PER_MSEC);
 	if (atomic_load(&n_attached) < opt.n)
-		die("timed out: %d of %d volumes in volumesAttached", atomic_load(&n_attached), opt.n);
+		bench_die("timed out: %d of %d volumes in volumesAttached", atomic_load(&n_attached), opt.n);
 	int64_t t1 = mono_now_ns();
 	sleep_ns(500 * NSEC_PER_MSEC);
 	long long rv1 = current_rv();
@@ -453,7 +396,7 @@ int main(int argc, char **argv)
 	double cpu1 = bench_cpu_s(cm);
 	long rss_idle = bench_status_kb(cm, "VmRSS");
 	int64_t t2 = mono_now_ns();
-	parallel(opt.n, delete_pod);
+	bench_parallel(opt.n, delete_pod, LOADERS);
 	end = mono_now_ns() + 600 * NSEC_PER_SEC;
 	while (va_count() > 0 && mono_now_ns() < end)
 		sleep_ns(50 * NSEC_PER_MSEC);
@@ -483,7 +426,7 @@ int main(int argc, char **argv)
 	bench_stop(att);
 	kube_informer_stop(inf);
 	kube_informer_free(inf);
-	parallel(opt.n, delete_volume);
+	bench_parallel(opt.n, delete_volume, LOADERS);
 	csi_conn_free(csi);
 	bench_stop(td);
 	bench_stop(emu);

@@ -22,7 +22,7 @@
  * It prints volumes/s, the conflicts (409 answers to the annotation update, counted from the
  * instances' -v=3 logs), the total API writes, and the sum of the instances' RSS.
  */
-#include "bench_proc.h"
+#include "bench_util.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -57,62 +57,6 @@ static struct kube_client *kc;
 static int64_t *t_create, *t_pv;
 static atomic_int n_pv;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "provisioner_bench: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
-}
-
-static void create_or_die(const struct kube_resource *r, const char *ns, json_t *obj)
-{
-	struct kube_err e;
-	json_t *res = NULL;
-
-	for (int attempt = 0; attempt < 5 && !res; attempt++) {
-		res = kube_create(kc, r, ns, obj, &e);
-		if (!res && kube_err_is_already_exists(&e))
-			break;
-	}
-	if (!res && !kube_err_is_already_exists(&e))
-		die("create failed: %s", e.message);
-	json_decref(res);
-	json_decref(obj);
-}
-
-struct range_job {
-	void (*fn)(int i);
-	atomic_int next;
-	int n;
-};
-
-static void *range_worker(void *arg)
-{
-	struct range_job *j = arg;
-	int i;
-
-	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
-		j->fn(i);
-	return NULL;
-}
-
-static void parallel(int n, void (*fn)(int i))
-{
-	struct range_job j = { fn, 0, n };
-	pthread_t t[LOADERS];
-
-	for (int k = 0; k < LOADERS; k++)
-		pthread_create(&t[k], NULL, range_worker, &j);
-	for (int k = 0; k < LOADERS; k++)
-		pthread_join(t[k], NULL);
-}
-
 static json_t *pvc_json(const char *name, const char *provisioner)
 {
 	return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:{s:s, s:[s], s:{s:{s:s}}}}",
@@ -126,7 +70,7 @@ static void make_cached(int i)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "other-%06d", i);
-	create_or_die(&KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", pvc_json(name, "other.example.com"));
+	bench_create_or_die(kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", pvc_json(name, "other.example.com"));
 }
 
 static void make_pvc(int i)
@@ -134,7 +78,7 @@ static void make_pvc(int i)
 	char name[64];
 	snprintf(name, sizeof(name), "claim-%06d", i);
 	t_create[i] = mono_now_ns();
-	create_or_die(&KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", pvc_json(name, drvname));
+	bench_create_or_die(kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, "default", pvc_json(name, drvname));
 }
 
 /* PV claimRef.name "claim-NNNNNN" -> its index; the PV informer keeps only the claim name. */
@@ -163,7 +107,7 @@ static long long current_rv(void)
 	struct kube_err e;
 	json_t *l = kube_list(kc, &KUBE_RES_STORAGECLASSES, NULL, &lo, &e);
 	if (!l)
-		die("list: %s", e.message);
+		bench_die("list: %s", e.message);
 	long long rv = atoll(json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion")) ?: "0");
 	json_decref(l);
 	return rv;
@@ -294,12 +238,12 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 	for (int i = 0; i < r.n; i++) {
 		snprintf(path, sizeof(path), "%s/csi-%d.sock", tmp, i);
 		if (!bench_wait_file(path, true, 30 * NSEC_PER_SEC))
-			die("driver %d did not start", i);
+			bench_die("driver %d did not start", i);
 	}
 	/* What kubelet's plugin registration would write: each node runs the driver. */
 	for (int i = 0; i < r.n; i++) {
 		snprintf(node, sizeof(node), "node-%d", i);
-		create_or_die(&KUBE_RES_CSINODES, NULL,
+		bench_create_or_die(kc, &KUBE_RES_CSINODES, NULL,
 			      json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s,s:[s]}]}}", "apiVersion",
 					"storage.k8s.io/v1", "kind", "CSINode", "metadata", "name", node,
 					"spec", "drivers", "name", drvname, "nodeID", node, "topologyKeys",
@@ -323,7 +267,7 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 		snprintf(log, sizeof(log), "%s/provisioner-%d.log", tmp, i);
 		while (!count_lines(log, "Started provisioner controller")) {
 			if (mono_now_ns() > end || waitpid(r.prov[i], NULL, WNOHANG) == r.prov[i])
-				die("provisioner %d did not start (see %s)", i, log);
+				bench_die("provisioner %d did not start (see %s)", i, log);
 			sleep_ns(50 * NSEC_PER_MSEC);
 		}
 	}
@@ -341,11 +285,11 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 	pthread_create(&st, NULL, sample_rss_sum, &r);
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
-	parallel(opt.n, make_pvc);
+	bench_parallel(opt.n, make_pvc, LOADERS);
 	end = mono_now_ns() + 1800 * NSEC_PER_SEC;
 	while (atomic_load(&n_pv) < opt.n) {
 		if (mono_now_ns() > end)
-			die("stopped at %d of %d PVs (see %s)", atomic_load(&n_pv), opt.n, tmp);
+			bench_die("stopped at %d of %d PVs (see %s)", atomic_load(&n_pv), opt.n, tmp);
 		sleep_ns(10 * NSEC_PER_MSEC);
 	}
 	int64_t t_all = mono_now_ns() - t0;
@@ -435,9 +379,9 @@ int main(int argc, char **argv)
 	log_register_flags(fs);
 	flags_parse_or_exit(fs, argc, argv);
 	if (opt.n <= 0)
-		die("-n must be positive");
+		bench_die("-n must be positive");
 	if (!mkdtemp(tmp))
-		die("mkdtemp failed");
+		bench_die("mkdtemp failed");
 	drvname = strcmp(opt.driver, "loop") ? "testdriver.kcsi.dev" : "loop.kcsi.io";
 
 	snprintf(kcpath, sizeof(kcpath), "%s/kubeconfig", tmp);
@@ -448,17 +392,17 @@ int main(int argc, char **argv)
 	char *eargv[] = { b0, "--listen", "127.0.0.1:0", "--write-kubeconfig", kcpath, NULL };
 	pid_t emu = bench_spawn(eargv, log);
 	if (!bench_wait_file(kcpath, false, 10 * NSEC_PER_SEC))
-		die("kube-emulator did not start (see %s)", log);
+		bench_die("kube-emulator did not start (see %s)", log);
 	if (opt.nodes > 0) {
 		struct kube_config *ncfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
 		if (!ncfg)
-			die("%s", err);
+			bench_die("%s", err);
 		struct kube_client_opts nko = { .component = "provisioner_bench", .qps = 0 };
 		kc = kube_client_new(ncfg, &nko, err, sizeof(err));
 		if (!kc)
-			die("%s", err);
+			bench_die("%s", err);
 		drvname = "testdriver.kcsi.dev";
-		create_or_die(&KUBE_RES_STORAGECLASSES, NULL,
+		bench_create_or_die(kc, &KUBE_RES_STORAGECLASSES, NULL,
 			      json_pack("{s:s, s:s, s:{s:s}, s:s, s:s}", "apiVersion", "storage.k8s.io/v1",
 					"kind", "StorageClass", "metadata", "name", "bench", "provisioner",
 					drvname, "reclaimPolicy", "Delete"));
@@ -490,22 +434,22 @@ int main(int argc, char **argv)
 		drv = bench_spawn(dargv, log);
 	}
 	if (!bench_wait_file(sock, true, 10 * NSEC_PER_SEC))
-		die("driver did not start (see %s)", log);
+		bench_die("driver did not start (see %s)", log);
 
 	struct kube_config *cfg = kube_config_load(kcpath, NULL, NULL, err, sizeof(err));
 	if (!cfg)
-		die("%s", err);
+		bench_die("%s", err);
 	struct kube_client_opts ko = { .component = "provisioner_bench", .qps = 0 };
 	kc = kube_client_new(cfg, &ko, err, sizeof(err));
 	if (!kc)
-		die("%s", err);
-	create_or_die(&KUBE_RES_STORAGECLASSES, NULL,
+		bench_die("%s", err);
+	bench_create_or_die(kc, &KUBE_RES_STORAGECLASSES, NULL,
 		      json_pack("{s:s, s:s, s:{s:s}, s:s, s:s}", "apiVersion", "storage.k8s.io/v1",
 				"kind", "StorageClass", "metadata", "name", "bench", "provisioner", drvname,
 				"reclaimPolicy", "Delete"));
 	if (opt.cached > 0) {
 		int64_t t0 = mono_now_ns();
-		parallel(opt.cached, make_cached);
+		bench_parallel(opt.cached, make_cached, LOADERS);
 		printf("created %d claims of another provisioner in %.1f s\n", opt.cached,
 		       (double)(mono_now_ns() - t0) / 1e9);
 	}
@@ -534,11 +478,11 @@ int main(int argc, char **argv)
 	pthread_create(&st, NULL, sample_rss, &smp);
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
-	parallel(opt.n, make_pvc);
+	bench_parallel(opt.n, make_pvc, LOADERS);
 	int64_t end = mono_now_ns() + 600 * NSEC_PER_SEC;
 	while (atomic_load(&n_pv) < opt.n) {
 		if (mono_now_ns() > end || waitpid(prov, NULL, WNOHANG) == prov)
-			die("stopped at %d of %d PVs (see %s)", atomic_load(&n_pv), opt.n, log);
+			bench_die("stopped at %d of %d PVs (see %s)", atomic_load(&n_pv), opt.n, log);
 		sleep_ns(NSEC_PER_MSEC);
 	}
 	int64_t t_all = mono_now_ns() - t0;

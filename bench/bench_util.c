@@ -1,7 +1,12 @@
-/* bench_proc: see bench_proc.h. */
-#include "bench_proc.h"
+/* bench_util: see bench_util.h. */
+#include "bench_util.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,4 +87,63 @@ double bench_cpu_s(pid_t pid)
 	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		return -1;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+void bench_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", program_invocation_short_name);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+struct range_job {
+	void (*fn)(int i);
+	atomic_int next;
+	int n;
+};
+
+static void *range_worker(void *arg)
+{
+	struct range_job *j = arg;
+	int i;
+
+	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
+		j->fn(i);
+	return NULL;
+}
+
+void bench_parallel(int n, void (*fn)(int i), int threads)
+{
+	struct range_job j = { fn, 0, n };
+	pthread_t t[64];
+
+	if (threads > 64)
+		threads = 64;
+	for (int k = 0; k < threads; k++)
+		if (pthread_create(&t[k], NULL, range_worker, &j) != 0)
+			bench_die("cannot start a load thread");
+	for (int k = 0; k < threads; k++)
+		pthread_join(t[k], NULL);
+}
+
+void bench_create_or_die(struct kube_client *c, const struct kube_resource *r, const char *ns,
+			 json_t *obj)
+{
+	struct kube_err e;
+	json_t *res = NULL;
+
+	for (int attempt = 0; attempt < 5 && !res; attempt++) {
+		res = kube_create(c, r, ns, obj, &e);
+		if (!res && kube_err_is_already_exists(&e))
+			break;
+	}
+	if (!res && !kube_err_is_already_exists(&e))
+		bench_die("create failed: %s", e.message);
+	json_decref(res);
+	json_decref(obj);
 }
