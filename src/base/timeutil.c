@@ -27,6 +27,14 @@ int64_t wall_now_ns(void)
 	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
+struct timespec wall_deadline(int64_t ns)
+{
+	int64_t t = wall_now_ns() + ns;
+	struct timespec ts = { t / NSEC_PER_SEC, t % NSEC_PER_SEC };
+
+	return ts;
+}
+
 void sleep_ns(int64_t ns)
 {
 	struct timespec req, rem;

@@ -24,6 +24,8 @@
 int64_t mono_now_ns(void);
 /* Wall clock in nanoseconds since the Unix epoch. */
 int64_t wall_now_ns(void);
+/* The wall-clock instant ns from now, as the absolute deadline of pthread_*timed* calls. */
+struct timespec wall_deadline(int64_t ns);
 /* Sleeps for ns nanoseconds (restarting after signals). */
 void sleep_ns(int64_t ns);
 

@@ -977,9 +977,8 @@ static void *loop_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&c->mu);
 		/* At most one pass per loop period; without news, one a second (timers). */
-		int64_t deadline = wall_now_ns() + NSEC_PER_SEC;
+		struct timespec ts = wall_deadline(NSEC_PER_SEC);
 		while (!c->stop && !c->dirty) {
-			struct timespec ts = { deadline / NSEC_PER_SEC, deadline % NSEC_PER_SEC };
 			if (pthread_cond_timedwait(&c->wake, &c->mu, &ts))
 				break;
 		}

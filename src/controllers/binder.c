@@ -554,8 +554,7 @@ static void *resync_main(void *arg)
 
 	pthread_mutex_lock(&b->mu);
 	while (!b->stop) {
-		int64_t deadline = wall_now_ns() + b->sync_ns;
-		struct timespec ts = { deadline / NSEC_PER_SEC, deadline % NSEC_PER_SEC };
+		struct timespec ts = wall_deadline(b->sync_ns);
 		if (pthread_cond_timedwait(&b->cond, &b->mu, &ts) && !b->stop) {
 			pthread_mutex_unlock(&b->mu);
 			enqueue_all(b);

@@ -193,8 +193,7 @@ static void *stopper_main(void *arg)
 static bool stop_within(struct cm_runtime *rt, int64_t budget_ns)
 {
 	pthread_t t;
-	int64_t deadline = wall_now_ns() + budget_ns;
-	struct timespec ts = { deadline / NSEC_PER_SEC, deadline % NSEC_PER_SEC };
+	struct timespec ts = wall_deadline(budget_ns);
 	bool done;
 
 	if (pthread_create(&t, NULL, stopper_main, rt))

@@ -961,11 +961,7 @@ static bool stop_daemon_bounded(struct emu_server *srv)
 		MHD_stop_daemon(srv->daemon);
 		return true;
 	}
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += (long)EMU_STOP_GRACE_MS * 1000000L;
-	until.tv_sec += until.tv_nsec / 1000000000L;
-	until.tv_nsec %= 1000000000L;
+	struct timespec until = wall_deadline(EMU_STOP_GRACE_MS * NSEC_PER_MSEC);
 	pthread_mutex_lock(&s.mu);
 	while (!s.done && pthread_cond_timedwait(&s.cv, &s.mu, &until) == 0)
 		;

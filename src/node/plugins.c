@@ -574,13 +574,7 @@ int nd_plugins_stop(struct nd *nd)
 {
 	if (watcher_started) {
 		/* the watcher may be in a CSI call (NodeGetInfo of a slow driver): never wait long */
-		struct timespec dl;
-		clock_gettime(CLOCK_REALTIME, &dl);
-		dl.tv_nsec += 250 * 1000 * 1000;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
+		struct timespec dl = wall_deadline(250 * NSEC_PER_MSEC);
 		if (pthread_timedjoin_np(watcher, NULL, &dl) != 0) {
 			KLOG_W("Plugin watcher busy in a call to a driver; exiting without waiting for it");
 			return -1;

@@ -264,13 +264,7 @@ static int stop_informers(struct nd *nd)
 	pthread_t th[5];
 	bool started[5] = { false };
 	int rc = 0;
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_nsec += 400 * 1000 * 1000;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	struct timespec dl = wall_deadline(400 * NSEC_PER_MSEC);
 	for (int i = 0; i < 5; i++)
 		started[i] = infs[i] && pthread_create(&th[i], NULL, informer_stopper, infs[i]) == 0;
 	for (int i = 0; i < 5; i++)

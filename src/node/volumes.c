@@ -1185,13 +1185,7 @@ int nd_volumes_stop(struct nd *nd)
 	(void)nd;
 	if (started) {
 		/* A CSI call in flight may take long: never hold up shutdown for it. */
-		struct timespec dl;
-		clock_gettime(CLOCK_REALTIME, &dl);
-		dl.tv_nsec += 250 * 1000 * 1000;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
+		struct timespec dl = wall_deadline(250 * NSEC_PER_MSEC);
 		if (pthread_timedjoin_np(thread, NULL, &dl) != 0) {
 			KLOG_W("Volume manager busy in a CSI call; exiting without waiting for it");
 			return -1;

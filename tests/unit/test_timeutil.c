@@ -129,9 +129,21 @@ static void test_clocks(void)
 	CHECK(wall_now_ns() > 1700000000LL * NSEC_PER_SEC);
 }
 
+/* A timed wait given wall_deadline(d) ends d from now: a normalized timespec, not in the past. */
+static void test_wall_deadline(void)
+{
+	int64_t before = wall_now_ns();
+	struct timespec ts = wall_deadline(1500 * NSEC_PER_MSEC);
+	int64_t at = (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+	CHECK(ts.tv_nsec >= 0 && ts.tv_nsec < NSEC_PER_SEC);
+	CHECK(at >= before + 1500 * NSEC_PER_MSEC);
+	CHECK(at <= wall_now_ns() + 1500 * NSEC_PER_MSEC);
+}
+
 int main(void)
 {
 	RUN(test_duration_parse);
+	RUN(test_wall_deadline);
 	RUN(test_duration_parse_errors);
 	RUN(test_duration_format);
 	RUN(test_roundtrip);
