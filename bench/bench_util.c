@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,10 @@ pid_t bench_spawn(char *const argv[], const char *log)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		setpgid(0, 0);
+		/* A benchmark that dies (bench_die, a signal) takes its processes with it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(127);
 		execv(argv[0], argv);
 		_exit(127);
 	}

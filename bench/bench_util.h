@@ -14,7 +14,8 @@
 
 #include "kube/client.h"
 
-/* Starts argv[0] (a path) in its own process group, stdout and stderr appended to log. */
+/* Starts argv[0] (a path) in its own process group, stdout and stderr appended to log; it gets
+ * SIGKILL when the calling thread ends, so that a benchmark that dies leaves nothing running. */
 pid_t bench_spawn(char *const argv[], const char *log);
 /* SIGTERM, then waits for it; nothing for pid <= 0. */
 void bench_stop(pid_t pid);

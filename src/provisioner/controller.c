@@ -80,6 +80,8 @@ struct owner_try {
 	unsigned attempts; /* failed tries: conflicts, no room */
 	int64_t due;       /* monotonic time of the next try */
 	bool armed;        /* a delayed add for `due` is pending */
+	char stale_rv[64]; /* the resourceVersion a try got 409 for ("": none); until the cache
+			      shows another, trying again would only conflict again */
 };
 
 
@@ -1063,22 +1065,56 @@ static void owner_forget(struct prov_ctrl *c, const char *key)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Instances competing for immediate claims: the nodes whose CSINode lists the driver, or the
- * distinct selected nodes seen on claims if more. Called with c->mu held. */
-static unsigned competitors(struct prov_ctrl *c)
+/* Whether name ranks before self in the claim's order (ties, if ever, by name). */
+static bool ranks_before(uint64_t score, const char *name, uint64_t self, const char *node)
 {
-	size_t n = 0, k = 0;
-	struct kube_obj **cns = c->csinode_inf ? kube_store_list(kube_informer_store(c->csinode_inf), &n) : NULL;
-	for (size_t i = 0; i < n; i++) {
-		const struct kube_csinode *cn = kube_csinode_of(cns[i]);
-		for (size_t j = 0; cn && j < cn->ndrivers; j++)
-			if (!strcmp(cn->drivers[j].name, c->o.driver)) {
-				k++;
-				break;
-			}
+	return score < self || (score == self && strcmp(name, node) < 0);
+}
+
+static bool runs_driver(const struct prov_ctrl *c, const struct kube_obj *o)
+{
+	const struct kube_csinode *cn = kube_csinode_of(o);
+	for (size_t j = 0; cn && j < cn->ndrivers; j++)
+		if (cn->drivers[j].name && !strcmp(cn->drivers[j].name, c->o.driver))
+			return true;
+	return false;
+}
+
+/*
+ * This node's place in the claim's order among the instances competing for immediate claims:
+ * the nodes whose CSINode lists the driver and the selected nodes seen on claims, this node
+ * always among them. *n is their number (1: nobody else is known). Called with c->mu held.
+ */
+static unsigned owner_rank(struct prov_ctrl *c, const char *uid, unsigned *n)
+{
+	const char *node = c->nd->node;
+	uint64_t self = prov_owner_score(uid, node);
+	unsigned rank = 0, k = 1;
+	size_t ncn = 0;
+	struct kube_obj **cns = c->csinode_inf ? kube_store_list(kube_informer_store(c->csinode_inf), &ncn) : NULL;
+
+	for (size_t i = 0; i < ncn; i++) {
+		const char *name = cns[i]->name;
+		if (!name || !strcmp(name, node) || !runs_driver(c, cns[i]))
+			continue;
+		k++;
+		rank += ranks_before(prov_owner_score(uid, name), name, self, node);
 	}
-	kube_objs_free(cns, n);
-	return (unsigned)(k > c->seen_nodes.len ? k : c->seen_nodes.len);
+	kube_objs_free(cns, ncn);
+	for (size_t i = 0; i < c->seen_nodes.cap; i++) {
+		const char *name = c->seen_nodes.slots[i].key;
+		if (!name || !strcmp(name, node))
+			continue;
+		struct kube_obj *cn = store_get(c->csinode_inf, NULL, name);
+		bool counted = cn && runs_driver(c, cn);
+		kube_obj_unref(cn);
+		if (counted)
+			continue;
+		k++;
+		rank += ranks_before(prov_owner_score(uid, name), name, self, node);
+	}
+	*n = k;
+	return rank;
 }
 
 static double rnd01(void)
@@ -1097,7 +1133,7 @@ static void owner_backoff(struct prov_ctrl *c, const char *key)
 	}
 	t->attempts++;
 	int64_t d = prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, t->attempts, rnd01(),
-				     competitors(c));
+				     0, 1);
 	t->due = mono_now_ns() + d;
 	t->armed = true;
 	pthread_mutex_unlock(&c->mu);
@@ -1156,17 +1192,20 @@ static bool node_has_room(struct prov_ctrl *c, const struct kube_pvc *pvc,
  * resourceVersion. A 409 means another instance was faster (or the claim changed): back off.
  * Success shows up as an update of the claim, which then provisions here.
  */
-static enum result become_owner(struct prov_ctrl *c, const char *key, const struct kube_pvc *pvc,
-				const struct kube_storageclass *sc)
+static enum result become_owner(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+				const struct kube_pvc *pvc, const struct kube_storageclass *sc)
 {
 	int64_t now = mono_now_ns();
+	char uid[64];
 
+	kube_obj_uid(o, uid, sizeof(uid));
 	pthread_mutex_lock(&c->mu);
 	struct owner_try *t = kube_hmap_get(&c->owners, key);
 	if (!t) {
+		unsigned n, rank = owner_rank(c, *uid ? uid : key, &n);
 		t = xcalloc(1, sizeof(*t));
 		t->due = now + prov_owner_delay(c->nd->base_delay_ns, c->nd->max_delay_ns, 0, rnd01(),
-						competitors(c));
+						rank, n);
 		kube_hmap_put(&c->owners, key, t);
 	}
 	int64_t wait = t->due - now;
@@ -1176,10 +1215,18 @@ static enum result become_owner(struct prov_ctrl *c, const char *key, const stru
 	else
 		t->armed = false;
 	unsigned attempts = t->attempts;
+	bool stale = *t->stale_rv && pvc->meta.rv && !strcmp(t->stale_rv, pvc->meta.rv);
 	pthread_mutex_unlock(&c->mu);
 	if (wait > 0) {
 		if (arm)
 			kube_workqueue_add_after(c->claimq, key, wait);
+		return LATER;
+	}
+	if (stale) {
+		/* The last try's 409 said the claim changed (most likely: another node owns it
+		 * now); the cache has not shown the change yet. Its update brings the claim back. */
+		KLOG_V(5, "PVC %s: waiting for the version after %s", key, pvc->meta.rv);
+		owner_backoff(c, key);
 		return LATER;
 	}
 	KLOG_V(5, "will try to become owner of PVC %s (attempt #%u)", key, attempts);
@@ -1206,10 +1253,16 @@ static enum result become_owner(struct prov_ctrl *c, const char *key, const stru
 		pthread_mutex_unlock(&c->mu);
 		return LATER;
 	}
-	if (kube_err_is_conflict(&e))
+	if (kube_err_is_conflict(&e)) {
 		KLOG_V(3, "conflict during PVC %s update, will try again", key);
-	else if (!kube_err_is_not_found(&e))
+		pthread_mutex_lock(&c->mu);
+		t = kube_hmap_get(&c->owners, key);
+		if (t && pvc->meta.rv && strlen(pvc->meta.rv) < sizeof(t->stale_rv))
+			strcpy(t->stale_rv, pvc->meta.rv);
+		pthread_mutex_unlock(&c->mu);
+	} else if (!kube_err_is_not_found(&e)) {
 		KLOG_E("selecting node \"%s\" for PVC %s failed: %s", c->nd->node, key, e.message);
+	}
 	owner_backoff(c, key);
 	return LATER;
 }
@@ -1238,7 +1291,7 @@ static enum result node_claim(struct prov_ctrl *c, const char *key, const struct
 		claim_done(c, key);
 		return DONE;
 	}
-	return become_owner(c, key, pvc, sc);
+	return become_owner(c, key, o, pvc, sc);
 }
 
 static enum result sync_claim(struct prov_ctrl *c, const char *key)

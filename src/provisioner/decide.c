@@ -408,7 +408,7 @@ enum prov_state prov_check_error(int code, bool may_reschedule)
 /* ---- distributed provisioning ---- */
 
 int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd,
-			 unsigned competitors)
+			 unsigned rank, unsigned n)
 {
 	int64_t d = base_ns > 0 ? base_ns : 0;
 	for (unsigned i = 0; i < attempts && d < max_ns; i++)
@@ -417,9 +417,31 @@ int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, dou
 		d = max_ns;
 	if (rnd < 0 || rnd >= 1)
 		rnd = 0;
-	if (attempts == 0 && competitors > 1 && rnd > 0)
-		rnd = pow(rnd, 1.0 / (1.0 + log((double)competitors)));
+	if (attempts == 0 && n > 1) {
+		if (rank >= n)
+			rank = n - 1;
+		/* rank r: a random time in [r * d/2, (r + 1) * d/2), at most the max delay */
+		double at = ((double)rank + rnd) / 2.0 * (double)d;
+		if (rank == 0)
+			return 0;
+		return max_ns > 0 && at > (double)max_ns ? max_ns : (int64_t)at;
+	}
 	return (int64_t)((double)d * rnd);
+}
+
+uint64_t prov_owner_score(const char *claim_uid, const char *node)
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "uid\0node" ... */
+	for (const char *p = claim_uid; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	h *= 0x100000001b3ULL;
+	for (const char *p = node; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	h ^= h >> 30; /* ... then a 64-bit finalizer, so that near names score far apart */
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	return h ^ (h >> 31);
 }
 
 bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n)

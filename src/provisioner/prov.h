@@ -261,16 +261,27 @@ struct prov_node_deployment {
 	int64_t base_delay_ns, max_delay_ns;
 };
 /*
- * How long an instance waits before trying to own an immediate-binding claim: a random delay in
- * [0, min(base << attempts, max)]; rnd is a uniform random number in [0, 1).
- * The first try (attempts 0) with `competitors` > 1 instances known is not uniform but
- * base * rnd^(1 / (1 + ln competitors)): with N instances the first one still fires early, but
- * the next ones are spread over a wider window, so that fewer fire before the winner's update
- * reaches their caches (conflicts ~ e ln N instead of N per claim for the same cache latency).
- * With one competitor known it is uniform, as upstream.
+ * How long an instance waits before trying to own an immediate-binding claim; rnd is a uniform
+ * random number in [0, 1).
+ * - After a failed try (attempts > 0: a conflict, no room): a random delay in
+ *   [0, min(base << attempts, max)], as upstream.
+ * - The first try, when the instance knows its `rank` among the `n` > 1 competing instances in
+ *   the claim's own order (prov_owner_score): rank 0 tries at once, rank r >= 1 waits a random
+ *   time in [r * base/2, (r + 1) * base/2), at most max. The instances agree on who goes first;
+ *   the next in line waits half the base delay, time for the winner's update to reach its cache,
+ *   and each one after it half a base delay more: a claim costs one annotation update instead of
+ *   one per instance that fires before the update arrives. A node that cannot take the claim (no
+ *   room, not running) costs it half a base delay.
+ * - The first try with n <= 1 (competitors unknown): uniform in [0, base], as upstream.
  */
 int64_t prov_owner_delay(int64_t base_ns, int64_t max_ns, unsigned attempts, double rnd,
-			 unsigned competitors);
+			 unsigned rank, unsigned n);
+/*
+ * A node's place in a claim's order (rendezvous hashing): a 64-bit hash of the claim's UID and
+ * the node name; the lowest score goes first. Every instance computes the same order, and over
+ * many claims each node is first for an even share.
+ */
+uint64_t prov_owner_score(const char *claim_uid, const char *node);
 /* Whether a PV's node affinity (required terms) admits this node's topology; a PV without
  * affinity belongs to no node in particular, so no node deletes it. */
 bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n);

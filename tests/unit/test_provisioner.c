@@ -4,6 +4,8 @@
 #include "check.h"
 #include "provisioner/prov.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static struct kube_obj *decode(const struct kube_kind *k, const char *json)
@@ -458,24 +460,50 @@ static void test_gates_and_metrics(void)
 static void test_node_deployment(void)
 {
 	const int64_t s = 1000000000LL;
-	struct { int64_t base, max; unsigned attempts; double rnd; unsigned n; int64_t want; } rows[] = {
-		{ 20 * s, 60 * s, 0, 0.0, 1, 0 },          /* the random part starts at zero */
-		{ 20 * s, 60 * s, 0, 0.5, 1, 10 * s },     /* first try: up to the base delay */
-		{ 20 * s, 60 * s, 1, 0.5, 1, 20 * s },     /* after a conflict: doubled */
-		{ 20 * s, 60 * s, 5, 0.5, 1, 30 * s },     /* capped by the max delay */
-		{ 1 * s, 60 * s, 200, 0.5, 1, 30 * s },    /* no overflow with many attempts */
-		{ 0, 0, 3, 0.9, 1, 0 },                    /* no delay at all */
-		{ 2 * s, 60 * s, 0, 1.5, 1, 0 },           /* a bad random number is treated as 0 */
-		{ 20 * s, 60 * s, 0, 0.0, 100, 0 },        /* many competitors: still from 0 ... */
-		{ 20 * s, 60 * s, 1, 0.5, 100, 20 * s },   /* ... and uniform after a conflict */
+	struct { int64_t base, max; unsigned attempts; double rnd; unsigned rank, n; int64_t want; } rows[] = {
+		{ 20 * s, 60 * s, 0, 0.0, 0, 1, 0 },          /* the random part starts at zero */
+		{ 20 * s, 60 * s, 0, 0.5, 0, 1, 10 * s },     /* first try: up to the base delay */
+		{ 20 * s, 60 * s, 1, 0.5, 0, 1, 20 * s },     /* after a conflict: doubled */
+		{ 20 * s, 60 * s, 5, 0.5, 0, 1, 30 * s },     /* capped by the max delay */
+		{ 1 * s, 60 * s, 200, 0.5, 0, 1, 30 * s },    /* no overflow with many attempts */
+		{ 0, 0, 3, 0.9, 0, 1, 0 },                    /* no delay at all */
+		{ 2 * s, 60 * s, 0, 1.5, 0, 1, 0 },           /* a bad random number is treated as 0 */
+		{ 20 * s, 60 * s, 0, 0.9, 0, 101, 0 },        /* first in the claim's order: at once */
+		{ 20 * s, 60 * s, 0, 0.0, 1, 101, 10 * s },   /* the next: after half the base ... */
+		{ 20 * s, 60 * s, 0, 0.5, 1, 101, 15 * s },   /* ... within its half-base slot */
+		{ 20 * s, 60 * s, 0, 0.5, 2, 101, 25 * s },   /* the third: half a base later */
+		{ 20 * s, 60 * s, 0, 0.0, 100, 101, 60 * s }, /* the last: at most the max delay */
+		{ 20 * s, 60 * s, 0, 0.0, 500, 101, 60 * s }, /* a rank out of range */
+		{ 20 * s, 60 * s, 1, 0.5, 0, 101, 20 * s },   /* after a conflict: uniform, doubled */
 	};
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		CHECK_INT(prov_owner_delay(rows[i].base, rows[i].max, rows[i].attempts, rows[i].rnd,
-					   rows[i].n), rows[i].want);
-	/* With 100 competitors the median first try moves from 50% to about 88% of the base. */
-	int64_t med = prov_owner_delay(20 * s, 60 * s, 0, 0.5, 100);
-	CHECK(med > 17 * s && med < 18 * s);
-	CHECK(prov_owner_delay(20 * s, 60 * s, 0, 0.99, 100) < 20 * s);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int64_t got = prov_owner_delay(rows[i].base, rows[i].max, rows[i].attempts, rows[i].rnd,
+					       rows[i].rank, rows[i].n);
+		if (llabs(got - rows[i].want) > 1000) /* within a microsecond of rounding */
+			CHECK_INT(got, rows[i].want);
+	}
+	/* Every instance computes the same order; over many claims each node goes first about as
+	 * often as any other (10 nodes, 2000 claims: 200 each on average). */
+	CHECK(prov_owner_score("uid-1", "node-1") == prov_owner_score("uid-1", "node-1"));
+	CHECK(prov_owner_score("uid-1", "node-1") != prov_owner_score("uid-1", "node-2"));
+	int first[10] = { 0 };
+	for (int c = 0; c < 2000; c++) {
+		char uid[64], node[16];
+		snprintf(uid, sizeof(uid), "3f1c%04d-aa00-4d21-9d2e-%012d", c, c * 7);
+		int best = 0;
+		uint64_t best_score = UINT64_MAX;
+		for (int k = 0; k < 10; k++) {
+			snprintf(node, sizeof(node), "node-%d", k);
+			uint64_t sc = prov_owner_score(uid, node);
+			if (sc < best_score) {
+				best_score = sc;
+				best = k;
+			}
+		}
+		first[best]++;
+	}
+	for (int k = 0; k < 10; k++)
+		CHECK(first[k] > 140 && first[k] < 260);
 
 	struct kube_obj *pv = decode(&KUBE_KIND_PERSISTENTVOLUME,
 		"{\"metadata\":{\"name\":\"pv1\"},\"spec\":{\"csi\":{\"driver\":\"d.io\",\"volumeHandle\":\"h\"},"
