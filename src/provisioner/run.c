@@ -56,7 +56,7 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_bool(fs, "node-deployment-immediate-binding", &c->node_deployment_immediate_binding, true,
 		   "With --node-deployment, also compete for immediate-binding claims by setting the selected-node annotation to this node.");
 	flags_duration(fs, "node-deployment-base-delay", &c->node_deployment_base_delay_ns,
-		       20 * NSEC_PER_SEC, "With --node-deployment, a new immediate-binding claim is tried after a random delay up to this long; doubled after each conflict.");
+		       20 * NSEC_PER_SEC, "With --node-deployment, the wait unit for immediate-binding claims: the first node in a claim's order tries at once, each next one half this much later; after a failed try a random delay up to this long, doubled per try.");
 	flags_duration(fs, "node-deployment-max-delay", &c->node_deployment_max_delay_ns,
 		       60 * NSEC_PER_SEC, "With --node-deployment, the longest delay between tries for one claim.");
 	flags_string(fs, "provisioner", &c->provisioner_deprecated, "",
