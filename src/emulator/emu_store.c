@@ -62,6 +62,11 @@ static const struct emu_resource resource_table[] = {
 	  "VolumeSnapshotContent", false, true, "vsc,vscs", "", "" },
 	{ "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", "volumesnapshotclass",
 	  "VolumeSnapshotClass", false, false, "vsclass,vsclasses", "", NULL },
+	/* workloads, stored only (no controller runs them): owner chains of the sidecars' pods */
+	{ "apps", "v1", "deployments", "deployment", "Deployment", true, true, "deploy", "", "" },
+	{ "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, "rs", "", "" },
+	{ "apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, true, "sts", "", "" },
+	{ "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, "ds", "", "" },
 };
 #pragma GCC diagnostic pop
 

@@ -121,4 +121,31 @@ check "no duplicates, same names" eq "$(names)" "$BEFORE"
 check "the other owner's object is still untouched" eq "$(rv_of foreign)" "$FOREIGN_RV"
 rc=0; att_stop p2 || rc=$?
 check "SIGTERM exits 0" eq "$rc" 0
+
+# --capacity-ownerref-level 2: the pod's ReplicaSet's Deployment owns the objects (each level is
+# read from the API server); one level more than the chain has is a clear error.
+owned_by() { # KIND NAME OWNER-KIND OWNER-NAME OWNER-UID
+	jq -n --arg k "$1" --arg n "$2" --arg ok "$3" --arg on "$4" --arg ou "$5" '{
+		apiVersion: (if $k == "Pod" then "v1" else "apps/v1" end), kind: $k,
+		metadata: ({name: $n, namespace: "default"} + (if $ok == "" then {} else
+			{ownerReferences: [{apiVersion: "apps/v1", kind: $ok, name: $on, uid: $ou, controller: true}]} end))} +
+		(if $k == "Pod" then {spec: {containers: [{name: "p", image: "csi-provisioner"}]}} else {} end)' |
+		kc create -f - -o jsonpath='{.metadata.uid}'
+}
+others() { kc get csistoragecapacities -n default -o json | jq -r '.items[] | select(.metadata.ownerReferences[0].kind != "Deployment") | .metadata.name' | sort | tr '\n' ' '; }
+OTHERS=$(others)
+DEP_UID=$(owned_by Deployment web "" "" "")
+RS_UID=$(owned_by ReplicaSet web-5d Deployment web "$DEP_UID")
+owned_by Pod web-5d-x ReplicaSet web-5d "$RS_UID" >/dev/null
+POD_NAME=web-5d-x POD_NAMESPACE=default prov_start p3 "$T/td.sock" --enable-capacity \
+	--capacity-poll-interval 1s --capacity-ownerref-level 2
+wait_for "level 2: the Deployment owns a new set of objects" 15 bash -c "kubectl --kubeconfig '$KC' get csistoragecapacities -n default -o json | jq -e --arg u '$DEP_UID' '[.items[] | select(.metadata.ownerReferences[0] | .uid == \$u and .kind == \"Deployment\" and .name == \"web\" and .apiVersion == \"apps/v1\")] | length == 4'"
+check "the StatefulSet's objects are left alone" eq "$(others)" "$OTHERS"
+rc=0; att_stop p3 || rc=$?
+check "SIGTERM exits 0" eq "$rc" 0
+rc=0
+POD_NAME=web-5d-x POD_NAMESPACE=default timeout 20 "$KCSI_BIN/csi-provisioner" --csi-address "unix://$T/td.sock" \
+	--kubeconfig "$KC" --enable-capacity --capacity-ownerref-level 3 >"$T/level3.log" 2>&1 || rc=$?
+check "level 3 (past the Deployment) exits non-zero" eq "$([ $rc -ne 0 ] && [ $rc -ne 124 ] && echo yes)" yes
+check "and says the Deployment has no owner" grep -q "deployments/web has no controller owner" "$T/level3.log"
 att_finish
