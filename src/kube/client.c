@@ -51,10 +51,12 @@ const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES = { "snapshot.storage.
  * Connections the shared cache may hold, in use (watch streams included) or idle. libcurl's
  * default of 5 counts the watches too: with a few informers and 10 workers, nearly every request
  * closed the oldest idle connection on its way out and the next one opened a new one (a TCP
- * handshake, and a thread in a thread-per-connection server). The cache never holds more than the
- * peak of concurrent requests; client-go keeps 25 idle connections per host on top of the busy.
+ * handshake, and a thread in a thread-per-connection server). 128 covers csi-provisioner's
+ * default 100 workers plus its watches (64 did not: its CPU did not move). The cache never holds
+ * more than the peak of concurrent requests; client-go keeps 25 idle connections per host on top
+ * of the busy ones.
  */
-#define CONN_CACHE_MAX 64
+#define CONN_CACHE_MAX 128
 #define RETRY_AFTER_CAP_S 60
 
 struct kube_client {
