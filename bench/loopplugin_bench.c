@@ -6,8 +6,10 @@
  * Starts the plugin on a temporary pool, then for 1 and for 8 concurrent clients brings
  * volumes up (CreateVolume, ControllerPublishVolume, NodeStageVolume with mkfs.ext4 and mount,
  * NodePublishVolume) and down again (NodeUnpublish, NodeUnstage, ControllerUnpublish,
- * DeleteVolume). Prints volumes/s for each direction and p50/p99 of every call. Figures only:
- * it never fails on time. Needs root (loop devices, mounts).
+ * DeleteVolume). Prints volumes/s for each direction and p50/p99 of every call, the plugin's
+ * RSS and private memory (RssAnon) idle and at peak, and for each round the CPU seconds of the
+ * plugin, of the programs it runs (mkfs.ext4, mount, ...), of the load generator and of the rest
+ * of the machine. Figures only: it never fails on time. Needs root (loop devices, mounts).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "base/timeutil.h"
 #include "csi/client.h"
 
@@ -60,6 +63,7 @@ static int cmp64(const void *a, const void *b)
 }
 
 static struct csi_conn *conn;
+static pid_t plugin;
 static char dir[256];
 static int per_client = 20;
 static volatile int failures;
@@ -220,7 +224,13 @@ static void round_with(int clients, int round)
 	pthread_t th[64];
 	struct client cl[64];
 	pthread_barrier_t bar;
+	struct bench_cpu cpu = { 0 };
+	struct bench_mem mem;
 	pthread_barrier_init(&bar, NULL, (unsigned)clients + 1);
+	bench_cpu_add(&cpu, "kcsi-loopplugin", plugin);
+	bench_cpu_add_children(&cpu, "its programs (mkfs, mount, ...)", plugin);
+	bench_mem_start(&mem, plugin);
+	bench_cpu_start(&cpu);
 	int64_t t0 = mono_now_ns();
 	for (int i = 0; i < clients; i++) {
 		cl[i] = (struct client){ i, round, 1, calloc((size_t)per_client, sizeof(struct vol)),
@@ -234,6 +244,8 @@ static void round_with(int clients, int round)
 	for (int i = 0; i < clients; i++)
 		pthread_join(th[i], NULL);
 	int64_t t_down = mono_now_ns() - t1;
+	bench_cpu_stop(&cpu);
+	bench_mem_stop(&mem);
 	int n = clients * per_client;
 	printf("%d client(s), %d volumes of 64 MiB (ext4):\n", clients, n);
 	printf("  up   (create+publish+stage+publish):       %7.1f volumes/s  (%.2f s)\n",
@@ -241,6 +253,15 @@ static void round_with(int clients, int round)
 	printf("  down (unpublish+unstage+unpublish+delete): %7.1f volumes/s  (%.2f s)\n",
 	       n / (t_down / 1e9), t_down / 1e9);
 	report_latencies();
+	printf("  plugin memory: peak RSS %ld kB, peak private (RssAnon) %ld kB\n", mem.peak_rss_kb,
+	       mem.peak_anon_kb);
+	printf("  ");
+	bench_cpu_print(&cpu, "the round");
+	static const char *const keys[] = { "plugin", "programs" };
+	char kv[256] = "";
+	bench_cpu_kv(&cpu, keys, kv, sizeof(kv));
+	printf("  RESULT clients=%d volumes=%d up_s=%.3f down_s=%.3f rss_peak_kb=%ld anon_peak_kb=%ld%s\n",
+	       clients, n, t_up / 1e9, t_down / 1e9, mem.peak_rss_kb, mem.peak_anon_kb, kv);
 	for (int i = 0; i < clients; i++)
 		free(cl[i].vols);
 	pthread_barrier_destroy(&bar);
@@ -274,11 +295,12 @@ int main(int argc, char **argv)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	pid_t pid;
-	if (posix_spawn(&pid, argv[1], &fa, NULL, (char *const *)pargv, environ)) {
+	if (posix_spawn(&plugin, argv[1], &fa, NULL, (char *const *)pargv, environ)) {
 		perror("spawn plugin");
 		return 1;
 	}
 	posix_spawn_file_actions_destroy(&fa);
+	pid = plugin;
 	char err[256];
 	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
 	o.connect_timeout_ns = 30 * NSEC_PER_SEC;
@@ -288,8 +310,14 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 		return 1;
 	}
+	sleep_ns(NSEC_PER_SEC); /* settle */
+	printf("plugin idle (connected, no volumes): RSS %ld kB, private (RssAnon) %ld kB\n",
+	       bench_status_kb(pid, "VmRSS"), bench_status_kb(pid, "RssAnon"));
 	round_with(1, 1);
 	round_with(8, 8);
+	sleep_ns(NSEC_PER_SEC);
+	printf("plugin idle after the rounds: RSS %ld kB, private (RssAnon) %ld kB\n",
+	       bench_status_kb(pid, "VmRSS"), bench_status_kb(pid, "RssAnon"));
 	csi_conn_free(conn);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);

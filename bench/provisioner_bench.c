@@ -12,8 +12,9 @@
  *   2. creates -n claims of the driver at once from 16 threads and records for each the time
  *      from its creation to its PV being seen in a watch,
  * and prints the time to all PVs, p50/p99 latency, API writes per provision (from the global
- * resourceVersion: every successful write, events included, minus the bench's own), peak RSS
- * and CPU seconds of the provisioner. The last line is machine-readable. It never fails on a
+ * resourceVersion: every successful write, events included, minus the bench's own), idle and
+ * peak RSS and private memory (RssAnon) of the provisioner, and the CPU seconds of the
+ * provisioner, the emulator, the driver, the load generator and the rest of the machine. The last line is machine-readable. It never fails on a
  * figure.
  *
  * --node-deployment N runs N provisioners with --node-deployment instead of one, each next to its
@@ -117,24 +118,6 @@ static int cmp64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 	return x < y ? -1 : x > y;
-}
-
-struct sampler {
-	pid_t pid;
-	atomic_long peak;
-	atomic_bool stop;
-};
-
-static void *sample_rss(void *arg)
-{
-	struct sampler *s = arg;
-	while (!atomic_load(&s->stop)) {
-		long kb = bench_status_kb(s->pid, "VmRSS");
-		if (kb > atomic_load(&s->peak))
-			atomic_store(&s->peak, kb);
-		sleep_ns(20 * NSEC_PER_MSEC);
-	}
-	return NULL;
 }
 
 /* ---- --node-deployment N ---- */
@@ -460,9 +443,15 @@ int main(int argc, char **argv)
 			  "--kube-api-qps", "100000", "--kube-api-burst", "100000", "--worker-threads",
 			  wt, "--timeout", "60s", NULL };
 	pid_t prov = bench_spawn(pargv, log);
-	sleep_ns(NSEC_PER_SEC); /* start-up and cache sync */
-	long idle_kb = bench_status_kb(prov, "VmRSS");
-	double cpu0 = bench_cpu_s(prov);
+	/* Start-up and cache sync (the log line comes after every informer synced), then settle. */
+	int64_t up_end = mono_now_ns() + 60 * NSEC_PER_SEC;
+	while (!count_lines(log, "Started provisioner controller")) {
+		if (mono_now_ns() > up_end || waitpid(prov, NULL, WNOHANG) == prov)
+			bench_die("the provisioner did not start (see %s)", log);
+		sleep_ns(50 * NSEC_PER_MSEC);
+	}
+	sleep_ns(NSEC_PER_SEC);
+	long idle_kb = bench_status_kb(prov, "VmRSS"), idle_anon_kb = bench_status_kb(prov, "RssAnon");
 
 	t_create = xcalloc((size_t)opt.n, sizeof(int64_t));
 	t_pv = xcalloc((size_t)opt.n, sizeof(int64_t));
@@ -473,9 +462,13 @@ int main(int argc, char **argv)
 	kube_informer_start(pvi);
 	kube_informer_wait_synced(pvi, 10 * NSEC_PER_SEC);
 
-	struct sampler smp = { .pid = prov };
-	pthread_t st;
-	pthread_create(&st, NULL, sample_rss, &smp);
+	struct bench_mem mem;
+	struct bench_cpu cpus = { 0 };
+	bench_cpu_add(&cpus, "provisioner", prov);
+	bench_cpu_add(&cpus, "kube-emulator", emu);
+	bench_cpu_add(&cpus, strcmp(opt.driver, "loop") ? "csi-testdriver" : "kcsi-loopplugin", drv);
+	bench_mem_start(&mem, prov);
+	bench_cpu_start(&cpus);
 	long long rv0 = current_rv();
 	int64_t t0 = mono_now_ns();
 	bench_parallel(opt.n, make_pvc, LOADERS);
@@ -488,9 +481,9 @@ int main(int argc, char **argv)
 	int64_t t_all = mono_now_ns() - t0;
 	sleep_ns(500 * NSEC_PER_MSEC); /* events and late writes settle */
 	long long writes = current_rv() - rv0 - opt.n;
-	double cpu = bench_cpu_s(prov) - cpu0;
-	atomic_store(&smp.stop, true);
-	pthread_join(st, NULL);
+	bench_cpu_stop(&cpus);
+	bench_mem_stop(&mem);
+	double cpu = cpus.s[0];
 	long end_kb = bench_status_kb(prov, "VmRSS");
 
 	int64_t *d = xcalloc((size_t)opt.n, sizeof(int64_t));
@@ -507,12 +500,18 @@ int main(int argc, char **argv)
 	printf("latency claim -> PV: p50 %.1f ms, p99 %.1f ms\n", p50, p99);
 	printf("API writes per provision: %.2f (events included)\n", (double)writes / opt.n);
 	printf("RSS: idle %.1f MB, peak %.1f MB, after %.1f MB\n", idle_kb / 1024.0,
-	       atomic_load(&smp.peak) / 1024.0, end_kb / 1024.0);
+	       mem.peak_rss_kb / 1024.0, end_kb / 1024.0);
+	printf("private memory (RssAnon, without shared library pages): idle %.1f MB, peak %.1f MB\n",
+	       idle_anon_kb / 1024.0, mem.peak_anon_kb / 1024.0);
 	printf("CPU: %.2f s for %d provisions (%.3f s per 1000)\n", cpu, opt.n, cpu * 1000.0 / opt.n);
+	bench_cpu_print(&cpus, "the provisioning");
+	static const char *const keys[] = { "provisioner", "emulator", "driver" };
+	char kv[256] = "";
+	bench_cpu_kv(&cpus, keys, kv, sizeof(kv));
 	printf("RESULT n=%d cached=%d total_s=%.3f p50_ms=%.1f p99_ms=%.1f writes_per_op=%.2f "
-	       "rss_peak_kb=%ld rss_idle_kb=%ld cpu_s=%.3f\n",
+	       "rss_peak_kb=%ld rss_idle_kb=%ld anon_idle_kb=%ld anon_peak_kb=%ld cpu_s=%.3f%s\n",
 	       opt.n, opt.cached, (double)t_all / 1e9, p50, p99, (double)writes / opt.n,
-	       atomic_load(&smp.peak), idle_kb, cpu);
+	       mem.peak_rss_kb, idle_kb, idle_anon_kb, mem.peak_anon_kb, cpu, kv);
 
 	kube_informer_stop(pvi);
 	kube_informer_free(pvi);

@@ -146,6 +146,10 @@ int att_add_secrets(struct att_ctrl *c, struct csi_arena *a, ProtobufCMessage *m
  */
 struct kube_obj *att_patch(struct att_ctrl *c, const struct kube_resource *r, const char *name,
 			   bool status, json_t *patch, struct kube_err *e);
+/* The same patch when the caller does not need the new record (the informer delivers it): the
+ * answer is not decoded. 0, or -1 with *e filled. */
+int att_patch_only(struct att_ctrl *c, const struct kube_resource *r, const char *name,
+		   bool status, json_t *patch, struct kube_err *e);
 /* JSON array of o's finalizers without `drop` and with `add` appended (either may be NULL). */
 json_t *att_finalizers_json(const struct kube_obj *o, const char *drop, const char *add);
 /* Writes a Warning event about VA va (reason, message). Errors are logged, not returned. */

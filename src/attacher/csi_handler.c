@@ -91,22 +91,21 @@ static enum att_result add_pv_finalizer(struct att_ctrl *c, const struct kube_pv
 					size_t errlen)
 {
 	struct kube_err e;
-	struct kube_obj *np;
 	json_t *patch;
+	int rc;
 
 	if (kube_obj_has_finalizer(&pv->meta, c->finalizer))
 		return ATT_DONE;
 	patch = json_pack("{s:{s:o,s:s}}", "metadata", "finalizers",
 			  att_finalizers_json(&pv->meta, NULL, c->finalizer), "resourceVersion",
 			  pv->meta.rv);
-	np = att_patch(c, &KUBE_RES_PERSISTENTVOLUMES, pv->meta.name, false, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_PERSISTENTVOLUMES, pv->meta.name, false, patch, &e);
 	json_decref(patch);
-	if (!np) {
+	if (rc) {
 		snprintf(err, errlen, "could not add PersistentVolume finalizer: %s", e.message);
 		return from_kube_err(&e);
 	}
 	KLOG_V(4, "PV finalizer added to %s", LOGQ(pv->meta.name));
-	kube_obj_unref(np);
 	return ATT_DONE;
 }
 
@@ -115,18 +114,17 @@ static void save_error(struct att_ctrl *c, const struct kube_va *va, bool attach
 {
 	char ts[RFC3339_BUFLEN];
 	struct kube_err e;
-	struct kube_obj *o;
 	json_t *patch;
+	int rc;
 
 	rfc3339_format(time(NULL), ts, sizeof(ts));
 	patch = json_pack("{s:{s:{s:s,s:s}}}", "status", attach ? "attachError" : "detachError",
 			  "time", ts, "message", msg);
-	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
-	if (!o)
+	if (rc)
 		KLOG_V(2, "Failed to save %s error to %s: %s", attach ? "attach" : "detach",
 		       LOGQ(va->meta.name), e.message);
-	kube_obj_unref(o);
 	att_event(c, va, "Warning", attach ? "FailedAttach" : "FailedDetach", "%s", msg);
 }
 
@@ -159,7 +157,7 @@ static enum att_result mark_attached(struct att_ctrl *c, const struct kube_va *v
 {
 	json_t *md = json_object(), *patch;
 	struct kube_err e;
-	struct kube_obj *o;
+	int rc;
 
 	for (size_t i = 0; resp && i < resp->n_publish_context; i++)
 		json_object_set_new(md, resp->publish_context[i]->key,
@@ -170,13 +168,12 @@ static enum att_result mark_attached(struct att_ctrl *c, const struct kube_va *v
 			json_object_set_new(md, va->metadata[i].key, json_null());
 	patch = json_pack("{s:{s:b,s:o,s:n}}", "status", "attached", 1, "attachmentMetadata", md,
 			  "attachError");
-	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
-	if (!o) {
+	if (rc) {
 		KLOG_W("Failed to mark %s as attached: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
-	kube_obj_unref(o);
 	return ATT_DONE;
 }
 
@@ -269,9 +266,10 @@ out:
 static enum att_result mark_detached(struct att_ctrl *c, const struct kube_va *va)
 {
 	bool has_fin = kube_obj_has_finalizer(&va->meta, c->finalizer);
-	struct kube_obj *o, *o2;
+	struct kube_obj *o;
 	struct kube_err e;
 	json_t *patch;
+	int rc;
 
 	if (!has_fin && !va->attached)
 		return ATT_DONE;
@@ -289,14 +287,13 @@ static enum att_result mark_detached(struct att_ctrl *c, const struct kube_va *v
 	}
 	patch = json_pack("{s:{s:o,s:s}}", "metadata", "finalizers",
 			  att_finalizers_json(o, c->finalizer, NULL), "resourceVersion", o->rv);
-	o2 = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, false, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, false, patch, &e);
 	json_decref(patch);
 	kube_obj_unref(o);
-	if (!o2 && !kube_err_is_not_found(&e)) {
+	if (rc && !kube_err_is_not_found(&e)) {
 		KLOG_W("Failed to remove finalizer from %s: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
-	kube_obj_unref(o2);
 	KLOG_V(4, "Finalizer removed from %s", LOGQ(va->meta.name));
 	return ATT_DONE;
 }
@@ -371,8 +368,8 @@ static enum att_result csi_sync_va(struct att_ctrl *c, const struct kube_va *va)
 static enum att_result csi_sync_pv(struct att_ctrl *c, const struct kube_pv *pv)
 {
 	struct kube_err e;
-	struct kube_obj *o;
 	json_t *patch;
+	int rc;
 
 	if (!pv->meta.deletion_ts || !kube_obj_has_finalizer(&pv->meta, c->finalizer))
 		return ATT_DONE;
@@ -383,13 +380,12 @@ static enum att_result csi_sync_pv(struct att_ctrl *c, const struct kube_pv *pv)
 	patch = json_pack("{s:{s:o,s:s}}", "metadata", "finalizers",
 			  att_finalizers_json(&pv->meta, c->finalizer, NULL), "resourceVersion",
 			  pv->meta.rv);
-	o = att_patch(c, &KUBE_RES_PERSISTENTVOLUMES, pv->meta.name, false, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_PERSISTENTVOLUMES, pv->meta.name, false, patch, &e);
 	json_decref(patch);
-	if (!o && !kube_err_is_not_found(&e)) {
+	if (rc && !kube_err_is_not_found(&e)) {
 		KLOG_E("Failed to remove finalizer from PV %s: %s", LOGQ(pv->meta.name), e.message);
 		return from_kube_err(&e);
 	}
-	kube_obj_unref(o);
 	KLOG_V(2, "Removed finalizer from PV %s", LOGQ(pv->meta.name));
 	return ATT_DONE;
 }
@@ -401,20 +397,19 @@ const struct att_handler att_csi_handler = { "csi", csi_sync_va, csi_sync_pv };
 static enum att_result trivial_sync_va(struct att_ctrl *c, const struct kube_va *va)
 {
 	struct kube_err e;
-	struct kube_obj *o;
 	json_t *patch;
+	int rc;
 
 	if (va->meta.deletion_ts || va->attached)
 		return ATT_DONE;
 	patch = json_pack("{s:{s:b}}", "status", "attached", 1);
-	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
-	if (!o) {
+	if (rc) {
 		KLOG_W("Failed to mark %s as attached: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
 	KLOG_V(2, "Marked %s as attached", LOGQ(va->meta.name));
-	kube_obj_unref(o);
 	return ATT_DONE;
 }
 

@@ -72,12 +72,11 @@ static void mark_not_attached(struct att_ctrl *c, const struct kube_va *va)
 {
 	json_t *patch = json_pack("{s:{s:b}}", "status", "attached", 0);
 	struct kube_err e;
-	struct kube_obj *o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
+	int rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 
 	json_decref(patch);
-	if (!o)
+	if (rc)
 		KLOG_W("Reconciler: cannot mark %s as not attached: %s", LOGQ(va->meta.name), e.message);
-	kube_obj_unref(o);
 }
 
 int att_reconcile_once(struct att_ctrl *c, char *err, size_t errlen)

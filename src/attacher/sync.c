@@ -124,11 +124,16 @@ int att_add_secrets(struct att_ctrl *c, struct csi_arena *a, ProtobufCMessage *m
 	return rc;
 }
 
+static const struct kube_kind *patched_kind(const struct kube_resource *r)
+{
+	return r == &KUBE_RES_PERSISTENTVOLUMES ? &KUBE_KIND_PERSISTENTVOLUME
+						 : &KUBE_KIND_VOLUMEATTACHMENT;
+}
+
 struct kube_obj *att_patch(struct att_ctrl *c, const struct kube_resource *r, const char *name,
 			   bool status, json_t *patch, struct kube_err *e)
 {
-	const struct kube_kind *kind = r == &KUBE_RES_PERSISTENTVOLUMES ? &KUBE_KIND_PERSISTENTVOLUME
-									 : &KUBE_KIND_VOLUMEATTACHMENT;
+	const struct kube_kind *kind = patched_kind(r);
 	char *body = json_dumps(patch, JSON_COMPACT);
 	json_t *res;
 	struct kube_obj *o;
@@ -148,6 +153,19 @@ struct kube_obj *att_patch(struct att_ctrl *c, const struct kube_resource *r, co
 			 kind->name, err);
 	}
 	return o;
+}
+
+int att_patch_only(struct att_ctrl *c, const struct kube_resource *r, const char *name,
+		   bool status, json_t *patch, struct kube_err *e)
+{
+	char *body = json_dumps(patch, JSON_COMPACT);
+	int rc;
+
+	KLOG_V(5, "Patching %s %s%s: %s", patched_kind(r)->name, LOGQ(name), status ? "/status" : "",
+	       body);
+	rc = kube_patch_discard(c->kc, r, NULL, name, status, KUBE_PATCH_MERGE, body, e);
+	free(body);
+	return rc;
 }
 
 json_t *att_finalizers_json(const struct kube_obj *o, const char *drop, const char *add)

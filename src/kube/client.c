@@ -47,6 +47,16 @@ const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS = { "snapshot.storage
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES = { "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", false };
 
 #define POOL_MAX 32
+/*
+ * Connections the shared cache may hold, in use (watch streams included) or idle. libcurl's
+ * default of 5 counts the watches too: with a few informers and 10 workers, nearly every request
+ * closed the oldest idle connection on its way out and the next one opened a new one (a TCP
+ * handshake, and a thread in a thread-per-connection server). 128 covers csi-provisioner's
+ * default 100 workers plus its watches (64 did not: its CPU did not move). The cache never holds
+ * more than the peak of concurrent requests; client-go keeps 25 idle connections per host on top
+ * of the busy ones.
+ */
+#define CONN_CACHE_MAX 128
 #define RETRY_AFTER_CAP_S 60
 
 struct kube_client {
@@ -283,6 +293,7 @@ static void apply_base(struct kube_client *c, CURL *h)
 {
 	struct kube_config *cfg = c->cfg;
 	curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)CONN_CACHE_MAX);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
@@ -399,6 +410,7 @@ static CURLcode perform_stream(CURL *h, struct xfer *x)
 	CURLM *m = curl_multi_init();
 	if (!m)
 		return curl_easy_perform(h);
+	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)CONN_CACHE_MAX);
 	CURLcode cc = CURLE_OK;
 	if (curl_multi_add_handle(m, h) != CURLM_OK) {
 		curl_multi_cleanup(m);
@@ -834,19 +846,39 @@ json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const 
 	return j;
 }
 
+/* The request of a PATCH; the caller releases *p. */
+static struct kube_request patch_request(struct strbuf *p, const struct kube_resource *r,
+					 const char *ns, const char *name, bool status,
+					 enum kube_patch_type type, const char *body)
+{
+	static const char *ctype[] = { "application/merge-patch+json", "application/json-patch+json",
+				       "application/strategic-merge-patch+json" };
+	kube_path(p, r, ns, name, status ? "status" : NULL);
+	return (struct kube_request){ .method = "PATCH", .path = p->buf, .content_type = ctype[type],
+				      .body = body, .body_len = strlen(body) };
+}
+
 json_t *kube_patch(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		   const char *name, bool status, enum kube_patch_type type, const char *body,
 		   struct kube_err *e)
 {
-	static const char *ctype[] = { "application/merge-patch+json", "application/json-patch+json",
-				       "application/strategic-merge-patch+json" };
 	struct strbuf p = STRBUF_INIT;
-	kube_path(&p, r, ns, name, status ? "status" : NULL);
-	struct kube_request rq = { .method = "PATCH", .path = p.buf, .content_type = ctype[type],
-				   .body = body, .body_len = strlen(body) };
+	struct kube_request rq = patch_request(&p, r, ns, name, status, type, body);
 	json_t *j = do_json(c, &rq, e);
 	strbuf_release(&p);
 	return j;
+}
+
+int kube_patch_discard(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		       const char *name, bool status, enum kube_patch_type type, const char *body,
+		       struct kube_err *e)
+{
+	struct strbuf p = STRBUF_INIT, out = STRBUF_INIT;
+	struct kube_request rq = patch_request(&p, r, ns, name, status, type, body);
+	int rc = kube_do(c, &rq, &out, e) >= 0 ? 0 : -1;
+	strbuf_release(&out);
+	strbuf_release(&p);
+	return rc;
 }
 
 int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
