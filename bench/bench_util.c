@@ -189,6 +189,18 @@ static double share(const struct bench_cpu *b, double s)
 	return b->busy_s > 0 ? 100.0 * s / b->busy_s : 0;
 }
 
+void bench_cpu_add_measured(struct bench_cpu *b, const char *name, double s)
+{
+	if (b->n >= BENCH_CPU_MAX)
+		bench_die("too many CPU entries");
+	b->name[b->n] = name;
+	b->pid[b->n] = -1;
+	b->s[b->n++] = s;
+	b->other_s -= s;
+	if (b->other_s < 0)
+		b->other_s = 0;
+}
+
 void bench_cpu_print(const struct bench_cpu *b, const char *what)
 {
 	printf("CPU during %s (%.2f s wall):", what, b->wall_s);

@@ -72,6 +72,9 @@ void bench_cpu_add(struct bench_cpu *b, const char *name, pid_t pid);
 void bench_cpu_add_children(struct bench_cpu *b, const char *name, pid_t pid);
 void bench_cpu_start(struct bench_cpu *b);
 void bench_cpu_stop(struct bench_cpu *b);
+/* After bench_cpu_stop: an entry the caller measured itself (the sum over many processes, for
+ * example), s CPU seconds during the run; they are taken out of other_s. */
+void bench_cpu_add_measured(struct bench_cpu *b, const char *name, double s);
 /* Prints "CPU during <what>: <name> 1.23 s (40%), ..., load generator, other; machine busy"
  * on one line, shares of the machine's busy time. */
 void bench_cpu_print(const struct bench_cpu *b, const char *what);

@@ -267,6 +267,14 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 	pthread_t st;
 	pthread_create(&st, NULL, sample_rss_sum, &r);
 	long long rv0 = current_rv();
+	struct bench_cpu cpus = { 0 };
+	double prov0 = 0, drv0 = 0;
+	bench_cpu_add(&cpus, "kube-emulator", emu);
+	for (int i = 0; i < r.n; i++) {
+		prov0 += bench_cpu_s(r.prov[i]);
+		drv0 += bench_cpu_s(r.drv[i]);
+	}
+	bench_cpu_start(&cpus);
 	int64_t t0 = mono_now_ns();
 	bench_parallel(opt.n, make_pvc, LOADERS);
 	end = mono_now_ns() + 1800 * NSEC_PER_SEC;
@@ -276,6 +284,17 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 		sleep_ns(10 * NSEC_PER_MSEC);
 	}
 	int64_t t_all = mono_now_ns() - t0;
+	bench_cpu_stop(&cpus);
+	double prov_s = -prov0, drv_s = -drv0;
+	for (int i = 0; i < r.n; i++) {
+		prov_s += bench_cpu_s(r.prov[i]);
+		drv_s += bench_cpu_s(r.drv[i]);
+	}
+	char provname[48], drvname2[48];
+	snprintf(provname, sizeof(provname), "%d provisioners", r.n);
+	snprintf(drvname2, sizeof(drvname2), "%d csi-testdrivers", r.n);
+	bench_cpu_add_measured(&cpus, provname, prov_s);
+	bench_cpu_add_measured(&cpus, drvname2, drv_s);
 	sleep_ns(1000 * NSEC_PER_MSEC); /* events and late writes settle */
 	long long writes = current_rv() - rv0 - opt.n;
 	atomic_store(&r.stop, true);
@@ -312,6 +331,7 @@ static int run_nodes(const char *tmp, const char *kcpath, pid_t emu)
 	printf("memory of the %d instances after: PSS %.1f MB (shared libraries counted once), private anonymous %.1f MB (sum)\n",
 	       r.n, pss_kb / 1024.0, anon_kb / 1024.0);
 	printf("CPU of the instances: %.1f s in total\n", cpu);
+	bench_cpu_print(&cpus, "the provisioning");
 	printf("RESULT nodes=%d n=%d base_delay=%s total_s=%.3f volumes_per_s=%.1f conflicts=%ld "
 	       "writes=%lld rss_sum_peak_kb=%ld rss_sum_idle_kb=%ld pss_sum_kb=%ld anon_sum_kb=%ld cpu_s=%.1f\n",
 	       r.n, opt.n, base, (double)t_all / 1e9, opt.n / ((double)t_all / 1e9), conflicts, writes,
