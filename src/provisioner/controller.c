@@ -1240,10 +1240,8 @@ static enum result become_owner(struct prov_ctrl *c, const char *key, const stru
 	snprintf(body, sizeof(body),
 		 "{\"metadata\":{\"annotations\":{\"%s\":\"%s\"},\"resourceVersion\":\"%s\"}}",
 		 PROV_ANN_SELECTED_NODE, c->nd->node, pvc->meta.rv ? pvc->meta.rv : "");
-	json_t *r = kube_patch(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns, pvc->meta.name,
-			       false, KUBE_PATCH_MERGE, body, &e);
-	if (r) {
-		json_decref(r);
+	if (kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns, pvc->meta.name,
+			       false, KUBE_PATCH_MERGE, body, &e) == 0) {
 		KLOG_V(3, "became owner of PVC %s", key);
 		/* Keep the entry (not armed, due later) so that a stale cache does not try again. */
 		pthread_mutex_lock(&c->mu);
