@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "cli.h"
 
@@ -33,12 +34,27 @@ static const char *num(struct cli *c, int64_t v)
 	return csi_arena_printf(c->arena, "%" PRId64, v);
 }
 
+/* Lists are joined in a strbuf and copied once: re-printing the growing string into the arena
+ * per element would keep every intermediate copy (O(N^2) bytes for a driver's long list). */
 static const char *topo_str(struct cli *c, Csi__V1__Topology **t, size_t n)
 {
-	const char *s = "";
+	struct strbuf sb = STRBUF_INIT;
 	for (size_t i = 0; i < n; i++)
-		s = csi_arena_printf(c->arena, "%s%s{%s}", s, i ? " " : "",
-				     cli_map_str(c, t[i]->n_segments, t[i]->segments));
+		strbuf_addf(&sb, "%s{%s}", i ? " " : "",
+			    cli_map_str(c, t[i]->n_segments, t[i]->segments));
+	const char *s = csi_arena_strdup(c->arena, sb.buf);
+	strbuf_release(&sb);
+	return s;
+}
+
+/* Node IDs, comma-separated. */
+static const char *nodes_str(struct cli *c, char **ids, size_t n)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t j = 0; j < n; j++)
+		strbuf_addf(&sb, "%s%s", j ? "," : "", ids[j]);
+	const char *s = csi_arena_strdup(c->arena, sb.buf);
+	strbuf_release(&sb);
 	return s;
 }
 
@@ -250,14 +266,10 @@ static int v_list_volumes(struct cli *c)
 		struct cli_table *t = cli_table_new(3, "VOLUME_ID", "CAPACITY", "PUBLISHED_NODES");
 		for (size_t i = 0; i < resp->n_entries; i++) {
 			Csi__V1__ListVolumesResponse__Entry *e = resp->entries[i];
-			const char *nodes = "";
-			if (e->status)
-				for (size_t j = 0; j < e->status->n_published_node_ids; j++)
-					nodes = csi_arena_printf(c->arena, "%s%s%s", nodes,
-								 j ? "," : "",
-								 e->status->published_node_ids[j]);
 			cli_table_row(t, e->volume ? e->volume->volume_id : "",
-				      e->volume ? num(c, e->volume->capacity_bytes) : "", nodes);
+				      e->volume ? num(c, e->volume->capacity_bytes) : "",
+				      e->status ? nodes_str(c, e->status->published_node_ids,
+							    e->status->n_published_node_ids) : "");
 		}
 		cli_table_print(t, c->out);
 		if (resp->next_token[0])
@@ -411,11 +423,9 @@ static int v_get_volume(struct cli *c)
 	if (!c->json) {
 		print_volume(c, resp->volume);
 		if (resp->status) {
-			const char *nodes = "";
-			for (size_t j = 0; j < resp->status->n_published_node_ids; j++)
-				nodes = csi_arena_printf(c->arena, "%s%s%s", nodes, j ? "," : "",
-							 resp->status->published_node_ids[j]);
-			fprintf(c->out, "PUBLISHED_NODES   %s\n", nodes);
+			fprintf(c->out, "PUBLISHED_NODES   %s\n",
+				nodes_str(c, resp->status->published_node_ids,
+					  resp->status->n_published_node_ids));
 			if (resp->status->volume_condition)
 				fprintf(c->out, "CONDITION         %s %s\n",
 					resp->status->volume_condition->abnormal ? "abnormal" : "normal",

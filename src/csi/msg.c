@@ -5,9 +5,17 @@
  * of the schema (and the well-known types) without per-message code. The arena is a simple
  * linked list of malloc'd blocks: messages are small and short-lived, and freeing them in one
  * sweep is what keeps handler and CLI code free of leaks.
+ *
+ * Repeated fields are (n, array) pairs with no room for a capacity, and arena blocks are never
+ * freed one by one, so appending by copying into an array one larger would cost O(N^2) for N
+ * elements. Instead the arena keeps a small hash table of the arrays it grew (array -> capacity,
+ * and the count of the field that last appended): an append whose field still holds such an
+ * array at that count writes into the spare room; anything else is copied into a new array of
+ * twice the size. See msg.h for why that is safe for every array a caller may have put there.
  */
 #include "csi/msg.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,8 +31,17 @@ struct arena_block {
 	max_align_t data[];
 };
 
+/* An array repeated_push() allocated: room for cap pointers, len in use by its last appender. */
+struct grown_array {
+	void **arr; /* NULL: a free slot */
+	size_t len, cap;
+};
+
 struct csi_arena {
 	struct arena_block *blocks;
+	size_t bytes;               /* see csi_arena_bytes() */
+	struct grown_array *grown;  /* open addressing, linear probing; size a power of two */
+	size_t grown_size, grown_used;
 };
 
 struct csi_arena *csi_arena_new(void)
@@ -42,15 +59,25 @@ void csi_arena_free(struct csi_arena *a)
 		free(b);
 		b = next;
 	}
+	free(a->grown);
 	free(a);
 }
 
 void *csi_arena_alloc(struct csi_arena *a, size_t n)
 {
-	struct arena_block *b = xcalloc(1, sizeof(*b) + (n ? n : 1));
+	if (n > SIZE_MAX - sizeof(struct arena_block))
+		n = SIZE_MAX - sizeof(struct arena_block); /* xcalloc then dies with a message */
+	size_t size = sizeof(struct arena_block) + (n ? n : 1);
+	struct arena_block *b = xcalloc(1, size);
 	b->next = a->blocks;
 	a->blocks = b;
+	a->bytes += size;
 	return b->data;
+}
+
+size_t csi_arena_bytes(const struct csi_arena *a)
+{
+	return a->bytes + a->grown_size * sizeof(*a->grown);
 }
 
 char *csi_arena_strdup(struct csi_arena *a, const char *s)
@@ -86,18 +113,76 @@ void csi_msg_free(void *msg)
 		protobuf_c_message_free_unpacked(msg, NULL);
 }
 
+/* ---- growing repeated fields ---- */
+
+static size_t grown_slot(const struct csi_arena *a, void **arr)
+{
+	uint64_t h = (uint64_t)(uintptr_t)arr * 0x9e3779b97f4a7c15ULL;
+	size_t i = (size_t)(h >> 32) & (a->grown_size - 1);
+	while (a->grown[i].arr && a->grown[i].arr != arr)
+		i = (i + 1) & (a->grown_size - 1);
+	return i;
+}
+
+/* The record of arr when this arena grew it, else NULL. */
+static struct grown_array *grown_find(struct csi_arena *a, void **arr)
+{
+	if (!a->grown_used || !arr)
+		return NULL;
+	struct grown_array *g = &a->grown[grown_slot(a, arr)];
+	return g->arr ? g : NULL;
+}
+
+/*
+ * Records arr, which replaces old (NULL when there is none). old's record is kept but its
+ * room marked as used up, so a field still holding old (an alias, or a field the caller set
+ * to it) copies on its next append; records of used-up arrays are dropped when the table grows.
+ */
+static void grown_add(struct csi_arena *a, struct grown_array *old, void **arr, size_t len,
+		      size_t cap)
+{
+	if (old)
+		old->cap = old->len = 0;
+	if ((a->grown_used + 1) * 2 > a->grown_size) {
+		struct grown_array *prev = a->grown;
+		size_t prev_size = a->grown_size;
+		a->grown_size = prev_size ? prev_size * 2 : 16;
+		a->grown = xcalloc(a->grown_size, sizeof(*a->grown));
+		a->grown_used = 0;
+		for (size_t i = 0; i < prev_size; i++) {
+			if (!prev[i].arr || !prev[i].cap)
+				continue;
+			a->grown[grown_slot(a, prev[i].arr)] = prev[i];
+			a->grown_used++;
+		}
+		free(prev);
+	}
+	struct grown_array *g = &a->grown[grown_slot(a, arr)];
+	assert(!g->arr);
+	*g = (struct grown_array){ arr, len, cap };
+	a->grown_used++;
+}
+
 /* Appends elem (a pointer-sized value) to the repeated field f of msg, growing in the arena. */
 static void repeated_push(struct csi_arena *a, ProtobufCMessage *msg,
 			  const ProtobufCFieldDescriptor *f, void *elem)
 {
 	size_t *n = (size_t *)((char *)msg + f->quantifier_offset);
 	void ***arr = (void ***)((char *)msg + f->offset);
-	void **grown = csi_arena_alloc(a, (*n + 1) * sizeof(void *));
+	struct grown_array *g = grown_find(a, *arr);
+	if (g && g->len == *n && *n < g->cap) {
+		(*arr)[(*n)++] = elem;
+		g->len = *n;
+		return;
+	}
+	size_t cap = *n < 4 ? 4 : *n * 2;
+	void **grown = csi_arena_alloc(a, cap * sizeof(void *));
 	if (*n)
 		memcpy(grown, *arr, *n * sizeof(void *));
 	grown[*n] = elem;
 	*arr = grown;
 	(*n)++;
+	grown_add(a, g, grown, *n, cap);
 }
 
 static bool is_map_entry(const ProtobufCMessageDescriptor *d)

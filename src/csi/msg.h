@@ -14,6 +14,14 @@
  *   - a message may point at memory the caller owns (string literals, its own buffers) as long
  *     as that memory outlives the message's use; nothing here frees such pointers.
  *
+ * Repeated fields and maps grow in amortised O(1) per element: csi_map_add() and
+ * csi_repeated_add() give a field an arena array with spare room (doubling), and the arena
+ * remembers each array it grew and how many elements the field had after its last append. An
+ * append writes in place only into such an array whose recorded length equals the field's
+ * count; any other array (NULL, the caller's own, one shared by two messages, one whose count
+ * the caller changed) is copied into a new arena array first, so the caller's memory is never
+ * written. Building a message with N entries costs O(N) time and arena bytes.
+ *
  * JSON: csi_msg_to_json() renders any message as compact JSON with the proto field names
  * (the form upstream sidecars log), omitting unset fields, maps as objects, enums by name. With
  * CSI_JSON_STRIP_SECRETS every field the schema marks (csi_secret) = true is replaced by the
@@ -45,6 +53,8 @@ struct csi_arena *csi_arena_new(void);
 void csi_arena_free(struct csi_arena *a);
 /* Zeroed memory owned by the arena; never NULL. */
 void *csi_arena_alloc(struct csi_arena *a, size_t n);
+/* Bytes the arena holds: its blocks with their headers plus its own bookkeeping. */
+size_t csi_arena_bytes(const struct csi_arena *a);
 char *csi_arena_strdup(struct csi_arena *a, const char *s);
 char *csi_arena_printf(struct csi_arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -55,12 +65,17 @@ void *csi_msg_new(struct csi_arena *a, const ProtobufCMessageDescriptor *desc);
 /*
  * Adds key=value to the map field named `field` (e.g. "secrets") of msg. The strings are copied
  * into the arena. Returns 0, or -1 when msg has no such map<string,string> field.
+ * msg is one built by hand (csi_msg_new() or a generated __INIT), never one unpacked by
+ * protobuf-c: its arrays belong to protobuf-c, and csi_msg_free() would free an arena pointer.
  */
 int csi_map_add(struct csi_arena *a, ProtobufCMessage *msg, const char *field, const char *key,
 		const char *value);
 /* Value of key in a map field given as its (n, entries) pair, or NULL. */
 const char *csi_map_get(size_t n, void *entries, const char *key);
-/* Appends one element to a repeated message or string field named `field`. */
+/*
+ * Appends one element to a repeated message or string field named `field` (the same rule on
+ * msg as csi_map_add). Returns 0, or -1 when msg has no such field.
+ */
 int csi_repeated_add(struct csi_arena *a, ProtobufCMessage *msg, const char *field, void *elem);
 
 /* Frees a message produced by protobuf-c unpacking (client responses). NULL is a no-op. */

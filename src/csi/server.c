@@ -200,9 +200,12 @@ static void log_msg(const char *what, const ProtobufCMessage *m)
 	strbuf_release(&sb);
 }
 
-/* Runs the handler on the request bytes; returns the status code, *out the packed response. */
+/*
+ * Runs the handler on the request bytes; returns the status code, and for OK the packed
+ * response in *out (malloc'd, *outlen bytes).
+ */
 static int dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_t *data,
-		    size_t len, grpc_slice *out)
+		    size_t len, uint8_t **out, size_t *outlen)
 {
 	const struct handler *h = find_handler(s, ctx->method);
 	if (!h)
@@ -225,7 +228,8 @@ static int dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_
 		size_t n = protobuf_c_message_get_packed_size(resp);
 		uint8_t *buf = xmalloc(n ? n : 1);
 		protobuf_c_message_pack(resp, buf);
-		*out = grpc_slice_new(buf, n, free);
+		*out = buf;
+		*outlen = n;
 		if (verbose)
 			log_msg("response", resp);
 	} else if (verbose) {
@@ -273,9 +277,13 @@ static void handle_call(struct worker *w, grpc_call *call, grpc_call_details *de
 		grpc_byte_buffer_reader_init(&r, req_bb);
 		grpc_slice all = grpc_byte_buffer_reader_readall(&r);
 		grpc_byte_buffer_reader_destroy(&r);
+		uint8_t *buf = NULL;
+		size_t n = 0;
 		code = dispatch(w->s, &ctx, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all),
-				&resp);
+				&buf, &n);
 		have_resp = code == 0;
+		if (have_resp)
+			resp = grpc_slice_new(buf, n, free);
 		grpc_slice_unref(all);
 	}
 	if (req_bb)
@@ -307,6 +315,22 @@ static void handle_call(struct worker *w, grpc_call *call, grpc_call_details *de
 	if (resp_bb)
 		grpc_byte_buffer_destroy(resp_bb);
 	csi_arena_free(ctx.arena);
+}
+
+int csi_server_call(struct csi_server *s, const char *method, const uint8_t *req, size_t len,
+		    uint8_t **resp, size_t *resp_len, char *message, size_t msglen)
+{
+	struct csi_call_ctx ctx = { 0 };
+	ctx.arena = csi_arena_new();
+	ctx.method = method;
+	ctx.deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+	*resp = NULL;
+	*resp_len = 0;
+	int code = dispatch(s, &ctx, req, len, resp, resp_len);
+	if (message && msglen)
+		snprintf(message, msglen, "%s", ctx.message ? ctx.message : "");
+	csi_arena_free(ctx.arena);
+	return code;
 }
 
 static void *worker_main(void *arg)

@@ -91,6 +91,16 @@ void csi_server_stop(struct csi_server *s);
 /* Stops if needed, removes the socket file, frees everything. NULL is a no-op. */
 void csi_server_free(struct csi_server *s);
 
+/*
+ * Runs one call in this process as a gRPC call of `method` with request bytes req[0..len) would
+ * run (lookup, decode, handler, encode), without the transport and with no deadline: for tests
+ * and fuzzing. The server need not be started. Returns the status code; for OK *resp is the
+ * packed response (malloc'd, *resp_len bytes; the caller frees it), else NULL. message, when
+ * not NULL, receives the status message ("" for none).
+ */
+int csi_server_call(struct csi_server *s, const char *method, const uint8_t *req, size_t len,
+		    uint8_t **resp, size_t *resp_len, char *message, size_t msglen);
+
 /* ---- inside a handler ---- */
 struct csi_arena *csi_ctx_arena(struct csi_call_ctx *ctx);
 /* Full method path of this call. */

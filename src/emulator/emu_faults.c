@@ -193,7 +193,8 @@ static int faults_post(struct emu_server *srv, json_t *body, char *err, size_t e
 	json_t *rules = json_object_get(body, "rules");
 	json_t *wmax = json_object_get(body, "watchMaxSeconds");
 	if ((rules && !json_is_array(rules)) || (wmax && !json_is_integer(wmax)) ||
-	    (wmax && json_integer_value(wmax) < 0)) {
+	    (wmax && (json_integer_value(wmax) < 0 ||
+		      json_integer_value(wmax) > INT64_MAX / NSEC_PER_SEC))) {
 		snprintf(err, errlen, "expected {\"reset\": bool, \"rules\": [...], "
 			 "\"watchMaxSeconds\": int >= 0, \"closeWatches\": bool}");
 		return -1;

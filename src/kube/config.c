@@ -684,32 +684,68 @@ static int run_exec(struct kube_config *c, char *err, size_t errlen)
 	struct strbuf out = STRBUF_INIT;
 	char buf[4096];
 	ssize_t n;
-	while ((n = read(pfd[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
-		if (n > 0 && out.len < MAX_FILE)
+	bool too_big = false;
+	while ((n = read(pfd[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+		if (n > 0 && out.len + (size_t)n <= MAX_FILE)
 			strbuf_add(&out, buf, n);
+		else if (n > 0)
+			too_big = true; /* read on, so that the plugin does not block on a full pipe */
+	}
 	close(pfd[0]);
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	int rc = -1;
-	json_t *root = NULL;
+	struct kube_exec_cred cred = { 0 };
+	char why[384];
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		errf(err, errlen, "exec plugin %s: exited with status %d%s", e->command,
 		     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
 		     WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (command not found?)" : "");
 		goto out;
 	}
-	json_error_t jerr;
-	root = json_loadb(out.buf, out.len, 0, &jerr);
-	if (!root) {
-		errf(err, errlen, "exec plugin %s: output is not JSON: %s", e->command, jerr.text);
+	if (too_big) {
+		errf(err, errlen, "exec plugin %s: output larger than %d bytes", e->command, MAX_FILE);
 		goto out;
 	}
+	if (kube_exec_parse_output(out.buf, out.len, e->api_version, &cred, why, sizeof(why))) {
+		errf(err, errlen, "exec plugin %s: %s", e->command, why);
+		goto out;
+	}
+	free(c->cached_token);
+	c->cached_token = cred.token;
+	free(c->exec_cert_pem);
+	free(c->exec_key_pem);
+	c->exec_cert_pem = cred.cert_pem;
+	c->exec_key_pem = cred.key_pem;
+	c->exec_expiry = cred.expiry;
+	c->exec_valid = true;
+	c->cred_generation++;
+	rc = 0;
+out:
+	strbuf_release(&out);
+	return rc;
+}
+
+int kube_exec_parse_output(const char *out, size_t len, const char *api_version,
+			   struct kube_exec_cred *cred, char *err, size_t errlen)
+{
+	memset(cred, 0, sizeof(*cred));
+	json_error_t jerr;
+	json_t *root = json_loadb(out, len, 0, &jerr);
+	if (!root) {
+		/* jansson quotes the text near the error, which may be part of a token or key */
+		char *near = strstr(jerr.text, " near ");
+		if (near)
+			*near = '\0';
+		return errf(err, errlen, "output is not JSON: %s (line %d, column %d)", jerr.text,
+			    jerr.line, jerr.column);
+	}
+	int rc = -1;
 	const char *kind = json_string_value(json_object_get(root, "kind"));
 	const char *api = json_string_value(json_object_get(root, "apiVersion"));
-	if (!kind || strcmp(kind, "ExecCredential") || !api || strcmp(api, e->api_version)) {
-		errf(err, errlen, "exec plugin %s: output is not an ExecCredential of %s", e->command,
-		     e->api_version);
+	if (!kind || strcmp(kind, "ExecCredential") || !api || strcmp(api, api_version)) {
+		errf(err, errlen, "output is not an ExecCredential of %s", api_version);
 		goto out;
 	}
 	json_t *st = json_object_get(root, "status");
@@ -717,37 +753,36 @@ static int run_exec(struct kube_config *c, char *err, size_t errlen)
 	const char *cert = json_string_value(json_object_get(st, "clientCertificateData"));
 	const char *key = json_string_value(json_object_get(st, "clientKeyData"));
 	if (!cert != !key) {
-		errf(err, errlen, "exec plugin %s: status.%s: missing (clientCertificateData and "
-				  "clientKeyData come together)", e->command,
-		     cert ? "clientKeyData" : "clientCertificateData");
+		errf(err, errlen, "status.%s: missing (clientCertificateData and clientKeyData come "
+				  "together)", cert ? "clientKeyData" : "clientCertificateData");
 		goto out;
 	}
 	if ((!tok || !*tok) && !cert) {
-		errf(err, errlen, "exec plugin %s: status: neither token nor clientCertificateData "
-				  "given", e->command);
+		errf(err, errlen, "status: neither token nor clientCertificateData given");
 		goto out;
 	}
 	const char *exp = json_string_value(json_object_get(st, "expirationTimestamp"));
 	time_t t = 0;
 	if (exp && rfc3339_parse(exp, &t) != 0) {
-		errf(err, errlen, "exec plugin %s: status.expirationTimestamp: \"%s\" is not RFC 3339",
-		     e->command, exp);
+		errf(err, errlen, "status.expirationTimestamp: \"%.64s\" is not RFC 3339", exp);
 		goto out;
 	}
-	free(c->cached_token);
-	c->cached_token = xstrdup(tok ? tok : "");
-	free(c->exec_cert_pem);
-	free(c->exec_key_pem);
-	c->exec_cert_pem = cert ? xstrdup(cert) : NULL;
-	c->exec_key_pem = key ? xstrdup(key) : NULL;
-	c->exec_expiry = t;
-	c->exec_valid = true;
-	c->cred_generation++;
+	cred->token = xstrdup(tok ? tok : "");
+	cred->cert_pem = cert ? xstrdup(cert) : NULL;
+	cred->key_pem = key ? xstrdup(key) : NULL;
+	cred->expiry = t;
 	rc = 0;
 out:
 	json_decref(root);
-	strbuf_release(&out);
 	return rc;
+}
+
+void kube_exec_cred_release(struct kube_exec_cred *cred)
+{
+	free(cred->token);
+	free(cred->cert_pem);
+	free(cred->key_pem);
+	memset(cred, 0, sizeof(*cred));
 }
 
 int kube_config_bearer(struct kube_config *c, struct strbuf *token, unsigned *gen, char *err,

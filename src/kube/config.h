@@ -93,6 +93,24 @@ void kube_config_exec_cert(struct kube_config *c, struct strbuf *cert, struct st
 /* Called after a 401: forgets an exec credential so the next call runs the plugin again. */
 void kube_config_invalidate(struct kube_config *c, unsigned gen);
 
+/*
+ * An exec plugin's credential (client.authentication.k8s.io ExecCredential status). Every
+ * string is malloc'd and owned by the struct; kube_exec_cred_release() frees them.
+ */
+struct kube_exec_cred {
+	char *token;              /* status.token, "" when only a certificate was given */
+	char *cert_pem, *key_pem; /* status.clientCertificateData/clientKeyData, both or neither */
+	time_t expiry;            /* status.expirationTimestamp; 0 when not given */
+};
+/*
+ * Parses an exec plugin's standard output (len bytes, not NUL-terminated): an ExecCredential of
+ * api_version with a token or a certificate and key. Returns 0 with *cred filled, or -1 with a
+ * reason in err (never quoting a credential) and *cred empty. Pure: no I/O, no global state.
+ */
+int kube_exec_parse_output(const char *out, size_t len, const char *api_version,
+			   struct kube_exec_cred *cred, char *err, size_t errlen);
+void kube_exec_cred_release(struct kube_exec_cred *cred);
+
 /* Decodes standard base64 (whitespace ignored). Returns a malloc'd buffer or NULL if invalid. */
 char *kube_base64_decode(const char *in, size_t *outlen);
 

@@ -57,6 +57,8 @@ for _ in $(seq 1 100); do kill -0 $W1 2>/dev/null || kill -0 $W2 2>/dev/null || 
 check "closeWatches ended both watches" bash -c "! kill -0 $W1 2>/dev/null && ! kill -0 $W2 2>/dev/null"
 check "closed watches are counted" eq "$(counter watchesClosed)" "2"
 
+req POST /emulator/faults '{"watchMaxSeconds":99999999999999}'
+expect_code 400 "watchMaxSeconds past what int64 nanoseconds hold (found by fuzz_emu_request)"
 faults '{"watchMaxSeconds":1}'
 START=$(date +%s)
 curl -sN --max-time 20 "$S/api/v1/persistentvolumes?watch=1&resourceVersion=0" >"$T/w3"

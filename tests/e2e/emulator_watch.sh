@@ -64,6 +64,11 @@ check "resume from a resourceVersion" eq "$(events resume)" "MODIFIED cm-b,MODIF
 START=$(date +%s)
 curl -sN "$S/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=$DEL_RV&timeoutSeconds=3&allowWatchBookmarks=true" >"$T/bm"
 check "timeoutSeconds ends the watch" test $(( $(date +%s) - START )) -le 6
+# a timeoutSeconds past what int64 nanoseconds hold is only long (found by fuzz_emu_request: the
+# multiplication overflowed, which UBSan aborts on); the client ends this one
+curl -sN --max-time 1 "$S/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=99999999999999" >/dev/null
+req GET /api/v1/namespaces/default/configmaps
+expect_code 200 "a request after a watch with timeoutSeconds=99999999999999"
 check "bookmarks were sent" bash -c "jq -r .type '$T/bm' | grep -q BOOKMARK"
 check "bookmark carries the latest resourceVersion" eq \
 	"$(jq -r 'select(.type=="BOOKMARK")|.object.metadata.resourceVersion' "$T/bm" | tail -1)" "$DEL_RV"

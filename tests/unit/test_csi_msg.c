@@ -2,6 +2,7 @@
  * test_csi_msg: message helpers without a network: JSON rendering of every kind of field,
  * secret stripping driven by the schema, map/repeated building, status names, method lookup.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +150,119 @@ static void test_method_lookup(void)
 	CHECK_INT(n, 3 + 14 + 8);
 }
 
+/*
+ * A message with many map entries or repeated elements (a PV's volume attributes, a ListVolumes
+ * page) costs arena bytes linear in their number: checked after every append, so a builder
+ * that copies the array on each append (O(N^2) bytes) fails within the first hundred entries,
+ * whatever the machine's speed. Two fields grow interleaved, as real builders do.
+ */
+#define BYTES_PER_ENTRY 256 /* entry message, key and value strings, headers, array room */
+
+static void test_many_entries_linear(void)
+{
+	enum { N = 100000 };
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__CreateVolumeRequest *r = csi_msg_new(a, &csi__v1__create_volume_request__descriptor);
+	size_t base = csi_arena_bytes(a), nsecrets = 0;
+	char k[32], v[32];
+	for (size_t i = 0; i < N; i++) {
+		snprintf(k, sizeof(k), "k%zu", i);
+		snprintf(v, sizeof(v), "v%zu", i);
+		CHECK_INT(csi_map_add(a, &r->base, "parameters", k, v), 0);
+		if (i % 10 == 0) {
+			CHECK_INT(csi_map_add(a, &r->base, "secrets", k, v), 0);
+			nsecrets++;
+		}
+		size_t used = csi_arena_bytes(a) - base;
+		size_t bound = (i + 1 + nsecrets) * BYTES_PER_ENTRY + 4096;
+		if (used > bound) {
+			fprintf(stderr, "after %zu entries the arena holds %zu bytes (> %zu)\n",
+				i + 1 + nsecrets, used, bound);
+			CHECK(used <= bound);
+			break;
+		}
+	}
+	CHECK_INT(r->n_parameters, N);
+	CHECK_INT(r->n_secrets, (N + 9) / 10);
+	if (r->n_parameters == N && r->n_secrets == (N + 9) / 10) {
+		CHECK_STR(r->parameters[0]->key, "k0");
+		CHECK_STR(r->parameters[N - 1]->value, "v99999");
+		CHECK_STR(csi_map_get(r->n_parameters, r->parameters, "k65537"), "v65537");
+		CHECK_STR(r->secrets[r->n_secrets - 1]->key, "k99990");
+	}
+
+	Csi__V1__ListVolumesResponse *l = csi_msg_new(a, &csi__v1__list_volumes_response__descriptor);
+	Csi__V1__ListVolumesResponse__Entry *e =
+		csi_msg_new(a, &csi__v1__list_volumes_response__entry__descriptor);
+	base = csi_arena_bytes(a);
+	for (size_t i = 0; i < N; i++) {
+		CHECK_INT(csi_repeated_add(a, &l->base, "entries", e), 0);
+		size_t used = csi_arena_bytes(a) - base, bound = (i + 1) * 8 * 4 + 4096;
+		if (used > bound) {
+			fprintf(stderr, "after %zu elements the arena holds %zu bytes (> %zu)\n", i + 1,
+				used, bound);
+			CHECK(used <= bound);
+			break;
+		}
+	}
+	CHECK_INT(l->n_entries, N);
+	CHECK(l->n_entries == N && l->entries[N - 1] == e);
+	csi_arena_free(a);
+}
+
+/*
+ * Appends never write into an array the arena did not grow for that very field at that count:
+ * the caller's own array, an array two messages share, a field whose count the caller cut.
+ */
+static void test_append_to_foreign_and_shared_arrays(void)
+{
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__VolumeCapability__MountVolume *m1 =
+		csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
+	char *mine[2] = { "ro", "noexec" };
+	m1->mount_flags = mine;
+	m1->n_mount_flags = 2;
+	CHECK_INT(csi_repeated_add(a, &m1->base, "mount_flags", "nodev"), 0);
+	CHECK(m1->mount_flags != mine);
+	CHECK_STR(mine[0], "ro");
+	CHECK_STR(mine[1], "noexec");
+	CHECK_INT(m1->n_mount_flags, 3);
+	CHECK_STR(m1->mount_flags[0], "ro");
+	CHECK_STR(m1->mount_flags[2], "nodev");
+
+	/* m2 shares m1's array (room for more); each then appends its own flag */
+	Csi__V1__VolumeCapability__MountVolume m2 = CSI__V1__VOLUME_CAPABILITY__MOUNT_VOLUME__INIT;
+	m2.mount_flags = m1->mount_flags;
+	m2.n_mount_flags = m1->n_mount_flags;
+	CHECK_INT(csi_repeated_add(a, &m2.base, "mount_flags", "m2"), 0);
+	CHECK_INT(csi_repeated_add(a, &m1->base, "mount_flags", "m1"), 0);
+	CHECK_INT(m1->n_mount_flags, 4);
+	CHECK_INT(m2.n_mount_flags, 4);
+	CHECK_STR(m1->mount_flags[3], "m1");
+	CHECK_STR(m2.mount_flags[3], "m2");
+	CHECK_STR(m2.mount_flags[2], "nodev");
+
+	for (int i = 0; i < 100; i++)
+		CHECK_INT(csi_repeated_add(a, &m2.base, "mount_flags", "more"), 0);
+	CHECK_INT(m2.n_mount_flags, 104);
+	CHECK_STR(m2.mount_flags[103], "more");
+	CHECK_STR(m1->mount_flags[3], "m1");
+
+	/* a copy of m2 cut to 2 flags (its array has room) appends: m2 keeps its third flag */
+	Csi__V1__VolumeCapability__MountVolume m3 = m2;
+	m3.n_mount_flags = 2;
+	CHECK_INT(csi_repeated_add(a, &m3.base, "mount_flags", "m3"), 0);
+	CHECK_INT(m3.n_mount_flags, 3);
+	CHECK_STR(m3.mount_flags[2], "m3");
+	CHECK_STR(m2.mount_flags[2], "nodev");
+	CHECK_INT(csi_repeated_add(a, &m2.base, "mount_flags", "last"), 0);
+	CHECK_INT(m2.n_mount_flags, 105);
+	CHECK_STR(m2.mount_flags[2], "nodev");
+	CHECK_STR(m2.mount_flags[104], "last");
+	CHECK_STR(m3.mount_flags[2], "m3");
+	csi_arena_free(a);
+}
+
 int main(void)
 {
 	RUN(test_json_fields);
@@ -156,5 +270,7 @@ int main(void)
 	RUN(test_every_secret_field_stripped);
 	RUN(test_codes);
 	RUN(test_method_lookup);
+	RUN(test_many_entries_linear);
+	RUN(test_append_to_foreign_and_shared_arrays);
 	return CHECK_DONE();
 }

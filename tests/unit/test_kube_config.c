@@ -351,6 +351,52 @@ static void test_options(void)
 	flags_free(fs);
 }
 
+/*
+ * The ExecCredential parser on its own (what fuzz_kube_exec drives): both credential forms,
+ * each refusal, and no credential in an error, even from output that is not JSON.
+ */
+static void test_exec_parse_output(void)
+{
+	const char *v1 = "client.authentication.k8s.io/v1";
+	struct kube_exec_cred cr;
+	char err[512];
+#define PARSE(text) kube_exec_parse_output(text, strlen(text), v1, &cr, err, sizeof(err))
+	CHECK_INT(PARSE("{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+			"\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":"
+			"\"2030-01-02T03:04:05Z\"}}"), 0);
+	CHECK_STR(cr.token, "t0k");
+	CHECK(cr.cert_pem == NULL && cr.key_pem == NULL);
+	CHECK_INT(cr.expiry, 1893553445);
+	kube_exec_cred_release(&cr);
+	CHECK_INT(PARSE("{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+			"\"ExecCredential\",\"status\":{\"clientCertificateData\":\"C\","
+			"\"clientKeyData\":\"K\"}}"), 0);
+	CHECK_STR(cr.token, "");
+	CHECK_STR(cr.cert_pem, "C");
+	CHECK_STR(cr.key_pem, "K");
+	CHECK_INT(cr.expiry, 0);
+	kube_exec_cred_release(&cr);
+	CHECK_INT(PARSE("{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":"
+			"\"ExecCredential\",\"status\":{\"token\":\"t\"}}"), -1);
+	CHECK(strstr(err, "not an ExecCredential of client.authentication.k8s.io/v1") != NULL);
+	CHECK(cr.token == NULL);
+	CHECK_INT(PARSE("{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+			"\"ExecCredential\",\"status\":{\"token\":\"\"}}"), -1);
+	CHECK(strstr(err, "neither token nor clientCertificateData") != NULL);
+	CHECK_INT(PARSE("{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+			"\"ExecCredential\",\"status\":{\"token\":\"t\",\"expirationTimestamp\":"
+			"\"tomorrow\"}}"), -1);
+	CHECK(strstr(err, "expirationTimestamp: \"tomorrow\" is not RFC 3339") != NULL);
+	/* jansson would quote the text near the error: here the start of the token */
+	CHECK_INT(PARSE("{\"status\":{\"token\":\"s3cr3t-token\\q\"}}"), -1);
+	CHECK(strstr(err, "output is not JSON") != NULL);
+	CHECK(strstr(err, "s3cr3t") == NULL);
+	CHECK_INT(PARSE("{\"status\":{\"token\":\"s3cr3t-token"), -1);
+	CHECK(strstr(err, "s3cr3t") == NULL);
+	CHECK_INT(kube_exec_parse_output("", 0, v1, &cr, err, sizeof(err)), -1);
+#undef PARSE
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/kcsi-kubecfg-XXXXXX");
@@ -362,6 +408,7 @@ int main(void)
 	RUN(test_in_cluster);
 	RUN(test_master_override);
 	RUN(test_exec_plugin);
+	RUN(test_exec_parse_output);
 	RUN(test_errors);
 	RUN(test_options);
 	char cmd[512];
