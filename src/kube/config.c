@@ -808,6 +808,16 @@ int kube_config_bearer(struct kube_config *c, struct strbuf *token, unsigned *ge
 	if (gen)
 		*gen = c->cred_generation;
 	pthread_mutex_unlock(&c->mu);
+	/* It goes into an HTTP header: a CR or LF would add headers of the token source's choosing. */
+	for (size_t i = 0; !rc && i < token->len; i++) {
+		unsigned char ch = (unsigned char)token->buf[i];
+		if (ch < 0x20 || ch == 0x7f) {
+			snprintf(err, errlen, "the bearer token (from the %s) contains a control character (0x%02x at byte %zu); not sending it",
+				 c->token_file ? "tokenFile" : c->token ? "kubeconfig token" : "exec plugin", ch, i);
+			strbuf_reset(token);
+			rc = -1;
+		}
+	}
 	return rc;
 }
 

@@ -4,13 +4,22 @@
 #include "kube/config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+static char path[64];
+
+static void remove_input(void)
+{
+	unlink(path);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char path[64];
-	if (!path[0])
+	if (!path[0]) {
 		snprintf(path, sizeof(path), "/tmp/kcsi-fuzz-kubeconfig-%d", (int)getpid());
+		atexit(remove_input); /* libFuzzer ends with exit() after -max_total_time */
+	}
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return 0;

@@ -130,6 +130,12 @@ static void test_token_file_rotation(void)
 	unlink(path("tok"));
 	CHECK_INT(kube_config_bearer(c, &t, NULL, err, sizeof(err)), -1);
 	CHECK(strstr(err, "tok") != NULL);
+	/* A token with a line break would inject headers: refused, and not echoed. */
+	write_file("tok", "abc\r\nX-Injected: yes", 0600);
+	CHECK_INT(kube_config_bearer(c, &t, NULL, err, sizeof(err)), -1);
+	CHECK(strstr(err, "control character (0x0d at byte 3)") != NULL);
+	CHECK(strstr(err, "X-Injected") == NULL);
+	CHECK_INT((int)t.len, 0);
 	strbuf_release(&t);
 	kube_config_free(c);
 }
