@@ -72,7 +72,8 @@ static bool verb_matches(const char *rule, const char *verb)
 
 int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural, int *retry_after)
 {
-	int code = 0, latency_ms = 0;
+	int code = 0;
+	int64_t latency_ms = 0;
 	pthread_mutex_lock(&f->mu);
 	for (size_t i = 0; i < f->n; i++) {
 		struct emu_fault_rule *r = &f->rules[i];
@@ -99,8 +100,10 @@ int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
 				f->c409++;
 		}
 	}
+	if (latency_ms > EMU_FAULT_MAX_LATENCY_MS)
+		latency_ms = EMU_FAULT_MAX_LATENCY_MS;
 	if (latency_ms)
-		delay_locked(f, latency_ms);
+		delay_locked(f, (int)latency_ms);
 	pthread_mutex_unlock(&f->mu);
 	return code;
 }
@@ -175,6 +178,11 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 	    (code == 0 && latency == 0)) {
 		snprintf(err, errlen, "bad fault rule: need 0 <= fraction <= 1, a code or latencyMs, "
 			 "and non-negative numbers");
+		return -1;
+	}
+	if (latency > EMU_FAULT_MAX_LATENCY_MS) {
+		snprintf(err, errlen, "bad fault rule: latencyMs must be at most %d, got %d",
+			 EMU_FAULT_MAX_LATENCY_MS, latency);
 		return -1;
 	}
 	snprintf(r->verb, sizeof(r->verb), "%s", verb);

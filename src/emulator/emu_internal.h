@@ -17,6 +17,10 @@
 #include "emulator/emu_store.h"
 #include "emulator/emu_table.h"
 
+/* The longest delay one request gets from fault rules (their latencyMs added up), and the most one
+ * rule may ask for: a rule is a test's tool, not a way to hold a connection for ever. */
+#define EMU_FAULT_MAX_LATENCY_MS 60000
+
 struct emu_fault_rule {
 	char verb[16];     /* "get", "list", "watch", "create", "update", "patch", "delete",
 			      "write" (create/update/patch/delete), "*" */
@@ -24,7 +28,7 @@ struct emu_fault_rule {
 	double fraction;   /* probability in [0,1] */
 	int code;          /* 500, 429, 409, or 0 for latency only */
 	int retry_after;   /* seconds, for 429 */
-	int latency_ms;
+	int latency_ms;    /* 0 .. EMU_FAULT_MAX_LATENCY_MS */
 	long times;        /* stop after this many injections; 0 = unlimited */
 	long injected;
 };

@@ -652,7 +652,7 @@ static bool watch_params(struct emu_call *k, struct emu_watch *w, bool *initial,
 			return false;
 		}
 		/* past INT64_MAX ns (292 years) it is longer than any limit: no overflow */
-		if (v > 0 && v <= INT64_MAX / NSEC_PER_SEC && v * NSEC_PER_SEC < timeout)
+		if (v > 0 && v <= INT64_MAX / NSEC_PER_SEC && (!timeout || v * NSEC_PER_SEC < timeout))
 			timeout = v * NSEC_PER_SEC;
 	}
 	int64_t fmax = emu_faults_watch_max(&w->srv->faults);

@@ -59,6 +59,9 @@ check "closed watches are counted" eq "$(counter watchesClosed)" "2"
 
 req POST /emulator/faults '{"watchMaxSeconds":99999999999999}'
 expect_code 400 "watchMaxSeconds past what int64 nanoseconds hold (found by fuzz_emu_request)"
+req POST /emulator/faults '{"rules":[{"verb":"get","latencyMs":60001}]}'
+expect_code 400 "a fault rule's latencyMs over 60 s"
+check "and says the bound" grep -q "at most 60000" "$T/out"
 faults '{"watchMaxSeconds":1}'
 START=$(date +%s)
 curl -sN --max-time 20 "$S/api/v1/persistentvolumes?watch=1&resourceVersion=0" >"$T/w3"

@@ -112,4 +112,10 @@ MS=$(( ($(date +%s%N) - START) / 1000000 ))
 check "SIGTERM exit status 0 (got $RC)" test "$RC" = 0
 check "SIGTERM exits within 1 s during a delayed request (took ${MS} ms)" test "$MS" -lt 1000
 wait $SLOW 2>/dev/null
+
+# --- --max-watch-timeout=0 (no limit) still ends a watch at the client's timeoutSeconds ---
+emu_start --max-watch-timeout=0
+START=$(date +%s)
+curl -sN --max-time 10 "$S/api/v1/configmaps?watch=1&timeoutSeconds=1" >/dev/null
+check "without a server limit, timeoutSeconds=1 still ends the watch" test $(( $(date +%s) - START )) -le 4
 finish
