@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libcurl4-openssl-dev libssl-dev libjansson-dev libyaml-dev
-  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
+  libnghttp2-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   libmicrohttpd-dev
   openssl e2fsprogs xfsprogs util-linux mount
   curl jq procps python3

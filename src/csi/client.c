@@ -1,52 +1,94 @@
 /*
- * csi/client: gRPC C core channel to a unix socket, unary calls, readiness, loss detection.
+ * csi/client: unary gRPC calls over HTTP/2 (nghttp2) on a unix socket, readiness, loss.
  *
  * Design:
- *   - One grpc_channel per connection. Each call creates its own pluck completion queue: a
- *     shared queue allows only a handful of concurrent pluckers, and a per-call queue costs a
- *     few microseconds, well below a round trip.
- *   - Connecting first waits for the socket file (so gRPC's reconnect backoff never grows while
- *     the driver is still starting), then drives the channel to READY. Reconnect backoff is
- *     capped at 1 s for the same reason.
- *   - A watcher thread observes connectivity changes after READY; leaving READY means the driver
- *     went away and on_lost fires once. The client idle timeout is disabled so an idle but
- *     healthy connection never looks lost.
- *   - Calls are fail-fast (no wait-for-ready): a dead driver answers UNAVAILABLE at once rather
- *     than hanging until the deadline, as upstream's default.
+ *   - One socket and one nghttp2 client session per connection, guarded by one mutex. A call
+ *     is one HTTP/2 stream: the calling thread submits it and writes it out itself, then sleeps
+ *     on its own condition variable; one I/O thread per connection reads, feeds nghttp2 and
+ *     wakes the caller whose stream closed. So a call costs two wake-ups and no thread of its
+ *     own, and any number of threads may call at once (streams are multiplexed; beyond the
+ *     driver's SETTINGS_MAX_CONCURRENT_STREAMS nghttp2 queues them).
+ *   - Only the I/O thread closes the socket and frees the session ("teardown"), after it or a
+ *     writer found the connection broken; every call in flight then ends with UNAVAILABLE, and
+ *     on_lost fires once per connection object. A call on a connection that is down connects
+ *     again first (fail-fast: a driver that is not listening answers UNAVAILABLE at once), as
+ *     a gRPC channel reconnects by itself.
+ *   - A call whose deadline passes is answered DEADLINE_EXCEEDED at once and its stream reset
+ *     (CANCEL); the call record then belongs to the session until nghttp2 closes the stream, so
+ *     nghttp2 never reads a request or writes a response into freed memory.
+ *   - "Connected" means the HTTP/2 handshake finished: the driver's SETTINGS frame arrived, as a
+ *     gRPC channel is READY only then. A socket that accepts but never speaks HTTP/2 is not.
+ *   - Optional keepalive (opts.keepalive_ns): a PING after that long without a frame from the
+ *     driver; no answer within the same time breaks the connection.
  */
 #include "csi/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
-#include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/time.h>
+#include <nghttp2/nghttp2.h>
 
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "csi/wire.h"
+
+/* Receive windows: large enough that a 4 MiB message needs few WINDOW_UPDATE round trips. */
+#define CLIENT_STREAM_WINDOW (1 << 20)
+#define CLIENT_CONN_WINDOW (8 << 20)
+
+struct call {
+	struct call *prev, *next; /* the connection's calls in flight */
+	int32_t stream_id;
+	uint8_t *req;             /* prefix + request bytes, owned */
+	size_t req_len, req_sent;
+	size_t max_recv;
+	struct csi_wire_msg resp;
+	int http_status;
+	bool have_status;         /* grpc-status seen */
+	bool local_error;         /* code/message decided here (e.g. response too large) */
+	int code;
+	char message[1024];
+	bool done;                /* the outcome is final; the caller may read and free */
+	bool abandoned;           /* the caller left (deadline); the session frees it */
+	pthread_cond_t cond;
+};
 
 struct csi_conn {
 	char *endpoint;
 	char *path;
-	grpc_channel *ch;
 	struct csi_conn_opts opts;
-	pthread_t watcher;
-	bool watcher_running;
-	atomic_bool stopping;
+	pthread_mutex_t lock;     /* everything below */
+	pthread_cond_t changed;   /* handshake done, or the connection broke */
+	int fd;                   /* -1 while not connected */
+	nghttp2_session *sess;
+	bool settings_seen;       /* the driver's SETTINGS arrived: connected */
+	bool broken;              /* failed; the I/O thread tears it down */
+	bool goaway;              /* the driver sent GOAWAY: no new streams on this session */
+	char broken_why[256];
+	bool ever_connected;
+	bool lost_reported;
+	bool stopping;
+	struct call *calls;
+	int64_t last_recv_ns, ping_sent_ns;
+	int wake[2];              /* writers ask the I/O thread to poll for POLLOUT */
+	pthread_t io;
+	bool io_running;
 	atomic_bool lost;
-	pthread_mutex_t lock; /* orders the watcher's channel use against csi_conn_free() */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -61,132 +103,452 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errlen)
+/* ---- connection state, all with c->lock held ---- */
+
+static void mark_broken(struct csi_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void mark_broken(struct csi_conn *c, const char *fmt, ...)
 {
-	const char *p = NULL;
-	if (!endpoint || !*endpoint) {
-		set_err(err, errlen, "empty CSI endpoint");
-		return -1;
+	if (c->broken)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->broken_why, sizeof(c->broken_why), fmt, ap);
+	va_end(ap);
+	c->broken = true;
+	pthread_cond_broadcast(&c->changed);
+}
+
+static void wake_io(struct csi_conn *c)
+{
+	ssize_t w = write(c->wake[1], "w", 1);
+	(void)w; /* a full pipe already holds a wake-up */
+}
+
+static void call_unlink(struct csi_conn *c, struct call *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else if (c->calls == k)
+		c->calls = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	k->prev = k->next = NULL;
+}
+
+static void call_free(struct call *k)
+{
+	free(k->req);
+	csi_wire_msg_release(&k->resp);
+	pthread_cond_destroy(&k->cond);
+	free(k);
+}
+
+/* The call's outcome is final: wake its caller, or free it when the caller has left. */
+static void call_finish(struct csi_conn *c, struct call *k)
+{
+	call_unlink(c, k);
+	if (k->abandoned) {
+		call_free(k);
+		return;
 	}
-	if (strncmp(endpoint, "unix://", 7) == 0)
-		p = endpoint + 7;
-	else if (strncmp(endpoint, "unix:", 5) == 0)
-		p = endpoint + 5;
-	else if (endpoint[0] == '/')
-		p = endpoint;
-	if (!p || p[0] != '/' || strlen(p) >= 108) {
-		set_err(err, errlen,
-			"unsupported CSI endpoint %s: want unix:///path/to/socket, unix:/path or /path "
-			"(at most 107 bytes)", endpoint);
-		return -1;
+	k->done = true;
+	pthread_cond_signal(&k->cond);
+}
+
+static void call_fail(struct call *k, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void call_fail(struct call *k, int code, const char *fmt, ...)
+{
+	if (k->local_error)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(k->message, sizeof(k->message), fmt, ap);
+	va_end(ap);
+	k->code = code;
+	k->local_error = true;
+}
+
+/* Writes what nghttp2 has queued, as far as the socket takes it. */
+static void flush(struct csi_conn *c)
+{
+	if (!c->sess || c->broken)
+		return;
+	int rv = nghttp2_session_send(c->sess);
+	if (rv != 0)
+		mark_broken(c, "HTTP/2 send failed: %s", nghttp2_strerror(rv));
+}
+
+/* ---- nghttp2 callbacks (run under c->lock, from whichever thread drives the session) ---- */
+
+static ssize_t on_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *ud)
+{
+	(void)s, (void)flags;
+	struct csi_conn *c = ud;
+	for (;;) {
+		ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
+		if (n >= 0)
+			return n;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return NGHTTP2_ERR_WOULDBLOCK;
+		mark_broken(c, "write to the driver failed: %s", strerror(errno));
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
-	*path = xstrdup(p);
+}
+
+static ssize_t read_request(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+			    uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+	(void)s, (void)id, (void)ud;
+	struct call *k = src->ptr;
+	size_t n = k->req_len - k->req_sent;
+	if (n > len)
+		n = len;
+	memcpy(buf, k->req + k->req_sent, n);
+	k->req_sent += n;
+	if (k->req_sent == k->req_len)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
+		     const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
+{
+	(void)flags, (void)ud;
+	if (f->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	struct call *k = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+	if (!k)
+		return 0;
+	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
+		int st = 0;
+		for (size_t i = 0; i < vlen && i < 3; i++)
+			st = st * 10 + (value[i] >= '0' && value[i] <= '9' ? value[i] - '0' : 0);
+		k->http_status = st;
+	} else if (nlen == 11 && memcmp(name, "grpc-status", 11) == 0) {
+		int code = 0;
+		bool ok = vlen > 0 && vlen <= 3;
+		for (size_t i = 0; ok && i < vlen; i++) {
+			ok = value[i] >= '0' && value[i] <= '9';
+			code = code * 10 + value[i] - '0';
+		}
+		k->have_status = true;
+		k->code = ok ? code : CSI_CODE_UNKNOWN;
+	} else if (nlen == 12 && memcmp(name, "grpc-message", 12) == 0) {
+		csi_wire_message_decode(value, vlen, k->message, sizeof(k->message));
+	} else if (nlen == 12 && memcmp(name, "content-type", 12) == 0 &&
+		   f->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+		if (vlen < 16 || memcmp(value, "application/grpc", 16) != 0)
+			call_fail(k, CSI_CODE_UNKNOWN, "the driver answered with content-type %.*s, "
+				  "not application/grpc", (int)(vlen > 64 ? 64 : vlen), value);
+	}
 	return 0;
 }
 
-static gpr_timespec deadline_after(int64_t ns)
+static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+		   void *ud)
 {
-	if (ns <= 0)
-		return gpr_inf_future(GPR_CLOCK_MONOTONIC);
-	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(ns, GPR_TIMESPAN));
-}
-
-static void drain_and_destroy(grpc_completion_queue *cq, bool pluck)
-{
-	grpc_completion_queue_shutdown(cq);
-	if (!pluck) {
-		while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-		       GRPC_QUEUE_SHUTDOWN)
-			;
+	(void)flags, (void)ud;
+	struct call *k = nghttp2_session_get_stream_user_data(s, id);
+	if (!k || k->local_error)
+		return 0;
+	switch (csi_wire_msg_feed(&k->resp, data, len)) {
+	case CSI_WIRE_MSG_OK:
+		return 0;
+	case CSI_WIRE_MSG_TOO_LARGE:
+		call_fail(k, CSI_CODE_RESOURCE_EXHAUSTED,
+			  "grpc: received message larger than max (%u vs. %zu)", k->resp.len,
+			  k->max_recv);
+		break;
+	case CSI_WIRE_MSG_COMPRESSED:
+		call_fail(k, CSI_CODE_INTERNAL,
+			  "the driver sent a compressed message; no compression was offered");
+		break;
+	case CSI_WIRE_MSG_TOO_MANY:
+		call_fail(k, CSI_CODE_INTERNAL, "the driver sent more than one response message");
+		break;
 	}
-	grpc_completion_queue_destroy(cq);
+	nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+	return 0;
 }
 
-/* Waits for the socket file; 0 when present, -1 on timeout. */
-static int wait_for_socket(struct csi_conn *c, int64_t start, char *err, size_t errlen)
+static int on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
-	int64_t last_log = start;
-	for (;;) {
-		struct stat st;
-		if (stat(c->path, &st) == 0 && S_ISSOCK(st.st_mode))
+	(void)s;
+	struct csi_conn *c = ud;
+	c->last_recv_ns = mono_now_ns();
+	if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK) &&
+	    !c->settings_seen) {
+		c->settings_seen = true;
+		pthread_cond_broadcast(&c->changed);
+	} else if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
+		c->ping_sent_ns = 0;
+	} else if (f->hd.type == NGHTTP2_GOAWAY) {
+		/*
+		 * Calls up to last_stream_id go on; nghttp2 closes the others with REFUSED_STREAM
+		 * (UNAVAILABLE). No new call may start; the session ends with the last call.
+		 */
+		c->goaway = true;
+		snprintf(c->broken_why, sizeof(c->broken_why),
+			 "the driver is going away (GOAWAY, error code %u)", f->goaway.error_code);
+	}
+	return 0;
+}
+
+static int on_close(nghttp2_session *s, int32_t id, uint32_t error, void *ud)
+{
+	struct csi_conn *c = ud;
+	struct call *k = nghttp2_session_get_stream_user_data(s, id);
+	if (!k)
+		return 0;
+	if (k->local_error) {
+		/* keep the error decided here */
+	} else if (error != NGHTTP2_NO_ERROR) {
+		k->code = csi_wire_code_from_rst(error);
+		snprintf(k->message, sizeof(k->message), "stream reset by the driver: %s",
+			 nghttp2_http2_strerror(error));
+	} else if (!k->have_status) {
+		if (k->http_status && k->http_status != 200) {
+			k->code = csi_wire_code_from_http(k->http_status);
+			snprintf(k->message, sizeof(k->message),
+				 "unexpected HTTP status code from the driver: %d", k->http_status);
+		} else {
+			k->code = CSI_CODE_INTERNAL;
+			snprintf(k->message, sizeof(k->message),
+				 "the driver closed the stream without a gRPC status");
+		}
+	} else if (k->code == CSI_CODE_OK && !csi_wire_msg_complete(&k->resp)) {
+		k->code = CSI_CODE_INTERNAL;
+		snprintf(k->message, sizeof(k->message), csi_wire_msg_empty(&k->resp) ?
+			 "driver sent no response message" :
+			 "driver sent a truncated response message");
+	}
+	call_finish(c, k);
+	return 0;
+}
+
+/* ---- socket and session ---- */
+
+static int open_socket(const char *path, int *fd_out, int *err_out)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		*err_out = errno;
+		return -1;
+	}
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int rc;
+	do
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	while (rc != 0 && errno == EINTR);
+	if (rc != 0) {
+		*err_out = errno;
+		close(fd);
+		return -1;
+	}
+	/* Connected before going non-blocking: a unix connect either succeeds or fails now. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	*fd_out = fd;
+	return 0;
+}
+
+/* Starts a session on a connected socket and queues the preface and SETTINGS (lock held). */
+static int start_session(struct csi_conn *c, int fd, char *err, size_t errlen)
+{
+	nghttp2_session_callbacks *cb;
+	if (nghttp2_session_callbacks_new(&cb) != 0) {
+		set_err(err, errlen, "out of memory for an HTTP/2 session");
+		return -1;
+	}
+	nghttp2_session_callbacks_set_send_callback(cb, on_send);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+	nghttp2_option *opt;
+	nghttp2_option_new(&opt);
+	nghttp2_option_set_max_send_header_block_length(opt, CSI_WIRE_MAX_HEADER_LIST);
+	int rv = nghttp2_session_client_new2(&c->sess, cb, c, opt);
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cb);
+	if (rv != 0) {
+		set_err(err, errlen, "cannot start an HTTP/2 session: %s", nghttp2_strerror(rv));
+		c->sess = NULL;
+		return -1;
+	}
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, CLIENT_STREAM_WINDOW },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, CSI_WIRE_MAX_HEADER_LIST },
+	};
+	nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+	nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, CLIENT_CONN_WINDOW);
+	c->fd = fd;
+	c->settings_seen = false;
+	c->broken = false;
+	c->goaway = false;
+	c->last_recv_ns = mono_now_ns();
+	c->ping_sent_ns = 0;
+	flush(c);
+	wake_io(c);
+	return 0;
+}
+
+/* Closes a broken connection and ends every call in flight (I/O thread, lock held). */
+static void teardown(struct csi_conn *c)
+{
+	while (c->calls) {
+		struct call *k = c->calls;
+		call_fail(k, CSI_CODE_UNAVAILABLE, "connection to the CSI driver at %s lost: %s",
+			  c->endpoint, c->broken_why);
+		call_finish(c, k);
+	}
+	nghttp2_session_del(c->sess);
+	c->sess = NULL;
+	close(c->fd);
+	c->fd = -1;
+	c->settings_seen = false;
+	bool report = c->ever_connected && !c->lost_reported;
+	if (c->ever_connected) {
+		atomic_store(&c->lost, true);
+		c->lost_reported = true;
+	}
+	char why[sizeof(c->broken_why)];
+	memcpy(why, c->broken_why, sizeof(why));
+	c->broken = false;
+	pthread_cond_broadcast(&c->changed);
+	if (report) {
+		pthread_mutex_unlock(&c->lock);
+		KLOG_E("Lost connection to CSI driver at %s: %s", c->endpoint, why);
+		if (c->opts.on_lost)
+			c->opts.on_lost(c->opts.on_lost_arg);
+		pthread_mutex_lock(&c->lock);
+	}
+}
+
+/* Milliseconds until the keepalive needs attention, or -1 (lock held). */
+static int keepalive_tick(struct csi_conn *c)
+{
+	int64_t ka = c->opts.keepalive_ns;
+	if (ka <= 0 || !c->sess || !c->settings_seen)
+		return -1;
+	int64_t now = mono_now_ns();
+	if (c->ping_sent_ns) {
+		if (now - c->ping_sent_ns >= ka) {
+			mark_broken(c, "keepalive ping not answered within %lld ms",
+				    (long long)(ka / NSEC_PER_MSEC));
 			return 0;
-		int64_t now = mono_now_ns();
-		if (c->opts.connect_timeout_ns > 0 && now - start >= c->opts.connect_timeout_ns) {
-			set_err(err, errlen, "timed out waiting for CSI socket %s to appear", c->path);
-			return -1;
 		}
-		if (now - last_log >= c->opts.log_interval_ns) {
-			KLOG_W("Still connecting to %s: socket does not exist yet", c->endpoint);
-			last_log = now;
-		}
-		sleep_ns(50 * NSEC_PER_MSEC);
+		return (int)((c->ping_sent_ns + ka - now) / NSEC_PER_MSEC) + 1;
 	}
+	if (now - c->last_recv_ns >= ka) {
+		nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL);
+		c->ping_sent_ns = now;
+		flush(c);
+		return (int)(ka / NSEC_PER_MSEC) + 1;
+	}
+	return (int)((c->last_recv_ns + ka - now) / NSEC_PER_MSEC) + 1;
 }
 
-/* Drives the channel to READY; 0 on success, -1 on timeout. */
-static int wait_for_ready_channel(struct csi_conn *c, int64_t start, char *err, size_t errlen)
+static void *io_main(void *arg)
 {
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-	int64_t last_log = start;
-	int rc = -1;
-	for (;;) {
-		grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 1);
-		if (s == GRPC_CHANNEL_READY) {
-			rc = 0;
-			break;
+	struct csi_conn *c = arg;
+	static __thread uint8_t buf[64 * 1024];
+	pthread_mutex_lock(&c->lock);
+	while (!c->stopping) {
+		if (c->broken && c->sess) {
+			teardown(c);
+			continue;
 		}
-		int64_t now = mono_now_ns();
-		if (c->opts.connect_timeout_ns > 0 && now - start >= c->opts.connect_timeout_ns) {
-			set_err(err, errlen, "timed out connecting to CSI driver at %s", c->endpoint);
-			break;
+		int fd = c->fd;
+		struct pollfd p[2] = { { .fd = c->wake[0], .events = POLLIN },
+				       { .fd = fd, .events = POLLIN } };
+		if (c->sess && nghttp2_session_want_write(c->sess))
+			p[1].events |= POLLOUT;
+		int timeout = keepalive_tick(c);
+		if (c->broken)
+			continue;
+		pthread_mutex_unlock(&c->lock);
+		int n = poll(p, fd >= 0 ? 2 : 1, timeout);
+		if (n > 0 && (p[0].revents & POLLIN)) {
+			char drain[64];
+			while (read(c->wake[0], drain, sizeof(drain)) > 0)
+				;
 		}
-		if (now - last_log >= c->opts.log_interval_ns) {
-			KLOG_W("Still connecting to %s", c->endpoint);
-			last_log = now;
+		ssize_t r = 0;
+		int rerr = 0;
+		if (fd >= 0 && n > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = recv(fd, buf, sizeof(buf), 0);
+			if (r < 0)
+				rerr = errno;
 		}
-		grpc_channel_watch_connectivity_state(c->ch, s, deadline_after(200 * NSEC_PER_MSEC),
-						      cq, NULL);
-		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		pthread_mutex_lock(&c->lock);
+		if (fd < 0 || c->fd != fd || c->broken)
+			continue;
+		if (r > 0) {
+			ssize_t rv = nghttp2_session_mem_recv(c->sess, buf, (size_t)r);
+			if (rv < 0)
+				mark_broken(c, "HTTP/2 protocol error from the driver: %s",
+					    nghttp2_strerror((int)rv));
+		} else if (r == 0 && n > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			mark_broken(c, "the driver closed the connection");
+		} else if (r < 0 && rerr != EAGAIN && rerr != EINTR) {
+			mark_broken(c, "read from the driver failed: %s", strerror(rerr));
+		}
+		flush(c);
+		if (!c->broken && !nghttp2_session_want_read(c->sess) &&
+		    !nghttp2_session_want_write(c->sess)) {
+			char why[sizeof(c->broken_why)];
+			snprintf(why, sizeof(why), "%s",
+				 c->goaway ? c->broken_why : "the HTTP/2 session ended");
+			mark_broken(c, "%s", why);
+		}
 	}
-	drain_and_destroy(cq, false);
-	return rc;
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 /*
- * The watcher touches the channel only under c->lock, and csi_conn_free() destroys the channel
- * under the same lock after setting `stopping`; destroying the channel completes the pending
- * watch at once, so closing a connection never waits for the watch deadline.
+ * Connects the socket if the connection is down (lock held). Returns 0, or -1 with the errno
+ * of the failed connect in *err_out (ENOENT: no socket file yet; ECONNREFUSED: nobody listens).
  */
-static void *watch_loss(void *arg)
+static int ensure_socket(struct csi_conn *c, int *err_out, char *err, size_t errlen)
 {
-	struct csi_conn *c = arg;
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-	bool lost = false;
-	for (;;) {
-		pthread_mutex_lock(&c->lock);
-		if (atomic_load(&c->stopping)) {
-			pthread_mutex_unlock(&c->lock);
-			break;
-		}
-		grpc_connectivity_state s = grpc_channel_check_connectivity_state(c->ch, 0);
-		if (s != GRPC_CHANNEL_READY) {
-			lost = true;
-			atomic_store(&c->lost, true);
-			pthread_mutex_unlock(&c->lock);
-			break;
-		}
-		grpc_channel_watch_connectivity_state(c->ch, s, deadline_after(NSEC_PER_SEC), cq,
-						      NULL);
-		pthread_mutex_unlock(&c->lock);
-		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	if (c->sess)
+		return 0;
+	int fd;
+	if (open_socket(c->path, &fd, err_out)) {
+		set_err(err, errlen, "cannot connect to %s: %s", c->endpoint, strerror(*err_out));
+		return -1;
 	}
-	if (lost) {
-		KLOG_E("Lost connection to CSI driver at %s", c->endpoint);
-		if (c->opts.on_lost)
-			c->opts.on_lost(c->opts.on_lost_arg);
+	if (start_session(c, fd, err, errlen)) {
+		close(fd);
+		*err_out = ENOMEM;
+		return -1;
 	}
-	drain_and_destroy(cq, false);
-	return NULL;
+	return 0;
+}
+
+/*
+ * Waits until the handshake finished or the deadline (monotonic ns, 0: none) passed; 0 when
+ * connected (lock held).
+ */
+static int wait_handshake(struct csi_conn *c, int64_t deadline)
+{
+	while (c->sess && !c->settings_seen && !c->broken && !c->stopping) {
+		int64_t until = deadline;
+		if (!until || until - mono_now_ns() > NSEC_PER_SEC)
+			until = mono_now_ns() + NSEC_PER_SEC;
+		struct timespec ts = wall_deadline(until - mono_now_ns());
+		pthread_cond_timedwait(&c->changed, &c->lock, &ts);
+		if (deadline && mono_now_ns() >= deadline)
+			break;
+	}
+	return c->sess && c->settings_seen && !c->broken ? 0 : -1;
 }
 
 struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *opts, char *err,
@@ -196,54 +558,78 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 	char *path;
 	if (csi_endpoint_path(endpoint, &path, err, errlen))
 		return NULL;
-	grpc_init();
 	struct csi_conn *c = xcalloc(1, sizeof(*c));
 	c->endpoint = xstrdup(endpoint);
 	c->path = path;
+	c->fd = -1;
 	c->opts = opts ? *opts : defaults;
 	if (c->opts.log_interval_ns <= 0)
 		c->opts.log_interval_ns = 10 * NSEC_PER_SEC;
 	if (c->opts.max_recv_bytes <= 0)
 		c->opts.max_recv_bytes = 4 * 1024 * 1024;
-	atomic_init(&c->stopping, false);
 	atomic_init(&c->lost, false);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->changed, NULL);
+	if (pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+		set_err(err, errlen, "cannot create a pipe: %s", strerror(errno));
+		c->wake[0] = c->wake[1] = -1;
+		goto fail;
+	}
+	int rc = pthread_create(&c->io, NULL, io_main, c);
+	if (rc != 0) {
+		set_err(err, errlen, "cannot start the connection's I/O thread: %s", strerror(rc));
+		goto fail;
+	}
+	c->io_running = true;
 
-	int64_t start = mono_now_ns();
+	int64_t start = mono_now_ns(), last_log = start;
+	int64_t deadline = c->opts.connect_timeout_ns > 0 ? start + c->opts.connect_timeout_ns : 0;
 	KLOG_V(2, "Connecting to %s", endpoint);
-	if (wait_for_socket(c, start, err, errlen))
-		goto fail;
-
-	grpc_arg args[] = {
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-		  .value.integer = c->opts.max_recv_bytes },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
-		  .value.integer = INT_MAX },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-		  .value.integer = 100 },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-		  .value.integer = 100 },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-		  .value.integer = 1000 },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0 },
-	};
-	grpc_channel_args cargs = { .num_args = sizeof(args) / sizeof(args[0]), .args = args };
-	struct strbuf target = STRBUF_INIT;
-	strbuf_addf(&target, "unix:%s", c->path);
-	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	c->ch = grpc_channel_create(target.buf, creds, &cargs);
-	grpc_channel_credentials_release(creds);
-	strbuf_release(&target);
-
-	if (wait_for_ready_channel(c, start, err, errlen))
-		goto fail;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		int cerr = 0;
+		char why[256] = "";
+		if (ensure_socket(c, &cerr, why, sizeof(why)) == 0 && wait_handshake(c, deadline) == 0)
+			break;
+		int64_t now = mono_now_ns();
+		if (deadline && now >= deadline) {
+			pthread_mutex_unlock(&c->lock);
+			if (cerr == ENOENT)
+				set_err(err, errlen, "timed out waiting for CSI socket %s to appear",
+					c->path);
+			else
+				set_err(err, errlen, "timed out connecting to CSI driver at %s%s%s",
+					c->endpoint, why[0] ? ": " : "", why);
+			goto fail;
+		}
+		if (now - last_log >= c->opts.log_interval_ns) {
+			if (cerr == ENOENT)
+				KLOG_W("Still connecting to %s: socket does not exist yet", c->endpoint);
+			else
+				KLOG_W("Still connecting to %s", c->endpoint);
+			last_log = now;
+		}
+		pthread_mutex_unlock(&c->lock);
+		sleep_ns(50 * NSEC_PER_MSEC);
+		pthread_mutex_lock(&c->lock);
+	}
+	c->ever_connected = true;
+	pthread_mutex_unlock(&c->lock);
 	KLOG_V(2, "Connected to %s", endpoint);
-	if (pthread_create(&c->watcher, NULL, watch_loss, c) == 0)
-		c->watcher_running = true;
 	return c;
 fail:
 	csi_conn_free(c);
 	return NULL;
+}
+
+const struct csi_conn_opts *csi_conn_opts(const struct csi_conn *c)
+{
+	return &c->opts;
+}
+
+const char *csi_conn_endpoint(const struct csi_conn *c)
+{
+	return c->endpoint;
 }
 
 bool csi_conn_lost(struct csi_conn *c)
@@ -256,17 +642,73 @@ void csi_conn_free(struct csi_conn *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	atomic_store(&c->stopping, true);
-	if (c->ch)
-		grpc_channel_destroy(c->ch);
+	c->stopping = true;
 	pthread_mutex_unlock(&c->lock);
-	if (c->watcher_running)
-		pthread_join(c->watcher, NULL);
+	if (c->io_running) {
+		wake_io(c);
+		pthread_join(c->io, NULL);
+	}
+	/* No caller may be inside a call now; abandoned calls still belong to the session. */
+	while (c->calls) {
+		struct call *k = c->calls;
+		call_unlink(c, k);
+		call_free(k);
+	}
+	nghttp2_session_del(c->sess);
+	if (c->fd >= 0)
+		close(c->fd);
+	for (int i = 0; i < 2; i++)
+		if (c->wake[i] >= 0)
+			close(c->wake[i]);
+	pthread_cond_destroy(&c->changed);
 	pthread_mutex_destroy(&c->lock);
 	free(c->endpoint);
 	free(c->path);
 	free(c);
-	grpc_shutdown();
+}
+
+/* Submits the call's stream (lock held). 0, or -1 with the call failed. */
+static int submit(struct csi_conn *c, struct call *k, const char *method, int64_t timeout_ns)
+{
+	char tmo[16];
+	const char *ua = "kcsi/" KCSI_VERSION;
+#define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), \
+		   NGHTTP2_NV_FLAG_NO_COPY_NAME }
+	nghttp2_nv nva[8] = {
+		NV(":method", "POST"), NV(":scheme", "http"), NV(":path", method),
+		NV(":authority", "localhost"), NV("content-type", "application/grpc"),
+		NV("te", "trailers"), NV("user-agent", ua),
+	};
+	size_t n = 7;
+	if (timeout_ns > 0) {
+		csi_wire_timeout_format(timeout_ns, tmo);
+		nva[n++] = (nghttp2_nv)NV("grpc-timeout", tmo);
+	}
+#undef NV
+	if (c->goaway) {
+		call_fail(k, CSI_CODE_UNAVAILABLE, "connection to the CSI driver at %s: %s",
+			  c->endpoint, c->broken_why);
+		return -1;
+	}
+	nghttp2_data_provider prd = { .source.ptr = k, .read_callback = read_request };
+	int32_t id = nghttp2_submit_request(c->sess, NULL, nva, n, &prd, k);
+	if (id < 0) {
+		call_fail(k, CSI_CODE_UNAVAILABLE, "cannot start a call on the connection to %s: %s",
+			  c->endpoint, nghttp2_strerror(id));
+		/* Stream IDs used up or GOAWAY received: a new connection is needed. */
+		mark_broken(c, "no new stream possible: %s", nghttp2_strerror(id));
+		wake_io(c);
+		return -1;
+	}
+	k->stream_id = id;
+	k->next = c->calls;
+	if (c->calls)
+		c->calls->prev = k;
+	c->calls = k;
+	flush(c);
+	if (nghttp2_session_want_write(c->sess) || c->broken)
+		wake_io(c);
+	return 0;
 }
 
 int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, size_t len,
@@ -279,154 +721,77 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	st->message[0] = '\0';
 	*out = NULL;
 	*outlen = 0;
+	if (len > UINT32_MAX) {
+		st->code = CSI_CODE_RESOURCE_EXHAUSTED;
+		snprintf(st->message, sizeof(st->message), "request of %zu bytes is too large", len);
+		return st->code;
+	}
+	int64_t deadline = timeout_ns > 0 ? mono_now_ns() + timeout_ns : 0;
 
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
-	grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice,
-						   NULL, deadline_after(timeout_ns), NULL);
-	grpc_slice_unref(mslice);
+	struct call *k = xcalloc(1, sizeof(*k));
+	k->req_len = len + 5;
+	k->req = xmalloc(k->req_len);
+	csi_wire_msg_prefix(k->req, (uint32_t)len);
+	if (len)
+		memcpy(k->req + 5, data, len);
+	k->max_recv = (size_t)c->opts.max_recv_bytes;
+	csi_wire_msg_init(&k->resp, k->max_recv);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->cond, &ca);
+	pthread_condattr_destroy(&ca);
 
-	grpc_slice req_slice = grpc_slice_from_copied_buffer(data, len);
-	grpc_byte_buffer *req_bb = grpc_raw_byte_buffer_create(&req_slice, 1);
-	grpc_slice_unref(req_slice);
-	grpc_byte_buffer *resp_bb = NULL;
-	grpc_metadata_array initial_md, trailing_md;
-	grpc_metadata_array_init(&initial_md);
-	grpc_metadata_array_init(&trailing_md);
-	grpc_status_code status = GRPC_STATUS_UNKNOWN;
-	grpc_slice details = grpc_empty_slice();
-
-	grpc_op ops[6];
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req_bb;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &resp_bb;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
-	ops[5].data.recv_status_on_client.status = &status;
-	ops[5].data.recv_status_on_client.status_details = &details;
-
-	grpc_call_error e = grpc_call_start_batch(call, ops, 6, (void *)1, NULL);
-	if (e != GRPC_CALL_OK) {
-		st->code = GRPC_STATUS_INTERNAL;
-		snprintf(st->message, sizeof(st->message), "grpc_call_start_batch failed: %d", e);
+	pthread_mutex_lock(&c->lock);
+	char why[256] = "";
+	int cerr = 0;
+	if (c->stopping) {
+		call_fail(k, CSI_CODE_UNAVAILABLE, "connection to %s is closing", c->endpoint);
+	} else if (c->broken) {
+		call_fail(k, CSI_CODE_UNAVAILABLE, "connection to the CSI driver at %s lost: %s",
+			  c->endpoint, c->broken_why);
+	} else if (ensure_socket(c, &cerr, why, sizeof(why)) != 0 ||
+		   wait_handshake(c, deadline) != 0) {
+		call_fail(k, deadline && mono_now_ns() >= deadline ? CSI_CODE_DEADLINE_EXCEEDED :
+			  CSI_CODE_UNAVAILABLE, "%s", why[0] && cerr ? why :
+			  "connection to the CSI driver is not ready");
 	} else {
-		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-		st->code = (int)status;
-		size_t dl = GRPC_SLICE_LENGTH(details);
-		if (dl >= sizeof(st->message))
-			dl = sizeof(st->message) - 1;
-		memcpy(st->message, GRPC_SLICE_START_PTR(details), dl);
-		st->message[dl] = '\0';
-		if (status == GRPC_STATUS_OK) {
-			if (!resp_bb) {
-				st->code = GRPC_STATUS_INTERNAL;
-				snprintf(st->message, sizeof(st->message),
-					 "driver sent no response message");
-			} else {
-				grpc_byte_buffer_reader r;
-				grpc_byte_buffer_reader_init(&r, resp_bb);
-				grpc_slice all = grpc_byte_buffer_reader_readall(&r);
-				grpc_byte_buffer_reader_destroy(&r);
-				*outlen = GRPC_SLICE_LENGTH(all);
-				*out = xmalloc(*outlen ? *outlen : 1);
-				memcpy(*out, GRPC_SLICE_START_PTR(all), *outlen);
-				grpc_slice_unref(all);
+		submit(c, k, method, timeout_ns);
+	}
+	if (k->local_error && !k->stream_id) {
+		k->done = true;
+	}
+	while (!k->done) {
+		if (!deadline) {
+			pthread_cond_wait(&k->cond, &c->lock);
+			continue;
+		}
+		struct timespec ts = { .tv_sec = deadline / NSEC_PER_SEC,
+				       .tv_nsec = deadline % NSEC_PER_SEC };
+		if (pthread_cond_timedwait(&k->cond, &c->lock, &ts) == ETIMEDOUT && !k->done) {
+			/* The session keeps the record until nghttp2 closes the stream. */
+			k->abandoned = true;
+			if (c->sess && !c->broken) {
+				nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, k->stream_id,
+							  NGHTTP2_CANCEL);
+				flush(c);
+				wake_io(c);
 			}
+			pthread_mutex_unlock(&c->lock);
+			st->code = CSI_CODE_DEADLINE_EXCEEDED;
+			snprintf(st->message, sizeof(st->message), "context deadline exceeded");
+			return st->code;
 		}
 	}
-	grpc_slice_unref(details);
-	grpc_metadata_array_destroy(&initial_md);
-	grpc_metadata_array_destroy(&trailing_md);
-	grpc_byte_buffer_destroy(req_bb);
-	if (resp_bb)
-		grpc_byte_buffer_destroy(resp_bb);
-	grpc_call_unref(call);
-	drain_and_destroy(cq, true);
+	pthread_mutex_unlock(&c->lock);
+	st->code = k->code;
+	snprintf(st->message, sizeof(st->message), "%s", k->message);
+	if (st->code == CSI_CODE_OK) {
+		size_t n;
+		uint8_t *b = csi_wire_msg_take(&k->resp, &n);
+		*out = b ? b : xmalloc(1);
+		*outlen = n;
+	}
+	call_free(k);
 	return st->code;
-}
-
-/* Logs one message as stripped JSON, truncated to max_log_len when that is >= 0. */
-static void log_msg(const char *what, const ProtobufCMessage *m, int max_len)
-{
-	struct strbuf sb = STRBUF_INIT;
-	csi_msg_to_json(m, CSI_JSON_STRIP_SECRETS, &sb);
-	if (max_len >= 0 && sb.len > (size_t)max_len) {
-		strbuf_setlen(&sb, (size_t)max_len);
-		strbuf_addstr(&sb, "...");
-	}
-	KLOG_I("GRPC %s: %s", what, sb.buf);
-	strbuf_release(&sb);
-}
-
-int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req,
-	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-	     int64_t timeout_ns, struct csi_status *st)
-{
-	struct csi_status local;
-	if (!st)
-		st = &local;
-	*resp = NULL;
-	bool verbose = log_v(5);
-	if (verbose) {
-		KLOG_I("GRPC call: %s", method);
-		log_msg("request", req, c->opts.max_log_len);
-	}
-	int64_t start = mono_now_ns();
-	size_t len = protobuf_c_message_get_packed_size(req);
-	uint8_t *buf = xmalloc(len ? len : 1);
-	protobuf_c_message_pack(req, buf);
-	void *out;
-	size_t outlen;
-	csi_call_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
-	free(buf);
-	if (st->code == 0) {
-		*resp = protobuf_c_message_unpack(resp_desc, NULL, outlen, out);
-		if (!*resp) {
-			st->code = GRPC_STATUS_INTERNAL;
-			snprintf(st->message, sizeof(st->message),
-				 "cannot decode the driver's response as %s", resp_desc->name);
-		}
-	}
-	free(out);
-	int64_t took = mono_now_ns() - start;
-	if (c->opts.observer)
-		c->opts.observer(c->opts.observer_arg, method, st->code, took);
-	if (verbose) {
-		if (st->code == 0)
-			log_msg("response", *resp, c->opts.max_log_len);
-		else
-			KLOG_I("GRPC error: rpc error: code = %s desc = %s",
-			       csi_code_go_name(st->code), st->message);
-	}
-	return st->code;
-}
-
-int csi_wait_ready(struct csi_conn *c, int64_t call_timeout_ns, char *err, size_t errlen)
-{
-	Csi__V1__ProbeRequest req = CSI__V1__PROBE_REQUEST__INIT;
-	int64_t last_log = mono_now_ns();
-	for (;;) {
-		Csi__V1__ProbeResponse *resp;
-		struct csi_status st;
-		if (csi_probe(c, &req, &resp, call_timeout_ns, &st) != 0) {
-			set_err(err, errlen, "Probe failed: %s: %s", csi_code_name(st.code),
-				st.message);
-			return -1;
-		}
-		bool ready = !resp->ready || resp->ready->value;
-		csi_msg_free(resp);
-		if (ready)
-			return 0;
-		if (mono_now_ns() - last_log >= c->opts.log_interval_ns) {
-			KLOG_I("CSI driver at %s is not ready yet", c->endpoint);
-			last_log = mono_now_ns();
-		}
-		sleep_ns(NSEC_PER_SEC);
-	}
 }

@@ -1,10 +1,12 @@
 /*
  * csi/client: a connection to a CSI driver over a unix socket, and unary CSI calls on it.
  *
- * Transport is the gRPC C core (libgrpc): one channel per connection, HTTP/2 over the socket,
- * requests and responses serialized by protobuf-c. A connection is safe to use from many threads
- * at once; each call is independent and blocks the calling thread until the response, an error,
- * or its deadline.
+ * Transport is gRPC's HTTP/2 mapping on nghttp2 (client.c, wire.h): one socket and one HTTP/2
+ * session per connection, one stream per call, requests and responses serialized by protobuf-c.
+ * A connection is safe to use from many threads at once; each call is independent and blocks
+ * the calling thread until the response, an error, or its deadline. A connection that was lost
+ * is connected again by the next call (which fails with UNAVAILABLE if the driver does not
+ * accept it), as a gRPC channel does.
  *
  * Endpoints, as the upstream sidecars accept them: "unix:///run/csi/socket", "unix:/path",
  * or a bare "/path". Anything else (tcp, dns) is refused with an error.
@@ -27,9 +29,9 @@
  * error) as JSON with every csi_secret field replaced by "***stripped***". opts.max_log_len
  * (--max-grpc-log-length; <0 means no limit) truncates the request/response text.
  *
- * Connection loss: once connected, a watcher notices when the channel leaves the READY state
- * (the driver closed the socket, exited, or was restarted) and calls opts.on_lost once, from the
- * watcher thread. Upstream sidecars exit at that point so that Kubernetes restarts them; kcsi's
+ * Connection loss: once connected, the connection's I/O thread notices when the driver closes
+ * the socket, exits, is restarted, sends GOAWAY or breaks the protocol, ends every call in flight
+ * with UNAVAILABLE and calls opts.on_lost once, from that thread. Upstream sidecars exit at that point so that Kubernetes restarts them; kcsi's
  * sidecars do the same from their callback.
  */
 #ifndef KCSI_CSI_CLIENT_H
@@ -44,9 +46,9 @@
 struct csi_conn;
 
 /*
- * Called once per connection when an established connection is lost, on the watcher thread.
- * It may exit the process (what the sidecars do) or signal another thread; it must not call
- * csi_conn_free() on the same connection, which waits for the watcher to finish.
+ * Called once per connection when an established connection is lost, on the connection's I/O
+ * thread. It may exit the process (what the sidecars do) or signal another thread; it must not call
+ * csi_conn_free() on the same connection, which waits for that thread to finish.
  */
 typedef void (*csi_conn_lost_fn)(void *arg);
 /* Called after every call: full method path, gRPC status code, duration. Must be thread-safe. */
@@ -65,8 +67,14 @@ struct csi_conn_opts {
 	int max_log_len;
 	/* Largest response accepted, bytes (gRPC's default is 4 MiB). */
 	int max_recv_bytes;
+	/*
+	 * > 0: send an HTTP/2 PING after this long without a frame from the driver, and count the
+	 * connection lost when the PING is not answered within the same time. 0 (default): off, as
+	 * upstream's sidecars (a gRPC server may answer frequent pings with GOAWAY).
+	 */
+	int64_t keepalive_ns;
 };
-#define CSI_CONN_OPTS_INIT { 0, 10000000000LL, NULL, NULL, NULL, NULL, -1, 4 * 1024 * 1024 }
+#define CSI_CONN_OPTS_INIT { 0, 10000000000LL, NULL, NULL, NULL, NULL, -1, 4 * 1024 * 1024, 0 }
 
 /* The outcome of a call: gRPC status code (0 = OK) and the driver's message. */
 struct csi_status {
@@ -81,8 +89,8 @@ struct csi_status {
 int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errlen);
 
 /*
- * Connects: waits until the socket file exists and the driver accepts a connection (gRPC
- * channel READY), logging progress every opts->log_interval_ns. Returns NULL with a reason in
+ * Connects: waits until the socket file exists, the driver accepts a connection and its HTTP/2
+ * SETTINGS arrive (what a gRPC channel calls READY), logging progress every opts->log_interval_ns. Returns NULL with a reason in
  * err on a bad endpoint or when opts->connect_timeout_ns passes. opts may be NULL (defaults).
  */
 struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *opts, char *err,
@@ -95,7 +103,10 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 int csi_wait_ready(struct csi_conn *c, int64_t call_timeout_ns, char *err, size_t errlen);
 /* True once the established connection was lost (on_lost has been or is being called). */
 bool csi_conn_lost(struct csi_conn *c);
-/* Closes the channel and stops the watcher; on_lost is not called for this. NULL is a no-op. */
+/* The options the connection was made with (defaults filled in), and its endpoint. */
+const struct csi_conn_opts *csi_conn_opts(const struct csi_conn *c);
+const char *csi_conn_endpoint(const struct csi_conn *c);
+/* Closes the socket and stops the I/O thread; on_lost is not called for this. NULL is a no-op. */
 void csi_conn_free(struct csi_conn *c);
 
 /*

@@ -36,6 +36,9 @@
 #include "base/xalloc.h"
 #include "csi/client.h"
 #include "csi/server.h"
+#ifdef KCSI_TESTDRIVER_LIBGRPC
+#include "libgrpc_server.h"
+#endif
 
 #define GiB (1024LL * 1024 * 1024)
 
@@ -635,12 +638,21 @@ int main(int argc, char **argv)
 	REG(Node, NodeExpandVolume, NodeExpandVolume);
 	REG(Node, NodeGetCapabilities, NodeGetCapabilities);
 	REG(Node, NodeGetInfo, NodeGetInfo);
+#ifdef KCSI_TESTDRIVER_LIBGRPC
+	/* csi-testdriver-libgrpc: the same handlers behind Debian's libgrpc (tests/grpc-peer). */
+	(void)err;
+	if (libgrpc_peer_serve(s, endpoint, threads, o.max_recv_bytes)) {
+		csi_server_free(s);
+		return 1;
+	}
+#else
 	if (csi_server_start(s, endpoint, err, sizeof(err))) {
 		fprintf(stderr, "csi-testdriver: %s\n", err);
 		csi_server_free(s);
 		return 1;
 	}
 	csi_server_run(s);
+#endif
 	csi_server_free(s);
 	pthread_mutex_lock(&lock);
 	while (vols) {

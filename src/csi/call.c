@@ -1,0 +1,133 @@
+/*
+ * csi/call: the transport-independent half of the CSI client (client.h): endpoints, typed calls
+ * with their logging and metrics, and waiting for readiness. The transport (csi_connect,
+ * csi_call_bytes, ...) is client.c; a test peer may link another transport under the same API
+ * (tests/grpc-peer links libgrpc's), which is why these live apart.
+ */
+#include "csi/client.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/wire.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errlen)
+{
+	const char *p = NULL;
+	if (!endpoint || !*endpoint) {
+		set_err(err, errlen, "empty CSI endpoint");
+		return -1;
+	}
+	if (strncmp(endpoint, "unix://", 7) == 0)
+		p = endpoint + 7;
+	else if (strncmp(endpoint, "unix:", 5) == 0)
+		p = endpoint + 5;
+	else if (endpoint[0] == '/')
+		p = endpoint;
+	if (!p || p[0] != '/' || strlen(p) >= 108) {
+		set_err(err, errlen,
+			"unsupported CSI endpoint %s: want unix:///path/to/socket, unix:/path or /path "
+			"(at most 107 bytes)", endpoint);
+		return -1;
+	}
+	*path = xstrdup(p);
+	return 0;
+}
+
+/* Logs one message as stripped JSON, truncated to max_log_len when that is >= 0. */
+static void log_msg(const char *what, const ProtobufCMessage *m, int max_len)
+{
+	struct strbuf sb = STRBUF_INIT;
+	csi_msg_to_json(m, CSI_JSON_STRIP_SECRETS, &sb);
+	if (max_len >= 0 && sb.len > (size_t)max_len) {
+		strbuf_setlen(&sb, (size_t)max_len);
+		strbuf_addstr(&sb, "...");
+	}
+	KLOG_I("GRPC %s: %s", what, sb.buf);
+	strbuf_release(&sb);
+}
+
+int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+	     int64_t timeout_ns, struct csi_status *st)
+{
+	struct csi_status local;
+	if (!st)
+		st = &local;
+	*resp = NULL;
+	bool verbose = log_v(5);
+	if (verbose) {
+		KLOG_I("GRPC call: %s", method);
+		log_msg("request", req, csi_conn_opts(c)->max_log_len);
+	}
+	int64_t start = mono_now_ns();
+	size_t len = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = xmalloc(len ? len : 1);
+	protobuf_c_message_pack(req, buf);
+	void *out;
+	size_t outlen;
+	csi_call_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
+	free(buf);
+	if (st->code == 0) {
+		*resp = protobuf_c_message_unpack(resp_desc, NULL, outlen, out);
+		if (!*resp) {
+			st->code = CSI_CODE_INTERNAL;
+			snprintf(st->message, sizeof(st->message),
+				 "cannot decode the driver's response as %s", resp_desc->name);
+		}
+	}
+	free(out);
+	int64_t took = mono_now_ns() - start;
+	if (csi_conn_opts(c)->observer)
+		csi_conn_opts(c)->observer(csi_conn_opts(c)->observer_arg, method, st->code, took);
+	if (verbose) {
+		if (st->code == 0)
+			log_msg("response", *resp, csi_conn_opts(c)->max_log_len);
+		else
+			KLOG_I("GRPC error: rpc error: code = %s desc = %s",
+			       csi_code_go_name(st->code), st->message);
+	}
+	return st->code;
+}
+
+int csi_wait_ready(struct csi_conn *c, int64_t call_timeout_ns, char *err, size_t errlen)
+{
+	Csi__V1__ProbeRequest req = CSI__V1__PROBE_REQUEST__INIT;
+	int64_t last_log = mono_now_ns();
+	for (;;) {
+		Csi__V1__ProbeResponse *resp;
+		struct csi_status st;
+		if (csi_probe(c, &req, &resp, call_timeout_ns, &st) != 0) {
+			set_err(err, errlen, "Probe failed: %s: %s", csi_code_name(st.code),
+				st.message);
+			return -1;
+		}
+		bool ready = !resp->ready || resp->ready->value;
+		csi_msg_free(resp);
+		if (ready)
+			return 0;
+		if (mono_now_ns() - last_log >= csi_conn_opts(c)->log_interval_ns) {
+			KLOG_I("CSI driver at %s is not ready yet", csi_conn_endpoint(c));
+			last_log = mono_now_ns();
+		}
+		sleep_ns(NSEC_PER_SEC);
+	}
+}
