@@ -18,7 +18,7 @@ ok() { echo "ok: $*"; }
 
 SOCK=$TMP/csi.sock
 REC=$TMP/record
-"$TESTS/csi-testdriver" --endpoint "unix://$SOCK" --record "$REC" \
+"$TESTS/${KCSI_TESTDRIVER:-csi-testdriver}" --endpoint "unix://$SOCK" --record "$REC" \
 	--slow NodeGetInfo=3s --fail DeleteSnapshot=ABORTED \
 	2>"$TMP/driver.log" &
 DRV_PID=$!

@@ -68,7 +68,7 @@ lp_start() {
 }
 
 td_start() {
-	"$KCSI_TESTS/csi-testdriver" --endpoint "unix://$T/td.sock" --record "$T/td.rec" "$@" \
+	"$KCSI_TESTS/${KCSI_TESTDRIVER:-csi-testdriver}" --endpoint "unix://$T/td.sock" --record "$T/td.rec" "$@" \
 		>>"$T/td.log" 2>&1 &
 	TD_PID=$!
 	wait_sock "$T/td.sock" || { echo "csi-testdriver did not start" >&2; cat "$T/td.log" >&2; exit 1; }
