@@ -500,10 +500,12 @@ static int case_deadline(struct csi_conn *c, struct result *r)
 	char line[4096];
 	EXPECT(record_find(line, sizeof(line), "\"key\":\"deadline\",\"event\":\"start\"", NULL),
 	       "the peer never saw the call");
+	/* What is left of the 200 ms when the handler starts: a number (null means no deadline). */
 	const char *tm = strstr(line, "\"timeout_ms\":");
-	long timeout_ms = tm ? strtol(tm + 13, NULL, 10) : -1;
-	EXPECT(tm && timeout_ms > 0 && timeout_ms <= 250,
-	       "the peer saw a deadline of %ld ms, want (0, 200] (grpc-timeout): %s", timeout_ms, line);
+	char *end = NULL;
+	long timeout_ms = tm ? strtol(tm + 13, &end, 10) : 0;
+	EXPECT(tm && end != tm + 13 && timeout_ms <= 250,
+	       "the peer saw no deadline or one past 200 ms (grpc-timeout): %s", line);
 	bool cancelled = false;
 	for (int i = 0; i < 100 && !cancelled; i++) {
 		cancelled = record_find(line, sizeof(line), "\"key\":\"deadline\",\"event\":\"cancelled\"",
@@ -525,7 +527,7 @@ static int case_deadline(struct csi_conn *c, struct result *r)
 			   NULL),
 	       "a call without deadline reached the peer with one");
 	snprintf(r->note, sizeof(r->note),
-		 "DEADLINE_EXCEEDED after %lld ms; the peer saw grpc-timeout %ld ms and the "
+		 "DEADLINE_EXCEEDED after %lld ms; the peer saw grpc-timeout (%ld ms left) and the "
 		 "cancellation; no deadline sends none", (long long)took, timeout_ms);
 	return PASS;
 }
@@ -733,8 +735,8 @@ static void *inflight_call(void *arg)
 	struct csi_arena *a = csi_arena_new();
 	Csi__V1__CreateVolumeResponse *resp = NULL;
 	int64_t start = mono_now_ns();
-	f->code = create_volume(f->c, cv_request(a, f->name, "interop.delay_ms", "5000", NULL), &resp,
-				20000 * MS, &f->st);
+	f->code = create_volume(f->c, cv_request(a, f->name, "interop.delay_ms", "10000", NULL),
+				&resp, 20000 * MS, &f->st);
 	f->took_ms = (mono_now_ns() - start) / MS;
 	csi_msg_free(resp);
 	csi_arena_free(a);
@@ -785,7 +787,7 @@ static int case_reconnect(struct csi_conn *main_conn, struct result *r)
 	EXPECT(started, "the peer never saw the call");
 	EXPECT(f.code == 14, "the call in flight when the peer was killed: %s, want UNAVAILABLE",
 	       st_str(&f.st));
-	EXPECT(f.took_ms < 4500, "the call ended %lld ms after it started (the handler takes 5 s)",
+	EXPECT(f.took_ms < 8000, "the call ended %lld ms after it started (the handler takes 10 s)",
 	       (long long)f.took_ms);
 	EXPECT(lost, "csi_conn_lost() still false 5 s after the peer was killed");
 	EXPECT(fired == 1, "on_lost fired %d times, want once", fired);
