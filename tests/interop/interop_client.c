@@ -57,12 +57,14 @@ static const char PEER_PROGRAM[] =
 	MANIFEST_VALUE "\", \"empty\": \"\", \"peer\": \"@grpc/grpc-js\"}}},"
 	/* Not ready twice, then ready: csi_wait_ready() must retry. */
 	" \"Probe\": [{\"reply\": {\"ready\": {\"value\": false}}},"
-	" {\"reply\": {\"ready\": {\"value\": false}}}, {\"reply\": {\"ready\": {\"value\": true}}}],"
+	" {\"reply\": {\"ready\": {\"value\": false}}},"
+	" {\"reply\": {\"ready\": {\"value\": true}}}],"
 	" \"GetPluginCapabilities\": {\"reply\": {\"capabilities\": ["
 	"{\"service\": {\"type\": \"CONTROLLER_SERVICE\"}},"
 	" {\"volume_expansion\": {\"type\": \"OFFLINE\"}}]}},"
 	" \"ControllerGetCapabilities\": {\"reply\": {\"capabilities\": ["
-	"{\"rpc\": {\"type\": \"CREATE_DELETE_VOLUME\"}}, {\"rpc\": {\"type\": \"MODIFY_VOLUME\"}}]}},"
+	"{\"rpc\": {\"type\": \"CREATE_DELETE_VOLUME\"}},"
+	" {\"rpc\": {\"type\": \"MODIFY_VOLUME\"}}]}},"
 	/* A wrapper set to zero is present: minimum_volume_size must arrive non-NULL. */
 	" \"GetCapacity\": {\"reply\": {\"available_capacity\": \"" INT64_MAX_STR "\","
 	" \"maximum_volume_size\": {\"value\": \"10737418240\"},"
@@ -85,16 +87,18 @@ static const struct {
 	{ 9, "precondition: %s %d %n are not formats", 16 },
 	{ 10, "aborted\n", 0 },
 	{ 11, "out of range: \xe2\x88\x9e > 2^63-1", 16 },
-	{ 12, "unimplemented \xd0\x9a\xd0\xb8\xd1\x80\xd0\xb8\xd0\xbb\xd0\xbb\xd0\xb8\xd1\x86\xd0\xb0", 0 },
+	{ 12, "unimplemented \xd0\x9a\xd0\xb8\xd1\x80\xd0\xb8\xd0\xbb" /* Кирилл */
+	      "\xd0\xbb\xd0\xb8\xd1\x86\xd0\xb0", 0 },                     /* ица */
 	{ 13, "internal: "
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 	      " (a long one)", 16 },
 	{ 14, "unavailable: driver restarting", 2048 },
 	{ 15, "data loss %E2%9C%93 (an escape sequence as text)", 0 },
@@ -264,14 +268,6 @@ static Csi__V1__CreateVolumeRequest *cv_request(struct csi_arena *a, const char 
 	return q;
 }
 
-/* One CreateVolume on c; returns the code, *resp on OK. */
-static int create_volume(struct csi_conn *c, const Csi__V1__CreateVolumeRequest *q,
-			 Csi__V1__CreateVolumeResponse **resp, int64_t timeout_ns,
-			 struct csi_status *st)
-{
-	return csi_create_volume(c, q, resp, timeout_ns, st);
-}
-
 static const char *ctx_get(const Csi__V1__Volume *v, const char *key)
 {
 	return csi_map_get(v->n_volume_context, v->volume_context, key);
@@ -289,8 +285,8 @@ static int case_wait_ready(struct csi_conn *c, struct result *r)
 	int64_t start = mono_now_ns();
 	EXPECT(csi_wait_ready(c, 5000 * MS, err, sizeof(err)) == 0, "csi_wait_ready: %s", err);
 	int probes = record_count("\"method\":\"Probe\",\"key\":\"\",\"event\":\"start\"");
-	EXPECT(probes >= 3, "csi_wait_ready returned after %d Probe calls, the peer was ready at the third",
-	       probes);
+	EXPECT(probes >= 3,
+	       "csi_wait_ready returned after %d Probe calls, the peer was ready at the third", probes);
 	snprintf(r->note, sizeof(r->note), "ready after %d Probe calls, %lld ms", probes,
 		 (long long)((mono_now_ns() - start) / MS));
 	return PASS;
@@ -304,11 +300,12 @@ static int case_identity(struct csi_conn *c, struct result *r)
 	Csi__V1__GetPluginInfoResponse *info;
 	EXPECT(csi_get_plugin_info(c, &iq, &info, 5000 * MS, &st) == 0, "GetPluginInfo: %s",
 	       st_str(&st));
-	bool info_ok = str_is(info->name, PLUGIN_NAME) && str_is(info->vendor_version, PLUGIN_VERSION) &&
-		       info->n_manifest == 3 &&
-		       str_is(csi_map_get(info->n_manifest, info->manifest, MANIFEST_KEY), MANIFEST_VALUE) &&
-		       str_is(csi_map_get(info->n_manifest, info->manifest, "empty"), "") &&
-		       str_is(csi_map_get(info->n_manifest, info->manifest, "peer"), "@grpc/grpc-js");
+	size_t nm = info->n_manifest;
+	bool info_ok = str_is(info->name, PLUGIN_NAME) &&
+		       str_is(info->vendor_version, PLUGIN_VERSION) && nm == 3 &&
+		       str_is(csi_map_get(nm, info->manifest, MANIFEST_KEY), MANIFEST_VALUE) &&
+		       str_is(csi_map_get(nm, info->manifest, "empty"), "") &&
+		       str_is(csi_map_get(nm, info->manifest, "peer"), "@grpc/grpc-js");
 	char name[256];
 	snprintf(name, sizeof(name), "%s %s, %zu manifest entries", info->name, info->vendor_version,
 		 info->n_manifest);
@@ -337,7 +334,8 @@ static int case_identity(struct csi_conn *c, struct result *r)
 	EXPECT(caps_ok, "GetPluginCapabilities: the two oneof members did not arrive as sent");
 
 	/* csi_call() by method path and descriptor. */
-	Csi__V1__ControllerGetCapabilitiesRequest gq = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__ControllerGetCapabilitiesRequest gq =
+		CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__ControllerGetCapabilitiesResponse *gc;
 	EXPECT(csi_call(c, CSI_METHOD(Controller, ControllerGetCapabilities), &gq.base,
 			&csi__v1__controller_get_capabilities_response__descriptor,
@@ -418,7 +416,8 @@ static int case_roundtrip(struct csi_conn *c, struct result *r)
 	q->capacity_range->required_bytes = INT64_MAX;
 	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
 	cap->access_mode = csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
-	cap->access_mode->mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
+	cap->access_mode->mode =
+		CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
 	cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
 	cap->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
 	cap->mount->fs_type = "xfs";
@@ -442,7 +441,7 @@ static int case_roundtrip(struct csi_conn *c, struct result *r)
 
 	Csi__V1__CreateVolumeResponse *resp;
 	struct csi_status st;
-	int code = create_volume(c, q, &resp, 5000 * MS, &st);
+	int code = csi_create_volume(c, q, &resp, 5000 * MS, &st);
 	csi_arena_free(a);
 	EXPECT(code == 0, "CreateVolume: %s", st_str(&st));
 	const Csi__V1__Volume *v = resp->volume;
@@ -463,7 +462,8 @@ static int case_roundtrip(struct csi_conn *c, struct result *r)
 		: !str_is(ctx_get(v, "request_bytes"), got_bytes) ? "the request's size at the peer"
 		: !v->content_source ||
 		  v->content_source->type_case != CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME ||
-		  !str_is(v->content_source->volume->volume_id, "src-\xc3\xbc") ? "content_source (oneof)"
+		  !str_is(v->content_source->volume->volume_id, "src-\xc3\xbc")
+			? "content_source (oneof)"
 		: v->n_accessible_topology != 2 ||
 		  !str_is(csi_map_get(v->accessible_topology[0]->n_segments,
 				      v->accessible_topology[0]->segments, "rack"), "r1") ||
@@ -478,8 +478,8 @@ static int case_roundtrip(struct csi_conn *c, struct result *r)
 	csi_msg_free(resp);
 	EXPECT(!bad, "CreateVolume echo: %s did not round-trip; %s", bad, ctx);
 	snprintf(r->note, sizeof(r->note),
-		 "strings, int64 max, maps, repeated, enum, oneof, secrets; %zu request bytes seen whole",
-		 sent);
+		 "strings, int64 max, maps, repeated, enum, oneof, secrets; %zu request bytes seen "
+		 "whole", sent);
 	return PASS;
 }
 
@@ -490,11 +490,12 @@ static int case_deadline(struct csi_conn *c, struct result *r)
 	Csi__V1__CreateVolumeResponse *resp;
 	struct csi_status st;
 	int64_t start = mono_now_ns();
-	int code = create_volume(c, cv_request(a, "deadline", "interop.delay_ms", "2000", NULL),
-				 &resp, 200 * MS, &st);
+	int code = csi_create_volume(c, cv_request(a, "deadline", "interop.delay_ms", "2000", NULL),
+				     &resp, 200 * MS, &st);
 	int64_t took = (mono_now_ns() - start) / MS;
 	csi_arena_free(a);
-	EXPECT(code == 4, "a 200 ms deadline on a 2 s handler: %s, want DEADLINE_EXCEEDED", st_str(&st));
+	EXPECT(code == 4, "a 200 ms deadline on a 2 s handler: %s, want DEADLINE_EXCEEDED",
+	       st_str(&st));
 	EXPECT(took < 1500, "DEADLINE_EXCEEDED after %lld ms, want well under the handler's 2 s",
 	       (long long)took);
 	char line[4096];
@@ -508,8 +509,8 @@ static int case_deadline(struct csi_conn *c, struct result *r)
 	       "the peer saw no deadline or one past 200 ms (grpc-timeout): %s", line);
 	bool cancelled = false;
 	for (int i = 0; i < 100 && !cancelled; i++) {
-		cancelled = record_find(line, sizeof(line), "\"key\":\"deadline\",\"event\":\"cancelled\"",
-					NULL);
+		cancelled = record_find(line, sizeof(line),
+					"\"key\":\"deadline\",\"event\":\"cancelled\"", NULL);
 		if (!cancelled)
 			sleep_ns(50 * MS);
 	}
@@ -519,12 +520,12 @@ static int case_deadline(struct csi_conn *c, struct result *r)
 
 	/* No deadline: no grpc-timeout at all. */
 	a = csi_arena_new();
-	code = create_volume(c, cv_request(a, "no-deadline", NULL), &resp, 0, &st);
+	code = csi_create_volume(c, cv_request(a, "no-deadline", NULL), &resp, 0, &st);
 	csi_arena_free(a);
 	EXPECT(code == 0, "a call without deadline: %s", st_str(&st));
 	csi_msg_free(resp);
-	EXPECT(record_find(line, sizeof(line), "\"key\":\"no-deadline\",\"event\":\"start\",\"timeout_ms\":null",
-			   NULL),
+	EXPECT(record_find(line, sizeof(line), "\"key\":\"no-deadline\",\"event\":\"start\"",
+			   "\"timeout_ms\":null", NULL),
 	       "a call without deadline reached the peer with one");
 	snprintf(r->note, sizeof(r->note),
 		 "DEADLINE_EXCEEDED after %lld ms; the peer saw grpc-timeout (%ld ms left) and the "
@@ -547,12 +548,14 @@ static int case_status(struct csi_conn *c, struct result *r)
 		snprintf(det, sizeof(det), "%d", STATUSES[i].details);
 		Csi__V1__CreateVolumeResponse *resp = NULL;
 		struct csi_status st;
-		int got = create_volume(c, cv_request(a, name, "interop.code", code, "interop.message",
-						      STATUSES[i].message, "interop.details", det, NULL),
-					&resp, 5000 * MS, &st);
+		Csi__V1__CreateVolumeRequest *q = cv_request(a, name, "interop.code", code,
+							     "interop.message", STATUSES[i].message,
+							     "interop.details", det, NULL);
+		int got = csi_create_volume(c, q, &resp, 5000 * MS, &st);
 		csi_arena_free(a);
 		csi_msg_free(resp);
-		EXPECT(got == STATUSES[i].code && resp == NULL && strcmp(st.message, STATUSES[i].message) == 0,
+		EXPECT(got == STATUSES[i].code && resp == NULL &&
+			       strcmp(st.message, STATUSES[i].message) == 0,
 		       "code %d: got %s, want \"%s\"%s", STATUSES[i].code, st_str(&st),
 		       STATUSES[i].message, STATUSES[i].details ? " (with a details trailer)" : "");
 		details += STATUSES[i].details > 0;
@@ -591,7 +594,7 @@ static int big_request(struct csi_conn *c, const char *name, size_t bytes,
 	char *pad = xmalloc(bytes + 1);
 	memset(pad, 'q', bytes);
 	pad[bytes] = 0;
-	int code = create_volume(c, cv_request(a, name, "pad", pad, NULL), resp, 10000 * MS, st);
+	int code = csi_create_volume(c, cv_request(a, name, "pad", pad, NULL), resp, 10000 * MS, st);
 	free(pad);
 	csi_arena_free(a);
 	return code;
@@ -614,7 +617,8 @@ static int case_large(struct csi_conn *c, struct result *r)
 	size_t got;
 	EXPECT(padded_call(c, "near-limit", NEAR_LIMIT, &got, &st) == 0,
 	       "a 3.9 MiB response: %s", st_str(&st));
-	EXPECT(got == NEAR_LIMIT, "a 3.9 MiB response arrived as %zu bytes, want %d", got, NEAR_LIMIT);
+	EXPECT(got == NEAR_LIMIT, "a 3.9 MiB response arrived as %zu bytes, want %d", got,
+	       NEAR_LIMIT);
 
 	Csi__V1__CreateVolumeResponse *resp;
 	EXPECT(big_request(c, "big-request", NEAR_LIMIT - 300, &resp, &st) == 0,
@@ -633,7 +637,8 @@ static int case_large(struct csi_conn *c, struct result *r)
 	EXPECT(probe_info(c, &st) == 0, "the call after the oversize response: %s", st_str(&st));
 
 	EXPECT(big_request(c, "huge-request", OVER_LIMIT, &resp, &st) == 8,
-	       "a 4.5 MiB request to grpc-js (4 MiB limit): %s, want RESOURCE_EXHAUSTED", st_str(&st));
+	       "a 4.5 MiB request to grpc-js (4 MiB limit): %s, want RESOURCE_EXHAUSTED",
+	       st_str(&st));
 	char over_req[1200];
 	snprintf(over_req, sizeof(over_req), "%s", st.message);
 	EXPECT(probe_info(c, &st) == 0, "the call after the oversize request: %s", st_str(&st));
@@ -648,13 +653,13 @@ static int case_large(struct csi_conn *c, struct result *r)
 	int over = padded_call(small, "small-over", 3 * MiB / 2, &got, &st);
 	int under = over == 8 ? padded_call(small, "small-under", 900 * 1024, &got, &st) : -1;
 	csi_conn_free(small);
-	EXPECT(over == 8, "a 1.5 MiB response with max_recv_bytes 1 MiB: code %d, want RESOURCE_EXHAUSTED",
-	       over);
+	EXPECT(over == 8,
+	       "a 1.5 MiB response with max_recv_bytes 1 MiB: code %d, want RESOURCE_EXHAUSTED", over);
 	EXPECT(under == 0, "a 900 KiB response with max_recv_bytes 1 MiB after the refused one: %s",
 	       st_str(&st));
 	snprintf(r->note, sizeof(r->note),
-		 "3.9 MiB response and request OK; 4.5 MiB response: \"%.300s\"; 4.5 MiB request: \"%.300s\"; "
-		 "max_recv_bytes 1 MiB honoured", over_resp, over_req);
+		 "3.9 MiB response and request OK; 4.5 MiB response: \"%.300s\"; "
+		 "4.5 MiB request: \"%.300s\"; max_recv_bytes 1 MiB honoured", over_resp, over_req);
 	return PASS;
 }
 
@@ -676,11 +681,12 @@ static void *conc_call(void *arg)
 	pthread_barrier_wait(k->go);
 	Csi__V1__CreateVolumeResponse *resp;
 	struct csi_status st;
-	k->code = create_volume(k->c, q, &resp, 30000 * MS, &st);
+	k->code = csi_create_volume(k->c, q, &resp, 30000 * MS, &st);
 	if (k->code)
 		snprintf(k->why, sizeof(k->why), "%.200s", st_str(&st));
 	else if (!str_is(resp->volume->volume_id, want))
-		snprintf(k->why, sizeof(k->why), "answered %.100s, want %s", resp->volume->volume_id, want);
+		snprintf(k->why, sizeof(k->why), "answered %.100s, want %s",
+			 resp->volume->volume_id, want);
 	if (k->code == 0)
 		csi_msg_free(resp);
 	csi_arena_free(a);
@@ -735,8 +741,8 @@ static void *inflight_call(void *arg)
 	struct csi_arena *a = csi_arena_new();
 	Csi__V1__CreateVolumeResponse *resp = NULL;
 	int64_t start = mono_now_ns();
-	f->code = create_volume(f->c, cv_request(a, f->name, "interop.delay_ms", "10000", NULL),
-				&resp, 20000 * MS, &f->st);
+	f->code = csi_create_volume(f->c, cv_request(a, f->name, "interop.delay_ms", "10000", NULL),
+				    &resp, 20000 * MS, &f->st);
 	f->took_ms = (mono_now_ns() - start) / MS;
 	csi_msg_free(resp);
 	csi_arena_free(a);
@@ -802,8 +808,8 @@ static int case_reconnect(struct csi_conn *main_conn, struct result *r)
 	csi_conn_free(c);
 	EXPECT(code == 0, "GetPluginInfo on a new connection to the restarted peer: %s", st_str(&st));
 	snprintf(r->note, sizeof(r->note),
-		 "UNAVAILABLE \"%.300s\" after %lld ms; csi_conn_lost() true, on_lost fired once; a new "
-		 "csi_connect() reaches the restarted peer", f.st.message, (long long)f.took_ms);
+		 "UNAVAILABLE \"%.300s\" after %lld ms; csi_conn_lost() true, on_lost fired once; "
+		 "a new csi_connect() reaches the restarted peer", f.st.message, (long long)f.took_ms);
 	return PASS;
 }
 
@@ -836,8 +842,8 @@ static int case_keepalive(struct csi_conn *main_conn, struct result *r)
 	EXPECT(code == 0, "GetPluginInfo after 5.5 idle seconds: %s", st_str(&st));
 	EXPECT(lost, "a peer that stopped answering (SIGSTOP) was not reported lost within 10 s");
 	snprintf(r->note, sizeof(r->note),
-		 "connected through 5.5 idle seconds of 1 s pings; an unanswering peer lost after %lld ms",
-		 (long long)took);
+		 "connected through 5.5 idle seconds of 1 s pings; an unanswering peer lost after "
+		 "%lld ms", (long long)took);
 	return PASS;
 }
 #else
@@ -888,7 +894,8 @@ int main(int argc, char **argv)
 	int first = flags_parse_or_exit(fs, argc, argv);
 	char err[512];
 	if (log_apply_flags(err, sizeof(err)) || !peer_js[0] || !dir[0]) {
-		fprintf(stderr, "interop_client: %s\n", peer_js[0] && dir[0] ? err : "--peer and --dir are required");
+		fprintf(stderr, "interop_client: %s\n",
+			peer_js[0] && dir[0] ? err : "--peer and --dir are required");
 		flags_free(fs);
 		return 2;
 	}
