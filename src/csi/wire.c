@@ -137,7 +137,13 @@ enum csi_wire_msg_err csi_wire_msg_feed(struct csi_wire_msg *m, const uint8_t *d
 			continue;
 		}
 		if (m->got == m->len) {
+			/*
+			 * The message is refused: free it now, not when its stream closes, which the
+			 * peer may put off while the bytes would count against no bound.
+			 */
 			m->err = CSI_WIRE_MSG_TOO_MANY;
+			csi_wire_msg_release(m);
+			m->got = 0;
 			break;
 		}
 		size_t k = m->len - m->got < n ? m->len - m->got : n;

@@ -76,7 +76,8 @@ enum csi_wire_msg_err {
 /*
  * Collects the length-prefixed message of a stream from DATA chunks of any size. `buf` is
  * allocated once, when the prefix has been read, to the announced length (at most `limit`).
- * Once feed() has returned an error the state keeps that error and ignores further bytes.
+ * Once feed() has returned an error the state keeps that error, ignores further bytes and holds
+ * no buffer (`buf` is NULL): a refused message costs nothing while its stream stays open.
  */
 struct csi_wire_msg {
 	size_t limit;      /* largest message accepted, bytes */

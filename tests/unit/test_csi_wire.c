@@ -490,6 +490,8 @@ static void test_msg_too_many(void)
 			fprintf(stderr, "case: %s\n", cases[i].name);
 		CHECK_INT(e, CSI_WIRE_MSG_TOO_MANY);
 		CHECK(!csi_wire_msg_complete(&m));
+		/* the refused message is freed at once: the server counts it nowhere */
+		CHECK(m.buf == NULL);
 		CHECK_INT(csi_wire_msg_feed(&m, (const uint8_t *)"z", 1), CSI_WIRE_MSG_TOO_MANY);
 		csi_wire_msg_release(&m);
 	}
