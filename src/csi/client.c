@@ -457,7 +457,8 @@ static int keepalive_tick(struct csi_conn *c)
 static void *io_main(void *arg)
 {
 	struct csi_conn *c = arg;
-	static __thread uint8_t buf[64 * 1024];
+	enum { BUFLEN = 64 * 1024 };
+	uint8_t *buf = xmalloc(BUFLEN); /* the I/O thread's alone: one per connection */
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
 		if (c->broken && c->sess) {
@@ -482,7 +483,7 @@ static void *io_main(void *arg)
 		ssize_t r = 0;
 		int rerr = 0;
 		if (fd >= 0 && n > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			r = recv(fd, buf, sizeof(buf), 0);
+			r = recv(fd, buf, BUFLEN, 0);
 			if (r < 0)
 				rerr = errno;
 		}
@@ -509,6 +510,7 @@ static void *io_main(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	free(buf);
 	return NULL;
 }
 

@@ -783,7 +783,8 @@ static void serve_conn(struct csi_server *s, struct sconn *cn, short revents, ui
 static void *io_main(void *arg)
 {
 	struct csi_server *s = arg;
-	static __thread uint8_t buf[64 * 1024];
+	enum { BUFLEN = 64 * 1024 };
+	uint8_t *buf = xmalloc(BUFLEN);
 	struct pollfd *p = xcalloc(CSI_SERVER_MAX_CONNS + 2, sizeof(*p));
 	struct sconn **pc = xcalloc(CSI_SERVER_MAX_CONNS + 2, sizeof(*pc));
 	bool goaway_sent = false;
@@ -844,13 +845,14 @@ static void *io_main(void *arg)
 		/* Connections polled are still listed: only this thread closes them. */
 		for (int i = first_conn; i < n; i++)
 			if (p[i].revents && !pc[i]->dead)
-				serve_conn(s, pc[i], p[i].revents, buf, sizeof(buf));
+				serve_conn(s, pc[i], p[i].revents, buf, BUFLEN);
 	}
 	while (s->conns)
 		conn_close(s, s->conns);
 	pthread_mutex_unlock(&s->lock);
 	free(p);
 	free(pc);
+	free(buf);
 	return NULL;
 }
 
