@@ -59,6 +59,7 @@ struct call {
 	size_t max_recv;
 	struct csi_wire_msg resp;
 	int http_status;
+	size_t hdr_bytes;         /* headers and trailers received */
 	bool have_status;         /* grpc-status seen */
 	bool local_error;         /* code/message decided here (e.g. response too large) */
 	int code;
@@ -223,6 +224,13 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 	struct call *k = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
 	if (!k)
 		return 0;
+	/* HTTP/2 counts 32 bytes of overhead per field; nghttp2 does not enforce our SETTINGS. */
+	k->hdr_bytes += nlen + vlen + 32;
+	if (k->hdr_bytes > CSI_WIRE_MAX_HEADER_LIST) {
+		call_fail(k, CSI_CODE_INTERNAL, "the driver sent more than %d bytes of headers",
+			  CSI_WIRE_MAX_HEADER_LIST);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+	}
 	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
 		int st = 0;
 		for (size_t i = 0; i < vlen && i < 3; i++)

@@ -78,6 +78,7 @@ struct sstream {
 	char *method;
 	int64_t deadline;            /* monotonic ns; 0: none */
 	bool not_post, bad_type;
+	size_t hdr_bytes;            /* header list received so far */
 	struct csi_wire_msg req;
 	size_t budget;               /* bytes counted in s->buffered for this stream */
 	uint8_t *resp;               /* prefix + packed response */
@@ -471,6 +472,10 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 	struct sstream *st = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
 	if (!st || st->state != ST_READING || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	/* HTTP/2 counts 32 bytes of overhead per field; nghttp2 does not enforce our SETTINGS. */
+	st->hdr_bytes += nlen + vlen + 32;
+	if (st->hdr_bytes > CSI_WIRE_MAX_HEADER_LIST)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
 	if (nlen == 5 && memcmp(name, ":path", 5) == 0) {
 		free(st->method);
 		st->method = vlen <= CSI_SERVER_MAX_PATH ? xstrndup((const char *)value, vlen) :
