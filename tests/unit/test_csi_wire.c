@@ -134,11 +134,13 @@ static void test_timeout_round_trip(void)
 	size_t n = 0;
 	/* each unit's boundaries */
 	static const int64_t units[] = { 1, 1000, 1000000, NS_S, NS_M, NS_H };
+	static const int64_t counts[] = { 1, 99999999, 100000000 };
 	for (size_t u = 0; u < 6; u++) {
-		for (int64_t d = -1; d <= 1; d++) {
-			vals[n++] = 99999999 * units[u] + d;
-			vals[n++] = 100000000 * units[u] + d;
-			vals[n++] = units[u] + d;
+		for (size_t c = 0; c < 3; c++) {
+			if (counts[c] > (INT64_MAX - 1) / units[u])
+				continue; /* past INT64_MAX: covered by INT64_MAX itself */
+			for (int64_t d = -1; d <= 1; d++)
+				vals[n++] = counts[c] * units[u] + d;
 		}
 	}
 	vals[n++] = INT64_MAX;
