@@ -12,7 +12,8 @@ import os
 import struct
 import sys
 
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = \
+    0, 1, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS = 0x1, 0x4
 
 MODE_WIRE, MODE_SERVER, MODE_CLIENT, MODE_CLIENT_AT_ONCE = 0, 1, 2, 3
@@ -43,6 +44,17 @@ def hpack(headers):
     for name, value in headers:
         name, value = name.encode(), value.encode() if isinstance(value, str) else value
         out += b"\x00" + hpack_int(len(name), 7) + name + hpack_int(len(value), 7) + value
+    return out
+
+
+def header_frames(stream, block, flags=0):
+    """A header block as HEADERS and CONTINUATION frames of at most 16,384 bytes."""
+    chunks = [block[i:i + 16384] for i in range(0, len(block), 16384)] or [b""]
+    out = b""
+    for i, c in enumerate(chunks):
+        last = END_HEADERS if i == len(chunks) - 1 else 0
+        out += frame(HEADERS, flags | last, stream, c) if i == 0 else \
+            frame(CONTINUATION, last, stream, c)
     return out
 
 
@@ -96,6 +108,11 @@ def server_seeds():
         frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 20)) + call(PROBE) + \
         frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0))
     yield "server_long_path", s + call("/" + "x" * 600)
+    # 20,000 bytes of metadata: past CSI_WIRE_MAX_HEADER_LIST (16 KiB), in two frames
+    yield "server_big_metadata", s + header_frames(1, hpack(
+        [(":method", "POST"), (":scheme", "http"), (":path", PROBE), (":authority", "x"),
+         ("content-type", "application/grpc"), ("x-meta", "m" * 20000)])) + \
+        frame(DATA, END_STREAM, 1, grpc_msg()) + call(PROBE, stream=3)
 
 
 def response_headers(extra=(), end_stream=False, status="200"):
@@ -136,6 +153,8 @@ def client_seeds():
     yield "client_rst_cancel", response_headers() + frame(RST_STREAM, 0, 1, struct.pack(">I", 8))
     yield "client_goaway", frame(GOAWAY, 0, 0, struct.pack(">II", 0, 0))
     yield "client_settings_ping", frame(SETTINGS, 1, 0) + frame(PING, 0, 0, b"abcdefgh") + ok
+    yield "client_big_trailers", response_headers() + frame(DATA, 0, 1, grpc_msg()) + \
+        header_frames(1, hpack([("grpc-status", "0"), ("x-meta", "m" * 20000)]), END_STREAM)
     yield "client_status_out_of_range", response_headers([("grpc-status", "999")],
                                                          end_stream=True)
 
