@@ -244,7 +244,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 			code = code * 10 + value[i] - '0';
 		}
 		k->have_status = true;
-		k->code = ok ? code : CSI_CODE_UNKNOWN;
+		/* Codes outside gRPC's 0..16 mean nothing to a caller (or to kcsi's exit codes). */
+		k->code = ok && code <= CSI_CODE_UNAUTHENTICATED ? code : CSI_CODE_UNKNOWN;
 	} else if (nlen == 12 && memcmp(name, "grpc-message", 12) == 0) {
 		csi_wire_message_decode(value, vlen, k->message, sizeof(k->message));
 	} else if (nlen == 12 && memcmp(name, "content-type", 12) == 0 &&

@@ -70,7 +70,7 @@ struct sconn;
 
 struct sstream {
 	struct sstream *prev, *next; /* the connection's streams */
-	struct sstream *qnext;       /* the work queue */
+	struct sstream *qprev, *qnext; /* the work queue, while ST_QUEUED */
 	struct sconn *conn;
 	int32_t id;
 	enum stream_state state;
@@ -92,7 +92,8 @@ struct sconn {
 	nghttp2_session *sess;
 	struct sstream *streams;
 	int jobs;                    /* streams queued or running */
-	bool dead;
+	bool dead;                   /* failed or ended: the I/O thread closes it */
+	bool closed;                 /* closed and unlisted: freed when jobs reach 0 */
 };
 
 struct csi_server {
@@ -320,7 +321,7 @@ static void stream_free(struct sstream *st)
 
 static void conn_free(struct sconn *cn)
 {
-	nghttp2_session_del(cn->sess);
+	nghttp2_session_del(cn->sess); /* NULL once closed */
 	free(cn);
 }
 
@@ -409,6 +410,33 @@ static void answer_error(struct sstream *st, int code, const char *fmt, ...)
 	answer(st, code, msg, NULL, 0);
 }
 
+static void queue_unlink(struct csi_server *s, struct sstream *st)
+{
+	if (st->qprev)
+		st->qprev->qnext = st->qnext;
+	else
+		s->qhead = st->qnext;
+	if (st->qnext)
+		st->qnext->qprev = st->qprev;
+	else
+		s->qtail = st->qprev;
+	st->qprev = st->qnext = NULL;
+}
+
+/*
+ * A stream that ends before a worker took it (client cancel, closed connection) leaves the queue
+ * at once, so a slow handler never lets cancelled calls pile up.
+ */
+static void drop_queued(struct csi_server *s, struct sstream *st)
+{
+	queue_unlink(s, st);
+	st->closed = true;
+	st->conn->jobs--;
+	s->jobs--;
+	pthread_cond_broadcast(&s->idle);
+	stream_free(st);
+}
+
 /* A job left a worker: the stream or connection may now be freed. */
 static void job_done(struct csi_server *s, struct sstream *st)
 {
@@ -419,7 +447,7 @@ static void job_done(struct csi_server *s, struct sstream *st)
 	pthread_cond_broadcast(&s->idle);
 	if (st->closed) {
 		stream_free(st);
-		if (cn->dead && cn->jobs == 0)
+		if (cn->closed && cn->jobs == 0)
 			conn_free(cn);
 	}
 }
@@ -553,6 +581,8 @@ static void request_complete(struct csi_server *s, struct sstream *st)
 	st->state = ST_QUEUED;
 	st->conn->jobs++;
 	s->jobs++;
+	st->qprev = s->qtail;
+	st->qnext = NULL;
 	if (s->qtail)
 		s->qtail->qnext = st;
 	else
@@ -593,8 +623,11 @@ static int on_close(nghttp2_session *sess, int32_t id, uint32_t error, void *ud)
 		return 0;
 	nghttp2_session_set_stream_user_data(sess, id, NULL);
 	stream_unlink(cn, st);
-	st->closed = true;
-	if (st->state != ST_QUEUED && st->state != ST_RUNNING)
+	if (st->state == ST_QUEUED)
+		drop_queued(cn->s, st);
+	else if (st->state == ST_RUNNING)
+		st->closed = true; /* the worker frees it */
+	else
 		stream_free(st);
 	return 0;
 }
@@ -611,14 +644,7 @@ static void *worker_main(void *arg)
 		struct sstream *st = s->qhead;
 		if (!st)
 			break;
-		s->qhead = st->qnext;
-		if (!s->qhead)
-			s->qtail = NULL;
-		st->qnext = NULL;
-		if (st->closed) {
-			job_done(s, st);
-			continue;
-		}
+		queue_unlink(s, st);
 		if (st->deadline && mono_now_ns() >= st->deadline) {
 			answer_error(st, CSI_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
 			flush(st->conn);
@@ -717,13 +743,20 @@ static void conn_close(struct csi_server *s, struct sconn *cn)
 	while (cn->streams) {
 		struct sstream *st = cn->streams;
 		stream_unlink(cn, st);
-		st->closed = true;
-		if (st->state != ST_QUEUED && st->state != ST_RUNNING)
+		if (st->state == ST_QUEUED)
+			drop_queued(s, st);
+		else if (st->state == ST_RUNNING)
+			st->closed = true; /* the worker frees it */
+		else
 			stream_free(st);
 	}
+	/* Only running handlers may hold the record now, and they touch neither socket nor session. */
+	nghttp2_session_del(cn->sess);
+	cn->sess = NULL;
 	close(cn->fd);
 	cn->fd = -1;
 	cn->dead = true;
+	cn->closed = true;
 	if (cn->jobs == 0)
 		conn_free(cn);
 }

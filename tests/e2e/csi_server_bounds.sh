@@ -1,0 +1,67 @@
+#!/bin/bash
+# e2e: what a client can make kcsi's CSI server hold while its only worker is busy (Probe takes
+# 3 s): calls queued by connections that then close leave with them, so 1,500 connections of 128
+# queued calls each do not grow the driver (they took ~100 MB before the fix); a flood of calls
+# reset right after being sent does not grow it (nghttp2 may end such a connection: rapid-reset
+# protection) and the driver answers afterwards; a request with 20 KB of metadata is reset (16 KiB
+# header list) and the connection goes on. Raw HTTP/2 from tests/e2e/h2_load.py.
+set -u
+TESTS=${KCSI_TESTS:?}
+SRC=${KCSI_SRC:?}
+BIN=${KCSI_BIN:?}
+TMP=$(mktemp -d /tmp/csi_server_bounds.XXXXXX)
+DRV=
+cleanup() {
+	# SIGKILL: a graceful stop would wait for a 3 s handler
+	[ -n "$DRV" ] && kill -9 "$DRV" 2>/dev/null && wait "$DRV" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+SOCK=$TMP/d.sock
+rss_mb() { awk '/^VmRSS/{print int($2 / 1024)}' "/proc/$DRV/status"; }
+
+"$TESTS/csi-testdriver" --endpoint "unix://$SOCK" --slow Probe=3s --threads 1 2>"$TMP/d.log" &
+DRV=$!
+for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ] || { echo "driver did not start"; cat "$TMP/d.log"; exit 1; }
+# occupy the only worker; the flood's own Probes keep it busy afterwards
+"$BIN/kcsi" --endpoint "unix://$SOCK" --timeout 10s identity probe >/dev/null 2>&1 &
+sleep 0.3
+before=$(rss_mb)
+
+python3 "$SRC/tests/e2e/h2_load.py" "$SOCK" queue 1500 128 || fail "h2_load queue"
+after=$(rss_mb)
+[ "$after" -lt $((before + 24)) ] && ok "1,500 closed connections x 128 queued calls: RSS $before -> $after MB" ||
+	fail "queued calls of closed connections are kept: RSS $before -> $after MB"
+
+python3 "$SRC/tests/e2e/h2_load.py" "$SOCK" cancel 20000 0
+after2=$(rss_mb)
+[ "$after2" -lt $((before + 24)) ] && ok "20,000 calls reset while queued: RSS $after2 MB" ||
+	fail "reset calls are kept: RSS $before -> $after2 MB"
+out=$("$BIN/kcsi" --endpoint "unix://$SOCK" --timeout 15s identity info 2>&1) &&
+	ok "the driver still answers (GetPluginInfo)" || fail "the driver stopped answering: $out"
+
+# 20 KB of metadata: only that stream is reset; a node client stays connected and calls again
+if command -v node >/dev/null && [ -d "$SRC/tests/interop/node_modules" ]; then
+	cat >"$TMP/big.js" <<JS
+const grpc = require('@grpc/grpc-js'), pl = require('@grpc/proto-loader');
+const csi = grpc.loadPackageDefinition(pl.loadSync('$SRC/proto/csi.proto', {keepCase: true})).csi.v1;
+const c = new csi.Identity('unix://$SOCK', grpc.credentials.createInsecure());
+const md = new grpc.Metadata(); md.set('x-big', 'a'.repeat(20000));
+c.GetPluginInfo({}, md, (e) => {
+  const first = e ? e.code : 0;
+  c.GetPluginInfo({}, (e2) => { console.log(first + ' ' + (e2 ? e2.code : 0)); process.exit(0); });
+});
+JS
+	res=$(NODE_PATH="$SRC/tests/interop/node_modules" timeout 20 node "$TMP/big.js" 2>&1)
+	[ "$res" = "13 0" ] && ok "20 KB of metadata: INTERNAL (stream reset), next call OK" ||
+		fail "20 KB of metadata: got '$res', want '13 0'"
+else
+	fail "node or tests/interop/node_modules missing (scripts/deps.sh installs them)"
+fi
+
+echo "$((4 - FAILS)) passed, $FAILS failed"
+[ $FAILS -eq 0 ]

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""h2_load.py SOCKET MODE N PER: raw HTTP/2 from a client that does not wait for answers, for
+e2e.csi_server_bounds. Modes:
+  queue  N connections, each sends PER complete Probe requests and closes (the calls stay queued
+         behind a slow handler unless the server drops them when their connection goes);
+  cancel one connection sends N requests and resets each (RST_STREAM CANCEL) right after.
+Frames come from tests/fuzz/gen_csi_wire_seeds.py (the fuzzer's seed writer)."""
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
+from gen_csi_wire_seeds import (DATA, END_STREAM, EMPTY_SETTINGS, RST_STREAM, frame,  # noqa: E402
+                                grpc_msg, request_headers)
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def probe(stream):
+    return request_headers("/csi.v1.Identity/Probe", stream) + \
+        frame(DATA, END_STREAM, stream, grpc_msg())
+
+
+def connect(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.settimeout(2)
+    return s
+
+
+def main():
+    path, mode, n, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if mode == "queue":
+        req = b"".join(probe(1 + 2 * i) for i in range(per))
+        for _ in range(n):
+            s = connect(path)
+            s.sendall(PREFACE + EMPTY_SETTINGS + req)
+            try:
+                s.recv(4096)  # the server's SETTINGS: it is reading our bytes
+            except OSError:
+                pass
+            time.sleep(0.002)
+            s.close()
+    elif mode == "cancel":
+        s = connect(path)
+        s.sendall(PREFACE + EMPTY_SETTINGS)
+        sent = 0
+        try:
+            for i in range(n):
+                sid = 1 + 2 * i
+                s.sendall(probe(sid) + frame(RST_STREAM, 0, sid, (8).to_bytes(4, "big")))
+                sent += 1
+        except OSError as e:  # nghttp2's rapid-reset protection may end the connection
+            print(f"h2_load: the server ended the connection after {sent} reset calls ({e})")
+        time.sleep(0.5)
+        s.close()
+    else:
+        sys.exit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
