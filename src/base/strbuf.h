@@ -52,4 +52,12 @@ void strbuf_addquoted(struct strbuf *sb, const char *s);
 /* Editing */
 void strbuf_trim(struct strbuf *sb);
 
+/* ---- small helpers for fixed buffers ---- */
+/* Formats into a caller's error buffer (the `char *err, size_t errlen` pairs of many APIs);
+ * NULL or a zero length is a no-op. */
+void errbuf_printf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(int c);
+
 #endif

@@ -17,23 +17,11 @@
 #include "base/xalloc.h"
 #include "csi/wire.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errlen)
 {
 	const char *p = NULL;
 	if (!endpoint || !*endpoint) {
-		set_err(err, errlen, "empty CSI endpoint");
+		errbuf_printf(err, errlen, "empty CSI endpoint");
 		return -1;
 	}
 	if (strncmp(endpoint, "unix://", 7) == 0)
@@ -43,7 +31,7 @@ int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errle
 	else if (endpoint[0] == '/')
 		p = endpoint;
 	if (!p || p[0] != '/' || strlen(p) >= 108) {
-		set_err(err, errlen,
+		errbuf_printf(err, errlen,
 			"unsupported CSI endpoint %s: want unix:///path/to/socket, unix:/path or /path "
 			"(at most 107 bytes)", endpoint);
 		return -1;
@@ -116,7 +104,7 @@ int csi_wait_ready(struct csi_conn *c, int64_t call_timeout_ns, char *err, size_
 		Csi__V1__ProbeResponse *resp;
 		struct csi_status st;
 		if (csi_probe(c, &req, &resp, call_timeout_ns, &st) != 0) {
-			set_err(err, errlen, "Probe failed: %s: %s", csi_code_name(st.code),
+			errbuf_printf(err, errlen, "Probe failed: %s: %s", csi_code_name(st.code),
 				st.message);
 			return -1;
 		}

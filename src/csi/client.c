@@ -92,18 +92,6 @@ struct csi_conn {
 	atomic_bool lost;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- connection state, all with c->lock held ---- */
 
 static void mark_broken(struct csi_conn *c, const char *fmt, ...)
@@ -187,17 +175,10 @@ static ssize_t on_send(nghttp2_session *s, const uint8_t *data, size_t len, int 
 {
 	(void)s, (void)flags;
 	struct csi_conn *c = ud;
-	for (;;) {
-		ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
-		if (n >= 0)
-			return n;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return NGHTTP2_ERR_WOULDBLOCK;
+	ssize_t n = csi_wire_send(c->fd, data, len);
+	if (n == NGHTTP2_ERR_CALLBACK_FAILURE)
 		mark_broken(c, "write to the driver failed: %s", strerror(errno));
-		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	}
+	return n;
 }
 
 static ssize_t read_request(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
@@ -370,7 +351,7 @@ static int start_session(struct csi_conn *c, int fd, char *err, size_t errlen)
 {
 	nghttp2_session_callbacks *cb;
 	if (nghttp2_session_callbacks_new(&cb) != 0) {
-		set_err(err, errlen, "out of memory for an HTTP/2 session");
+		errbuf_printf(err, errlen, "out of memory for an HTTP/2 session");
 		return -1;
 	}
 	nghttp2_session_callbacks_set_send_callback(cb, on_send);
@@ -385,7 +366,7 @@ static int start_session(struct csi_conn *c, int fd, char *err, size_t errlen)
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
 	if (rv != 0) {
-		set_err(err, errlen, "cannot start an HTTP/2 session: %s", nghttp2_strerror(rv));
+		errbuf_printf(err, errlen, "cannot start an HTTP/2 session: %s", nghttp2_strerror(rv));
 		c->sess = NULL;
 		return -1;
 	}
@@ -533,7 +514,7 @@ static int ensure_socket(struct csi_conn *c, int *err_out, char *err, size_t err
 		return 0;
 	int fd;
 	if (open_socket(c->path, &fd, err_out)) {
-		set_err(err, errlen, "cannot connect to %s: %s", c->endpoint, strerror(*err_out));
+		errbuf_printf(err, errlen, "cannot connect to %s: %s", c->endpoint, strerror(*err_out));
 		return -1;
 	}
 	if (start_session(c, fd, err, errlen)) {
@@ -582,13 +563,13 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
 	if (pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-		set_err(err, errlen, "cannot create a pipe: %s", strerror(errno));
+		errbuf_printf(err, errlen, "cannot create a pipe: %s", strerror(errno));
 		c->wake[0] = c->wake[1] = -1;
 		goto fail;
 	}
 	int rc = pthread_create(&c->io, NULL, io_main, c);
 	if (rc != 0) {
-		set_err(err, errlen, "cannot start the connection's I/O thread: %s", strerror(rc));
+		errbuf_printf(err, errlen, "cannot start the connection's I/O thread: %s", strerror(rc));
 		goto fail;
 	}
 	c->io_running = true;
@@ -606,10 +587,10 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 		if (deadline && now >= deadline) {
 			pthread_mutex_unlock(&c->lock);
 			if (cerr == ENOENT)
-				set_err(err, errlen, "timed out waiting for CSI socket %s to appear",
+				errbuf_printf(err, errlen, "timed out waiting for CSI socket %s to appear",
 					c->path);
 			else
-				set_err(err, errlen, "timed out connecting to CSI driver at %s%s%s",
+				errbuf_printf(err, errlen, "timed out connecting to CSI driver at %s%s%s",
 					c->endpoint, why[0] ? ": " : "", why);
 			goto fail;
 		}

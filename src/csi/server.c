@@ -129,16 +129,6 @@ struct csi_call_ctx {
 	char *message;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 struct csi_server *csi_server_new(const struct csi_server_opts *opts)
 {
 	static const struct csi_server_opts defaults = CSI_SERVER_OPTS_INIT;
@@ -458,17 +448,7 @@ static ssize_t on_send(nghttp2_session *sess, const uint8_t *data, size_t len, i
 		       void *ud)
 {
 	(void)sess, (void)flags;
-	struct sconn *cn = ud;
-	for (;;) {
-		ssize_t n = send(cn->fd, data, len, MSG_NOSIGNAL);
-		if (n >= 0)
-			return n;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return NGHTTP2_ERR_WOULDBLOCK;
-		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	}
+	return csi_wire_send(((struct sconn *)ud)->fd, data, len);
 }
 
 static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
@@ -916,15 +896,15 @@ static int claim_socket_path(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
 	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : (set_err(err, errlen, "cannot stat %s: %s", path,
+		return errno == ENOENT ? 0 : (errbuf_printf(err, errlen, "cannot stat %s: %s", path,
 						      strerror(errno)), -1);
 	if (!S_ISSOCK(st.st_mode)) {
-		set_err(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+		errbuf_printf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
 		return -1;
 	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		set_err(err, errlen, "socket: %s", strerror(errno));
+		errbuf_printf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -933,16 +913,16 @@ static int claim_socket_path(const char *path, char *err, size_t errlen)
 	int saved = errno;
 	close(fd);
 	if (rc == 0) {
-		set_err(err, errlen, "another server is listening on %s; refusing to start", path);
+		errbuf_printf(err, errlen, "another server is listening on %s; refusing to start", path);
 		return -1;
 	}
 	if (saved != ECONNREFUSED) {
-		set_err(err, errlen, "cannot check socket %s: %s", path, strerror(saved));
+		errbuf_printf(err, errlen, "cannot check socket %s: %s", path, strerror(saved));
 		return -1;
 	}
 	KLOG_I("Removing stale socket %s", path);
 	if (unlink(path) != 0 && errno != ENOENT) {
-		set_err(err, errlen, "cannot remove stale socket %s: %s", path, strerror(errno));
+		errbuf_printf(err, errlen, "cannot remove stale socket %s: %s", path, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -954,13 +934,13 @@ static int listen_unix(struct csi_server *s, char *err, size_t errlen)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		set_err(err, errlen, "socket: %s", strerror(errno));
+		errbuf_printf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 128) != 0) {
-		set_err(err, errlen, "cannot listen on %s: %s", s->path, strerror(errno));
+		errbuf_printf(err, errlen, "cannot listen on %s: %s", s->path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -989,7 +969,7 @@ static void stop_threads(struct csi_server *s)
 int csi_server_start(struct csi_server *s, const char *endpoint, char *err, size_t errlen)
 {
 	if (s->started) {
-		set_err(err, errlen, "server already started");
+		errbuf_printf(err, errlen, "server already started");
 		return -1;
 	}
 	if (csi_endpoint_path(endpoint, &s->path, err, errlen))
@@ -1000,21 +980,21 @@ int csi_server_start(struct csi_server *s, const char *endpoint, char *err, size
 		KLOG_W("Cannot set mode %o on %s: %s", (unsigned)s->opts.socket_mode, s->path,
 		       strerror(errno));
 	if (pipe2(s->io_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-		set_err(err, errlen, "cannot create a pipe: %s", strerror(errno));
+		errbuf_printf(err, errlen, "cannot create a pipe: %s", strerror(errno));
 		s->io_wake[0] = s->io_wake[1] = -1;
 		goto fail_unlink;
 	}
 	s->workers = xcalloc((size_t)s->opts.threads, sizeof(*s->workers));
 	int rc = pthread_create(&s->io, NULL, io_main, s);
 	if (rc != 0) {
-		set_err(err, errlen, "cannot start the server's I/O thread: %s", strerror(rc));
+		errbuf_printf(err, errlen, "cannot start the server's I/O thread: %s", strerror(rc));
 		goto fail_unlink;
 	}
 	s->io_running = true;
 	for (int i = 0; i < s->opts.threads; i++) {
 		rc = pthread_create(&s->workers[i], NULL, worker_main, s);
 		if (rc != 0) {
-			set_err(err, errlen, "cannot start worker thread %d of %d: %s", i + 1,
+			errbuf_printf(err, errlen, "cannot start worker thread %d of %d: %s", i + 1,
 				s->opts.threads, strerror(rc));
 			stop_threads(s);
 			goto fail_unlink;

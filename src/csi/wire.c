@@ -7,10 +7,14 @@
  */
 #include "csi/wire.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include <nghttp2/nghttp2.h>
 
 #include "base/strbuf.h"
 #include "base/xalloc.h"
@@ -78,17 +82,6 @@ void csi_wire_message_encode(const char *msg, struct strbuf *out)
 	}
 }
 
-static int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 void csi_wire_message_decode(const uint8_t *v, size_t len, char *out, size_t outlen)
 {
 	size_t o = 0;
@@ -96,8 +89,8 @@ void csi_wire_message_decode(const uint8_t *v, size_t len, char *out, size_t out
 		return;
 	for (size_t i = 0; i < len && o + 1 < outlen; i++) {
 		int hi, lo;
-		if (v[i] == '%' && i + 2 < len && (hi = hexval(v[i + 1])) >= 0 &&
-		    (lo = hexval(v[i + 2])) >= 0 && (hi | lo) != 0) {
+		if (v[i] == '%' && i + 2 < len && (hi = hex_digit(v[i + 1])) >= 0 &&
+		    (lo = hex_digit(v[i + 2])) >= 0 && (hi | lo) != 0) {
 			out[o++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {
@@ -221,5 +214,21 @@ int csi_wire_code_from_rst(uint32_t h2_error)
 		return CSI_CODE_PERMISSION_DENIED;
 	default:
 		return CSI_CODE_INTERNAL;
+	}
+}
+
+/* ---- socket I/O ---- */
+
+ssize_t csi_wire_send(int fd, const uint8_t *data, size_t len)
+{
+	for (;;) {
+		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+		if (n >= 0)
+			return n;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return NGHTTP2_ERR_WOULDBLOCK;
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
 }

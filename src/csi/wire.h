@@ -11,7 +11,8 @@
  * Length-prefixed message: 1 byte compressed flag, 4 bytes big-endian length, the bytes.
  * kcsi never compresses and advertises no encoding, so a set flag is an error.
  *
- * Everything here is pure (no I/O, no locks) so that it can be tested and fuzzed alone.
+ * Everything here but csi_wire_send() is pure (no I/O, no locks) so that it can be tested and
+ * fuzzed alone.
  */
 #ifndef KCSI_CSI_WIRE_H
 #define KCSI_CSI_WIRE_H
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct strbuf;
 
@@ -105,5 +107,12 @@ void csi_wire_msg_prefix(uint8_t out[5], uint32_t len);
 int csi_wire_code_from_http(int http_status);
 /* A stream reset with an HTTP/2 error code. */
 int csi_wire_code_from_rst(uint32_t h2_error);
+
+/* ---- socket I/O (the send callback of both sides' nghttp2 sessions) ---- */
+/*
+ * send(2) on a non-blocking socket without SIGPIPE, retried on EINTR. Returns the bytes written,
+ * NGHTTP2_ERR_WOULDBLOCK when the socket is full, or NGHTTP2_ERR_CALLBACK_FAILURE with errno set.
+ */
+ssize_t csi_wire_send(int fd, const uint8_t *data, size_t len);
 
 #endif

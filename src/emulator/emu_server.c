@@ -553,17 +553,6 @@ static bool authorized(struct emu_server *srv, struct MHD_Connection *c)
 	return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->token);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Whether s[0..n) is UTF-8 as Go accepts it (no overlongs, no surrogates, <= U+10FFFF). */
 static bool valid_utf8(const unsigned char *s, size_t n)
 {
@@ -603,7 +592,7 @@ static void check_raw_uri(const char *uri, char *why, size_t len)
 			dec[o++] = (unsigned char)(uri[i] == '+' ? ' ' : uri[i]);
 			continue;
 		}
-		int h = i + 2 < n ? hexval(uri[i + 1]) : -1, l = h >= 0 ? hexval(uri[i + 2]) : -1;
+		int h = i + 2 < n ? hex_digit(uri[i + 1]) : -1, l = h >= 0 ? hex_digit(uri[i + 2]) : -1;
 		if (h < 0 || l < 0) {
 			snprintf(why, len, "invalid URL escape \"%.3s\"", uri + i);
 			break;

@@ -44,18 +44,6 @@ struct csi_conn {
 	pthread_mutex_t lock; /* orders the watcher's channel use against csi_conn_free() */
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 const struct csi_conn_opts *csi_conn_opts(const struct csi_conn *c)
 {
 	return &c->opts;
@@ -94,7 +82,7 @@ static int wait_for_socket(struct csi_conn *c, int64_t start, char *err, size_t 
 			return 0;
 		int64_t now = mono_now_ns();
 		if (c->opts.connect_timeout_ns > 0 && now - start >= c->opts.connect_timeout_ns) {
-			set_err(err, errlen, "timed out waiting for CSI socket %s to appear", c->path);
+			errbuf_printf(err, errlen, "timed out waiting for CSI socket %s to appear", c->path);
 			return -1;
 		}
 		if (now - last_log >= c->opts.log_interval_ns) {
@@ -119,7 +107,7 @@ static int wait_for_ready_channel(struct csi_conn *c, int64_t start, char *err, 
 		}
 		int64_t now = mono_now_ns();
 		if (c->opts.connect_timeout_ns > 0 && now - start >= c->opts.connect_timeout_ns) {
-			set_err(err, errlen, "timed out connecting to CSI driver at %s", c->endpoint);
+			errbuf_printf(err, errlen, "timed out connecting to CSI driver at %s", c->endpoint);
 			break;
 		}
 		if (now - last_log >= c->opts.log_interval_ns) {
