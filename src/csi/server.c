@@ -625,6 +625,8 @@ static void *worker_main(void *arg)
 		if (!st)
 			break;
 		queue_unlink(s, st);
+		/* The worker owns it from here: on_close() must only mark it closed. */
+		st->state = ST_RUNNING;
 		if (st->deadline && mono_now_ns() >= st->deadline) {
 			answer_error(st, CSI_CODE_DEADLINE_EXCEEDED, "context deadline exceeded");
 			flush(st->conn);
@@ -632,7 +634,6 @@ static void *worker_main(void *arg)
 			job_done(s, st);
 			continue;
 		}
-		st->state = ST_RUNNING;
 		size_t len;
 		uint8_t *req = csi_wire_msg_take(&st->req, &len);
 		struct csi_call_ctx ctx = { 0 };

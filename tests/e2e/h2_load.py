@@ -3,7 +3,10 @@
 e2e.csi_server_bounds. Modes:
   queue  N connections, each sends PER complete Probe requests and closes (the calls stay queued
          behind a slow handler unless the server drops them when their connection goes);
-  cancel one connection sends N requests and resets each (RST_STREAM CANCEL) right after.
+  cancel one connection sends N requests and resets each (RST_STREAM CANCEL) right after;
+  expire one connection sends N requests with a 50 ms grpc-timeout and stays open PER seconds,
+         reading, so they expire in the queue and the server answers DEADLINE_EXCEEDED on
+         streams that are still open; prints the bytes of answers it read.
 Frames come from tests/fuzz/gen_csi_wire_seeds.py (the fuzzer's seed writer)."""
 import os
 import socket
@@ -55,6 +58,24 @@ def main():
             print(f"h2_load: the server ended the connection after {sent} reset calls ({e})")
         time.sleep(0.5)
         s.close()
+    elif mode == "expire":
+        s = connect(path)
+        s.sendall(PREFACE + EMPTY_SETTINGS + b"".join(
+            request_headers("/csi.v1.Identity/Probe", 1 + 2 * i, timeout="50m") +
+            frame(DATA, END_STREAM, 1 + 2 * i, grpc_msg()) for i in range(n)))
+        got = b""
+        end = time.time() + per
+        s.settimeout(0.2)
+        while time.time() < end:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        print(len(got))
     else:
         sys.exit("unknown mode " + mode)
 
