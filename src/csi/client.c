@@ -360,7 +360,11 @@ static int start_session(struct csi_conn *c, int fd, char *err, size_t errlen)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
 	nghttp2_option *opt;
-	nghttp2_option_new(&opt);
+	if (nghttp2_option_new(&opt) != 0) {
+		nghttp2_session_callbacks_del(cb);
+		errbuf_printf(err, errlen, "out of memory for an HTTP/2 session");
+		return -1;
+	}
 	nghttp2_option_set_max_send_header_block_length(opt, CSI_WIRE_MAX_HEADER_LIST);
 	int rv = nghttp2_session_client_new2(&c->sess, cb, c, opt);
 	nghttp2_option_del(opt);

@@ -687,11 +687,14 @@ static struct sconn *conn_new(struct csi_server *s, int fd)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+	nghttp2_option *opt;
+	if (nghttp2_option_new(&opt) != 0) {
+		nghttp2_session_callbacks_del(cb);
+		return NULL;
+	}
 	struct sconn *cn = xcalloc(1, sizeof(*cn));
 	cn->s = s;
 	cn->fd = fd;
-	nghttp2_option *opt;
-	nghttp2_option_new(&opt);
 	nghttp2_option_set_max_send_header_block_length(opt, CSI_WIRE_MAX_HEADER_LIST);
 	int rv = nghttp2_session_server_new2(&cn->sess, cb, cn, opt);
 	nghttp2_option_del(opt);
@@ -773,8 +776,7 @@ static void accept_all(struct csi_server *s)
 }
 
 /* Reads what one connection has, feeds nghttp2, writes answers (s->lock held). */
-static void serve_conn(struct csi_server *s, struct sconn *cn, short revents, uint8_t *buf,
-		       size_t buflen)
+static void serve_conn(struct sconn *cn, short revents, uint8_t *buf, size_t buflen)
 {
 	if (revents & (POLLIN | POLLHUP | POLLERR)) {
 		ssize_t n = recv(cn->fd, buf, buflen, 0);
@@ -796,7 +798,6 @@ static void serve_conn(struct csi_server *s, struct sconn *cn, short revents, ui
 	if (!cn->dead && !nghttp2_session_want_read(cn->sess) &&
 	    !nghttp2_session_want_write(cn->sess))
 		cn->dead = true;
-	(void)s;
 }
 
 static void *io_main(void *arg)
@@ -864,7 +865,7 @@ static void *io_main(void *arg)
 		/* Connections polled are still listed: only this thread closes them. */
 		for (int i = first_conn; i < n; i++)
 			if (p[i].revents && !pc[i]->dead)
-				serve_conn(s, pc[i], p[i].revents, buf, BUFLEN);
+				serve_conn(pc[i], p[i].revents, buf, BUFLEN);
 	}
 	while (s->conns)
 		conn_close(s, s->conns);
