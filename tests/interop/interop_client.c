@@ -13,12 +13,9 @@
  *
  * Per-call behaviour goes in the request: CreateVolume's parameters "interop.delay_ms",
  * "interop.code", "interop.message", "interop.details", "interop.reply_bytes" (see
- * csi_peer.js). Each case prints one line: "ok", "FAIL" with the reason, or "skip" with the
- * reason; the last line is "N passed, M failed, K skipped"; the exit status is 1 when any failed.
- *
- * The keepalive case needs `keepalive_ns` in struct csi_conn_opts; the build defines
- * KCSI_HAVE_KEEPALIVE_NS when src/csi/client.h declares it (tests/interop/CMakeLists.txt), and
- * the case is skipped with its reason until then.
+ * csi_peer.js). Each case prints one line: "ok", or "FAIL" with the reason; the last line is
+ * "N passed, M failed"; the exit status is 1 when any failed.
+
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -222,11 +219,11 @@ static int record_count(const char *needle)
 /* ---- cases ---- */
 
 struct result {
-	char why[8192];  /* a failure's reason, or a skip's */
+	char why[8192];  /* a failure's reason */
 	char note[4096]; /* what a pass showed */
 };
 
-enum { PASS = 0, FAIL = -1, SKIP = 1 };
+enum { PASS = 0, FAIL = -1 };
 
 #define EXPECT(cond, ...) \
 	do { \
@@ -813,7 +810,6 @@ static int case_reconnect(struct csi_conn *main_conn, struct result *r)
 	return PASS;
 }
 
-#ifdef KCSI_HAVE_KEEPALIVE_NS
 /*
  * With keepalive_ns = 1 s the connection outlives 5 idle seconds; a peer that stops answering
  * (SIGSTOP: its socket stays open, nothing replies) is a lost connection.
@@ -846,16 +842,6 @@ static int case_keepalive(struct csi_conn *main_conn, struct result *r)
 		 "%lld ms", (long long)took);
 	return PASS;
 }
-#else
-static int case_keepalive(struct csi_conn *main_conn, struct result *r)
-{
-	(void)main_conn;
-	snprintf(r->why, sizeof(r->why),
-		 "struct csi_conn_opts has no keepalive_ns yet (src/csi/client.h); the case runs once "
-		 "it does (rebuild: CMake looks for the field in that header)");
-	return SKIP;
-}
-#endif
 
 static const struct {
 	const char *name;
@@ -913,7 +899,7 @@ int main(int argc, char **argv)
 	snprintf(record_path, sizeof(record_path), "%s/peer.rec", dir);
 	signal(SIGPIPE, SIG_IGN);
 
-	int passed = 0, failed = 0, skipped = 0;
+	int passed = 0, failed = 0;
 	struct result r = { "", "" };
 	struct csi_conn *c = NULL;
 	if (peer_start(r.why, sizeof(r.why)) || !(c = connect_peer(NULL, &r))) {
@@ -932,9 +918,6 @@ int main(int argc, char **argv)
 		if (rc == PASS) {
 			printf("ok   kcsi -> grpc-js %s (%lld ms): %s\n", CASES[k].name, ms, r.note);
 			passed++;
-		} else if (rc == SKIP) {
-			printf("skip kcsi -> grpc-js %s: %s\n", CASES[k].name, r.why);
-			skipped++;
 		} else {
 			printf("FAIL kcsi -> grpc-js %s: %s\n", CASES[k].name, r.why);
 			failed++;
@@ -949,6 +932,6 @@ int main(int argc, char **argv)
 	csi_conn_free(c);
 	peer_kill(SIGTERM);
 	flags_free(fs);
-	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
