@@ -32,12 +32,18 @@
  * Behaviour:
  *   - A method with no handler answers UNIMPLEMENTED (as does a path not in the schema).
  *   - Undecodable request bytes answer INVALID_ARGUMENT; the handler is not called.
- *   - Requests over opts.max_recv_bytes are refused by gRPC with RESOURCE_EXHAUSTED.
+ *   - Requests over opts.max_recv_bytes are refused with RESOURCE_EXHAUSTED, decided from the
+ *     message's length prefix before anything of that size is allocated.
+ *   - Calls beyond opts.threads wait in a queue; one whose stream ends there (client cancel,
+ *     closed connection) leaves it, and one whose deadline passed there is answered
+ *     DEADLINE_EXCEEDED without running its handler. Bounds on connections, streams and buffered
+ *     bytes are in server.c (docs/development.md, limits table).
  *   - At start a stale socket file (nothing listening) is removed; if another server answers on
  *     it, start fails rather than steal the socket; a path that exists but is not a socket is
  *     left alone and start fails. The socket gets opts.socket_mode (default 0660).
- *   - Stop (csi_server_stop, or SIGTERM/SIGINT in csi_server_run) refuses new calls, lets calls
- *     in flight finish for up to opts.grace_ns, then cancels the rest.
+ *   - Stop (csi_server_stop, or SIGTERM/SIGINT in csi_server_run) refuses new calls (GOAWAY),
+ *     lets calls in flight finish for up to opts.grace_ns, then closes every connection; it
+ *     waits for handlers still running to return.
  *   - At -v=5 each call is logged like the client does, secrets stripped.
  */
 #ifndef KCSI_CSI_SERVER_H
