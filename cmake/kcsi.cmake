@@ -31,8 +31,9 @@ function(kcsi_require_program var program debpkg)
 endfunction()
 
 # Every library the project uses, checked up front so a missing one is reported at configure time.
+kcsi_require(GNUTLS  gnutls         libgnutls28-dev)
+# libcurl is only emulator_bench's load generator: an HTTP client nobody here wrote.
 kcsi_require(CURL    libcurl        libcurl4-openssl-dev)
-kcsi_require(CRYPTO  libcrypto      libssl-dev)
 kcsi_require(JANSSON jansson        libjansson-dev)
 kcsi_require(YAML    yaml-0.1       libyaml-dev)
 kcsi_require(NGHTTP2 libnghttp2     libnghttp2-dev)

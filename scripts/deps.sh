@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libcurl4-openssl-dev libssl-dev libjansson-dev libyaml-dev
+  libgnutls28-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
   libnghttp2-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   libmicrohttpd-dev
   openssl e2fsprogs xfsprogs util-linux mount

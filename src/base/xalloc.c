@@ -50,3 +50,10 @@ char *xstrndup(const char *s, size_t n)
 	p[len] = '\0';
 	return p;
 }
+
+void *xmemdup(const void *p, size_t n)
+{
+	void *q = xmalloc(n ? n : 1);
+	memcpy(q, p, n);
+	return q;
+}

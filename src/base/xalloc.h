@@ -14,5 +14,6 @@ void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+void *xmemdup(const void *p, size_t n);
 
 #endif

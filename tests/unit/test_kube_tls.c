@@ -69,6 +69,12 @@ static int try_get(const char *cluster, const char *user, struct kube_err *e, ch
 		return -2;
 	struct kube_client_opts o = { .qps = -1, .max_retries = retries };
 	struct kube_client *c = kube_client_new(cfg, &o, err, errlen);
+	if (!c) { /* a certificate or key that cannot be used is refused at start */
+		memset(e, 0, sizeof(*e));
+		snprintf(e->message, sizeof(e->message), "%s", err);
+		kube_config_free(cfg);
+		return -1;
+	}
 	json_t *j = kube_list(c, &KUBE_RES_NODES, NULL, NULL, e);
 	int rc = j ? 0 : -1;
 	json_decref(j);
