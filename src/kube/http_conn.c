@@ -275,7 +275,9 @@ struct http_client *http_client_new(const struct http_client_opts *o, char *err,
 	char uerr[200];
 	if (http_url_parse(o->server, &hc->url, uerr, sizeof(uerr)) != 0) {
 		errbuf_printf(err, errlen, "server \"%s\" is not a valid URL: %s",
-			      hc->url.userinfo ? "(hidden)" : o->server, uerr);
+			      strchr(o->server, '@') ? "(not shown: it holds user information)"
+						     : o->server,
+			      uerr);
 		goto fail;
 	}
 	hc->insecure = o->insecure;
@@ -442,11 +444,12 @@ static ssize_t conn_recv(struct hconn *c, char *p, size_t cap, int *tls_err)
 	return r;
 }
 
-enum { FILL_EOF = 0, FILL_ERR = -1 };
+enum { FILL_EOF = 0, FILL_ERR = -1, FILL_WAITED = -2 };
 
 /*
  * Reads more of the answer into c->buf (compacting it first when full). Returns the bytes read,
- * FILL_EOF at the peer's close, or FILL_ERR with res filled (timeout, stop, I/O error).
+ * FILL_EOF at the peer's close, FILL_ERR for an I/O error or a head larger than the buffer, or
+ * FILL_WAITED when the deadline passed or the stop flag was set; res is filled for both.
  */
 static ssize_t fill(struct hconn *c, const struct http_request *rq, const char *what,
 		    struct http_result *res)
@@ -458,18 +461,19 @@ static ssize_t fill(struct hconn *c, const struct http_request *rq, const char *
 		c->len -= c->off;
 		c->off = 0;
 	}
-	if (c->len == sizeof(c->buf)) {
-		fail(res, HTTP_TRANSPORT, "%s: buffer full", what);
+	if (c->len == sizeof(c->buf)) { /* only a head can fill it: bodies are consumed */
+		fail(res, HTTP_TRANSPORT, "%s: response head larger than %zu bytes", what,
+		     sizeof(c->buf));
 		return FILL_ERR;
 	}
 	for (;;) {
 		if (rq->stop && atomic_load(rq->stop)) {
 			fail(res, HTTP_STOPPED, "%s: stopped", what);
-			return FILL_ERR;
+			return FILL_WAITED;
 		}
 		if (rq->deadline_ns && mono_now_ns() >= rq->deadline_ns) {
 			fail(res, HTTP_TRANSPORT, "%s: timed out", what);
-			return FILL_ERR;
+			return FILL_WAITED;
 		}
 		set_rcvtimeo(c, rq->stop ? STOP_POLL_MS : WAIT_SLICE_MS);
 		int tls_err = 0;
@@ -823,7 +827,7 @@ static int read_body(struct hconn *c, const struct http_request *rq, const struc
 				return -1;
 		}
 	}
-	if (c->off != c->len)
+	if (c->off != c->len || (c->tls && gnutls_record_check_pending(c->tls)))
 		*reusable = false; /* bytes after the answer: do not trust the connection */
 	return 0;
 }
@@ -885,8 +889,7 @@ int http_do(struct http_client *hc, const struct http_request *rq, http_body_fn 
 			}
 			bool nothing_yet = c->len == 0;
 			ssize_t r = fill(c, rq, "waiting for the answer", res);
-			if (r == FILL_EOF || (r == FILL_ERR && res->fail == HTTP_TRANSPORT && nothing_yet &&
-					      reused)) {
+			if (r == FILL_EOF || (r == FILL_ERR && nothing_yet && reused)) {
 				if (reused && nothing_yet) {
 					retry = true; /* a kept connection the server had closed */
 				} else {
