@@ -128,28 +128,35 @@ static void save_error(struct att_ctrl *c, const struct kube_va *va, bool attach
 	att_event(c, va, "Warning", attach ? "FailedAttach" : "FailedDetach", "%s", msg);
 }
 
-/* Adds our finalizer and the node-id annotation with one patch when either is missing. */
+/*
+ * Adds our finalizer and the node-id annotation with one patch when either is missing. The
+ * answer is not decoded: what the attach goes on to use (name, status.attachmentMetadata) is
+ * what the patch left alone, and the informer delivers the patched VA anyway. Returns a new
+ * reference to va, or NULL with *e filled.
+ */
 static const struct kube_va *prepare_va(struct att_ctrl *c, const struct kube_va *va,
 					const char *node_id, struct kube_err *e)
 {
 	bool has_fin = kube_obj_has_finalizer(&va->meta, c->finalizer);
 	bool has_id = va->node_id && strcmp(va->node_id, node_id) == 0;
 	json_t *patch, *meta;
-	struct kube_obj *o;
+	int rc;
 
-	if (has_fin && has_id)
-		return (const struct kube_va *)kube_obj_ref((struct kube_obj *)&va->meta);
-	meta = json_pack("{s:s}", "resourceVersion", va->meta.rv);
-	if (!has_fin)
-		json_object_set_new(meta, "finalizers",
-				    att_finalizers_json(&va->meta, NULL, c->finalizer));
-	if (!has_id)
-		json_object_set_new(meta, "annotations",
-				    json_pack("{s:s}", ATT_NODE_ID_ANNOTATION, node_id));
-	patch = json_pack("{s:o}", "metadata", meta);
-	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, false, patch, e);
-	json_decref(patch);
-	return kube_va_of(o);
+	if (!has_fin || !has_id) {
+		meta = json_pack("{s:s}", "resourceVersion", va->meta.rv);
+		if (!has_fin)
+			json_object_set_new(meta, "finalizers",
+					    att_finalizers_json(&va->meta, NULL, c->finalizer));
+		if (!has_id)
+			json_object_set_new(meta, "annotations",
+					    json_pack("{s:s}", ATT_NODE_ID_ANNOTATION, node_id));
+		patch = json_pack("{s:o}", "metadata", meta);
+		rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, false, patch, e);
+		json_decref(patch);
+		if (rc)
+			return NULL;
+	}
+	return (const struct kube_va *)kube_obj_ref((struct kube_obj *)&va->meta);
 }
 
 static enum att_result mark_attached(struct att_ctrl *c, const struct kube_va *va,
