@@ -53,7 +53,7 @@ static const struct kube_pv *inline_source(struct att_ctrl *c, const struct kube
 		snprintf(err, errlen, "inline volume spec contains nil CSI source");
 	} else {
 		fake = json_pack("{s:{s:s},s:O}", "metadata", "name", va->meta.name, "spec", spec);
-		o = KUBE_KIND_PERSISTENTVOLUME.decode(fake, err, errlen);
+		o = kube_decode_json(&KUBE_KIND_PERSISTENTVOLUME, fake, err, errlen);
 		json_decref(fake);
 	}
 	json_decref(obj);

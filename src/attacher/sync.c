@@ -144,7 +144,7 @@ struct kube_obj *att_patch(struct att_ctrl *c, const struct kube_resource *r, co
 	free(body);
 	if (!res)
 		return NULL;
-	o = kind->decode(res, err, sizeof(err));
+	o = kube_decode_json(kind, res, err, sizeof(err));
 	json_decref(res);
 	if (!o) {
 		e->code = 0;

@@ -461,29 +461,48 @@ json_t *kube_get(struct kube_client *c, const struct kube_resource *r, const cha
 	return j;
 }
 
+/* The path and query of a LIST; the caller releases both. */
+static void list_request(struct strbuf *p, struct strbuf *q, const struct kube_resource *r,
+			 const char *ns, const struct kube_list_opts *o)
+{
+	kube_path(p, r, ns, NULL, NULL);
+	if (o && o->label_selector)
+		kube_query_add(q, "labelSelector", o->label_selector);
+	if (o && o->field_selector)
+		kube_query_add(q, "fieldSelector", o->field_selector);
+	if (o && o->resource_version)
+		kube_query_add(q, "resourceVersion", o->resource_version);
+	if (o && o->continue_token)
+		kube_query_add(q, "continue", o->continue_token);
+	if (o && o->limit > 0) {
+		char b[32];
+		snprintf(b, sizeof(b), "%ld", o->limit);
+		kube_query_add(q, "limit", b);
+	}
+}
+
 json_t *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		  const struct kube_list_opts *o, struct kube_err *e)
 {
 	struct strbuf p = STRBUF_INIT, q = STRBUF_INIT;
-	kube_path(&p, r, ns, NULL, NULL);
-	if (o && o->label_selector)
-		kube_query_add(&q, "labelSelector", o->label_selector);
-	if (o && o->field_selector)
-		kube_query_add(&q, "fieldSelector", o->field_selector);
-	if (o && o->resource_version)
-		kube_query_add(&q, "resourceVersion", o->resource_version);
-	if (o && o->continue_token)
-		kube_query_add(&q, "continue", o->continue_token);
-	if (o && o->limit > 0) {
-		char b[32];
-		snprintf(b, sizeof(b), "%ld", o->limit);
-		kube_query_add(&q, "limit", b);
-	}
+	list_request(&p, &q, r, ns, o);
 	struct kube_request rq = { .method = "GET", .path = p.buf, .query = q.buf };
 	json_t *j = do_json(c, &rq, e);
 	strbuf_release(&p);
 	strbuf_release(&q);
 	return j;
+}
+
+int kube_list_raw(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		  const struct kube_list_opts *o, struct strbuf *out, struct kube_err *e)
+{
+	struct strbuf p = STRBUF_INIT, q = STRBUF_INIT;
+	list_request(&p, &q, r, ns, o);
+	struct kube_request rq = { .method = "GET", .path = p.buf, .query = q.buf };
+	int rc = kube_do(c, &rq, out, e) >= 0 ? 0 : -1;
+	strbuf_release(&p);
+	strbuf_release(&q);
+	return rc;
 }
 
 static json_t *send_obj(struct kube_client *c, const char *method, const char *path, json_t *obj,

@@ -129,6 +129,10 @@ json_t *kube_get(struct kube_client *c, const struct kube_resource *r, const cha
 		 const char *name, struct kube_err *e);
 json_t *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		  const struct kube_list_opts *o, struct kube_err *e);
+/* The same LIST, its answer left undecoded in *out (the informer parses it with kube/jv):
+ * 0, or -1 with *e filled. */
+int kube_list_raw(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		  const struct kube_list_opts *o, struct strbuf *out, struct kube_err *e);
 json_t *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		    json_t *obj, struct kube_err *e);
 /* PUT of obj (name taken from obj.metadata.name); status: the /status subresource. */

@@ -175,6 +175,8 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 {
 	char *cont = NULL;
 	int rc = -1;
+	struct strbuf page = STRBUF_INIT;
+	struct jv_doc doc = { 0 };
 	for (;;) {
 		struct kube_list_opts lo = { .label_selector = inf->label_selector,
 					     .field_selector = inf->field_selector,
@@ -182,15 +184,20 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 					     .limit = inf->opts.page_size };
 		struct kube_err e;
 		stat_add(inf, &inf->stats.pages);
-		json_t *list = kube_list(inf->client, inf->opts.kind->res, inf->ns, &lo, &e);
-		if (!list) {
+		if (kube_list_raw(inf->client, inf->opts.kind->res, inf->ns, &lo, &page, &e) != 0) {
 			KLOG_E("Failed to list %s: %s", inf->opts.kind->name, e.message);
 			break;
 		}
-		json_t *md = json_object_get(list, "metadata");
+		char jerr[160];
+		const jv_t *list = jv_parse(&doc, page.buf, page.len, jerr, sizeof(jerr));
+		if (!list) {
+			KLOG_E("Failed to list %s: the answer is not JSON: %s", inf->opts.kind->name, jerr);
+			break;
+		}
+		const jv_t *md = jv_get(list, "metadata");
 		size_t i;
-		json_t *item;
-		json_array_foreach(json_object_get(list, "items"), i, item) {
+		const jv_t *item;
+		jv_array_foreach(jv_get(list, "items"), i, item) {
 			char err[128];
 			struct kube_obj *o = inf->opts.kind->decode(item, err, sizeof(err));
 			if (!o) {
@@ -203,11 +210,10 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 			}
 			kube_obj_unref(kube_store_put(scratch, o));
 		}
-		const char *c = json_string_value(json_object_get(md, "continue"));
-		snprintf(rv, rvlen, "%s", json_string_value(json_object_get(md, "resourceVersion")) ?: "");
+		const char *c = jv_str(jv_get(md, "continue"));
+		snprintf(rv, rvlen, "%s", jv_str(jv_get(md, "resourceVersion")) ?: "");
 		free(cont);
 		cont = (c && *c) ? xstrdup(c) : NULL;
-		json_decref(list);
 		if (!cont) {
 			rc = 0;
 			break;
@@ -216,6 +222,8 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 			break;
 	}
 	free(cont);
+	strbuf_release(&page);
+	jv_release(&doc);
 	return rc;
 }
 
@@ -269,23 +277,22 @@ struct watch_ctx {
 	bool got_event;
 };
 
-static int on_event(enum kube_watch_type type, json_t *obj, void *ud)
+static int on_event(enum kube_watch_type type, const jv_t *obj, void *ud)
 {
 	struct watch_ctx *w = ud;
 	struct kube_informer *inf = w->inf;
 	w->got_event = true;
 	if (type == KUBE_WATCH_ERROR) {
-		json_int_t code = json_integer_value(json_object_get(obj, "code"));
-		const char *msg = json_string_value(json_object_get(obj, "message"));
-		const char *reason = json_string_value(json_object_get(obj, "reason"));
+		int64_t code = jv_int(jv_get(obj, "code"));
+		const char *msg = jv_str(jv_get(obj, "message"));
+		const char *reason = jv_str(jv_get(obj, "reason"));
 		KLOG_V(2, "Watch error event kind=%s code=%lld message=%s",
 		       LOGQ(inf->opts.kind->name), (long long)code, LOGQ(msg ? msg : ""));
 		w->outcome = (code == 410 || (reason && !strcmp(reason, "Expired"))) ? WATCH_GONE
 										       : WATCH_ERROR;
 		return 1;
 	}
-	const char *rv = json_string_value(
-		json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+	const char *rv = jv_str(jv_get(jv_get(obj, "metadata"), "resourceVersion"));
 	if (type == KUBE_WATCH_BOOKMARK) {
 		set_rv(inf, rv);
 		stat_add(inf, &inf->stats.bookmarks);

@@ -142,9 +142,9 @@ static const char *pk_str(struct packer *pk, const char *s)
 	return p ? p : s;
 }
 
-static const char *jstr(json_t *o, const char *key)
+static const char *jstr(const jv_t *o, const char *key)
 {
-	return json_string_value(json_object_get(o, key));
+	return jv_str(jv_get(o, key));
 }
 
 static int hexval(char c)
@@ -178,9 +178,9 @@ static bool uuid_parse(const char *s, uint8_t out[16])
 /*
  * Fills the common header from metadata. Returns -1 when the object has no name.
  */
-static int decode_meta(struct packer *pk, json_t *obj, struct kube_obj *m, char *err, size_t errlen)
+static int decode_meta(struct packer *pk, const jv_t *obj, struct kube_obj *m, char *err, size_t errlen)
 {
-	json_t *md = json_object_get(obj, "metadata");
+	const jv_t *md = jv_get(obj, "metadata");
 	const char *name = jstr(md, "name");
 	if (!name || !*name) {
 		snprintf(err, errlen, "object without metadata.name");
@@ -196,19 +196,20 @@ static int decode_meta(struct packer *pk, json_t *obj, struct kube_obj *m, char 
 		m->flags &= ~KUBE_OBJ_UID_BINARY;
 		m->uid.str = pk_str(pk, uid ? uid : "");
 	}
-	m->generation = json_integer_value(json_object_get(md, "generation"));
+	m->generation = jv_int(jv_get(md, "generation"));
 	const char *dts = jstr(md, "deletionTimestamp");
 	time_t t = 0;
 	m->deletion_ts = (dts && rfc3339_parse(dts, &t) == 0) ? (int64_t)t : (dts ? 1 : 0);
-	json_t *fin = json_object_get(md, "finalizers");
-	size_t n = json_is_array(fin) ? json_array_size(fin) : 0;
+	const jv_t *fin = jv_get(md, "finalizers");
+	size_t n = jv_is_array(fin) ? jv_size(fin) : 0;
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
 	const char **arr = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
 	m->nfinalizers = (uint16_t)n;
 	m->finalizers = arr;
-	for (size_t i = 0; i < n; i++) {
-		const char *f = kube_intern(json_string_value(json_array_get(fin, i)));
+	const jv_t *fe = jv_first(fin);
+	for (size_t i = 0; i < n; i++, fe = jv_next(fe)) {
+		const char *f = kube_intern(jv_str(fe));
 		if (arr)
 			arr[i] = f ? f : kube_intern("");
 	}
@@ -216,20 +217,20 @@ static int decode_meta(struct packer *pk, json_t *obj, struct kube_obj *m, char 
 }
 
 /* Packs a string map (labels, annotations, attributes) as a kv array. */
-static const struct kube_kv *pk_map(struct packer *pk, json_t *map, uint16_t *count)
+static const struct kube_kv *pk_map(struct packer *pk, const jv_t *map, uint16_t *count)
 {
-	size_t n = json_is_object(map) ? json_object_size(map) : 0;
+	size_t n = jv_is_object(map) ? jv_size(map) : 0;
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
 	struct kube_kv *kv = pk_alloc(pk, n * sizeof(*kv), sizeof(char *));
 	size_t i = 0;
 	const char *k;
-	json_t *v;
-	json_object_foreach(map, k, v) {
+	const jv_t *v;
+	jv_object_foreach(map, k, v) {
 		if (i >= n)
 			break;
 		/* Keys repeat across objects (devicePath, attribute names): interned. */
-		const char *ks = kube_intern(k), *vs = pk_str(pk, json_is_string(v) ? json_string_value(v) : "");
+		const char *ks = kube_intern(k), *vs = pk_str(pk, jv_is_string(v) ? jv_str(v) : "");
 		if (kv) {
 			kv[i].key = ks;
 			kv[i].value = vs;
@@ -241,14 +242,15 @@ static const struct kube_kv *pk_map(struct packer *pk, json_t *map, uint16_t *co
 }
 
 /* Packs a JSON array of strings; interned when the values repeat across objects. */
-static const char *const *pk_strv(struct packer *pk, json_t *arr, bool intern, uint16_t *count)
+static const char *const *pk_strv(struct packer *pk, const jv_t *arr, bool intern, uint16_t *count)
 {
-	size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
 	const char **v = pk_alloc(pk, n * sizeof(char *), sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		const char *e = json_string_value(json_array_get(arr, i));
+	const jv_t *ae = jv_first(arr);
+	for (size_t i = 0; i < n; i++, ae = jv_next(ae)) {
+		const char *e = jv_str(ae);
 		e = intern ? kube_intern(e ? e : "") : pk_str(pk, e ? e : "");
 		if (v)
 			v[i] = e;
@@ -272,24 +274,25 @@ static uint8_t selector_op(const char *op)
  * Packs node selector terms. `exprs` names the member holding the requirements:
  * "matchExpressions" (nodeAffinity) or "matchLabelExpressions" (allowedTopologies, op In).
  */
-static const struct kube_node_selector_term *pk_terms(struct packer *pk, json_t *terms,
+static const struct kube_node_selector_term *pk_terms(struct packer *pk, const jv_t *terms,
 						      const char *exprs, uint16_t *count)
 {
-	size_t n = json_is_array(terms) ? json_array_size(terms) : 0;
+	size_t n = jv_is_array(terms) ? jv_size(terms) : 0;
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
 	struct kube_node_selector_term *t = pk_alloc(pk, n * sizeof(*t), sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		json_t *ex = json_object_get(json_array_get(terms, i), exprs);
-		size_t nr = json_is_array(ex) ? json_array_size(ex) : 0;
+	const jv_t *te = jv_first(terms);
+	for (size_t i = 0; i < n; i++, te = jv_next(te)) {
+		const jv_t *ex = jv_get(te, exprs);
+		size_t nr = jv_is_array(ex) ? jv_size(ex) : 0;
 		if (nr > UINT16_MAX)
 			nr = UINT16_MAX;
 		struct kube_node_selector_req *r = pk_alloc(pk, nr * sizeof(*r), sizeof(char *));
-		for (size_t k = 0; k < nr; k++) {
-			json_t *e = json_array_get(ex, k);
+		const jv_t *e = jv_first(ex);
+		for (size_t k = 0; k < nr; k++, e = jv_next(e)) {
 			const char *key = kube_intern(jstr(e, "key"));
 			uint16_t nv;
-			const char *const *vals = pk_strv(pk, json_object_get(e, "values"), true, &nv);
+			const char *const *vals = pk_strv(pk, jv_get(e, "values"), true, &nv);
 			if (r) {
 				r[k].key = key ? key : kube_intern("");
 				r[k].values = vals;
@@ -356,10 +359,10 @@ bool kube_node_selector_match(const struct kube_node_selector_term *terms, uint1
 	return false;
 }
 
-typedef int (*decode_fn)(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen);
+typedef int (*decode_fn)(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen);
 
 /* Runs a decoder's two passes and returns the record. */
-static struct kube_obj *decode2(json_t *obj, size_t size, uint8_t kind, decode_fn fn, char *err,
+static struct kube_obj *decode2(const jv_t *obj, size_t size, uint8_t kind, decode_fn fn, char *err,
 				size_t errlen)
 {
 	_Alignas(max_align_t) char scratch[512];
@@ -383,40 +386,40 @@ static struct kube_obj *decode2(json_t *obj, size_t size, uint8_t kind, decode_f
 
 /* ---- VolumeAttachment ---- */
 
-static int va_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int va_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_va *va = rec;
 	if (decode_meta(pk, obj, &va->meta, err, errlen))
 		return -1;
-	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
-	json_t *src = json_object_get(spec, "source");
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	const jv_t *src = jv_get(spec, "source");
 	va->attacher = kube_intern(jstr(spec, "attacher"));
 	va->node_name = kube_intern(jstr(spec, "nodeName"));
 	va->pv_name = pk_str(pk, jstr(src, "persistentVolumeName"));
-	va->inline_spec = json_is_object(json_object_get(src, "inlineVolumeSpec"));
-	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	va->inline_spec = jv_is_object(jv_get(src, "inlineVolumeSpec"));
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
 	va->node_id = pk_str(pk, jstr(ann, "csi.alpha.kubernetes.io/node-id"));
-	va->attached = json_is_true(json_object_get(st, "attached"));
-	va->metadata = pk_map(pk, json_object_get(st, "attachmentMetadata"), &va->nmetadata);
-	va->attach_error = pk_str(pk, jstr(json_object_get(st, "attachError"), "message"));
-	va->detach_error = pk_str(pk, jstr(json_object_get(st, "detachError"), "message"));
+	va->attached = jv_is_true(jv_get(st, "attached"));
+	va->metadata = pk_map(pk, jv_get(st, "attachmentMetadata"), &va->nmetadata);
+	va->attach_error = pk_str(pk, jstr(jv_get(st, "attachError"), "message"));
+	va->detach_error = pk_str(pk, jstr(jv_get(st, "detachError"), "message"));
 	return 0;
 }
 
-static struct kube_obj *va_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *va_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_va), KUBE_KIND_VA, va_fields, err, errlen);
 }
 
 /* ---- PersistentVolume ---- */
 
-static uint8_t access_modes(json_t *arr)
+static uint8_t access_modes(const jv_t *arr)
 {
 	uint8_t m = 0;
 	size_t i;
-	json_t *v;
-	json_array_foreach(arr, i, v) {
-		const char *s = json_string_value(v);
+	const jv_t *v;
+	jv_array_foreach(arr, i, v) {
+		const char *s = jv_str(v);
 		if (!s) continue;
 		if (!strcmp(s, "ReadWriteOnce")) m |= KUBE_RWO;
 		else if (!strcmp(s, "ReadOnlyMany")) m |= KUBE_ROX;
@@ -436,77 +439,77 @@ static uint8_t pv_phase(const char *s)
 	return KUBE_PV_PENDING;
 }
 
-static int pv_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int pv_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pv *pv = rec;
 	if (decode_meta(pk, obj, &pv->meta, err, errlen))
 		return -1;
-	json_t *spec = json_object_get(obj, "spec");
-	json_t *csi = json_object_get(spec, "csi");
+	const jv_t *spec = jv_get(obj, "spec");
+	const jv_t *csi = jv_get(spec, "csi");
 	pv->driver = kube_intern(jstr(csi, "driver"));
 	pv->volume_handle = pk_str(pk, jstr(csi, "volumeHandle"));
 	pv->fs_type = kube_intern(jstr(csi, "fsType"));
-	pv->read_only = json_is_true(json_object_get(csi, "readOnly"));
-	pv->volume_attributes = pk_map(pk, json_object_get(csi, "volumeAttributes"),
+	pv->read_only = jv_is_true(jv_get(csi, "readOnly"));
+	pv->volume_attributes = pk_map(pk, jv_get(csi, "volumeAttributes"),
 				       &pv->nvolume_attributes);
-	json_t *sec = json_object_get(csi, "controllerPublishSecretRef");
+	const jv_t *sec = jv_get(csi, "controllerPublishSecretRef");
 	pv->secret_name = kube_intern(jstr(sec, "name"));
 	pv->secret_ns = kube_intern(jstr(sec, "namespace"));
-	pv->mount_options = pk_strv(pk, json_object_get(spec, "mountOptions"), false, &pv->nmount_options);
+	pv->mount_options = pk_strv(pk, jv_get(spec, "mountOptions"), false, &pv->nmount_options);
 	pv->storage_class = kube_intern(jstr(spec, "storageClassName"));
-	json_t *claim = json_object_get(spec, "claimRef");
+	const jv_t *claim = jv_get(spec, "claimRef");
 	pv->claim_ns = kube_intern(jstr(claim, "namespace"));
 	pv->claim_name = pk_str(pk, jstr(claim, "name"));
-	const char *cap = jstr(json_object_get(spec, "capacity"), "storage");
+	const char *cap = jstr(jv_get(spec, "capacity"), "storage");
 	char qerr[128];
 	int64_t bytes;
 	pv->capacity = (cap && kube_quantity_parse(cap, &bytes, qerr, sizeof(qerr)) == 0) ? bytes : -1;
-	pv->access_modes = access_modes(json_object_get(spec, "accessModes"));
+	pv->access_modes = access_modes(jv_get(spec, "accessModes"));
 	const char *mode = jstr(spec, "volumeMode");
 	pv->block = mode && !strcmp(mode, "Block");
 	const char *rp = jstr(spec, "persistentVolumeReclaimPolicy");
 	pv->reclaim = !rp || !strcmp(rp, "Delete") ? 0 : !strcmp(rp, "Retain") ? 1 : 2;
-	pv->phase = pv_phase(jstr(json_object_get(obj, "status"), "phase"));
+	pv->phase = pv_phase(jstr(jv_get(obj, "status"), "phase"));
 	pv->claim_uid = pk_str(pk, jstr(claim, "uid"));
-	json_t *md = json_object_get(obj, "metadata"), *ann = json_object_get(md, "annotations");
+	const jv_t *md = jv_get(obj, "metadata"), *ann = jv_get(md, "annotations");
 	const char *bbc = jstr(ann, "pv.kubernetes.io/bound-by-controller");
 	pv->bound_by_controller = bbc && !strcmp(bbc, "yes");
 	pv->provisioned_by = kube_intern(jstr(ann, "pv.kubernetes.io/provisioned-by"));
 	pv->delete_secret_name = kube_intern(jstr(ann, "volume.kubernetes.io/provisioner-deletion-secret-name"));
 	pv->delete_secret_ns = kube_intern(jstr(ann, "volume.kubernetes.io/provisioner-deletion-secret-namespace"));
-	pv->labels = pk_map(pk, json_object_get(md, "labels"), &pv->nlabels);
-	json_t *req = json_object_get(json_object_get(spec, "nodeAffinity"), "required");
-	pv->node_affinity = pk_terms(pk, json_object_get(req, "nodeSelectorTerms"), "matchExpressions",
+	pv->labels = pk_map(pk, jv_get(md, "labels"), &pv->nlabels);
+	const jv_t *req = jv_get(jv_get(spec, "nodeAffinity"), "required");
+	pv->node_affinity = pk_terms(pk, jv_get(req, "nodeSelectorTerms"), "matchExpressions",
 				     &pv->nnode_affinity);
 	/* kcsi-node */
-	json_t *nss = json_object_get(csi, "nodeStageSecretRef");
+	const jv_t *nss = jv_get(csi, "nodeStageSecretRef");
 	pv->node_stage_secret_name = kube_intern(jstr(nss, "name"));
 	pv->node_stage_secret_ns = kube_intern(jstr(nss, "namespace"));
-	json_t *nps = json_object_get(csi, "nodePublishSecretRef");
+	const jv_t *nps = jv_get(csi, "nodePublishSecretRef");
 	pv->node_publish_secret_name = kube_intern(jstr(nps, "name"));
 	pv->node_publish_secret_ns = kube_intern(jstr(nps, "namespace"));
 	return 0;
 }
 
-static struct kube_obj *pv_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *pv_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_pv), KUBE_KIND_PV, pv_fields, err, errlen);
 }
 
 /* ---- CSINode and Node ---- */
 
-static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int csinode_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_csinode *cn = rec;
 	if (decode_meta(pk, obj, &cn->meta, err, errlen))
 		return -1;
-	json_t *drv = json_object_get(json_object_get(obj, "spec"), "drivers");
-	size_t n = json_is_array(drv) ? json_array_size(drv) : 0;
+	const jv_t *drv = jv_get(jv_get(obj, "spec"), "drivers");
+	size_t n = jv_is_array(drv) ? jv_size(drv) : 0;
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
 	struct kube_csinode_driver *d = pk_alloc(pk, n * sizeof(*d), sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		json_t *e = json_array_get(drv, i);
+	const jv_t *e = jv_first(drv);
+	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
 		/* The API server requires both; an object that lacks one is refused whole (the
 		 * informer logs and skips it) rather than cached with a NULL its readers trip on. */
 		if (!jstr(e, "name") || !*jstr(e, "name") || !jstr(e, "nodeID")) {
@@ -516,23 +519,24 @@ static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, 
 		}
 		const char *name = kube_intern(jstr(e, "name"));
 		const char *id = pk_str(pk, jstr(e, "nodeID"));
-		json_t *tk = json_object_get(e, "topologyKeys");
-		size_t nk = json_is_array(tk) ? json_array_size(tk) : 0;
+		const jv_t *tk = jv_get(e, "topologyKeys");
+		size_t nk = jv_is_array(tk) ? jv_size(tk) : 0;
 		if (nk > UINT16_MAX)
 			nk = UINT16_MAX;
 		const char **keys = pk_alloc(pk, nk * sizeof(char *), sizeof(char *));
-		for (size_t k = 0; k < nk; k++) {
-			const char *key = kube_intern(json_string_value(json_array_get(tk, k)));
+		const jv_t *ke = jv_first(tk);
+		for (size_t k = 0; k < nk; k++, ke = jv_next(ke)) {
+			const char *key = kube_intern(jv_str(ke));
 			if (keys)
 				keys[k] = key ? key : kube_intern("");
 		}
-		json_t *cnt = json_object_get(json_object_get(e, "allocatable"), "count");
+		const jv_t *cnt = jv_get(jv_get(e, "allocatable"), "count");
 		if (d) {
 			d[i].name = name;
 			d[i].node_id = id;
 			d[i].topology_keys = keys;
 			d[i].ntopology_keys = (uint16_t)nk;
-			d[i].allocatable = json_is_integer(cnt) ? (int32_t)json_integer_value(cnt) : -1;
+			d[i].allocatable = jv_is_integer(cnt) ? (int32_t)jv_int(cnt) : -1;
 		}
 	}
 	cn->drivers = d;
@@ -540,31 +544,31 @@ static int csinode_fields(struct packer *pk, json_t *obj, void *rec, char *err, 
 	return 0;
 }
 
-static struct kube_obj *csinode_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *csinode_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_csinode), KUBE_KIND_CSINODE, csinode_fields, err, errlen);
 }
 
-static int node_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_node *n = rec;
 	if (decode_meta(pk, obj, &n->meta, err, errlen))
 		return -1;
-	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
 	n->csi_node_ids = pk_str(pk, jstr(ann, "csi.volume.kubernetes.io/nodeid"));
-	json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
-	size_t cnt = json_is_object(labels) ? json_object_size(labels) : 0;
+	const jv_t *labels = jv_get(jv_get(obj, "metadata"), "labels");
+	size_t cnt = jv_is_object(labels) ? jv_size(labels) : 0;
 	if (cnt > UINT16_MAX)
 		cnt = UINT16_MAX;
 	struct kube_kv *kv = pk_alloc(pk, cnt * sizeof(*kv), sizeof(char *));
 	size_t i = 0;
 	const char *k;
-	json_t *v;
-	json_object_foreach(labels, k, v) {
+	const jv_t *v;
+	jv_object_foreach(labels, k, v) {
 		if (i >= cnt)
 			break;
 		const char *ks = kube_intern(k);
-		const char *vs = kube_intern(json_is_string(v) ? json_string_value(v) : "");
+		const char *vs = kube_intern(jv_is_string(v) ? jv_str(v) : "");
 		if (kv) {
 			kv[i].key = ks;
 			kv[i].value = vs;
@@ -575,29 +579,29 @@ static int node_fields(struct packer *pk, json_t *obj, void *rec, char *err, siz
 	n->nlabels = (uint16_t)cnt;
 	const char *cm = jstr(ann, "volumes.kubernetes.io/controller-managed-attach-detach");
 	n->controller_managed = cm && !strcmp(cm, "true");
-	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
-	n->unschedulable = json_is_true(json_object_get(spec, "unschedulable"));
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	n->unschedulable = jv_is_true(jv_get(spec, "unschedulable"));
 	size_t i2;
-	json_t *e;
-	json_array_foreach(json_object_get(spec, "taints"), i2, e) {
+	const jv_t *e;
+	jv_array_foreach(jv_get(spec, "taints"), i2, e) {
 		const char *key = jstr(e, "key");
 		if (key && !strcmp(key, "node.kubernetes.io/out-of-service"))
 			n->out_of_service = true;
 	}
 	n->ready = KUBE_COND_UNKNOWN;
-	json_array_foreach(json_object_get(st, "conditions"), i2, e) {
+	jv_array_foreach(jv_get(st, "conditions"), i2, e) {
 		const char *type = jstr(e, "type"), *cs = jstr(e, "status");
 		if (type && cs && !strcmp(type, "Ready"))
 			n->ready = !strcmp(cs, "True") ? KUBE_COND_TRUE
 				   : !strcmp(cs, "False") ? KUBE_COND_FALSE : KUBE_COND_UNKNOWN;
 	}
-	json_t *va = json_object_get(st, "volumesAttached");
-	size_t nva = json_is_array(va) ? json_array_size(va) : 0;
+	const jv_t *va = jv_get(st, "volumesAttached");
+	size_t nva = jv_is_array(va) ? jv_size(va) : 0;
 	if (nva > UINT16_MAX)
 		nva = UINT16_MAX;
 	struct kube_attached_volume *av = pk_alloc(pk, nva * sizeof(*av), sizeof(char *));
-	for (size_t k = 0; k < nva; k++) {
-		json_t *ent = json_array_get(va, k);
+	const jv_t *ent = jv_first(va);
+	for (size_t k = 0; k < nva; k++, ent = jv_next(ent)) {
 		const char *vn = pk_str(pk, jstr(ent, "name") ? jstr(ent, "name") : "");
 		const char *dp = pk_str(pk, jstr(ent, "devicePath") ? jstr(ent, "devicePath") : "");
 		if (av) {
@@ -607,18 +611,18 @@ static int node_fields(struct packer *pk, json_t *obj, void *rec, char *err, siz
 	}
 	n->volumes_attached = av;
 	n->nvolumes_attached = (uint16_t)nva;
-	n->volumes_in_use = pk_strv(pk, json_object_get(st, "volumesInUse"), false, &n->nvolumes_in_use);
+	n->volumes_in_use = pk_strv(pk, jv_get(st, "volumesInUse"), false, &n->nvolumes_in_use);
 	return 0;
 }
 
-static struct kube_obj *node_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *node_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_node), KUBE_KIND_NODE, node_fields, err, errlen);
 }
 
 /* ---- PersistentVolumeClaim and StorageClass ---- */
 
-static int64_t quantity_or(json_t *map, const char *key)
+static int64_t quantity_or(const jv_t *map, const char *key)
 {
 	const char *q = jstr(map, key);
 	char err[128];
@@ -631,21 +635,21 @@ static int64_t quantity_or(json_t *map, const char *key)
  * Writes "!" (matches nothing: "!" is not a valid selector, so it is refused) when the
  * selector does not fit or uses an unknown operator.
  */
-static void pvc_selector_text(json_t *sel, char *buf, size_t len)
+static void pvc_selector_text(const jv_t *sel, char *buf, size_t len)
 {
 	struct strbuf sb;
 	const char *k;
-	json_t *v, *e;
+	const jv_t *v, *e;
 	size_t i;
 	bool bad = false;
 
 	strbuf_init(&sb, 64);
-	json_object_foreach(json_object_get(sel, "matchLabels"), k, v) {
-		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, json_is_string(v) ? json_string_value(v) : "");
+	jv_object_foreach(jv_get(sel, "matchLabels"), k, v) {
+		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, jv_is_string(v) ? jv_str(v) : "");
 	}
-	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e) {
+	jv_array_foreach(jv_get(sel, "matchExpressions"), i, e) {
 		const char *key = jstr(e, "key"), *op = jstr(e, "operator");
-		json_t *vals = json_object_get(e, "values"), *x;
+		const jv_t *vals = jv_get(e, "values"), *x;
 		size_t j;
 		if (!key || !op) {
 			bad = true;
@@ -659,8 +663,8 @@ static void pvc_selector_text(json_t *sel, char *buf, size_t len)
 			strbuf_addf(&sb, "!%s", key);
 		else if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
 			strbuf_addf(&sb, "%s %s (", key, !strcmp(op, "In") ? "in" : "notin");
-			json_array_foreach(vals, j, x)
-				strbuf_addf(&sb, "%s%s", j ? "," : "", json_is_string(x) ? json_string_value(x) : "");
+			jv_array_foreach(vals, j, x)
+				strbuf_addf(&sb, "%s%s", j ? "," : "", jv_is_string(x) ? jv_str(x) : "");
 			strbuf_addch(&sb, ')');
 		} else {
 			bad = true;
@@ -671,72 +675,72 @@ static void pvc_selector_text(json_t *sel, char *buf, size_t len)
 	strbuf_release(&sb);
 }
 
-static int pvc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int pvc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pvc *pvc = rec;
 	if (decode_meta(pk, obj, &pvc->meta, err, errlen))
 		return -1;
-	json_t *spec = json_object_get(obj, "spec");
-	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	const jv_t *spec = jv_get(obj, "spec");
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
 	pvc->storage_class = kube_intern(jstr(spec, "storageClassName"));
 	pvc->volume_name = pk_str(pk, jstr(spec, "volumeName"));
 	const char *prov = jstr(ann, "volume.kubernetes.io/storage-provisioner");
 	pvc->provisioner = kube_intern(prov ? prov : jstr(ann, "volume.beta.kubernetes.io/storage-provisioner"));
 	pvc->selected_node = kube_intern(jstr(ann, "volume.kubernetes.io/selected-node"));
-	json_t *ds = json_object_get(spec, "dataSource");
+	const jv_t *ds = jv_get(spec, "dataSource");
 	pvc->data_source_kind = kube_intern(jstr(ds, "kind"));
 	pvc->data_source_group = kube_intern(jstr(ds, "apiGroup"));
 	pvc->data_source_name = pk_str(pk, jstr(ds, "name"));
-	json_t *res = json_object_get(spec, "resources");
-	pvc->request = quantity_or(json_object_get(res, "requests"), "storage");
-	pvc->limit = quantity_or(json_object_get(res, "limits"), "storage");
-	json_t *st = json_object_get(obj, "status");
-	pvc->capacity = quantity_or(json_object_get(st, "capacity"), "storage");
-	pvc->access_modes = access_modes(json_object_get(spec, "accessModes"));
+	const jv_t *res = jv_get(spec, "resources");
+	pvc->request = quantity_or(jv_get(res, "requests"), "storage");
+	pvc->limit = quantity_or(jv_get(res, "limits"), "storage");
+	const jv_t *st = jv_get(obj, "status");
+	pvc->capacity = quantity_or(jv_get(st, "capacity"), "storage");
+	pvc->access_modes = access_modes(jv_get(spec, "accessModes"));
 	const char *mode = jstr(spec, "volumeMode");
 	pvc->block = mode && !strcmp(mode, "Block");
-	pvc->has_selector = json_is_object(json_object_get(spec, "selector"));
+	pvc->has_selector = jv_is_object(jv_get(spec, "selector"));
 	const char *ph = jstr(st, "phase");
 	pvc->phase = ph && !strcmp(ph, "Bound") ? KUBE_PVC_BOUND
 		     : ph && !strcmp(ph, "Lost") ? KUBE_PVC_LOST : KUBE_PVC_PENDING;
 	/* kcsi-controller-manager */
-	pvc->bind_completed = json_object_get(ann, "pv.kubernetes.io/bind-completed") != NULL;
-	pvc->bound_by_controller = json_object_get(ann, "pv.kubernetes.io/bound-by-controller") != NULL;
+	pvc->bind_completed = jv_get(ann, "pv.kubernetes.io/bind-completed") != NULL;
+	pvc->bound_by_controller = jv_get(ann, "pv.kubernetes.io/bound-by-controller") != NULL;
 	if (pvc->has_selector) {
 		char sel[1024];
-		pvc_selector_text(json_object_get(spec, "selector"), sel, sizeof(sel));
+		pvc_selector_text(jv_get(spec, "selector"), sel, sizeof(sel));
 		pvc->selector = pk_str(pk, sel);
 	}
 	return 0;
 }
 
-static struct kube_obj *pvc_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *pvc_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_pvc), KUBE_KIND_PVC, pvc_fields, err, errlen);
 }
 
-static int sc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int sc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_storageclass *sc = rec;
 	if (decode_meta(pk, obj, &sc->meta, err, errlen))
 		return -1;
 	sc->provisioner = kube_intern(jstr(obj, "provisioner"));
-	sc->parameters = pk_map(pk, json_object_get(obj, "parameters"), &sc->nparameters);
-	sc->mount_options = pk_strv(pk, json_object_get(obj, "mountOptions"), false, &sc->nmount_options);
+	sc->parameters = pk_map(pk, jv_get(obj, "parameters"), &sc->nparameters);
+	sc->mount_options = pk_strv(pk, jv_get(obj, "mountOptions"), false, &sc->nmount_options);
 	const char *rp = jstr(obj, "reclaimPolicy");
 	sc->reclaim = rp && !strcmp(rp, "Retain") ? 1 : 0;
 	const char *bm = jstr(obj, "volumeBindingMode");
 	sc->wait_for_first_consumer = bm && !strcmp(bm, "WaitForFirstConsumer");
-	sc->allow_expansion = json_is_true(json_object_get(obj, "allowVolumeExpansion"));
-	json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+	sc->allow_expansion = jv_is_true(jv_get(obj, "allowVolumeExpansion"));
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
 	const char *def = jstr(ann, "storageclass.kubernetes.io/is-default-class");
 	sc->is_default = def && !strcmp(def, "true");
-	sc->allowed_topologies = pk_terms(pk, json_object_get(obj, "allowedTopologies"),
+	sc->allowed_topologies = pk_terms(pk, jv_get(obj, "allowedTopologies"),
 					  "matchLabelExpressions", &sc->nallowed_topologies);
 	return 0;
 }
 
-static struct kube_obj *sc_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *sc_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_storageclass), KUBE_KIND_SC, sc_fields, err, errlen);
 }
@@ -753,14 +757,14 @@ static uint8_t pod_phase(const char *s)
 }
 
 /* True when a container or init container of the pod names volume `name` in volumeDevices. */
-static bool pod_uses_as_device(json_t *spec, const char *name)
+static bool pod_uses_as_device(const jv_t *spec, const char *name)
 {
 	static const char *lists[] = { "containers", "initContainers" };
 	for (size_t l = 0; l < 2; l++) {
 		size_t i, k;
-		json_t *c, *d;
-		json_array_foreach(json_object_get(spec, lists[l]), i, c) {
-			json_array_foreach(json_object_get(c, "volumeDevices"), k, d) {
+		const jv_t *c, *d;
+		jv_array_foreach(jv_get(spec, lists[l]), i, c) {
+			jv_array_foreach(jv_get(c, "volumeDevices"), k, d) {
 				const char *dn = jstr(d, "name");
 				if (dn && !strcmp(dn, name))
 					return true;
@@ -770,54 +774,54 @@ static bool pod_uses_as_device(json_t *spec, const char *name)
 	return false;
 }
 
-static int pod_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pod *p = rec;
 	if (decode_meta(pk, obj, &p->meta, err, errlen))
 		return -1;
-	json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
-	json_t *md = json_object_get(obj, "metadata");
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	const jv_t *md = jv_get(obj, "metadata");
 	p->node_name = kube_intern(jstr(spec, "nodeName"));
 	p->scheduler_name = kube_intern(jstr(spec, "schedulerName"));
 	p->service_account = kube_intern(jstr(spec, "serviceAccountName"));
-	p->labels = pk_map(pk, json_object_get(md, "labels"), &p->nlabels);
-	p->node_selector = pk_map(pk, json_object_get(spec, "nodeSelector"), &p->nnode_selector);
+	p->labels = pk_map(pk, jv_get(md, "labels"), &p->nlabels);
+	p->node_selector = pk_map(pk, jv_get(spec, "nodeSelector"), &p->nnode_selector);
 	p->phase = pod_phase(jstr(st, "phase"));
 	size_t i;
-	json_t *e;
-	json_array_foreach(json_object_get(st, "conditions"), i, e) {
+	const jv_t *e;
+	jv_array_foreach(jv_get(st, "conditions"), i, e) {
 		const char *type = jstr(e, "type"), *cs = jstr(e, "status");
 		if (type && cs && !strcmp(type, "Ready"))
 			p->ready = !strcmp(cs, "True");
 	}
 	/* Two passes over spec.volumes: count the kept ones, then pack them. */
-	json_t *vols = json_object_get(spec, "volumes");
+	const jv_t *vols = jv_get(spec, "volumes");
 	size_t n = 0;
-	json_array_foreach(vols, i, e) {
+	jv_array_foreach(vols, i, e) {
 		if (!jstr(e, "name"))
 			continue;
-		if (json_is_object(json_object_get(e, "persistentVolumeClaim")) ||
-		    json_is_object(json_object_get(e, "ephemeral")) ||
-		    json_is_object(json_object_get(e, "csi")))
+		if (jv_is_object(jv_get(e, "persistentVolumeClaim")) ||
+		    jv_is_object(jv_get(e, "ephemeral")) ||
+		    jv_is_object(jv_get(e, "csi")))
 			n++;
 	}
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
 	struct kube_pod_volume *pv = pk_alloc(pk, n * sizeof(*pv), sizeof(char *));
 	size_t k = 0;
-	json_array_foreach(vols, i, e) {
+	jv_array_foreach(vols, i, e) {
 		const char *vname = jstr(e, "name");
-		json_t *claim = json_object_get(e, "persistentVolumeClaim");
-		json_t *eph = json_object_get(e, "ephemeral"), *csi = json_object_get(e, "csi");
-		if (k >= n || !vname || (!json_is_object(claim) && !json_is_object(eph) && !json_is_object(csi)))
+		const jv_t *claim = jv_get(e, "persistentVolumeClaim");
+		const jv_t *eph = jv_get(e, "ephemeral"), *csi = jv_get(e, "csi");
+		if (k >= n || !vname || (!jv_is_object(claim) && !jv_is_object(eph) && !jv_is_object(csi)))
 			continue;
 		struct kube_pod_volume v = { 0 };
 		v.name = pk_str(pk, vname);
-		if (json_is_object(claim)) {
+		if (jv_is_object(claim)) {
 			const char *cn = jstr(claim, "claimName");
 			v.claim_name = pk_str(pk, cn ? cn : "");
-			v.read_only = json_is_true(json_object_get(claim, "readOnly"));
-		} else if (json_is_object(eph)) {
+			v.read_only = jv_is_true(jv_get(claim, "readOnly"));
+		} else if (jv_is_object(eph)) {
 			/* The ephemeral volume controller names the claim "<pod>-<volume>". */
 			char cn[512];
 			snprintf(cn, sizeof(cn), "%s-%s", jstr(md, "name"), vname);
@@ -826,9 +830,9 @@ static int pod_fields(struct packer *pk, json_t *obj, void *rec, char *err, size
 		} else {
 			v.csi_driver = kube_intern(jstr(csi, "driver") ? jstr(csi, "driver") : "");
 			v.csi_fs_type = kube_intern(jstr(csi, "fsType"));
-			v.read_only = json_is_true(json_object_get(csi, "readOnly"));
-			v.csi_attributes = pk_map(pk, json_object_get(csi, "volumeAttributes"), &v.ncsi_attributes);
-			v.csi_secret_name = pk_str(pk, jstr(json_object_get(csi, "nodePublishSecretRef"), "name"));
+			v.read_only = jv_is_true(jv_get(csi, "readOnly"));
+			v.csi_attributes = pk_map(pk, jv_get(csi, "volumeAttributes"), &v.ncsi_attributes);
+			v.csi_secret_name = pk_str(pk, jstr(jv_get(csi, "nodePublishSecretRef"), "name"));
 		}
 		v.block = pod_uses_as_device(spec, vname);
 		if (pv)
@@ -840,29 +844,29 @@ static int pod_fields(struct packer *pk, json_t *obj, void *rec, char *err, size
 	return 0;
 }
 
-static struct kube_obj *pod_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *pod_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_pod), KUBE_KIND_POD, pod_fields, err, errlen);
 }
 
-static int csidriver_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int csidriver_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_csidriver *d = rec;
 	if (decode_meta(pk, obj, &d->meta, err, errlen))
 		return -1;
-	json_t *spec = json_object_get(obj, "spec");
-	json_t *ar = json_object_get(spec, "attachRequired");
-	d->attach_required = !json_is_boolean(ar) || json_is_true(ar);
-	d->pod_info_on_mount = json_is_true(json_object_get(spec, "podInfoOnMount"));
-	d->storage_capacity = json_is_true(json_object_get(spec, "storageCapacity"));
-	d->requires_republish = json_is_true(json_object_get(spec, "requiresRepublish"));
+	const jv_t *spec = jv_get(obj, "spec");
+	const jv_t *ar = jv_get(spec, "attachRequired");
+	d->attach_required = !jv_is_boolean(ar) || jv_is_true(ar);
+	d->pod_info_on_mount = jv_is_true(jv_get(spec, "podInfoOnMount"));
+	d->storage_capacity = jv_is_true(jv_get(spec, "storageCapacity"));
+	d->requires_republish = jv_is_true(jv_get(spec, "requiresRepublish"));
 	d->fs_group_policy = kube_intern(jstr(spec, "fsGroupPolicy"));
-	json_t *modes = json_object_get(spec, "volumeLifecycleModes");
-	d->persistent = !json_is_array(modes) || json_array_size(modes) == 0;
+	const jv_t *modes = jv_get(spec, "volumeLifecycleModes");
+	d->persistent = !jv_is_array(modes) || jv_size(modes) == 0;
 	size_t i;
-	json_t *m;
-	json_array_foreach(modes, i, m) {
-		const char *s = json_string_value(m);
+	const jv_t *m;
+	jv_array_foreach(modes, i, m) {
+		const char *s = jv_str(m);
 		if (s && !strcmp(s, "Persistent"))
 			d->persistent = true;
 		if (s && !strcmp(s, "Ephemeral"))
@@ -871,7 +875,7 @@ static int csidriver_fields(struct packer *pk, json_t *obj, void *rec, char *err
 	return 0;
 }
 
-static struct kube_obj *csidriver_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *csidriver_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_csidriver), KUBE_KIND_CSIDRIVER, csidriver_fields, err,
 		       errlen);
@@ -879,34 +883,34 @@ static struct kube_obj *csidriver_decode(json_t *obj, char *err, size_t errlen)
 
 /* ---- CSIStorageCapacity ---- */
 
-static int csisc_fields(struct packer *pk, json_t *obj, void *rec, char *err, size_t errlen)
+static int csisc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_csisc *c = rec;
 	if (decode_meta(pk, obj, &c->meta, err, errlen))
 		return -1;
-	json_t *md = json_object_get(obj, "metadata");
-	json_t *labels = json_object_get(md, "labels");
+	const jv_t *md = jv_get(obj, "metadata");
+	const jv_t *labels = jv_get(md, "labels");
 	c->storage_class = kube_intern(jstr(obj, "storageClassName"));
 	c->driver_label = kube_intern(jstr(labels, "csi.storage.k8s.io/drivername"));
 	c->managed_by = kube_intern(jstr(labels, "csi.storage.k8s.io/managed-by"));
 	size_t i;
-	json_t *ref;
+	const jv_t *ref;
 	c->controller_uid = NULL;
-	json_array_foreach(json_object_get(md, "ownerReferences"), i, ref)
-		if (json_is_true(json_object_get(ref, "controller")) && jstr(ref, "uid")) {
+	jv_array_foreach(jv_get(md, "ownerReferences"), i, ref)
+		if (jv_is_true(jv_get(ref, "controller")) && jstr(ref, "uid")) {
 			c->controller_uid = pk_str(pk, jstr(ref, "uid"));
 			break;
 		}
-	json_t *topo = json_object_get(obj, "nodeTopology");
-	c->topology = pk_map(pk, json_object_get(topo, "matchLabels"), &c->ntopology);
-	json_t *exprs = json_object_get(topo, "matchExpressions");
-	c->topology_expressions = json_is_array(exprs) && json_array_size(exprs) > 0;
+	const jv_t *topo = jv_get(obj, "nodeTopology");
+	c->topology = pk_map(pk, jv_get(topo, "matchLabels"), &c->ntopology);
+	const jv_t *exprs = jv_get(topo, "matchExpressions");
+	c->topology_expressions = jv_is_array(exprs) && jv_size(exprs) > 0;
 	c->capacity = quantity_or(obj, "capacity");
 	c->max_volume_size = quantity_or(obj, "maximumVolumeSize");
 	return 0;
 }
 
-static struct kube_obj *csisc_decode(json_t *obj, char *err, size_t errlen)
+static struct kube_obj *csisc_decode(const jv_t *obj, char *err, size_t errlen)
 {
 	return decode2(obj, sizeof(struct kube_csisc), KUBE_KIND_CSISC, csisc_fields, err, errlen);
 }
@@ -962,4 +966,26 @@ void kube_obj_key(const struct kube_obj *o, char *buf, size_t len)
 		snprintf(buf, len, "%s/%s", o->ns, o->name);
 	else
 		snprintf(buf, len, "%s", o->name);
+}
+
+struct kube_obj *kube_decode_text(const struct kube_kind *k, const char *text, size_t len,
+				  char *err, size_t errlen)
+{
+	struct jv_doc doc = { 0 };
+	const jv_t *v = jv_parse(&doc, text, len, err, errlen);
+	struct kube_obj *o = v ? k->decode(v, err, errlen) : NULL;
+	jv_release(&doc);
+	return o;
+}
+
+struct kube_obj *kube_decode_json(const struct kube_kind *k, json_t *obj, char *err, size_t errlen)
+{
+	char *text = json_is_object(obj) ? json_dumps(obj, JSON_COMPACT) : NULL;
+	if (!text) {
+		snprintf(err, errlen, "%s: not a JSON object", k->name);
+		return NULL;
+	}
+	struct kube_obj *o = kube_decode_text(k, text, strlen(text), err, errlen);
+	free(text);
+	return o;
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "kube/client.h"
+#include "kube/jv.h"
 
 /* Returns the canonical copy of s (NULL stays NULL). Thread-safe; the result lives forever. */
 const char *kube_intern(const char *s);
@@ -286,8 +287,14 @@ struct kube_kind {
 	const char *name; /* "VolumeAttachment" */
 	const struct kube_resource *res;
 	/* Decodes one object; returns a record with one reference, or NULL with a reason. */
-	struct kube_obj *(*decode)(json_t *obj, char *err, size_t errlen);
+	struct kube_obj *(*decode)(const jv_t *obj, char *err, size_t errlen);
 };
+
+/* The same from JSON text, or from a jansson value (dumped and parsed again: for the callers
+ * off the hot path that hold one, such as an answer kube_create() decoded). */
+struct kube_obj *kube_decode_text(const struct kube_kind *k, const char *text, size_t len,
+				  char *err, size_t errlen);
+struct kube_obj *kube_decode_json(const struct kube_kind *k, json_t *obj, char *err, size_t errlen);
 
 extern const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT;
 extern const struct kube_kind KUBE_KIND_PERSISTENTVOLUME;

@@ -1,6 +1,7 @@
 /*
  * Lines are assembled in one strbuf; complete lines inside a chunk are parsed in place without
- * copying, so the common case (many small events per chunk) touches each byte once.
+ * copying, so the common case (many small events per chunk) touches each byte once. Each event
+ * is parsed into the decoder's jv document, whose buffers are reused: no allocation per event.
  */
 #include "kube/watch.h"
 
@@ -10,6 +11,7 @@
 void kube_watch_decoder_init(struct kube_watch_decoder *d, size_t max_event)
 {
 	strbuf_init(&d->line, 0);
+	memset(&d->doc, 0, sizeof(d->doc));
 	d->max_event = max_event ? max_event : KUBE_WATCH_MAX_EVENT;
 	d->err[0] = 0;
 }
@@ -17,6 +19,7 @@ void kube_watch_decoder_init(struct kube_watch_decoder *d, size_t max_event)
 void kube_watch_decoder_release(struct kube_watch_decoder *d)
 {
 	strbuf_release(&d->line);
+	jv_release(&d->doc);
 }
 
 static int one_event(struct kube_watch_decoder *d, const char *p, size_t n, kube_watch_event_fn fn,
@@ -26,27 +29,26 @@ static int one_event(struct kube_watch_decoder *d, const char *p, size_t n, kube
 		n--;
 	if (!n)
 		return 0;
-	json_error_t jerr;
-	json_t *ev = json_loadb(p, n, 0, &jerr);
+	char jerr[160];
+	const jv_t *ev = jv_parse(&d->doc, p, n, jerr, sizeof(jerr));
 	if (!ev) {
-		snprintf(d->err, sizeof(d->err), "malformed watch event: %s", jerr.text);
+		snprintf(d->err, sizeof(d->err), "malformed watch event: %s", jerr);
 		return -1;
 	}
-	const char *type = json_string_value(json_object_get(ev, "type"));
-	json_t *obj = json_object_get(ev, "object");
+	const char *type = jv_str(jv_get(ev, "type"));
+	const jv_t *obj = jv_get(ev, "object");
 	static const char *names[] = { "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR" };
 	int t = -1;
 	for (int i = 0; type && i < 5; i++)
 		if (strcmp(type, names[i]) == 0)
 			t = i;
 	int rc;
-	if (t < 0 || !json_is_object(obj)) {
+	if (t < 0 || !jv_is_object(obj)) {
 		snprintf(d->err, sizeof(d->err), "watch event with %s", t < 0 ? "an unknown type" : "no object");
 		rc = -1;
 	} else {
 		rc = fn((enum kube_watch_type)t, obj, ud);
 	}
-	json_decref(ev);
 	return rc;
 }
 

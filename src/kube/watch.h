@@ -7,16 +7,16 @@
  * buffer is bounded: a line longer than max_event bytes (default 16 MiB) is an error returned to
  * the caller, never an unbounded allocation.
  *
- * The decoder owns its buffer; kube_watch_decoder_release() frees it. The json_t passed to the
- * callback is borrowed for the duration of the call.
+ * The decoder owns its buffers; kube_watch_decoder_release() frees them. The object passed to
+ * the callback lives in the decoder's document until the callback returns.
  */
 #ifndef KCSI_KUBE_WATCH_H
 #define KCSI_KUBE_WATCH_H
 
-#include <jansson.h>
 #include <stddef.h>
 
 #include "base/strbuf.h"
+#include "kube/jv.h"
 
 #define KUBE_WATCH_MAX_EVENT (16u << 20)
 
@@ -24,10 +24,11 @@ enum kube_watch_type { KUBE_WATCH_ADDED, KUBE_WATCH_MODIFIED, KUBE_WATCH_DELETED
 		       KUBE_WATCH_BOOKMARK, KUBE_WATCH_ERROR };
 
 /* Returns 0 to continue, non-zero to stop decoding (kube_watch_feed then returns that value). */
-typedef int (*kube_watch_event_fn)(enum kube_watch_type type, json_t *object, void *ud);
+typedef int (*kube_watch_event_fn)(enum kube_watch_type type, const jv_t *object, void *ud);
 
 struct kube_watch_decoder {
 	struct strbuf line;
+	struct jv_doc doc;
 	size_t max_event;
 	char err[256]; /* why the last feed failed */
 };

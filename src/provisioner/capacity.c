@@ -451,7 +451,7 @@ static struct kube_obj *get_object(struct prov_cap *c, const char *name, bool *g
 		*gone = kube_err_is_not_found(&e);
 		return NULL;
 	}
-	o = KUBE_KIND_CSISTORAGECAPACITY.decode(j, err, sizeof(err));
+	o = kube_decode_json(&KUBE_KIND_CSISTORAGECAPACITY, j, err, sizeof(err));
 	json_decref(j);
 	if (o && !managed(c, kube_csisc_of(o))) {
 		kube_obj_unref(o);

@@ -461,7 +461,7 @@ static struct kube_obj *get_pvc(struct prov_ctrl *c, const char *ns, const char 
 			 ns, e.message);
 		return NULL;
 	}
-	o = KUBE_KIND_PERSISTENTVOLUMECLAIM.decode(j, e2, sizeof(e2));
+	o = kube_decode_json(&KUBE_KIND_PERSISTENTVOLUMECLAIM, j, e2, sizeof(e2));
 	json_decref(j);
 	if (!o)
 		snprintf(err, errlen, "error decoding PVC %s/%s: %s", ns, name, e2);
@@ -1467,7 +1467,7 @@ static struct kube_obj *fresh_to_delete(struct prov_ctrl *c, const char *name, e
 		}
 		return NULL;
 	}
-	struct kube_obj *o = KUBE_KIND_PERSISTENTVOLUME.decode(j, err, sizeof(err));
+	struct kube_obj *o = kube_decode_json(&KUBE_KIND_PERSISTENTVOLUME, j, err, sizeof(err));
 	json_decref(j);
 	*r = DONE;
 	if (!o) {

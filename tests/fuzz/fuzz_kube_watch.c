@@ -4,7 +4,7 @@
 #include "kube/objects.h"
 #include "kube/watch.h"
 
-static int on_event(enum kube_watch_type type, json_t *object, void *ud)
+static int on_event(enum kube_watch_type type, const jv_t *object, void *ud)
 {
 	(void)type;
 	(void)ud;

@@ -252,7 +252,7 @@ static struct kube_obj *decode(const struct kube_kind *k, const char *json)
 	json_error_t je;
 	json_t *j = json_loads(json, 0, &je);
 	char err[256];
-	struct kube_obj *o = k->decode(j, err, sizeof(err));
+	struct kube_obj *o = kube_decode_json(k, j, err, sizeof(err));
 
 	if (!o)
 		fprintf(stderr, "decode: %s: %s\n", err, json);

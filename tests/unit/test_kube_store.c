@@ -27,7 +27,7 @@ static struct kube_obj *decode(const struct kube_kind *k, const char *text)
 {
 	json_t *j = json_loads(text, 0, NULL);
 	char err[128];
-	struct kube_obj *o = k->decode(j, err, sizeof(err));
+	struct kube_obj *o = kube_decode_json(k, j, err, sizeof(err));
 	json_decref(j);
 	return o;
 }
@@ -72,7 +72,7 @@ static void test_va_record(void)
 	/* no name: rejected with a reason */
 	json_t *j = json_loads("{\"metadata\":{}}", 0, NULL);
 	char err[128];
-	CHECK(KUBE_KIND_VOLUMEATTACHMENT.decode(j, err, sizeof(err)) == NULL);
+	CHECK(kube_decode_json(&KUBE_KIND_VOLUMEATTACHMENT, j, err, sizeof(err)) == NULL);
 	CHECK(strstr(err, "metadata.name") != NULL);
 	json_decref(j);
 }
@@ -155,7 +155,7 @@ static void test_csinode_entry_without_name_is_refused(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		json_t *j = json_loads(bad[i], 0, NULL);
 		char err[128] = "";
-		struct kube_obj *o = KUBE_KIND_CSINODE_T.decode(j, err, sizeof(err));
+		struct kube_obj *o = kube_decode_json(&KUBE_KIND_CSINODE_T, j, err, sizeof(err));
 		CHECK(o == NULL);
 		CHECK(strstr(err, "CSINode n1: spec.drivers[") != NULL);
 		kube_obj_unref(o);
@@ -172,7 +172,7 @@ static void test_csinode_entry_without_name_is_refused(void)
 		for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
 			json_t *j = json_loads(odd[i], JSON_DECODE_ANY, NULL);
 			char err[128];
-			struct kube_obj *o = kinds[k]->decode(j, err, sizeof(err));
+			struct kube_obj *o = kube_decode_json(kinds[k], j, err, sizeof(err));
 			CHECK((o != NULL) == (i == 5));
 			kube_obj_unref(o);
 			json_decref(j);
@@ -406,12 +406,12 @@ struct seen {
 	char names[16][32];
 };
 
-static int on_ev(enum kube_watch_type t, json_t *obj, void *ud)
+static int on_ev(enum kube_watch_type t, const jv_t *obj, void *ud)
 {
 	struct seen *s = ud;
 	if (s->n < 16) {
 		s->types[s->n] = t;
-		const char *nm = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+		const char *nm = jv_str(jv_get(jv_get(obj, "metadata"), "name"));
 		snprintf(s->names[s->n], 32, "%s", nm ? nm : "");
 	}
 	s->n++;

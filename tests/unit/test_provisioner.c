@@ -13,7 +13,7 @@ static struct kube_obj *decode(const struct kube_kind *k, const char *json)
 	json_error_t je;
 	json_t *j = json_loads(json, 0, &je);
 	char err[256];
-	struct kube_obj *o = j ? k->decode(j, err, sizeof(err)) : NULL;
+	struct kube_obj *o = j ? kube_decode_json(k, j, err, sizeof(err)) : NULL;
 	if (!o)
 		fprintf(stderr, "decode failed: %s %s\n", je.text, j ? err : "");
 	json_decref(j);
