@@ -212,6 +212,19 @@ static const char *parse_string(struct parser *ps, uint32_t *len)
 	return out;
 }
 
+/* A string node (a value, or a key with JV_KEY) from the string at ps->p: its index, or -1. */
+static int64_t string_node(struct parser *ps, uint8_t flags)
+{
+	uint32_t idx = push(ps, JV_STRING), n;
+	const char *s = parse_string(ps, &n);
+	if (!s)
+		return -1;
+	ps->d->node[idx].s = s;
+	ps->d->node[idx].count = n;
+	ps->d->node[idx].flags = flags;
+	return idx;
+}
+
 static int parse_number(struct parser *ps, uint32_t idx)
 {
 	const char *s = ps->p, *p = s, *e = ps->end;
@@ -320,12 +333,8 @@ const jv_t *jv_parse(struct jv_doc *d, const char *text, size_t len, char *err, 
 				continue;
 			}
 		} else if (c == '"') {
-			uint32_t idx = push(&ps, JV_STRING), n;
-			const char *s = parse_string(&ps, &n);
-			if (!s)
+			if (string_node(&ps, 0) < 0)
 				return NULL;
-			d->node[idx].s = s;
-			d->node[idx].count = n;
 		} else if (c == 't' || c == 'f' || c == 'n') {
 			if (parse_literal(&ps, c == 't' ? "true" : c == 'f' ? "false" : "null",
 					  c == 't' ? JV_TRUE : c == 'f' ? JV_FALSE : JV_NULL) != 0)
@@ -380,15 +389,11 @@ key:
 			return NULL;
 		}
 		{
-			uint32_t idx = push(&ps, JV_STRING), n;
-			const char *s = parse_string(&ps, &n);
-			if (!s)
+			int64_t idx = string_node(&ps, JV_KEY);
+			if (idx < 0)
 				return NULL;
-			d->node[idx].s = s;
-			d->node[idx].count = n;
-			d->node[idx].flags = JV_KEY;
 			d->node[stack[depth - 1]].count++;
-			last[depth - 1] = idx;
+			last[depth - 1] = (uint32_t)idx;
 		}
 		skip_ws(&ps);
 		if (ps.p >= ps.end || *ps.p != ':') {
