@@ -1,11 +1,12 @@
 /*
- * kube client: REST calls to the Kubernetes API with libcurl and jansson.
+ * kube client: REST calls to the Kubernetes API over kube/http (HTTP/1.1, GnuTLS for https)
+ * with jansson for the bodies the callers build and read.
  *
- * One struct kube_client owns a libcurl share (connections, TLS sessions and DNS reused across
- * requests; HTTP/2 over TLS when the server offers it), a pool of easy handles, and a token-bucket
- * rate limiter (--kube-api-qps / --kube-api-burst) shared by every request made through it. A
- * second client (for leader election) has its own limiter and connections. All calls are
- * thread-safe and blocking.
+ * One struct kube_client owns a kube/http client (a pool of keep-alive connections, TLS
+ * credentials loaded once, an HTTP proxy from the environment) and a token-bucket rate limiter
+ * (--kube-api-qps / --kube-api-burst) shared by every request made through it. A second client
+ * (for leader election) has its own limiter and connections. All calls are thread-safe and
+ * blocking.
  *
  * The client borrows its struct kube_config, which must outlive it.
  *
