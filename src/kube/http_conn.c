@@ -837,6 +837,12 @@ int http_do(struct http_client *hc, const struct http_request *rq, http_body_fn 
 {
 	memset(res, 0, sizeof(*res));
 	res->retry_after = -1;
+	/* A name from a hostile answer must not split the request line (nor a header) in two. */
+	for (const unsigned char *t = (const unsigned char *)rq->target; *t; t++)
+		if (*t <= ' ' || *t == 0x7f) {
+			fail(res, HTTP_TRANSPORT, "the request path has a space or control character");
+			return -1;
+		}
 	struct strbuf head = STRBUF_INIT;
 	strbuf_addf(&head, "%s ", rq->method);
 	if (hc->proxied && !hc->url.tls)

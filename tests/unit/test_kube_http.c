@@ -368,6 +368,13 @@ static void test_connections(void)
 	CHECK_INT(get(hc, &out, &res), 0);
 	CHECK_STR(out.buf, "until-close");
 
+	/* a path with a space or a line break is refused before anything is sent */
+	int before = accepted();
+	struct http_request inj = { .method = "GET", .target = "/api/v1/x HTTP/1.1\r\nX: y" };
+	CHECK_INT(http_do(hc, &inj, body_fn, &out, &res), -1);
+	CHECK(strstr(res.msg, "control character") != NULL);
+	CHECK_INT(accepted(), before);
+
 	/* a server that never answers: the deadline ends the request, within a second of it */
 	set_mode(M_SILENT);
 	struct http_request rq = { .method = "POST", .target = "/x", .body = "{}", .body_len = 2,

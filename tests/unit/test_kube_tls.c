@@ -225,6 +225,16 @@ static void test_tokens(void)
 	fputs("s3cret\n", f);
 	fclose(f);
 	CHECK_INT(try_get(CA SNI, "    tokenFile: tok\n", &e, err, sizeof(err)), 0);
+	/* A token with a line break inside is refused (kube_config_bearer), not sent as two
+	 * header lines by the HTTP layer. */
+	f = fopen(tok, "w");
+	fputs("s3cret\r\nX-Injected: 1", f);
+	fclose(f);
+	CHECK_INT(try_get(CA SNI, "    tokenFile: tok\n", &e, err, sizeof(err)), -1);
+	CHECK(e.code == 0 && strstr(e.message, "control character") != NULL);
+	f = fopen(tok, "w");
+	fputs("s3cret\n", f);
+	fclose(f);
 	/* Rotation while a client runs: the next request uses the new file content. */
 	char kc[320];
 	pathf(kc, sizeof(kc), "kc.yaml");
