@@ -505,8 +505,12 @@ int kube_list_raw(struct kube_client *c, const struct kube_resource *r, const ch
 	return rc;
 }
 
+/*
+ * Sends obj as the JSON body. With decode, returns the answer decoded (NULL with *e filled);
+ * without, returns a non-NULL dummy on success so both callers test the same way.
+ */
 static json_t *send_obj(struct kube_client *c, const char *method, const char *path, json_t *obj,
-			struct kube_err *e)
+			bool decode, struct kube_err *e)
 {
 	char *body = json_dumps(obj, JSON_COMPACT);
 	if (!body) {
@@ -516,7 +520,14 @@ static json_t *send_obj(struct kube_client *c, const char *method, const char *p
 	}
 	struct kube_request rq = { .method = method, .path = path, .content_type = "application/json",
 				   .body = body, .body_len = strlen(body) };
-	json_t *j = do_json(c, &rq, e);
+	json_t *j;
+	if (decode) {
+		j = do_json(c, &rq, e);
+	} else {
+		struct strbuf out = STRBUF_INIT;
+		j = kube_do(c, &rq, &out, e) >= 0 ? json_true() : NULL;
+		strbuf_release(&out);
+	}
 	free(body);
 	return j;
 }
@@ -526,9 +537,19 @@ json_t *kube_create(struct kube_client *c, const struct kube_resource *r, const 
 {
 	struct strbuf p = STRBUF_INIT;
 	kube_path(&p, r, ns, NULL, NULL);
-	json_t *j = send_obj(c, "POST", p.buf, obj, e);
+	json_t *j = send_obj(c, "POST", p.buf, obj, true, e);
 	strbuf_release(&p);
 	return j;
+}
+
+int kube_create_discard(struct kube_client *c, const struct kube_resource *r, const char *ns,
+			json_t *obj, struct kube_err *e)
+{
+	struct strbuf p = STRBUF_INIT;
+	kube_path(&p, r, ns, NULL, NULL);
+	json_t *j = send_obj(c, "POST", p.buf, obj, false, e);
+	strbuf_release(&p);
+	return j ? 0 : -1;
 }
 
 json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -543,7 +564,7 @@ json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const 
 	}
 	struct strbuf p = STRBUF_INIT;
 	kube_path(&p, r, ns, name, status ? "status" : NULL);
-	json_t *j = send_obj(c, "PUT", p.buf, obj, e);
+	json_t *j = send_obj(c, "PUT", p.buf, obj, true, e);
 	strbuf_release(&p);
 	return j;
 }

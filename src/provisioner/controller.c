@@ -214,13 +214,10 @@ static int patch_finalizers(struct prov_ctrl *c, const struct kube_resource *r,
 		json_object_set_new(md, "resourceVersion", json_string(o->rv));
 	json_t *p = json_pack("{s:o}", "metadata", md);
 	char *body = json_dumps(p, JSON_COMPACT);
-	json_t *res = kube_patch(c->kc, r, o->ns, o->name, false, KUBE_PATCH_MERGE, body, e);
+	int rc = kube_patch_discard(c->kc, r, o->ns, o->name, false, KUBE_PATCH_MERGE, body, e);
 	free(body);
 	json_decref(p);
-	if (!res)
-		return -1;
-	json_decref(res);
-	return 0;
+	return rc;
 }
 
 /* Reads Secret ns/name into the map `field` of msg; values live in the arena only. */
@@ -831,26 +828,22 @@ static int reschedule(struct prov_ctrl *c, const struct kube_pvc *pvc)
 
 	snprintf(body, sizeof(body), "{\"metadata\":{\"annotations\":{\"%s\":null},\"resourceVersion\":\"%s\"}}",
 		 PROV_ANN_SELECTED_NODE, pvc->meta.rv ? pvc->meta.rv : "");
-	json_t *r = kube_patch(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns, pvc->meta.name,
-			       false, KUBE_PATCH_MERGE, body, &e);
-	if (!r) {
+	if (kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns, pvc->meta.name,
+			       false, KUBE_PATCH_MERGE, body, &e) != 0) {
 		KLOG_I("Volume rescheduling failed for claim %s/%s: %s", pvc->meta.ns, pvc->meta.name,
 		       e.message);
 		return -1;
 	}
-	json_decref(r);
 	KLOG_V(2, "Volume of claim %s/%s rescheduled: selected-node annotation removed",
 	       pvc->meta.ns, pvc->meta.name);
 	return 0;
 }
 
+/* The created PV is not decoded: the PV informer delivers it. */
 static int save_pv(struct prov_ctrl *c, json_t *pv, struct kube_err *e)
 {
-	json_t *r = kube_create(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, pv, e);
-	if (r) {
-		json_decref(r);
+	if (kube_create_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, pv, e) == 0)
 		return 0;
-	}
 	return kube_err_is_already_exists(e) ? 0 : -1;
 }
 
