@@ -4,13 +4,20 @@
  * certificates (files and data, and a key that does not match), and bearer tokens (static,
  * file, exec plugin, wrong).
  */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/timeutil.h"
 #include "check.h"
 #include "kube/client.h"
+#include "kube/http.h"
 #include "kube/testing/testenv.h"
 
 static struct kube_testenv env;
@@ -292,6 +299,89 @@ static void test_tokens(void)
 	CHECK_INT(e.code, 401);
 }
 
+/* A free TCP port on 127.0.0.1 (bound and released; the next bind of it is very likely free). */
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	bind(fd, (struct sockaddr *)&a, sizeof(a));
+	getsockname(fd, (struct sockaddr *)&a, &al);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static int body_to(void *ud, int status, const char *p, size_t n)
+{
+	(void)status;
+	strbuf_add(ud, p, n);
+	return 0;
+}
+
+/*
+ * The HTTP client's TLS against a TLS stack nobody here wrote: `openssl s_server -WWW` (OpenSSL,
+ * where kube-emulator is GnuTLS through libmicrohttpd) serving a file over HTTP/1.0, so the
+ * answer also ends at the close. Verified against the CA and tls-server-name; a wrong CA is
+ * refused with its reason.
+ */
+static void test_openssl_peer(void)
+{
+	int port = free_port();
+	char hello[320];
+	pathf(hello, sizeof(hello), "hello.txt");
+	FILE *f = fopen(hello, "w");
+	fputs("served by openssl s_server\n", f);
+	fclose(f);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char acc[32];
+		snprintf(acc, sizeof(acc), "127.0.0.1:%d", port);
+		if (chdir(dir) != 0)
+			_exit(127);
+		int nul = open("/dev/null", O_WRONLY);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execlp("openssl", "openssl", "s_server", "-quiet", "-accept", acc, "-cert", "srv.crt",
+		       "-key", "srv.key", "-WWW", (char *)NULL);
+		_exit(127);
+	}
+	char url[64], ca[320], other[320], err[400];
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d", port);
+	pathf(ca, sizeof(ca), "ca.crt");
+	pathf(other, sizeof(other), "other.crt");
+	struct http_client_opts o = { .server = url, .tls_server_name = "kube.test", .ca_file = ca,
+				      .no_proxy_env = true };
+	struct http_client *hc = http_client_new(&o, err, sizeof(err));
+	CHECK(hc != NULL);
+	struct strbuf out = STRBUF_INIT;
+	struct http_result res;
+	int rc = -1;
+	for (int i = 0; i < 60 && rc != 0; i++) { /* until s_server listens */
+		struct http_request rq = { .method = "GET", .target = "/hello.txt",
+					   .deadline_ns = mono_now_ns() + 2 * NSEC_PER_SEC };
+		strbuf_reset(&out);
+		rc = http_do(hc, &rq, body_to, &out, &res);
+		if (rc != 0)
+			usleep(50 * 1000);
+	}
+	CHECK_INT(rc, 0);
+	CHECK_INT(res.status, 200);
+	CHECK(out.buf && strcmp(out.buf, "served by openssl s_server\n") == 0);
+	http_client_free(hc);
+	o.ca_file = other;
+	hc = http_client_new(&o, err, sizeof(err));
+	struct http_request rq = { .method = "GET", .target = "/hello.txt",
+				   .deadline_ns = mono_now_ns() + 2 * NSEC_PER_SEC };
+	CHECK_INT(http_do(hc, &rq, body_to, &out, &res), -1);
+	CHECK(res.fail == HTTP_TLS_REFUSED);
+	CHECK_STR(http_verify_reason(res.verify_status), "certificate signed by unknown authority");
+	CHECK(strstr(res.peer, "kube.test") != NULL);
+	http_client_free(hc);
+	strbuf_release(&out);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
 int main(void)
 {
 	if (access(KCSI_EMULATOR_BIN, X_OK) != 0) {
@@ -322,6 +412,7 @@ int main(void)
 		RUN(test_tokens);
 		RUN(test_exec_client_cert);
 		RUN(test_tls_errors_say_why);
+		RUN(test_openssl_peer);
 	} else {
 		CHECK(!"emulator did not start");
 	}
