@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/backoff.h"
 #include "base/log.h"
@@ -47,7 +46,8 @@ struct kube_client {
 	struct kube_config *cfg;
 	struct kube_client_opts opts;
 	struct http_client *http;
-	char *fixed_headers; /* User-Agent, Accept and, with a username, Basic authorization */
+	char *fixed_headers; /* User-Agent, Accept */
+	char *basic_auth;    /* "Authorization: Basic ...\r\n" with a username, else NULL */
 	struct kube_ratelimit rl;
 	atomic_uint_fast64_t requests, retries;
 };
@@ -156,6 +156,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_addf(&sb, "User-Agent: %s/%s (linux/%s) kcsi\r\nAccept: application/json\r\n",
 		    c->opts.component, KCSI_VERSION, go_arch());
+	c->fixed_headers = strbuf_detach(&sb, NULL);
 	if (cfg->username) {
 		struct strbuf up = STRBUF_INIT;
 		strbuf_addf(&up, "%s:%s", cfg->username, cfg->password ? cfg->password : "");
@@ -164,8 +165,8 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 		strbuf_addstr(&sb, "\r\n");
 		memset(up.buf, 0, up.len);
 		strbuf_release(&up);
+		c->basic_auth = strbuf_detach(&sb, NULL);
 	}
-	c->fixed_headers = strbuf_detach(&sb, NULL);
 	kube_ratelimit_init(&c->rl, c->opts.qps, c->opts.burst);
 	return c;
 }
@@ -176,9 +177,10 @@ void kube_client_free(struct kube_client *c)
 		return;
 	http_client_free(c->http);
 	kube_ratelimit_destroy(&c->rl);
-	if (c->fixed_headers)
-		memset(c->fixed_headers, 0, strlen(c->fixed_headers));
 	free(c->fixed_headers);
+	if (c->basic_auth)
+		memset(c->basic_auth, 0, strlen(c->basic_auth));
+	free(c->basic_auth);
 	free(c);
 }
 
@@ -258,8 +260,11 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	}
 	struct strbuf hd = STRBUF_INIT, target = STRBUF_INIT;
 	strbuf_addstr(&hd, c->fixed_headers);
+	/* One Authorization header: a bearer token wins over a username (as libcurl did here). */
 	if (tok.len)
 		strbuf_addf(&hd, "Authorization: Bearer %s\r\n", tok.buf);
+	else if (c->basic_auth)
+		strbuf_addstr(&hd, c->basic_auth);
 	if (rq->content_type)
 		strbuf_addf(&hd, "Content-Type: %s\r\n", rq->content_type);
 	strbuf_addstr(&target, rq->path);
@@ -315,8 +320,7 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 				code = -1;
 		}
 	}
-	if (tok.len)
-		memset(hd.buf, 0, hd.len);
+	memset(hd.buf, 0, hd.len); /* it may hold a credential */
 	strbuf_release(&hd);
 	strbuf_release(&target);
 	strbuf_release(&tok);

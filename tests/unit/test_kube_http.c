@@ -15,6 +15,7 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "check.h"
+#include "kube/client.h"
 #include "kube/http.h"
 
 /* ---- parsers ---- */
@@ -435,11 +436,55 @@ static void test_connections(void)
 	strbuf_release(&out);
 }
 
+/* Counts occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* The kube client's headers on the wire: Basic from username/password, and one Authorization
+ * header only (the bearer token's) when the kubeconfig gives both. */
+static void test_client_auth_headers(void)
+{
+	set_mode(M_KEEPALIVE);
+	char kc[] = "/tmp/kcsi-http-kc-XXXXXX", body[512], err[400];
+	int fd = mkstemp(kc);
+	for (int both = 0; both < 2; both++) {
+		int n = snprintf(body, sizeof(body),
+				 "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+				 "contexts:\n- name: t\n  context: {cluster: c, user: u}\n"
+				 "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%d\n"
+				 "users:\n- name: u\n  user:\n    username: admin\n    password: pw\n%s",
+				 peer.port, both ? "    token: tok\n" : "");
+		CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, body, (size_t)n, 0) == n);
+		struct kube_config *cfg = kube_config_load(kc, NULL, NULL, err, sizeof(err));
+		CHECK(cfg != NULL);
+		struct kube_client_opts o = { .qps = -1, .max_retries = 1 };
+		struct kube_client *c = cfg ? kube_client_new(cfg, &o, err, sizeof(err)) : NULL;
+		struct kube_request rq = { .method = "GET", .path = "/api/v1/nodes" };
+		struct strbuf out = STRBUF_INIT;
+		struct kube_err e;
+		CHECK(c && kube_do(c, &rq, &out, &e) == 200);
+		CHECK_INT(count_of(peer.last, "Authorization:"), 1);
+		CHECK(strstr(peer.last, both ? "Authorization: Bearer tok\r\n"
+					      : "Authorization: Basic YWRtaW46cHc=\r\n") != NULL);
+		strbuf_release(&out);
+		kube_client_free(c);
+		kube_config_free(cfg);
+	}
+	close(fd);
+	unlink(kc);
+}
+
 int main(void)
 {
 	RUN(test_url);
 	RUN(test_head);
 	RUN(test_chunked);
 	RUN(test_connections);
+	RUN(test_client_auth_headers);
 	return CHECK_DONE();
 }
