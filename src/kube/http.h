@@ -39,8 +39,9 @@ void http_url_free(struct http_url *u);
 /* true when host is an IPv4 or IPv6 literal (no SNI is sent for those). */
 bool http_host_is_ip(const char *host);
 
-/* Heads larger than this are refused: the API server's are under 1 KiB. */
-#define HTTP_MAX_HEAD (64 * 1024)
+/* Heads larger than this are refused: the API server's are under 1 KiB. A connection's read
+ * buffer is this size, so a whole head always fits in it. */
+#define HTTP_MAX_HEAD (16 * 1024)
 
 struct http_head {
 	int status;             /* 100..999 */

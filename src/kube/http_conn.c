@@ -31,7 +31,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 
-#define CONN_BUF (16 * 1024)
+#define CONN_BUF HTTP_MAX_HEAD /* a head must fit whole; bodies pass through */
 #define POOL_MAX 128              /* idle connections kept, as libcurl's cache was sized */
 #define IDLE_CHECK_NS NSEC_PER_SEC /* older idle connections are checked for a close first */
 #define IDLE_MAX_NS (90 * NSEC_PER_SEC) /* client-go's IdleConnTimeout */
@@ -461,9 +461,8 @@ static ssize_t fill(struct hconn *c, const struct http_request *rq, const char *
 		c->len -= c->off;
 		c->off = 0;
 	}
-	if (c->len == sizeof(c->buf)) { /* only a head can fill it: bodies are consumed */
-		fail(res, HTTP_TRANSPORT, "%s: response head larger than %zu bytes", what,
-		     sizeof(c->buf));
+	if (c->len == sizeof(c->buf)) { /* http_head_parse() refuses such a head first */
+		fail(res, HTTP_TRANSPORT, "%s: read buffer full", what);
 		return FILL_ERR;
 	}
 	for (;;) {
