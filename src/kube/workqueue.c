@@ -1,13 +1,25 @@
 /*
  * One mutex guards everything: a FIFO ring of queued keys, the `dirty` set (keys queued or to be
  * requeued; value = the mono time they were queued), the `processing` set (value = the time
- * processing began), the failure counts, and a min-heap of delayed keys. The heap has no timer
- * thread: get() waits on the condition variable until the earliest delayed key is due and moves
- * due keys into the queue itself, so delayed work costs nothing while nobody waits.
+ * processing began), the failure counts, a min-heap of delayed keys, and the idle workers.
+ *
+ * Idle workers wait on a semaphore of their own, kept in a LIFO stack. A key that arrives while
+ * one waits is handed to the worker on top of the stack: the adder moves the key to `processing`
+ * for it and posts its semaphore after unlocking, so the woken worker returns without taking the
+ * mutex again (a condition variable would wake it into the adder's still-held mutex), and the
+ * worker that went idle last, whose stack and cache are warm, runs next. With more workers than
+ * concurrent keys, the ones at the bottom of the stack stay asleep.
+ *
+ * The heap has no timer thread: one idle worker, the timer, sleeps until the earliest delayed
+ * key is due and moves due keys into the queue itself, so delayed work costs nothing while
+ * nobody waits. An add_after() that makes an earlier deadline wakes the timer to sleep again
+ * for less, or makes an idle worker the timer when there is none.
  */
 #include "kube/workqueue.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +34,22 @@ struct delayed {
 	char *key;
 };
 
+/* A worker blocked in get(), on its own stack. */
+struct waiter {
+	struct waiter *next; /* in the idle stack, then in the wake list */
+	sem_t sem;           /* posted once, after the one who took it off the stack unlocked */
+	char *key;           /* the key handed over, already in `processing`; NULL: look again */
+	bool taken;          /* off the stack (or the timer seat): a post is coming */
+};
+
 struct kube_workqueue {
 	char *name;
 	int64_t retry_start, retry_max;
 	pthread_mutex_t mu;
-	pthread_cond_t cond;
 	pthread_cond_t idle_cond; /* signalled when nothing is queued or in flight while draining */
+	struct waiter *idle;      /* idle workers, the last one to go idle on top */
+	struct waiter *timer;     /* the idle worker sleeping until the earliest delayed key */
+	struct waiter *wake;      /* taken waiters to post once the mutex is released */
 	char **ring; /* queued keys (pointers owned by the ring) */
 	size_t head, len, cap;
 	struct kube_hmap dirty;      /* key -> queued time (int64 cast) */
@@ -58,7 +80,6 @@ struct kube_workqueue *kube_workqueue_new(const char *name, int64_t retry_start_
 	q->retry_start = retry_start_ns > 0 ? retry_start_ns : NSEC_PER_SEC;
 	q->retry_max = retry_max_ns >= q->retry_start ? retry_max_ns : q->retry_start;
 	pthread_mutex_init(&q->mu, NULL);
-	pthread_cond_init(&q->cond, NULL);
 	pthread_cond_init(&q->idle_cond, NULL);
 	return q;
 }
@@ -77,7 +98,6 @@ void kube_workqueue_free(struct kube_workqueue *q)
 	kube_hmap_clear(&q->processing);
 	kube_hmap_clear(&q->failures);
 	pthread_mutex_destroy(&q->mu);
-	pthread_cond_destroy(&q->cond);
 	pthread_cond_destroy(&q->idle_cond);
 	free(q->name);
 	free(q);
@@ -107,7 +127,52 @@ static char *ring_pop(struct kube_workqueue *q)
 	return k;
 }
 
-/* The core add, with q->mu held. */
+/* Takes the first queued key for the caller, with q->mu held: it moves to `processing`. */
+static char *take_locked(struct kube_workqueue *q)
+{
+	char *key = ring_pop(q);
+	int64_t now = mono_now_ns();
+	int64_t queued = (int64_t)(intptr_t)kube_hmap_del(&q->dirty, key);
+	q->m.queue_latency_ns_total += now - queued;
+	q->m.queue_latency_buckets[bucket_of(now - queued)]++;
+	kube_hmap_put(&q->processing, key, (void *)(intptr_t)now);
+	return key;
+}
+
+/* Takes waiter w off the stack (or the timer seat) with q->mu held; it is posted on unlock. */
+static void wake_locked(struct kube_workqueue *q, struct waiter *w, char *key)
+{
+	if (w == q->timer)
+		q->timer = NULL;
+	else
+		q->idle = w->next;
+	w->taken = true;
+	w->key = key;
+	w->next = q->wake;
+	q->wake = w;
+}
+
+/* Hands queued keys to idle workers, the top of the stack first and the timer last. */
+static void dispatch_locked(struct kube_workqueue *q)
+{
+	while (q->len && (q->idle || q->timer) && !q->shutdown)
+		wake_locked(q, q->idle ? q->idle : q->timer, take_locked(q));
+}
+
+/* Releases q->mu, then posts the waiters taken meanwhile. */
+static void unlock_and_wake(struct kube_workqueue *q)
+{
+	struct waiter *w = q->wake;
+	q->wake = NULL;
+	pthread_mutex_unlock(&q->mu);
+	while (w) {
+		struct waiter *next = w->next; /* w may be gone once posted */
+		sem_post(&w->sem);
+		w = next;
+	}
+}
+
+/* The core add, with q->mu held; the caller dispatches. */
 static void add_locked(struct kube_workqueue *q, const char *key)
 {
 	if (q->shutdown || kube_hmap_has(&q->dirty, key))
@@ -117,14 +182,14 @@ static void add_locked(struct kube_workqueue *q, const char *key)
 	if (kube_hmap_has(&q->processing, key))
 		return; /* done() queues it */
 	ring_push(q, key);
-	pthread_cond_signal(&q->cond);
 }
 
 void kube_workqueue_add(struct kube_workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
 	add_locked(q, key);
-	pthread_mutex_unlock(&q->mu);
+	dispatch_locked(q);
+	unlock_and_wake(q);
 }
 
 static void heap_push(struct kube_workqueue *q, int64_t due, const char *key)
@@ -169,11 +234,14 @@ void kube_workqueue_add_after(struct kube_workqueue *q, const char *key, int64_t
 	pthread_mutex_lock(&q->mu);
 	if (delay_ns <= 0) {
 		add_locked(q, key);
+		dispatch_locked(q);
 	} else if (!q->shutdown) {
 		heap_push(q, mono_now_ns() + delay_ns, key);
-		pthread_cond_broadcast(&q->cond); /* a waiter may need an earlier wakeup */
+		/* A new earliest deadline: the timer sleeps again for less, or a worker becomes it. */
+		if (!strcmp(q->heap[0].key, key) && (q->timer || q->idle))
+			wake_locked(q, q->timer ? q->timer : q->idle, NULL);
 	}
-	pthread_mutex_unlock(&q->mu);
+	unlock_and_wake(q);
 }
 
 void kube_workqueue_add_rate_limited(struct kube_workqueue *q, const char *key)
@@ -218,34 +286,67 @@ static int64_t promote_due(struct kube_workqueue *q)
 	return q->nheap ? q->heap[0].due - now : -1;
 }
 
+/* Sleeps until posted or, for the timer, until deadline; true if the post was consumed. */
+static bool waiter_sleep(struct waiter *w, int64_t deadline)
+{
+	if (deadline < 0) {
+		while (sem_wait(&w->sem))
+			; /* EINTR */
+		return true;
+	}
+	struct timespec ts = { deadline / NSEC_PER_SEC, deadline % NSEC_PER_SEC };
+	for (;;) {
+		if (!sem_clockwait(&w->sem, CLOCK_MONOTONIC, &ts))
+			return true;
+		if (errno == ETIMEDOUT)
+			return false;
+	}
+}
+
 char *kube_workqueue_get(struct kube_workqueue *q)
 {
+	struct waiter w = { 0 };
+	char *key = NULL;
+
+	sem_init(&w.sem, 0, 0);
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
 		int64_t wait = promote_due(q);
-		if (q->len || q->shutdown)
+		if (q->len && (!q->shutdown || q->draining)) {
+			key = take_locked(q);
+			dispatch_locked(q); /* keys that came due beyond this one */
 			break;
-		if (wait < 0) {
-			pthread_cond_wait(&q->cond, &q->mu);
+		}
+		if (q->shutdown)
+			break;
+		w.key = NULL;
+		w.taken = false;
+		int64_t deadline = -1;
+		if (wait >= 0 && !q->timer) {
+			q->timer = &w;
+			deadline = mono_now_ns() + wait;
 		} else {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			int64_t t = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec + wait;
-			ts.tv_sec = t / NSEC_PER_SEC;
-			ts.tv_nsec = t % NSEC_PER_SEC;
-			pthread_cond_timedwait(&q->cond, &q->mu, &ts);
+			w.next = q->idle;
+			q->idle = &w;
+		}
+		unlock_and_wake(q);
+		bool posted = waiter_sleep(&w, deadline);
+		pthread_mutex_lock(&q->mu);
+		if (!w.taken) {
+			q->timer = NULL; /* timed out in the timer seat */
+		} else if (!posted) {
+			/* Taken as the clock ran out: the post is coming; consume it. */
+			pthread_mutex_unlock(&q->mu);
+			waiter_sleep(&w, -1);
+			pthread_mutex_lock(&q->mu);
+		}
+		if (w.key) {
+			key = w.key;
+			break;
 		}
 	}
-	char *key = NULL;
-	if (q->len && (!q->shutdown || q->draining)) {
-		key = ring_pop(q);
-		int64_t now = mono_now_ns();
-		int64_t queued = (int64_t)(intptr_t)kube_hmap_del(&q->dirty, key);
-		q->m.queue_latency_ns_total += now - queued;
-		q->m.queue_latency_buckets[bucket_of(now - queued)]++;
-		kube_hmap_put(&q->processing, key, (void *)(intptr_t)now);
-	}
-	pthread_mutex_unlock(&q->mu);
+	unlock_and_wake(q);
+	sem_destroy(&w.sem);
 	return key;
 }
 
@@ -260,20 +361,27 @@ void kube_workqueue_done(struct kube_workqueue *q, const char *key)
 		q->m.processed++;
 		if (kube_hmap_has(&q->dirty, key) && !q->shutdown) {
 			ring_push(q, key);
-			pthread_cond_signal(&q->cond);
+			dispatch_locked(q);
 		}
 		if (q->draining && !q->len && !q->processing.len)
 			pthread_cond_broadcast(&q->idle_cond);
 	}
-	pthread_mutex_unlock(&q->mu);
+	unlock_and_wake(q);
+}
+
+/* Wakes every idle worker to look again, with q->mu held. */
+static void wake_all_locked(struct kube_workqueue *q)
+{
+	while (q->idle || q->timer)
+		wake_locked(q, q->idle ? q->idle : q->timer, NULL);
 }
 
 void kube_workqueue_shutdown(struct kube_workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
 	q->shutdown = true;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->mu);
+	wake_all_locked(q);
+	unlock_and_wake(q);
 }
 
 void kube_workqueue_shutdown_drain(struct kube_workqueue *q)
@@ -284,11 +392,11 @@ void kube_workqueue_shutdown_drain(struct kube_workqueue *q)
 	for (size_t i = 0; i < q->nheap; i++) /* delayed keys are not waited for */
 		free(q->heap[i].key);
 	q->nheap = 0;
-	pthread_cond_broadcast(&q->cond);
+	wake_all_locked(q); /* they take the queued keys; get() never waits after shutdown */
+	unlock_and_wake(q);
+	pthread_mutex_lock(&q->mu);
 	while (q->len || q->processing.len)
 		pthread_cond_wait(&q->idle_cond, &q->mu);
-	/* Wake getters blocked on an empty queue so they return NULL. */
-	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->mu);
 }
 
@@ -314,6 +422,9 @@ void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metr
 	*m = q->m;
 	m->depth = q->len;
 	m->unfinished = q->processing.len;
+	m->idle_workers = q->timer != NULL;
+	for (struct waiter *w = q->idle; w; w = w->next)
+		m->idle_workers++;
 	int64_t now = mono_now_ns(), longest = 0, total = 0;
 	for (size_t i = 0; i < q->processing.cap; i++)
 		if (q->processing.slots[i].key) {

@@ -39,6 +39,7 @@ struct kube_workqueue_metrics {
 	int64_t longest_running_ns;     /* of the keys being processed now */
 	int64_t unfinished_work_ns;     /* sum of how long each key being processed has run */
 	size_t unfinished;              /* keys being processed now */
+	size_t idle_workers;            /* workers blocked in get() now (not rendered) */
 	/* Counts per bucket, not cumulative: slot i holds values in (bound i-1, bound i]; the last
 	 * slot holds values above 10 s. */
 	uint64_t queue_latency_buckets[KUBE_WQ_BUCKETS + 1];

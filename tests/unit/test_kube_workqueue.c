@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/timeutil.h"
 #include "base/strbuf.h"
@@ -209,6 +210,108 @@ static void test_eight_workers(void)
 	kube_workqueue_free(q);
 }
 
+static size_t idle_workers(struct kube_workqueue *q)
+{
+	struct kube_workqueue_metrics m;
+	kube_workqueue_metrics(q, &m);
+	return m.idle_workers;
+}
+
+static void wait_idle(struct kube_workqueue *q, size_t n)
+{
+	int64_t deadline = mono_now_ns() + 10 * NSEC_PER_SEC;
+	while (idle_workers(q) != n && mono_now_ns() < deadline)
+		sleep_ns(NSEC_PER_MSEC);
+	CHECK_INT(idle_workers(q), n);
+}
+
+struct tagged {
+	struct kube_workqueue *q;
+	int id;
+	atomic_int *last; /* id of the worker that took the last key */
+	atomic_llong *t_early, *t_late;
+};
+
+static void *tag_worker(void *arg)
+{
+	struct tagged *t = arg;
+	char *k;
+	while ((k = kube_workqueue_get(t->q))) {
+		atomic_store(t->last, t->id);
+		if (!strcmp(k, "early"))
+			atomic_store(t->t_early, mono_now_ns());
+		else if (!strcmp(k, "late"))
+			atomic_store(t->t_late, mono_now_ns());
+		kube_workqueue_done(t->q, k);
+		free(k);
+	}
+	return NULL;
+}
+
+/*
+ * Idle workers are woken last-in first-out: with four idle, keys added one at a time all go to
+ * the worker that went idle last, so the other three never run (their stacks stay cold).
+ */
+static void test_last_idle_worker_runs(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	atomic_int last = -1;
+	atomic_llong te = 0, tl = 0;
+	struct tagged t[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct tagged){ q, i, &last, &te, &tl };
+		pthread_create(&th[i], NULL, tag_worker, &t[i]);
+		wait_idle(q, (size_t)i + 1); /* worker i is now on top */
+	}
+	char key[16];
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		kube_workqueue_add(q, key);
+		wait_idle(q, 4);
+		CHECK_INT(atomic_load(&last), 3);
+	}
+	kube_workqueue_shutdown(q);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	CHECK_INT(idle_workers(q), 0);
+	kube_workqueue_free(q);
+}
+
+/*
+ * With every worker idle and a key due in 600 ms, a key added with 20 ms must not wait for the
+ * first: the sleeping timer worker is woken to sleep for less.
+ */
+static void test_earlier_delay_rearms_timer(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	atomic_int last = -1;
+	atomic_llong te = 0, tl = 0;
+	struct tagged t[3];
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		t[i] = (struct tagged){ q, i, &last, &te, &tl };
+		pthread_create(&th[i], NULL, tag_worker, &t[i]);
+	}
+	wait_idle(q, 3);
+	int64_t t0 = mono_now_ns();
+	kube_workqueue_add_after(q, "late", 600 * NSEC_PER_MSEC);
+	sleep_ns(10 * NSEC_PER_MSEC); /* a worker is now asleep until "late" */
+	kube_workqueue_add_after(q, "early", 20 * NSEC_PER_MSEC);
+	int64_t deadline = t0 + 5 * NSEC_PER_SEC;
+	while ((!atomic_load(&te) || !atomic_load(&tl)) && mono_now_ns() < deadline)
+		sleep_ns(NSEC_PER_MSEC);
+	CHECK(atomic_load(&te) != 0);
+	CHECK(atomic_load(&tl) != 0);
+	/* "early" did not wait for "late" (due at 600 ms, so it would come after 600 ms too). */
+	CHECK(atomic_load(&te) - t0 < 400 * NSEC_PER_MSEC);
+	CHECK(atomic_load(&tl) - t0 >= 600 * NSEC_PER_MSEC);
+	kube_workqueue_shutdown(q);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	kube_workqueue_free(q);
+}
+
 /* The Prometheus text has client-go's names, cumulative buckets and one TYPE per family. */
 static void test_render_metrics(void)
 {
@@ -253,6 +356,8 @@ int main(void)
 	RUN(test_shutdown_wakes_getters);
 	RUN(test_shutdown_drain);
 	RUN(test_eight_workers);
+	RUN(test_last_idle_worker_runs);
+	RUN(test_earlier_delay_rearms_timer);
 	RUN(test_render_metrics);
 	return CHECK_DONE();
 }
