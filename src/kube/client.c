@@ -514,7 +514,7 @@ int kube_list_raw(struct kube_client *c, const struct kube_resource *r, const ch
  * without, returns a non-NULL dummy on success so both callers test the same way.
  */
 static json_t *send_obj(struct kube_client *c, const char *method, const char *path, json_t *obj,
-			bool decode, struct kube_err *e)
+			struct kube_err *e)
 {
 	char *body = json_dumps(obj, JSON_COMPACT);
 	if (!body) {
@@ -524,14 +524,7 @@ static json_t *send_obj(struct kube_client *c, const char *method, const char *p
 	}
 	struct kube_request rq = { .method = method, .path = path, .content_type = "application/json",
 				   .body = body, .body_len = strlen(body) };
-	json_t *j;
-	if (decode) {
-		j = do_json(c, &rq, e);
-	} else {
-		struct strbuf out = STRBUF_INIT;
-		j = kube_do(c, &rq, &out, e) >= 0 ? json_true() : NULL;
-		strbuf_release(&out);
-	}
+	json_t *j = do_json(c, &rq, e);
 	free(body);
 	return j;
 }
@@ -541,19 +534,22 @@ json_t *kube_create(struct kube_client *c, const struct kube_resource *r, const 
 {
 	struct strbuf p = STRBUF_INIT;
 	kube_path(&p, r, ns, NULL, NULL);
-	json_t *j = send_obj(c, "POST", p.buf, obj, true, e);
+	json_t *j = send_obj(c, "POST", p.buf, obj, e);
 	strbuf_release(&p);
 	return j;
 }
 
 int kube_create_discard(struct kube_client *c, const struct kube_resource *r, const char *ns,
-			json_t *obj, struct kube_err *e)
+			const char *body, struct kube_err *e)
 {
-	struct strbuf p = STRBUF_INIT;
+	struct strbuf p = STRBUF_INIT, out = STRBUF_INIT;
 	kube_path(&p, r, ns, NULL, NULL);
-	json_t *j = send_obj(c, "POST", p.buf, obj, false, e);
+	struct kube_request rq = { .method = "POST", .path = p.buf, .content_type = "application/json",
+				   .body = body, .body_len = strlen(body) };
+	int rc = kube_do(c, &rq, &out, e) >= 0 ? 0 : -1;
+	strbuf_release(&out);
 	strbuf_release(&p);
-	return j ? 0 : -1;
+	return rc;
 }
 
 json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -568,7 +564,7 @@ json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const 
 	}
 	struct strbuf p = STRBUF_INIT;
 	kube_path(&p, r, ns, name, status ? "status" : NULL);
-	json_t *j = send_obj(c, "PUT", p.buf, obj, true, e);
+	json_t *j = send_obj(c, "PUT", p.buf, obj, e);
 	strbuf_release(&p);
 	return j;
 }

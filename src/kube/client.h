@@ -136,9 +136,10 @@ int kube_list_raw(struct kube_client *c, const struct kube_resource *r, const ch
 		  const struct kube_list_opts *o, struct strbuf *out, struct kube_err *e);
 json_t *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		    json_t *obj, struct kube_err *e);
-/* The same POST without decoding the answer: 0, or -1 with *e filled (kube_patch_discard). */
+/* A POST of the object given as JSON text (kube/jw writes it without a jansson tree), its
+ * answer not decoded: 0, or -1 with *e filled (as kube_patch_discard). */
 int kube_create_discard(struct kube_client *c, const struct kube_resource *r, const char *ns,
-			json_t *obj, struct kube_err *e);
+			const char *body, struct kube_err *e);
 /* PUT of obj (name taken from obj.metadata.name); status: the /status subresource. */
 json_t *kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		    json_t *obj, bool status, struct kube_err *e);

@@ -22,6 +22,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/hmap.h"
+#include "kube/jw.h"
 
 #define CACHE_MAX 4096
 /* Events waiting for the recorder thread; more are dropped (client-go's broadcaster queue). */
@@ -105,26 +106,43 @@ struct kube_recorder {
 
 static void *run(void *arg);
 
-/* The Event to create for p, with the given message. */
-static json_t *pending_event(const struct kube_recorder *r, const struct pending *p,
-			     const char *message)
+/* The Event to create for p, named name, with the given message, as JSON text into out. */
+static void pending_event(const struct kube_recorder *r, const struct pending *p, const char *name,
+			  const char *message, struct strbuf *out)
 {
-	json_t *io = json_object();
-	if (p->kind) json_object_set_new(io, "kind", json_string(p->kind));
-	if (p->api_version) json_object_set_new(io, "apiVersion", json_string(p->api_version));
-	if (p->obj_ns) json_object_set_new(io, "namespace", json_string(p->obj_ns));
-	if (p->name) json_object_set_new(io, "name", json_string(p->name));
-	if (p->uid) json_object_set_new(io, "uid", json_string(p->uid));
-	if (p->rv) json_object_set_new(io, "resourceVersion", json_string(p->rv));
-	json_t *src = json_pack("{s:s}", "component", r->component);
+	struct jw w = JW_INIT(out);
+	jw_begin_object(&w);
+	jw_kv_str(&w, "apiVersion", "v1");
+	jw_kv_str(&w, "kind", "Event");
+	jw_key(&w, "metadata");
+	jw_begin_object(&w);
+	jw_kv_str(&w, "name", name);
+	jw_kv_str(&w, "namespace", p->ns);
+	jw_end_object(&w);
+	jw_key(&w, "involvedObject");
+	jw_begin_object(&w);
+	const char *io[][2] = { { "kind", p->kind }, { "apiVersion", p->api_version },
+				{ "namespace", p->obj_ns }, { "name", p->name }, { "uid", p->uid },
+				{ "resourceVersion", p->rv } };
+	for (size_t i = 0; i < sizeof(io) / sizeof(io[0]); i++)
+		if (io[i][1])
+			jw_kv_str(&w, io[i][0], io[i][1]);
+	jw_end_object(&w);
+	jw_kv_str(&w, "reason", p->reason);
+	jw_kv_str(&w, "message", message);
+	jw_key(&w, "source");
+	jw_begin_object(&w);
+	jw_kv_str(&w, "component", r->component);
 	if (r->host)
-		json_object_set_new(src, "host", json_string(r->host));
-	const char *tname = p->warning ? "Warning" : "Normal";
-	return json_pack("{s:s, s:s, s:{s:s}, s:o, s:s, s:s, s:o, s:s, s:s, s:i, s:s, s:s}",
-		"apiVersion", "v1", "kind", "Event", "metadata", "namespace", p->ns,
-		"involvedObject", io, "reason", p->reason, "message", message, "source", src,
-		"firstTimestamp", p->ts, "lastTimestamp", p->ts, "count", 1, "type", tname,
-		"reportingComponent", r->component);
+		jw_kv_str(&w, "host", r->host);
+	jw_end_object(&w);
+	jw_kv_str(&w, "firstTimestamp", p->ts);
+	jw_kv_str(&w, "lastTimestamp", p->ts);
+	jw_key(&w, "count");
+	jw_int(&w, 1);
+	jw_kv_str(&w, "type", p->warning ? "Warning" : "Normal");
+	jw_kv_str(&w, "reportingComponent", r->component);
+	jw_end_object(&w);
 }
 
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o)
@@ -393,12 +411,12 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 	char name[320];
 	snprintf(name, sizeof(name), "%s.%llx", p->name ? p->name : "event",
 		 (unsigned long long)wall_now_ns());
-	json_t *ev = pending_event(r, p, shown.buf);
-	json_object_set_new(json_object_get(ev, "metadata"), "name", json_string(name));
+	struct strbuf ev = STRBUF_INIT;
+	pending_event(r, p, name, shown.buf, &ev);
 	struct kube_err e;
 	/* the answer (the Event as stored) is not read: not decoding it saves a parse per event */
-	int rc = kube_create_discard(r->client, &KUBE_RES_EVENTS, p->ns, ev, &e);
-	json_decref(ev);
+	int rc = kube_create_discard(r->client, &KUBE_RES_EVENTS, p->ns, ev.buf, &e);
+	strbuf_release(&ev);
 	if (rc != 0) {
 		count(r, &r->stats.failed);
 		KLOG_E("Server rejected event: %s", e.message);

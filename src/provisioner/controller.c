@@ -36,7 +36,7 @@ enum result { DONE, RETRY, AGAIN, LATER };
 #define PROV_MAX_SEEN_NODES 100000
 
 struct unsaved {
-	json_t *pv;
+	char *pv; /* the PersistentVolume as JSON text */
 	char *claim_key;           /* ns/name */
 	struct kube_obj *claim;    /* the claim it was made for (events) */
 	char *volume_id;
@@ -840,7 +840,7 @@ static int reschedule(struct prov_ctrl *c, const struct kube_pvc *pvc)
 }
 
 /* The created PV is not decoded: the PV informer delivers it. */
-static int save_pv(struct prov_ctrl *c, json_t *pv, struct kube_err *e)
+static int save_pv(struct prov_ctrl *c, const char *pv, struct kube_err *e)
 {
 	if (kube_create_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, pv, e) == 0)
 		return 0;
@@ -1003,7 +1003,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 		.claim_name = pvc->meta.name, .claim_uid = uid, .claim_rv = pvc->meta.rv,
 		.finalizer = c->o.gates.honor_pv_reclaim_policy, .affinity = &aff,
 	};
-	json_t *pvj = prov_pv_json(&ps);
+	char *pvj = prov_pv_json(&ps);
 	prov_terms_free(&aff);
 	free(attrs);
 	KLOG_V(2, "successfully created PV %s for PVC %s and csi volume name %s", p.name,
@@ -1013,7 +1013,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 	if (save_pv(c, pvj, &e) == 0) {
 		event(c, o, KUBE_EVENT_NORMAL, "ProvisioningSucceeded", "Successfully provisioned volume %s",
 		      p.name);
-		json_decref(pvj);
+		free(pvj);
 	} else {
 		/* The volume exists: keep the PV and retry saving it in the background. */
 		KLOG_E("Failed to save volume %s of claim %s: %s", p.name, key, e.message);
@@ -1030,7 +1030,7 @@ static enum result provision(struct prov_ctrl *c, const char *key, const struct 
 		struct unsaved *old = kube_hmap_put(&c->unsaved, p.name, u);
 		pthread_mutex_unlock(&c->mu);
 		if (old) { /* cannot happen: checked above; keep the newest */
-			json_decref(old->pv);
+			free(old->pv);
 			kube_obj_unref(old->claim);
 			free(old->claim_key);
 			free(old->volume_id);
@@ -1342,7 +1342,7 @@ static enum result sync_claim(struct prov_ctrl *c, const char *key)
 
 static void unsaved_free(struct unsaved *u)
 {
-	json_decref(u->pv);
+	free(u->pv);
 	kube_obj_unref(u->claim);
 	free(u->claim_key);
 	free(u->volume_id);

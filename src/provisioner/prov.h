@@ -201,8 +201,8 @@ struct prov_pv_spec {
 	bool finalizer;                      /* HonorPVReclaimPolicy */
 	const struct prov_terms *affinity;   /* accessible_topology; NULL or empty: none */
 };
-/* The PV exactly as upstream writes it (see pv.c). New reference. */
-json_t *prov_pv_json(const struct prov_pv_spec *s);
+/* The PV exactly as upstream writes it (see pv.c), as JSON text; the caller frees it. */
+char *prov_pv_json(const struct prov_pv_spec *s);
 
 /* ---- metrics (metrics.c) ---- */
 struct prov_metrics;

@@ -15,39 +15,117 @@
  */
 #include "provisioner/prov.h"
 
+#include "kube/jw.h"
 #include "kube/quantity.h"
 
 static const char *const access_mode_names[] = { "ReadWriteOnce", "ReadOnlyMany",
 						 "ReadWriteMany", "ReadWriteOncePod" };
 
-static json_t *secret_ref(const struct prov_secret_ref *r)
+static void secret_ref(struct jw *w, const char *field, const struct prov_secret_ref *r)
 {
-	return json_pack("{s:s, s:s}", "name", r->name, "namespace", r->ns);
+	jw_key(w, field);
+	jw_begin_object(w);
+	jw_kv_str(w, "name", r->name);
+	jw_kv_str(w, "namespace", r->ns);
+	jw_end_object(w);
 }
 
-json_t *prov_pv_json(const struct prov_pv_spec *s)
+static void node_affinity(struct jw *w, const struct prov_terms *aff)
+{
+	size_t nterms = 0;
+	for (size_t i = 0; i < aff->n; i++)
+		nterms += aff->t[i].n != 0;
+	if (!nterms)
+		return;
+	jw_key(w, "nodeAffinity");
+	jw_begin_object(w);
+	jw_key(w, "required");
+	jw_begin_object(w);
+	jw_key(w, "nodeSelectorTerms");
+	jw_begin_array(w);
+	for (size_t i = 0; i < aff->n; i++) {
+		const struct prov_term *t = &aff->t[i];
+		if (t->n == 0)
+			continue;
+		jw_begin_object(w);
+		jw_key(w, "matchExpressions");
+		jw_begin_array(w);
+		for (size_t j = 0; j < t->n; j++) {
+			jw_begin_object(w);
+			jw_kv_str(w, "key", t->segs[j].key);
+			jw_kv_str(w, "operator", "In");
+			jw_key(w, "values");
+			jw_begin_array(w);
+			jw_str(w, t->segs[j].value);
+			jw_end_array(w);
+			jw_end_object(w);
+		}
+		jw_end_array(w);
+		jw_end_object(w);
+	}
+	jw_end_array(w);
+	jw_end_object(w);
+	jw_end_object(w);
+}
+
+char *prov_pv_json(const struct prov_pv_spec *s)
 {
 	char qty[KUBE_QUANTITY_BUFLEN];
-	json_t *ann = json_object(), *attrs = json_object(), *modes = json_array();
 	const struct prov_secret_ref *prov = &s->secrets[PROV_SECRET_PROVISIONER];
+	struct strbuf sb = STRBUF_INIT;
+	struct jw w = JW_INIT(&sb);
 
-	json_object_set_new(ann, PROV_ANN_DELETE_SECRET_NAME, json_string(prov->set ? prov->name : ""));
-	json_object_set_new(ann, PROV_ANN_DELETE_SECRET_NS, json_string(prov->set ? prov->ns : ""));
-	json_object_set_new(ann, PROV_ANN_PROVISIONED_BY, json_string(s->driver));
-	for (size_t i = 0; i < s->nattributes; i++)
-		json_object_set_new(attrs, s->attributes[i].key,
-				    json_string(s->attributes[i].value ? s->attributes[i].value : ""));
+	strbuf_grow(&sb, 1024);
+	jw_begin_object(&w);
+	jw_kv_str(&w, "apiVersion", "v1");
+	jw_kv_str(&w, "kind", "PersistentVolume");
+
+	jw_key(&w, "metadata");
+	jw_begin_object(&w);
+	jw_kv_str(&w, "name", s->name);
+	jw_key(&w, "annotations");
+	jw_begin_object(&w);
+	jw_kv_str(&w, PROV_ANN_DELETE_SECRET_NAME, prov->set ? prov->name : "");
+	jw_kv_str(&w, PROV_ANN_DELETE_SECRET_NS, prov->set ? prov->ns : "");
+	jw_kv_str(&w, PROV_ANN_PROVISIONED_BY, s->driver);
+	jw_end_object(&w);
+	if (s->finalizer) {
+		jw_key(&w, "finalizers");
+		jw_begin_array(&w);
+		jw_str(&w, PROV_PV_FINALIZER);
+		jw_end_array(&w);
+	}
+	jw_end_object(&w);
+
+	jw_key(&w, "spec");
+	jw_begin_object(&w);
+	jw_key(&w, "accessModes");
+	jw_begin_array(&w);
 	for (unsigned b = 0; b < 4; b++)
 		if (s->access_modes & (1u << b))
-			json_array_append_new(modes, json_string(access_mode_names[b]));
+			jw_str(&w, access_mode_names[b]);
+	jw_end_array(&w);
 	kube_quantity_format(s->capacity, true, qty, sizeof(qty));
+	jw_key(&w, "capacity");
+	jw_begin_object(&w);
+	jw_kv_str(&w, "storage", qty);
+	jw_end_object(&w);
 
-	json_t *csi = json_pack("{s:s, s:s, s:o}", "driver", s->driver, "volumeHandle",
-				s->volume_handle, "volumeAttributes", attrs);
+	jw_key(&w, "csi");
+	jw_begin_object(&w);
+	jw_kv_str(&w, "driver", s->driver);
+	jw_kv_str(&w, "volumeHandle", s->volume_handle);
+	jw_key(&w, "volumeAttributes");
+	jw_begin_object(&w);
+	for (size_t i = 0; i < s->nattributes; i++)
+		jw_kv_str(&w, s->attributes[i].key, s->attributes[i].value);
+	jw_end_object(&w);
 	if (!s->block)
-		json_object_set_new(csi, "fsType", json_string(s->fs_type ? s->fs_type : ""));
-	if (s->read_only)
-		json_object_set_new(csi, "readOnly", json_true());
+		jw_kv_str(&w, "fsType", s->fs_type);
+	if (s->read_only) {
+		jw_key(&w, "readOnly");
+		jw_bool(&w, true);
+	}
 	static const char *const ref_fields[PROV_SECRET_KINDS] = {
 		[PROV_SECRET_CONTROLLER_PUBLISH] = "controllerPublishSecretRef",
 		[PROV_SECRET_NODE_STAGE] = "nodeStageSecretRef",
@@ -57,46 +135,32 @@ json_t *prov_pv_json(const struct prov_pv_spec *s)
 	};
 	for (int k = 0; k < PROV_SECRET_KINDS; k++)
 		if (ref_fields[k] && s->secrets[k].set)
-			json_object_set_new(csi, ref_fields[k], secret_ref(&s->secrets[k]));
+			secret_ref(&w, ref_fields[k], &s->secrets[k]);
+	jw_end_object(&w);
 
-	json_t *spec = json_pack("{s:o, s:{s:s}, s:o, s:s, s:s, s:s}", "accessModes", modes,
-				 "capacity", "storage", qty, "csi", csi,
-				 "persistentVolumeReclaimPolicy", s->reclaim == 1 ? "Retain" : "Delete",
-				 "storageClassName", s->storage_class ? s->storage_class : "",
-				 "volumeMode", s->block ? "Block" : "Filesystem");
+	jw_kv_str(&w, "persistentVolumeReclaimPolicy", s->reclaim == 1 ? "Retain" : "Delete");
+	jw_kv_str(&w, "storageClassName", s->storage_class);
+	jw_kv_str(&w, "volumeMode", s->block ? "Block" : "Filesystem");
 	if (s->nmount_options) {
-		json_t *mo = json_array();
+		jw_key(&w, "mountOptions");
+		jw_begin_array(&w);
 		for (size_t i = 0; i < s->nmount_options; i++)
-			json_array_append_new(mo, json_string(s->mount_options[i]));
-		json_object_set_new(spec, "mountOptions", mo);
+			jw_str(&w, s->mount_options[i]);
+		jw_end_array(&w);
 	}
-	if (s->affinity && s->affinity->n) {
-		json_t *terms = json_array();
-		for (size_t i = 0; i < s->affinity->n; i++) {
-			const struct prov_term *t = &s->affinity->t[i];
-			if (t->n == 0)
-				continue;
-			json_t *exprs = json_array();
-			for (size_t j = 0; j < t->n; j++)
-				json_array_append_new(exprs, json_pack("{s:s, s:s, s:[s]}", "key",
-								       t->segs[j].key, "operator", "In",
-								       "values", t->segs[j].value));
-			json_array_append_new(terms, json_pack("{s:o}", "matchExpressions", exprs));
-		}
-		if (json_array_size(terms))
-			json_object_set_new(spec, "nodeAffinity",
-					    json_pack("{s:{s:o}}", "required", "nodeSelectorTerms", terms));
-		else
-			json_decref(terms);
-	}
-	json_object_set_new(spec, "claimRef",
-			    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "kind", "PersistentVolumeClaim",
-				      "namespace", s->claim_ns, "name", s->claim_name, "uid",
-				      s->claim_uid, "apiVersion", "v1", "resourceVersion",
-				      s->claim_rv ? s->claim_rv : ""));
-	json_t *meta = json_pack("{s:s, s:o}", "name", s->name, "annotations", ann);
-	if (s->finalizer)
-		json_object_set_new(meta, "finalizers", json_pack("[s]", PROV_PV_FINALIZER));
-	return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "PersistentVolume",
-			 "metadata", meta, "spec", spec);
+	if (s->affinity)
+		node_affinity(&w, s->affinity);
+	jw_key(&w, "claimRef");
+	jw_begin_object(&w);
+	jw_kv_str(&w, "kind", "PersistentVolumeClaim");
+	jw_kv_str(&w, "namespace", s->claim_ns);
+	jw_kv_str(&w, "name", s->claim_name);
+	jw_kv_str(&w, "uid", s->claim_uid);
+	jw_kv_str(&w, "apiVersion", "v1");
+	jw_kv_str(&w, "resourceVersion", s->claim_rv);
+	jw_end_object(&w);
+	jw_end_object(&w);
+
+	jw_end_object(&w);
+	return strbuf_detach(&sb, NULL);
 }

@@ -386,7 +386,11 @@ static void test_pv_json(void)
 		.secrets = secrets, .claim_ns = "team", .claim_name = "data", .claim_uid = "u-1",
 		.claim_rv = "42", .finalizer = true, .affinity = &aff,
 	};
-	json_t *pv = prov_pv_json(&s);
+	/* Written without jansson: parse it back (valid JSON) and compare it in sorted form. */
+	char *raw = prov_pv_json(&s);
+	json_t *pv = json_loads(raw, 0, NULL);
+	CHECK(pv != NULL);
+	free(raw);
 	char *txt = json_dumps(pv, JSON_SORT_KEYS | JSON_COMPACT);
 	CHECK(strstr(txt, "\"pv.kubernetes.io/provisioned-by\":\"d.io\""));
 	CHECK(strstr(txt, "\"volume.kubernetes.io/provisioner-deletion-secret-name\":\"ps\""));
@@ -411,7 +415,11 @@ static void test_pv_json(void)
 	s.affinity = NULL;
 	secrets[PROV_SECRET_PROVISIONER].set = false;
 	s.reclaim = 1;
-	pv = prov_pv_json(&s);
+	s.volume_handle = "v\xff\"1"; /* a driver's id that is not UTF-8 still gives valid JSON */
+	raw = prov_pv_json(&s);
+	pv = json_loads(raw, 0, NULL);
+	CHECK(pv != NULL);
+	free(raw);
 	txt = json_dumps(pv, JSON_SORT_KEYS | JSON_COMPACT);
 	CHECK(!strstr(txt, "fsType"));
 	CHECK(!strstr(txt, "finalizers"));
@@ -419,6 +427,7 @@ static void test_pv_json(void)
 	CHECK(strstr(txt, "\"volume.kubernetes.io/provisioner-deletion-secret-name\":\"\""));
 	CHECK(strstr(txt, "\"volumeMode\":\"Block\""));
 	CHECK(strstr(txt, "\"persistentVolumeReclaimPolicy\":\"Retain\""));
+	CHECK(strstr(txt, "\"volumeHandle\":\"v\xef\xbf\xbd\\\"1\""));
 	free(txt);
 	json_decref(pv);
 }
