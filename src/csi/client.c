@@ -4,10 +4,14 @@
  * Design:
  *   - One socket and one nghttp2 client session per connection, guarded by one mutex. A call
  *     is one HTTP/2 stream: the calling thread submits it and writes it out itself, then sleeps
- *     on its own condition variable; one I/O thread per connection reads, feeds nghttp2 and
- *     wakes the caller whose stream closed. So a call costs two wake-ups and no thread of its
- *     own, and any number of threads may call at once (streams are multiplexed; beyond the
- *     driver's SETTINGS_MAX_CONCURRENT_STREAMS nghttp2 queues them).
+ *     on its own semaphore; one I/O thread per connection reads, feeds nghttp2 and wakes the
+ *     caller whose stream closed. So a call costs two wake-ups and no thread of its own, and any
+ *     number of threads may call at once (streams are multiplexed; beyond the driver's
+ *     SETTINGS_MAX_CONCURRENT_STREAMS nghttp2 queues them).
+ *   - A finished call is off the session before its caller wakes: the semaphore is posted
+ *     after the mutex is released, and the caller reads its outcome without taking the mutex
+ *     again. (With a condition variable, a hundred callers woke into the mutex the I/O thread
+ *     held: that contention was the provisioner's largest futex cost.)
  *   - Only the I/O thread closes the socket and frees the session ("teardown"), after it or a
  *     writer found the connection broken; every call in flight then ends with UNAVAILABLE, and
  *     on_lost fires once per connection object. A call on a connection that is down connects
@@ -28,6 +32,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,7 +71,7 @@ struct call {
 	char message[1024];
 	bool done;                /* the outcome is final; the caller may read and free */
 	bool abandoned;           /* the caller left (deadline); the session frees it */
-	pthread_cond_t cond;
+	sem_t finished;           /* posted once, after done, with the mutex released */
 };
 
 struct csi_conn {
@@ -85,6 +90,7 @@ struct csi_conn {
 	bool lost_reported;
 	bool stopping;
 	struct call *calls;
+	struct call *finished;    /* done calls whose callers are woken by unlock_conn() */
 	int64_t last_recv_ns, ping_sent_ns;
 	int wake[2];              /* writers ask the I/O thread to poll for POLLOUT */
 	pthread_t io;
@@ -129,11 +135,11 @@ static void call_free(struct call *k)
 {
 	free(k->req);
 	csi_wire_msg_release(&k->resp);
-	pthread_cond_destroy(&k->cond);
+	sem_destroy(&k->finished);
 	free(k);
 }
 
-/* The call's outcome is final: wake its caller, or free it when the caller has left. */
+/* The call's outcome is final: queue its caller's wake-up, or free it when the caller left. */
 static void call_finish(struct csi_conn *c, struct call *k)
 {
 	call_unlink(c, k);
@@ -142,7 +148,21 @@ static void call_finish(struct csi_conn *c, struct call *k)
 		return;
 	}
 	k->done = true;
-	pthread_cond_signal(&k->cond);
+	k->next = c->finished;
+	c->finished = k;
+}
+
+/* Releases c->lock, then wakes the callers whose calls finished meanwhile. */
+static void unlock_conn(struct csi_conn *c)
+{
+	struct call *k = c->finished;
+	c->finished = NULL;
+	pthread_mutex_unlock(&c->lock);
+	while (k) {
+		struct call *next = k->next; /* k may be freed once posted */
+		sem_post(&k->finished);
+		k = next;
+	}
 }
 
 static void call_fail(struct call *k, int code, const char *fmt, ...)
@@ -416,7 +436,7 @@ static void teardown(struct csi_conn *c)
 	c->broken = false;
 	pthread_cond_broadcast(&c->changed);
 	if (report) {
-		pthread_mutex_unlock(&c->lock);
+		unlock_conn(c);
 		KLOG_E("Lost connection to CSI driver at %s: %s", c->endpoint, why);
 		if (c->opts.on_lost)
 			c->opts.on_lost(c->opts.on_lost_arg);
@@ -467,7 +487,7 @@ static void *io_main(void *arg)
 		int timeout = keepalive_tick(c);
 		if (c->broken)
 			continue;
-		pthread_mutex_unlock(&c->lock);
+		unlock_conn(c);
 		int n = poll(p, fd >= 0 ? 2 : 1, timeout);
 		if (n > 0 && (p[0].revents & POLLIN)) {
 			char drain[64];
@@ -503,7 +523,7 @@ static void *io_main(void *arg)
 			mark_broken(c, "%s", why);
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	unlock_conn(c);
 	free(buf);
 	return NULL;
 }
@@ -589,7 +609,7 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 			break;
 		int64_t now = mono_now_ns();
 		if (deadline && now >= deadline) {
-			pthread_mutex_unlock(&c->lock);
+			unlock_conn(c);
 			if (cerr == ENOENT)
 				errbuf_printf(err, errlen, "timed out waiting for CSI socket %s to appear",
 					c->path);
@@ -605,12 +625,12 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 				KLOG_W("Still connecting to %s", c->endpoint);
 			last_log = now;
 		}
-		pthread_mutex_unlock(&c->lock);
+		unlock_conn(c);
 		sleep_ns(50 * NSEC_PER_MSEC);
 		pthread_mutex_lock(&c->lock);
 	}
 	c->ever_connected = true;
-	pthread_mutex_unlock(&c->lock);
+	unlock_conn(c);
 	KLOG_V(2, "Connected to %s", endpoint);
 	return c;
 fail:
@@ -639,7 +659,7 @@ void csi_conn_free(struct csi_conn *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
-	pthread_mutex_unlock(&c->lock);
+	unlock_conn(c);
 	if (c->io_running) {
 		wake_io(c);
 		pthread_join(c->io, NULL);
@@ -707,6 +727,18 @@ static int submit(struct csi_conn *c, struct call *k, const char *method, int64_
 	return 0;
 }
 
+/* Waits for a post until deadline (monotonic ns; 0: none); false when the deadline passed. */
+static bool sem_sleep(sem_t *sem, int64_t deadline)
+{
+	struct timespec ts = { deadline / NSEC_PER_SEC, deadline % NSEC_PER_SEC };
+	for (;;) {
+		if (!(deadline ? sem_clockwait(sem, CLOCK_MONOTONIC, &ts) : sem_wait(sem)))
+			return true;
+		if (errno == ETIMEDOUT)
+			return false;
+	}
+}
+
 int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, size_t len,
 		   void **out, size_t *outlen, int64_t timeout_ns, struct csi_status *st)
 {
@@ -732,11 +764,7 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 		memcpy(k->req + 5, data, len);
 	k->max_recv = (size_t)c->opts.max_recv_bytes;
 	csi_wire_msg_init(&k->resp, k->max_recv);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&k->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	sem_init(&k->finished, 0, 0);
 
 	pthread_mutex_lock(&c->lock);
 	char why[256] = "";
@@ -754,17 +782,12 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	} else {
 		submit(c, k, method, timeout_ns);
 	}
-	if (k->local_error && !k->stream_id) {
-		k->done = true;
-	}
-	while (!k->done) {
-		if (!deadline) {
-			pthread_cond_wait(&k->cond, &c->lock);
-			continue;
-		}
-		struct timespec ts = { .tv_sec = deadline / NSEC_PER_SEC,
-				       .tv_nsec = deadline % NSEC_PER_SEC };
-		if (pthread_cond_timedwait(&k->cond, &c->lock, &ts) == ETIMEDOUT && !k->done) {
+	/* Failed before it had a stream: never on the session, so nobody posts it. */
+	bool wait = !(k->local_error && !k->stream_id);
+	unlock_conn(c);
+	if (wait && !sem_sleep(&k->finished, deadline)) {
+		pthread_mutex_lock(&c->lock);
+		if (!k->done) {
 			/* The session keeps the record until nghttp2 closes the stream. */
 			k->abandoned = true;
 			if (c->sess && !c->broken) {
@@ -773,13 +796,16 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 				flush(c);
 				wake_io(c);
 			}
-			pthread_mutex_unlock(&c->lock);
+			unlock_conn(c);
 			st->code = CSI_CODE_DEADLINE_EXCEEDED;
 			snprintf(st->message, sizeof(st->message), "context deadline exceeded");
 			return st->code;
 		}
+		/* It finished as the clock ran out: its post is queued or made; take it. */
+		unlock_conn(c);
+		sem_sleep(&k->finished, 0);
 	}
-	pthread_mutex_unlock(&c->lock);
+	/* Done and off the session: k is the caller's alone now. */
 	st->code = k->code;
 	snprintf(st->message, sizeof(st->message), "%s", k->message);
 	if (st->code == CSI_CODE_OK) {
