@@ -287,10 +287,40 @@ static void pvc_updated(const struct kube_obj *old, const struct kube_obj *o, vo
 	pvc_changed(ud, o);
 }
 
+static bool should_delete(const struct prov_ctrl *c, const struct kube_obj *o)
+{
+	const struct kube_pv *pv = kube_pv_of(o);
+	bool gate = c->o.gates.honor_pv_reclaim_policy, has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
+	return pv && pv->phase == KUBE_PV_RELEASED && pv->reclaim == 0 &&
+	       (gate ? !(o->deletion_ts && !has) : !o->deletion_ts);
+}
+
+enum volume_work { VOLUME_NOTHING, VOLUME_ADD_FINALIZER, VOLUME_REMOVE_FINALIZER, VOLUME_DELETE };
+
+/* What sync_volume has to do for this state of a PV (handleProtectionFinalizer, shouldDelete). */
+static enum volume_work volume_work(const struct prov_ctrl *c, const struct kube_obj *o)
+{
+	const struct kube_pv *pv = kube_pv_of(o);
+	if (!pv)
+		return VOLUME_NOTHING;
+	bool gate = c->o.gates.honor_pv_reclaim_policy, has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
+	if (gate && pv->reclaim == 0 && !o->deletion_ts && pv->phase == KUBE_PV_BOUND && !has)
+		return VOLUME_ADD_FINALIZER;
+	if (has && (!gate || pv->reclaim != 0) && !o->deletion_ts)
+		return VOLUME_REMOVE_FINALIZER;
+	return should_delete(c, o) ? VOLUME_DELETE : VOLUME_NOTHING;
+}
+
+/*
+ * Only a PV that needs work is queued: a provisioned PV's creation and binding would otherwise
+ * wake a volume worker twice per provision to find nothing to do. The worker reads the state
+ * again from the cache; a later change comes back here.
+ */
 static void pv_added(const struct kube_obj *o, void *ud)
 {
 	struct prov_ctrl *c = ud;
-	kube_workqueue_add(c->volq, o->name);
+	if (volume_work(c, o) != VOLUME_NOTHING)
+		kube_workqueue_add(c->volq, o->name);
 }
 
 static void pv_updated(const struct kube_obj *old, const struct kube_obj *o, void *ud)
@@ -1432,14 +1462,6 @@ static int delete_secrets(struct prov_ctrl *c, const struct kube_pv *pv, struct 
 }
 
 /* shouldDelete: a Released PV with reclaim policy Delete that is ours to delete now. */
-static bool should_delete(const struct prov_ctrl *c, const struct kube_obj *o)
-{
-	const struct kube_pv *pv = kube_pv_of(o);
-	bool gate = c->o.gates.honor_pv_reclaim_policy, has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
-	return pv && pv->phase == KUBE_PV_RELEASED && pv->reclaim == 0 &&
-	       (gate ? !(o->deletion_ts && !has) : !o->deletion_ts);
-}
-
 /*
  * The PV as the API server has it now, when it still needs deletion: the cache may be behind
  * (a PV this worker deleted a moment ago comes back with its last update), and deleting twice
@@ -1487,8 +1509,8 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 		return DONE;
 	}
 	/* handleProtectionFinalizer */
-	bool gate = c->o.gates.honor_pv_reclaim_policy, has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
-	if (gate && pv->reclaim == 0 && !o->deletion_ts && pv->phase == KUBE_PV_BOUND && !has) {
+	enum volume_work work = volume_work(c, o);
+	if (work == VOLUME_ADD_FINALIZER) {
 		if (patch_finalizers(c, &KUBE_RES_PERSISTENTVOLUMES, o, NULL, PROV_PV_FINALIZER, true, &e)) {
 			KLOG_E("failed to add finalizer to volume %s: %s", name, e.message);
 			r = kube_err_is_conflict(&e) ? AGAIN : RETRY;
@@ -1496,7 +1518,7 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 		kube_obj_unref(o);
 		return r; /* the update comes back through the informer */
 	}
-	if (has && (!gate || pv->reclaim != 0) && !o->deletion_ts) {
+	if (work == VOLUME_REMOVE_FINALIZER) {
 		if (patch_finalizers(c, &KUBE_RES_PERSISTENTVOLUMES, o, PROV_PV_FINALIZER, NULL, true, &e)) {
 			KLOG_E("failed to remove finalizer from volume %s: %s", name, e.message);
 			r = kube_err_is_conflict(&e) ? AGAIN : RETRY;
@@ -1504,7 +1526,7 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 		kube_obj_unref(o);
 		return r;
 	}
-	if (!should_delete(c, o)) {
+	if (work != VOLUME_DELETE) {
 		kube_obj_unref(o);
 		return DONE;
 	}
@@ -1512,7 +1534,7 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 	if (!(o = fresh_to_delete(c, name, &r)))
 		return r;
 	pv = kube_pv_of(o);
-	has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
+	bool has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
 	int64_t start = mono_now_ns();
 	const char *cls = pv->storage_class ? pv->storage_class : "";
 	int rc = -1;
@@ -1560,7 +1582,7 @@ static enum result sync_volume(struct prov_ctrl *c, const char *name)
 		kube_obj_unref(o);
 		return RETRY;
 	}
-	if (gate && has &&
+	if (c->o.gates.honor_pv_reclaim_policy && has &&
 	    patch_finalizers(c, &KUBE_RES_PERSISTENTVOLUMES, o, PROV_PV_FINALIZER, NULL, false, &e) &&
 	    !kube_err_is_not_found(&e)) {
 		KLOG_I("Failed to remove finalizer for persistentvolume %s: %s", name, e.message);
