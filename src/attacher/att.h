@@ -60,9 +60,9 @@ Csi__V1__VolumeCapability *att_capability(struct csi_arena *a, const struct kube
 /* ---- controller (controller.c) ---- */
 
 enum att_result {
-	ATT_DONE,     /* finished: forget the key's backoff */
-	ATT_RETRY,    /* failed: requeue with the key's exponential backoff */
-	ATT_CONFLICT, /* lost an optimistic-concurrency race: requeue at once */
+	ATT_DONE = KUBE_WORK_DONE,       /* finished: forget the key's backoff */
+	ATT_RETRY = KUBE_WORK_RETRY,     /* failed: requeue with the key's exponential backoff */
+	ATT_CONFLICT = KUBE_WORK_AGAIN,  /* lost an optimistic-concurrency race: requeue at once */
 };
 
 struct att_ctrl;
@@ -98,8 +98,6 @@ struct att_ctrl {
 	char finalizer[320];
 	struct kube_informer *va_inf, *pv_inf, *csinode_inf;
 	struct kube_workqueue *vaq, *pvq;
-	pthread_t *threads;
-	size_t nthreads;
 	pthread_t reconciler;
 	bool reconciler_running;
 	pthread_mutex_t mu; /* guards force_sync and stop */

@@ -193,60 +193,34 @@ bool att_pv_in_use(struct att_ctrl *c, const char *pv)
 	return n > 0;
 }
 
-static void finish(struct kube_workqueue *q, const char *key, enum att_result r)
-{
-	switch (r) {
-	case ATT_DONE:
-		kube_workqueue_forget(q, key);
-		break;
-	case ATT_RETRY:
-		kube_workqueue_add_rate_limited(q, key);
-		break;
-	case ATT_CONFLICT:
-		kube_workqueue_add(q, key);
-		break;
-	}
-}
-
-static void *va_worker(void *arg)
+/* The queues are served (kube_workqueue_serve): threads come and go with the keys. */
+static enum kube_work_result va_work(void *arg, const char *key)
 {
 	struct att_ctrl *c = arg;
-	char *key;
+	struct kube_obj *o = kube_store_get(kube_informer_store(c->va_inf), NULL, key);
+	const struct kube_va *va = kube_va_of(o);
+	enum att_result r = ATT_DONE;
 
-	while ((key = kube_workqueue_get(c->vaq))) {
-		struct kube_obj *o = kube_store_get(kube_informer_store(c->va_inf), NULL, key);
-		const struct kube_va *va = kube_va_of(o);
-
-		if (!va)
-			KLOG_V(3, "VA %s deleted, ignoring", LOGQ(key));
-		else if (!ours(c, va))
-			KLOG_V(4, "Skipping VolumeAttachment %s for attacher %s", LOGQ(key),
-			       LOGQ(va->attacher));
-		else
-			finish(c->vaq, key, c->o.handler->sync_va(c, va));
-		kube_obj_unref(o);
-		kube_workqueue_done(c->vaq, key);
-		free(key);
-	}
-	return NULL;
+	if (!va)
+		KLOG_V(3, "VA %s deleted, ignoring", LOGQ(key));
+	else if (!ours(c, va))
+		KLOG_V(4, "Skipping VolumeAttachment %s for attacher %s", LOGQ(key),
+		       LOGQ(va->attacher));
+	else
+		r = c->o.handler->sync_va(c, va);
+	kube_obj_unref(o);
+	return (enum kube_work_result)r;
 }
 
-static void *pv_worker(void *arg)
+static enum kube_work_result pv_work(void *arg, const char *key)
 {
 	struct att_ctrl *c = arg;
-	char *key;
+	struct kube_obj *o = kube_store_get(kube_informer_store(c->pv_inf), NULL, key);
+	const struct kube_pv *pv = kube_pv_of(o);
+	enum att_result r = pv ? c->o.handler->sync_pv(c, pv) : ATT_DONE;
 
-	while ((key = kube_workqueue_get(c->pvq))) {
-		struct kube_obj *o = kube_store_get(kube_informer_store(c->pv_inf), NULL, key);
-		const struct kube_pv *pv = kube_pv_of(o);
-
-		if (pv)
-			finish(c->pvq, key, c->o.handler->sync_pv(c, pv));
-		kube_obj_unref(o);
-		kube_workqueue_done(c->pvq, key);
-		free(key);
-	}
-	return NULL;
+	kube_obj_unref(o);
+	return (enum kube_work_result)r;
 }
 
 int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
@@ -273,23 +247,20 @@ int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
 	/* The initial LISTs parsed whole pages of JSON; give those freed pages back to the kernel
 	 * so the steady-state footprint is the compact records, not the sync's high-water mark. */
 	malloc_trim(0);
-	size_t want = (size_t)c->o.workers * 2;
 	int rc = 0;
-	c->threads = xcalloc(want, sizeof(pthread_t));
-	for (c->nthreads = 0; c->nthreads < want; c->nthreads++) {
-		rc = pthread_create(&c->threads[c->nthreads], NULL,
-				    c->nthreads % 2 ? pv_worker : va_worker, c);
-		if (rc) {
-			snprintf(err, errlen, "cannot start worker thread %zu of %zu (-worker-threads=%d): %s",
-				 c->nthreads + 1, want, c->o.workers, strerror(rc));
-			break;
-		}
-	}
-	if (!rc && c->o.reconcile_ns > 0 && c->o.csi) {
+	char why[200];
+	/* The reconciler first: a burst of keys may take every thread the system allows. */
+	if (c->o.reconcile_ns > 0 && c->o.csi) {
 		rc = pthread_create(&c->reconciler, NULL, att_reconciler_main, c);
 		if (rc)
 			snprintf(err, errlen, "cannot start the reconciler thread: %s", strerror(rc));
 		c->reconciler_running = rc == 0;
+	}
+	struct kube_serve serve[] = { { c->vaq, c->o.workers, va_work, c },
+				      { c->pvq, c->o.workers, pv_work, c } };
+	if (!rc && kube_workqueue_serve(serve, 2, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+		snprintf(err, errlen, "%s (-worker-threads=%d)", why, c->o.workers);
+		rc = -1;
 	}
 	if (rc) {
 		/* Join what did start, so the caller can free the controller. */
@@ -310,14 +281,11 @@ void att_ctrl_stop(struct att_ctrl *c)
 	kube_informer_stop(c->csinode_inf);
 	kube_workqueue_shutdown(c->vaq);
 	kube_workqueue_shutdown(c->pvq);
-	for (size_t i = 0; i < c->nthreads; i++)
-		pthread_join(c->threads[i], NULL);
+	kube_workqueue_wait_workers(c->vaq);
+	kube_workqueue_wait_workers(c->pvq);
 	if (c->reconciler_running)
 		pthread_join(c->reconciler, NULL);
 	c->reconciler_running = false;
-	free(c->threads);
-	c->threads = NULL;
-	c->nthreads = 0;
 	KLOG_I("Shutting CSI attacher");
 }
 

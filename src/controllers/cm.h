@@ -106,18 +106,16 @@ int cm_run(const struct cm_config *cfg);
 /* ---- shared by the queue-driven controllers (util.c) ---- */
 
 enum cm_result {
-	CM_DONE,     /* forget the key's backoff */
-	CM_RETRY,    /* requeue with the key's exponential backoff */
-	CM_CONFLICT, /* lost an optimistic-concurrency race: requeue at once */
+	CM_DONE = KUBE_WORK_DONE,         /* forget the key's backoff */
+	CM_RETRY = KUBE_WORK_RETRY,       /* requeue with the key's exponential backoff */
+	CM_CONFLICT = KUBE_WORK_AGAIN,    /* lost an optimistic-concurrency race: requeue at once */
 };
 
-/* A workqueue and the threads that drain it, calling sync(self, key) for each key. */
+/* A workqueue served by up to n threads (kube_workqueue_serve) calling sync(self, key). */
 struct cm_pool {
 	struct kube_workqueue *q;
 	enum cm_result (*sync)(void *self, const char *key);
 	void *self;
-	pthread_t *threads;
-	int n;
 };
 
 void cm_pool_init(struct cm_pool *p, const char *name, const struct cm_config *cfg,

@@ -17,33 +17,20 @@ void cm_pool_init(struct cm_pool *p, const char *name, const struct cm_config *c
 	p->self = self;
 }
 
-static void *pool_main(void *arg)
+static enum kube_work_result pool_work(void *arg, const char *key)
 {
 	struct cm_pool *p = arg;
-	char *key;
-
-	while ((key = kube_workqueue_get(p->q))) {
-		enum cm_result r = p->sync(p->self, key);
-
-		if (r == CM_DONE)
-			kube_workqueue_forget(p->q, key);
-		else if (r == CM_CONFLICT)
-			kube_workqueue_add(p->q, key);
-		else
-			kube_workqueue_add_rate_limited(p->q, key);
-		kube_workqueue_done(p->q, key);
-		free(key);
-	}
-	return NULL;
+	return (enum kube_work_result)p->sync(p->self, key);
 }
 
 int cm_pool_start(struct cm_pool *p, int workers)
 {
-	p->threads = xcalloc((size_t)workers, sizeof(*p->threads));
-	for (int i = 0; i < workers; i++) {
-		if (pthread_create(&p->threads[i], NULL, pool_main, p))
-			return -1;
-		p->n++;
+	struct kube_serve sv = { p->q, workers, pool_work, p };
+	char err[200];
+
+	if (kube_workqueue_serve(&sv, 1, KUBE_WORKER_IDLE_NS, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		return -1;
 	}
 	return 0;
 }
@@ -51,14 +38,11 @@ int cm_pool_start(struct cm_pool *p, int workers)
 void cm_pool_stop(struct cm_pool *p)
 {
 	kube_workqueue_shutdown(p->q);
-	for (int i = 0; i < p->n; i++)
-		pthread_join(p->threads[i], NULL);
-	p->n = 0;
+	kube_workqueue_wait_workers(p->q);
 }
 
 void cm_pool_free(struct cm_pool *p)
 {
-	free(p->threads);
 	kube_workqueue_free(p->q);
 }
 

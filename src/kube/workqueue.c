@@ -14,6 +14,13 @@
  * key is due and moves due keys into the queue itself, so delayed work costs nothing while
  * nobody waits. An add_after() that makes an earlier deadline wakes the timer to sleep again
  * for less, or makes an idle worker the timer when there is none.
+ *
+ * A served queue (kube_workqueue_serve) starts its worker threads itself: when a key is queued
+ * that no idle or starting worker will take, up to the maximum. A worker idle for the idle
+ * time ends, unless it is the timer of delayed keys; the last one never leaves delayed keys
+ * untimed, and a delayed add to a queue without workers starts one. So a controller with 100
+ * workers runs as many threads as it has concurrent keys, and a burst's threads, with the
+ * stack pages they touched, end after it.
  */
 #include "kube/workqueue.h"
 
@@ -24,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
@@ -59,6 +67,16 @@ struct kube_workqueue {
 	size_t nheap, capheap;
 	bool shutdown, draining;
 	struct kube_workqueue_metrics m;
+	/* kube_workqueue_serve() */
+	kube_work_fn fn;
+	void *fn_arg;
+	int max_workers;
+	int64_t idle_ns;          /* a worker idle this long ends; 0: never */
+	int nworkers;             /* running, counted from the decision to start one */
+	int starting;             /* started, not yet waiting for a key */
+	bool start_failed;        /* logged once */
+	bool hold;                /* no more workers until every queue served with it has its first */
+	pthread_cond_t workers_gone; /* nworkers reached 0 */
 };
 
 /* Index of the smallest bucket bound (10ns * 10^i) >= ns; KUBE_WQ_BUCKETS beyond 10 s. */
@@ -81,6 +99,7 @@ struct kube_workqueue *kube_workqueue_new(const char *name, int64_t retry_start_
 	q->retry_max = retry_max_ns >= q->retry_start ? retry_max_ns : q->retry_start;
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->idle_cond, NULL);
+	pthread_cond_init(&q->workers_gone, NULL);
 	return q;
 }
 
@@ -99,6 +118,7 @@ void kube_workqueue_free(struct kube_workqueue *q)
 	kube_hmap_clear(&q->failures);
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->idle_cond);
+	pthread_cond_destroy(&q->workers_gone);
 	free(q->name);
 	free(q);
 }
@@ -159,17 +179,72 @@ static void dispatch_locked(struct kube_workqueue *q)
 		wake_locked(q, q->idle ? q->idle : q->timer, take_locked(q));
 }
 
-/* Releases q->mu, then posts the waiters taken meanwhile. */
+static void *serve_main(void *arg);
+
+/* How many workers a served queue should start now (q->mu held; counted as running). */
+static int workers_to_start(struct kube_workqueue *q)
+{
+	if (!q->fn || q->hold || (q->shutdown && !q->draining))
+		return 0;
+	/* Keys no idle worker took (dispatch ran) beyond those the starting ones will take. */
+	size_t want = q->len > (size_t)q->starting ? q->len - (size_t)q->starting : 0;
+	if (!want && q->nheap && q->nworkers == 0 && !q->shutdown)
+		want = 1; /* delayed keys need a timer */
+	size_t room = q->max_workers > q->nworkers ? (size_t)(q->max_workers - q->nworkers) : 0;
+	int n = (int)(want < room ? want : room);
+	q->nworkers += n;
+	q->starting += n;
+	return n;
+}
+
+/* Starts n workers counted already; returns the pthread_create error of the first that failed. */
+static int start_workers(struct kube_workqueue *q, int n)
+{
+	pthread_attr_t attr;
+	int rc = 0;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, KUBE_WORKER_STACK);
+	for (; n > 0; n--) {
+		pthread_t t;
+		rc = pthread_create(&t, &attr, serve_main, q);
+		if (rc == 0)
+			continue;
+		/* Fewer threads: the running ones take the keys (there is always one). */
+		pthread_mutex_lock(&q->mu);
+		q->nworkers -= n;
+		q->starting -= n;
+		int running = q->nworkers;
+		bool log = !q->start_failed;
+		q->start_failed = true;
+		if (!q->nworkers)
+			pthread_cond_broadcast(&q->workers_gone);
+		pthread_mutex_unlock(&q->mu);
+		if (log && running)
+			KLOG_W("Cannot start worker thread %d of %d for queue %s: %s; going on with %d "
+			       "(logged once)", running + 1, q->max_workers, q->name, strerror(rc),
+			       running);
+		break;
+	}
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
+/* Releases q->mu, then posts the waiters taken meanwhile and starts the workers needed. */
 static void unlock_and_wake(struct kube_workqueue *q)
 {
 	struct waiter *w = q->wake;
 	q->wake = NULL;
+	int start = workers_to_start(q);
 	pthread_mutex_unlock(&q->mu);
 	while (w) {
 		struct waiter *next = w->next; /* w may be gone once posted */
 		sem_post(&w->sem);
 		w = next;
 	}
+	if (start) /* q stays valid: the workers counted keep it from being freed */
+		(void)start_workers(q, start);
 }
 
 /* The core add, with q->mu held; the caller dispatches. */
@@ -303,13 +378,28 @@ static bool waiter_sleep(struct waiter *w, int64_t deadline)
 	}
 }
 
-char *kube_workqueue_get(struct kube_workqueue *q)
+/* Unlinks w from the idle stack (q->mu held). */
+static void idle_remove(struct kube_workqueue *q, struct waiter *w)
+{
+	for (struct waiter **p = &q->idle; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			return;
+		}
+}
+
+/*
+ * The next key, or NULL after shutdown or, for a worker of a served queue (worker), after
+ * idle_ns without work; such a worker is no longer counted when NULL comes back.
+ */
+static char *get_key(struct kube_workqueue *q, bool worker)
 {
 	struct waiter w = { 0 };
 	char *key = NULL;
 
 	sem_init(&w.sem, 0, 0);
 	pthread_mutex_lock(&q->mu);
+	int64_t idle_until = worker && q->idle_ns > 0 ? mono_now_ns() + q->idle_ns : -1;
 	for (;;) {
 		int64_t wait = promote_due(q);
 		if (q->len && (!q->shutdown || q->draining)) {
@@ -321,8 +411,9 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 			break;
 		w.key = NULL;
 		w.taken = false;
-		int64_t deadline = -1;
-		if (wait >= 0 && !q->timer) {
+		int64_t deadline = idle_until;
+		bool timer = wait >= 0 && !q->timer;
+		if (timer) {
 			q->timer = &w;
 			deadline = mono_now_ns() + wait;
 		} else {
@@ -333,8 +424,20 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 		bool posted = waiter_sleep(&w, deadline);
 		pthread_mutex_lock(&q->mu);
 		if (!w.taken) {
-			q->timer = NULL; /* timed out in the timer seat */
-		} else if (!posted) {
+			/* The clock ran out: the timer's for the earliest delayed key, or ours. */
+			if (timer) {
+				q->timer = NULL;
+				continue;
+			}
+			idle_remove(q, &w);
+			if ((q->nheap && !q->timer) || q->nworkers <= 1) {
+				/* Stay: as the timer of the delayed keys, or as the last worker. */
+				idle_until = mono_now_ns() + q->idle_ns;
+				continue;
+			}
+			break;
+		}
+		if (!posted) {
 			/* Taken as the clock ran out: the post is coming; consume it. */
 			pthread_mutex_unlock(&q->mu);
 			waiter_sleep(&w, -1);
@@ -345,9 +448,87 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 			break;
 		}
 	}
+	if (!key && worker && --q->nworkers == 0)
+		pthread_cond_broadcast(&q->workers_gone);
 	unlock_and_wake(q);
 	sem_destroy(&w.sem);
 	return key;
+}
+
+char *kube_workqueue_get(struct kube_workqueue *q)
+{
+	return get_key(q, false);
+}
+
+static void *serve_main(void *arg)
+{
+	struct kube_workqueue *q = arg;
+	char *key;
+
+	pthread_mutex_lock(&q->mu);
+	q->starting--;
+	pthread_mutex_unlock(&q->mu);
+	/* After the last get_key() this thread no longer counts and must not touch q. */
+	while ((key = get_key(q, true))) {
+		switch (q->fn(q->fn_arg, key)) {
+		case KUBE_WORK_DONE:
+			kube_workqueue_forget(q, key);
+			break;
+		case KUBE_WORK_RETRY:
+			kube_workqueue_add_rate_limited(q, key);
+			break;
+		case KUBE_WORK_AGAIN:
+			kube_workqueue_add(q, key);
+			break;
+		case KUBE_WORK_LATER:
+			break;
+		}
+		kube_workqueue_done(q, key);
+		free(key);
+	}
+	return NULL;
+}
+
+int kube_workqueue_serve(const struct kube_serve *qs, size_t n, int64_t idle_ns, char *err,
+			 size_t errlen)
+{
+	/* First workers first: a burst queued on one queue must not take the threads the system
+	 * allows before every queue has one. */
+	for (size_t i = 0; i < n; i++) {
+		struct kube_workqueue *q = qs[i].q;
+		pthread_mutex_lock(&q->mu);
+		q->fn = qs[i].fn;
+		q->fn_arg = qs[i].arg;
+		q->max_workers = qs[i].max_workers > 0 ? qs[i].max_workers : 1;
+		q->idle_ns = idle_ns;
+		q->hold = true;
+		q->nworkers++; /* the first worker, which stays */
+		q->starting++;
+		pthread_mutex_unlock(&q->mu);
+		int rc = start_workers(q, 1);
+		if (rc) {
+			errbuf_printf(err, errlen, "cannot start a worker thread for queue %s: %s",
+				      q->name, strerror(rc));
+			pthread_mutex_lock(&q->mu);
+			q->fn = NULL;
+			pthread_mutex_unlock(&q->mu);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_lock(&qs[i].q->mu);
+		qs[i].q->hold = false;
+		unlock_and_wake(qs[i].q); /* keys queued before: start their workers */
+	}
+	return 0;
+}
+
+void kube_workqueue_wait_workers(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	while (q->nworkers)
+		pthread_cond_wait(&q->workers_gone, &q->mu);
+	pthread_mutex_unlock(&q->mu);
 }
 
 void kube_workqueue_done(struct kube_workqueue *q, const char *key)
@@ -422,6 +603,7 @@ void kube_workqueue_metrics(struct kube_workqueue *q, struct kube_workqueue_metr
 	*m = q->m;
 	m->depth = q->len;
 	m->unfinished = q->processing.len;
+	m->workers = (size_t)q->nworkers;
 	m->idle_workers = q->timer != NULL;
 	for (struct waiter *w = q->idle; w; w = w->next)
 		m->idle_workers++;

@@ -40,6 +40,7 @@ struct kube_workqueue_metrics {
 	int64_t unfinished_work_ns;     /* sum of how long each key being processed has run */
 	size_t unfinished;              /* keys being processed now */
 	size_t idle_workers;            /* workers blocked in get() now (not rendered) */
+	size_t workers;                 /* threads of a served queue now (not rendered) */
 	/* Counts per bucket, not cumulative: slot i holds values in (bound i-1, bound i]; the last
 	 * slot holds values above 10 s. */
 	uint64_t queue_latency_buckets[KUBE_WQ_BUCKETS + 1];
@@ -62,6 +63,34 @@ unsigned kube_workqueue_num_requeues(struct kube_workqueue *q, const char *key);
 /* Blocks for a key; NULL after shutdown. Free the key after calling done(). */
 char *kube_workqueue_get(struct kube_workqueue *q);
 void kube_workqueue_done(struct kube_workqueue *q, const char *key);
+
+/*
+ * A served queue runs its own workers: one from the start, which stays, and more started when
+ * a key finds no idle worker, up to max_workers, each ending after idle_ns without a key (0:
+ * never; the timer of delayed keys stays). A thread the system refuses later is logged once
+ * and the running workers take its keys. fn handles a key; its result says what happens to it
+ * then: DONE forgets its failures, RETRY adds it rate-limited, AGAIN adds it at once, LATER
+ * nothing (fn added it with a delay of its own; its failures stay).
+ *
+ * kube_workqueue_serve() serves a component's n queues at once: every queue gets its first
+ * worker before any gets more. Returns 0, or -1 with err when a first worker could not start
+ * (shut down and wait for the queues as usual then). Stop with shutdown() (or
+ * shutdown_drain()), then wait_workers(), then free.
+ */
+enum kube_work_result { KUBE_WORK_DONE, KUBE_WORK_RETRY, KUBE_WORK_AGAIN, KUBE_WORK_LATER };
+typedef enum kube_work_result (*kube_work_fn)(void *arg, const char *key);
+struct kube_serve {
+	struct kube_workqueue *q;
+	int max_workers;
+	kube_work_fn fn;
+	void *arg;
+};
+#define KUBE_WORKER_STACK (512 * 1024)
+#define KUBE_WORKER_IDLE_NS (30 * 1000000000LL) /* the idle time the components use */
+int kube_workqueue_serve(const struct kube_serve *qs, size_t n, int64_t idle_ns, char *err,
+			 size_t errlen);
+/* Blocks until every worker of a served queue has ended (after shutdown). */
+void kube_workqueue_wait_workers(struct kube_workqueue *q);
 
 void kube_workqueue_shutdown(struct kube_workqueue *q);
 /* Blocks until the queued and in-flight keys are done; needs running workers. */

@@ -55,11 +55,9 @@ struct prov_cap {
 	pthread_mutex_t mu; /* guards items, ready */
 	struct kube_hmap items;
 	bool ready;
-	pthread_t *threads;
-	size_t nthreads;
 };
 
-enum cres { C_DONE, C_RETRY, C_AGAIN };
+enum cres { C_DONE = KUBE_WORK_DONE, C_RETRY = KUBE_WORK_RETRY, C_AGAIN = KUBE_WORK_AGAIN };
 
 static bool streq(const char *a, const char *b)
 {
@@ -628,23 +626,9 @@ static enum cres sync_key(struct prov_cap *c, const char *key)
 	}
 }
 
-static void *worker_main(void *arg)
+static enum kube_work_result work(void *arg, const char *key)
 {
-	struct prov_cap *c = arg;
-	char *key;
-
-	while ((key = kube_workqueue_get(c->q))) {
-		enum cres r = sync_key(c, key);
-		if (r == C_DONE)
-			kube_workqueue_forget(c->q, key);
-		else if (r == C_RETRY)
-			kube_workqueue_add_rate_limited(c->q, key);
-		else
-			kube_workqueue_add(c->q, key);
-		kube_workqueue_done(c->q, key);
-		free(key);
-	}
-	return NULL;
+	return (enum kube_work_result)sync_key(arg, key);
 }
 
 /* ---- life cycle ---- */
@@ -741,15 +725,9 @@ int prov_cap_start(struct prov_cap *c, const bool *stop, pthread_mutex_t *stop_m
 	KLOG_V(3, "Capacity Controller: initial number of potential CSIStorageCapacity objects %zu",
 	       c->items.len);
 	kube_workqueue_add_after(c->q, "p", c->o.poll_ns);
-	size_t n = (size_t)(c->o.workers > 0 ? c->o.workers : 1);
-	c->threads = xcalloc(n, sizeof(*c->threads));
-	for (size_t i = 0; i < n; i++) {
-		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
-			snprintf(err, errlen, "cannot start capacity workers");
-			return -1;
-		}
-		c->nthreads++;
-	}
+	struct kube_serve sv = { c->q, c->o.workers > 0 ? c->o.workers : 1, work, c };
+	if (kube_workqueue_serve(&sv, 1, KUBE_WORKER_IDLE_NS, err, errlen))
+		return -1;
 	KLOG_I("Started Capacity Controller");
 	return 0;
 }
@@ -765,11 +743,7 @@ void prov_cap_stop(struct prov_cap *c)
 	if (!c)
 		return;
 	kube_workqueue_shutdown(c->q);
-	for (size_t i = 0; i < c->nthreads; i++)
-		pthread_join(c->threads[i], NULL);
-	free(c->threads);
-	c->threads = NULL;
-	c->nthreads = 0;
+	kube_workqueue_wait_workers(c->q);
 	KLOG_I("Shutting down Capacity Controller");
 }
 

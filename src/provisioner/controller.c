@@ -30,7 +30,8 @@
 #include <strings.h>
 
 /* LATER: the key was put back with a delay of its own (node deployment); leave its backoff. */
-enum result { DONE, RETRY, AGAIN, LATER };
+enum result { DONE = KUBE_WORK_DONE, RETRY = KUBE_WORK_RETRY, AGAIN = KUBE_WORK_AGAIN,
+	      LATER = KUBE_WORK_LATER };
 
 /* Node deployment: distinct selected nodes remembered to estimate the competitors (a bound). */
 #define PROV_MAX_SEEN_NODES 100000
@@ -50,6 +51,7 @@ struct worker {
 	struct prov_ctrl *c;
 	struct kube_workqueue *q;
 	enum result (*sync)(struct prov_ctrl *c, const char *key);
+	int max; /* threads */
 };
 
 struct prov_ctrl {
@@ -64,8 +66,6 @@ struct prov_ctrl {
 	pthread_mutex_t mu;          /* guards in_progress, unsaved, stop */
 	struct kube_hmap in_progress; /* claim key -> struct kube_obj * (a reference) */
 	struct kube_hmap unsaved;     /* PV name -> struct unsaved * */
-	pthread_t *threads;
-	size_t nthreads;
 	bool stop;
 	struct prov_cap *cap; /* --enable-capacity, else NULL */
 	/* --node-deployment */
@@ -1640,40 +1640,25 @@ static enum result sync_clone_source(struct prov_ctrl *c, const char *key)
 
 /* ---- workers ---- */
 
-static void finish(struct kube_workqueue *q, const char *key, enum result r)
-{
-	if (r == DONE)
-		kube_workqueue_forget(q, key);
-	else if (r == RETRY)
-		kube_workqueue_add_rate_limited(q, key);
-	else if (r == AGAIN)
-		kube_workqueue_add(q, key);
-}
-
-static void *worker_main(void *arg)
+/* The queues are served (kube_workqueue_serve): threads come and go with the keys. */
+static enum kube_work_result work(void *arg, const char *key)
 {
 	struct worker *w = arg;
-	char *key;
-
-	while ((key = kube_workqueue_get(w->q))) {
-		finish(w->q, key, w->sync(w->c, key));
-		kube_workqueue_done(w->q, key);
-		free(key);
-	}
-	return NULL;
+	return (enum kube_work_result)w->sync(w->c, key);
 }
 
 static struct worker workers_of(struct prov_ctrl *c, int which)
 {
 	switch (which) {
 	case 0:
-		return (struct worker){ c, c->claimq, sync_claim };
+		return (struct worker){ c, c->claimq, sync_claim, c->o.workers };
 	case 1:
-		return (struct worker){ c, c->volq, sync_volume };
+		return (struct worker){ c, c->volq, sync_volume, c->o.workers };
 	case 2:
-		return (struct worker){ c, c->saveq, sync_unsaved };
+		return (struct worker){ c, c->saveq, sync_unsaved, 1 };
 	default:
-		return (struct worker){ c, c->cloneq, sync_clone_source };
+		return (struct worker){ c, c->cloneq, sync_clone_source,
+					c->o.clone_workers > 0 ? c->o.clone_workers : 1 };
 	}
 }
 
@@ -1783,29 +1768,13 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 	if (c->cap && prov_cap_start(c->cap, &c->stop, &c->mu, err, errlen))
 		return -1;
 	malloc_trim(0);
-	size_t counts[4] = { (size_t)c->o.workers, (size_t)c->o.workers, 1,
-			     (size_t)(c->o.clone_workers > 0 ? c->o.clone_workers : 1) };
-	c->nthreads = counts[0] + counts[1] + counts[2] + counts[3];
-	c->threads = xcalloc(c->nthreads, sizeof(pthread_t));
-	struct worker *ws = c->ws;
-	for (int w = 0; w < 4; w++)
-		ws[w] = workers_of(c, w);
-	size_t t = 0;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	for (int w = 0; w < 4; w++)
-		for (size_t i = 0; i < counts[w]; i++) {
-			if (pthread_create(&c->threads[t], &attr, worker_main, &ws[w]) != 0) {
-				snprintf(err, errlen, "cannot start worker threads: %zu of %zu started", t,
-					 c->nthreads);
-				pthread_attr_destroy(&attr);
-				c->nthreads = t;
-				return -1;
-			}
-			t++;
-		}
-	pthread_attr_destroy(&attr);
+	struct kube_serve serve[4];
+	for (int w = 0; w < 4; w++) {
+		c->ws[w] = workers_of(c, w);
+		serve[w] = (struct kube_serve){ c->ws[w].q, c->ws[w].max, work, &c->ws[w] };
+	}
+	if (kube_workqueue_serve(serve, 4, KUBE_WORKER_IDLE_NS, err, errlen))
+		return -1;
 	KLOG_I("Started provisioner controller %s", c->o.driver);
 	return 0;
 }
@@ -1827,11 +1796,10 @@ void prov_ctrl_stop(struct prov_ctrl *c)
 	kube_workqueue_shutdown(c->saveq);
 	kube_workqueue_shutdown(c->cloneq);
 	prov_cap_stop(c->cap);
-	for (size_t i = 0; i < c->nthreads; i++)
-		pthread_join(c->threads[i], NULL);
-	free(c->threads);
-	c->threads = NULL;
-	c->nthreads = 0;
+	kube_workqueue_wait_workers(c->claimq);
+	kube_workqueue_wait_workers(c->volq);
+	kube_workqueue_wait_workers(c->saveq);
+	kube_workqueue_wait_workers(c->cloneq);
 	KLOG_I("Shutting down provisioner controller");
 }
 

@@ -312,6 +312,74 @@ static void test_earlier_delay_rearms_timer(void)
 	kube_workqueue_free(q);
 }
 
+static size_t workers_now(struct kube_workqueue *q)
+{
+	struct kube_workqueue_metrics m;
+	kube_workqueue_metrics(q, &m);
+	return m.workers;
+}
+
+static atomic_int served_runs, served_active, served_peak, served_retried;
+
+static enum kube_work_result served_fn(void *arg, const char *key)
+{
+	(void)arg;
+	int a = atomic_fetch_add(&served_active, 1) + 1;
+	for (int p = atomic_load(&served_peak); a > p && !atomic_compare_exchange_weak(&served_peak, &p, a);)
+		;
+	sleep_ns(20 * NSEC_PER_MSEC);
+	atomic_fetch_add(&served_runs, 1);
+	atomic_fetch_sub(&served_active, 1);
+	if (!strcmp(key, "flaky") && atomic_fetch_add(&served_retried, 1) == 0)
+		return KUBE_WORK_RETRY;
+	return KUBE_WORK_DONE;
+}
+
+static void wait_for(atomic_int *v, int want)
+{
+	int64_t deadline = mono_now_ns() + 10 * NSEC_PER_SEC;
+	while (atomic_load(v) < want && mono_now_ns() < deadline)
+		sleep_ns(NSEC_PER_MSEC);
+	CHECK_INT(atomic_load(v), want);
+}
+
+/*
+ * A served queue starts threads for the keys it has, up to its maximum, and they end when idle:
+ * one thread before the first key, four at most for twenty slow keys, one again after the
+ * burst, which serves a delayed key; a RETRY result brings the key back rate-limited.
+ */
+static void test_served_workers(void)
+{
+	struct kube_workqueue *q = kube_workqueue_new("t", 10 * NSEC_PER_MSEC, NSEC_PER_SEC);
+	char err[200];
+	struct kube_serve sv = { q, 4, served_fn, NULL };
+	CHECK_INT(kube_workqueue_serve(&sv, 1, 150 * NSEC_PER_MSEC, err, sizeof(err)), 0);
+	CHECK_INT(workers_now(q), 1);
+	char key[16];
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		kube_workqueue_add(q, key);
+	}
+	CHECK(workers_now(q) >= 1 && workers_now(q) <= 4);
+	wait_for(&served_runs, 20);
+	CHECK_INT(atomic_load(&served_peak), 4);
+	int64_t deadline = mono_now_ns() + 10 * NSEC_PER_SEC;
+	while (workers_now(q) > 1 && mono_now_ns() < deadline)
+		sleep_ns(5 * NSEC_PER_MSEC);
+	CHECK_INT(workers_now(q), 1);
+	sleep_ns(300 * NSEC_PER_MSEC); /* the last one stays */
+	CHECK_INT(workers_now(q), 1);
+	kube_workqueue_add_after(q, "later", 30 * NSEC_PER_MSEC);
+	wait_for(&served_runs, 21);
+	kube_workqueue_add(q, "flaky"); /* RETRY once: back after 10 ms, then DONE */
+	wait_for(&served_runs, 23);
+	CHECK_INT(kube_workqueue_num_requeues(q, "flaky"), 0); /* forgotten after DONE */
+	kube_workqueue_shutdown(q);
+	kube_workqueue_wait_workers(q);
+	CHECK_INT(workers_now(q), 0);
+	kube_workqueue_free(q);
+}
+
 /* The Prometheus text has client-go's names, cumulative buckets and one TYPE per family. */
 static void test_render_metrics(void)
 {
@@ -358,6 +426,7 @@ int main(void)
 	RUN(test_eight_workers);
 	RUN(test_last_idle_worker_runs);
 	RUN(test_earlier_delay_rearms_timer);
+	RUN(test_served_workers);
 	RUN(test_render_metrics);
 	return CHECK_DONE();
 }
