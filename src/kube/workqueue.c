@@ -25,8 +25,10 @@
 #include "kube/workqueue.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +380,19 @@ static bool waiter_sleep(struct waiter *w, int64_t deadline)
 	}
 }
 
+/*
+ * A worker ending idle marks the end of a burst: the heap the burst freed (queue entries,
+ * decode buffers, in the arenas of threads now gone) goes back to the kernel. At most once a
+ * second for the process, as many workers end together.
+ */
+static void trim_heap(void)
+{
+	static _Atomic int64_t last;
+	int64_t now = mono_now_ns(), prev = atomic_load(&last);
+	if (now - prev >= NSEC_PER_SEC && atomic_compare_exchange_strong(&last, &prev, now))
+		malloc_trim(0);
+}
+
 /* Unlinks w from the idle stack (q->mu held). */
 static void idle_remove(struct kube_workqueue *q, struct waiter *w)
 {
@@ -396,6 +411,7 @@ static char *get_key(struct kube_workqueue *q, bool worker)
 {
 	struct waiter w = { 0 };
 	char *key = NULL;
+	bool idle_exit = false;
 
 	sem_init(&w.sem, 0, 0);
 	pthread_mutex_lock(&q->mu);
@@ -435,6 +451,7 @@ static char *get_key(struct kube_workqueue *q, bool worker)
 				idle_until = mono_now_ns() + q->idle_ns;
 				continue;
 			}
+			idle_exit = true;
 			break;
 		}
 		if (!posted) {
@@ -452,6 +469,8 @@ static char *get_key(struct kube_workqueue *q, bool worker)
 		pthread_cond_broadcast(&q->workers_gone);
 	unlock_and_wake(q);
 	sem_destroy(&w.sem);
+	if (idle_exit)
+		trim_heap(); /* q may be gone now */
 	return key;
 }
 
