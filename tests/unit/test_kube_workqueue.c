@@ -5,6 +5,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,6 +381,74 @@ static void test_served_workers(void)
 	kube_workqueue_free(q);
 }
 
+/* Stress: workers start and end (20 ms idle) while adders and delayed adds race them. */
+#define SKEYS 64
+static atomic_int s_gen[SKEYS], s_seen[SKEYS], s_active[SKEYS], s_overlap;
+static struct kube_workqueue *sq;
+
+static enum kube_work_result stress_fn(void *arg, const char *key)
+{
+	(void)arg;
+	int i = atoi(key + 1);
+	if (atomic_fetch_add(&s_active[i], 1) != 0)
+		atomic_fetch_add(&s_overlap, 1);
+	atomic_store(&s_seen[i], atomic_load(&s_gen[i]));
+	if (i % 5 == 0)
+		sleep_ns(200 * NSEC_PER_USEC);
+	atomic_fetch_sub(&s_active[i], 1);
+	return KUBE_WORK_DONE;
+}
+
+static void *stress_adder(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	char key[16];
+	int64_t end = mono_now_ns() + 300 * NSEC_PER_MSEC;
+	while (mono_now_ns() < end) {
+		int i = rand_r(&seed) % SKEYS;
+		snprintf(key, sizeof(key), "k%d", i);
+		atomic_fetch_add(&s_gen[i], 1);
+		if (rand_r(&seed) % 4 == 0)
+			kube_workqueue_add_after(sq, key, (rand_r(&seed) % 30) * NSEC_PER_MSEC);
+		else
+			kube_workqueue_add(sq, key);
+		if (rand_r(&seed) % 8 == 0)
+			sleep_ns((rand_r(&seed) % 40) * NSEC_PER_MSEC); /* let workers go idle and end */
+	}
+	return NULL;
+}
+
+static void test_served_stress(void)
+{
+	sq = kube_workqueue_new("t", NSEC_PER_MSEC, NSEC_PER_SEC);
+	struct kube_serve sv = { sq, 8, stress_fn, NULL };
+	char err[200];
+	CHECK_INT(kube_workqueue_serve(&sv, 1, 20 * NSEC_PER_MSEC, err, sizeof(err)), 0);
+	pthread_t th[6];
+	for (int i = 0; i < 6; i++)
+		pthread_create(&th[i], NULL, stress_adder, (void *)(uintptr_t)(i + 1));
+	for (int i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	/* Delayed adds are due within 30 ms; then the queue must drain to idle. */
+	int64_t deadline = mono_now_ns() + 10 * NSEC_PER_SEC;
+	int idle = 0;
+	while (idle < 5 && mono_now_ns() < deadline) {
+		struct kube_workqueue_metrics m;
+		kube_workqueue_metrics(sq, &m);
+		idle = (m.depth == 0 && m.unfinished == 0) ? idle + 1 : 0;
+		sleep_ns(20 * NSEC_PER_MSEC);
+	}
+	int missing = 0;
+	for (int i = 0; i < SKEYS; i++)
+		missing += atomic_load(&s_seen[i]) != atomic_load(&s_gen[i]);
+	CHECK_INT(missing, 0);
+	CHECK_INT(atomic_load(&s_overlap), 0);
+	kube_workqueue_shutdown(sq);
+	kube_workqueue_wait_workers(sq);
+	CHECK_INT(workers_now(sq), 0);
+	kube_workqueue_free(sq);
+}
+
 /* The Prometheus text has client-go's names, cumulative buckets and one TYPE per family. */
 static void test_render_metrics(void)
 {
@@ -427,6 +496,7 @@ int main(void)
 	RUN(test_last_idle_worker_runs);
 	RUN(test_earlier_delay_rearms_timer);
 	RUN(test_served_workers);
+	RUN(test_served_stress);
 	RUN(test_render_metrics);
 	return CHECK_DONE();
 }
