@@ -176,3 +176,73 @@ int hex_digit(int c)
 		return c - 'A' + 10;
 	return -1;
 }
+
+/* Length of the valid UTF-8 sequence at s[0..n) (lead byte >= 0x80), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t len;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0; /* overlong */
+	else if (c == 0xed)
+		hi = 0x9f; /* surrogates */
+	else if (c == 0xf0)
+		lo = 0x90; /* overlong */
+	else if (c == 0xf4)
+		hi = 0x8f; /* beyond U+10FFFF */
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+void strbuf_addjson(struct strbuf *sb, const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str, *end = s + len, *run = s;
+
+	strbuf_addch(sb, '"');
+	while (s < end) {
+		unsigned char c = *s;
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			s++;
+			continue;
+		}
+		strbuf_add(sb, run, (size_t)(s - run));
+		size_t n = c >= 0x80 ? utf8_len(s, (size_t)(end - s)) : 0;
+		if (n) {
+			strbuf_add(sb, s, n);
+			s += n;
+		} else {
+			switch (c) {
+			case '"': strbuf_addstr(sb, "\\\""); break;
+			case '\\': strbuf_addstr(sb, "\\\\"); break;
+			case '\n': strbuf_addstr(sb, "\\n"); break;
+			case '\r': strbuf_addstr(sb, "\\r"); break;
+			case '\t': strbuf_addstr(sb, "\\t"); break;
+			default:
+				if (c >= 0x80)
+					strbuf_addstr(sb, "\\ufffd");
+				else
+					strbuf_addf(sb, "\\u%04x", c);
+			}
+			s++;
+		}
+		run = s;
+	}
+	strbuf_add(sb, run, (size_t)(s - run));
+	strbuf_addch(sb, '"');
+}

@@ -49,6 +49,13 @@ void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
 /* Appends s with '"' and '\\' escaped and control bytes as \n, \t or \xNN: klog's quoting. */
 void strbuf_addquoted(struct strbuf *sb, const char *s);
 
+/*
+ * Appends s[0..len) as a JSON string literal: '"', '\\' and control bytes escaped (\n, \r, \t,
+ * else \u00XX, DEL too), and each byte that does not start valid UTF-8 written as \ufffd, as
+ * Go's encoding/json does, so the text is valid JSON whatever the bytes.
+ */
+void strbuf_addjson(struct strbuf *sb, const char *s, size_t len);
+
 /* Editing */
 void strbuf_trim(struct strbuf *sb);
 

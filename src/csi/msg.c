@@ -248,23 +248,7 @@ static void json_message(const ProtobufCMessage *m, int flags, int depth, struct
 
 static void json_string(const char *s, size_t len, struct strbuf *out)
 {
-	strbuf_addch(out, '"');
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		switch (c) {
-		case '"': strbuf_addstr(out, "\\\""); break;
-		case '\\': strbuf_addstr(out, "\\\\"); break;
-		case '\n': strbuf_addstr(out, "\\n"); break;
-		case '\t': strbuf_addstr(out, "\\t"); break;
-		case '\r': strbuf_addstr(out, "\\r"); break;
-		default:
-			if (c < 0x20 || c == 0x7f)
-				strbuf_addf(out, "\\u%04x", c);
-			else
-				strbuf_addch(out, (char)c);
-		}
-	}
-	strbuf_addch(out, '"');
+	strbuf_addjson(out, s, len);
 }
 
 static void indent(int flags, int depth, struct strbuf *out)

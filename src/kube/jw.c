@@ -1,78 +1,12 @@
 #include "kube/jw.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (lead byte >= 0x80), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *s)
+void jw_quote(struct strbuf *sb, const char *s)
 {
-	unsigned char c = s[0];
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t n;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	if (c == 0xe0)
-		lo = 0xa0; /* overlong */
-	else if (c == 0xed)
-		hi = 0x9f; /* surrogates */
-	else if (c == 0xf0)
-		lo = 0x90; /* overlong */
-	else if (c == 0xf4)
-		hi = 0x8f; /* beyond U+10FFFF */
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return n;
-}
-
-void jw_quote(struct strbuf *sb, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)(str ? str : "");
-	const unsigned char *run = s;
-
-	strbuf_addch(sb, '"');
-	for (;;) {
-		unsigned char c = *s;
-		if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-			s++;
-			continue;
-		}
-		strbuf_add(sb, run, (size_t)(s - run));
-		if (!c)
-			break;
-		if (c >= 0x80) {
-			size_t n = utf8_len(s);
-			if (n) {
-				strbuf_add(sb, s, n);
-				s += n;
-			} else {
-				strbuf_addstr(sb, "\\ufffd");
-				s++;
-			}
-		} else {
-			switch (c) {
-			case '"': strbuf_addstr(sb, "\\\""); break;
-			case '\\': strbuf_addstr(sb, "\\\\"); break;
-			case '\n': strbuf_addstr(sb, "\\n"); break;
-			case '\r': strbuf_addstr(sb, "\\r"); break;
-			case '\t': strbuf_addstr(sb, "\\t"); break;
-			default: strbuf_addf(sb, "\\u%04x", c); break;
-			}
-			s++;
-		}
-		run = s;
-	}
-	strbuf_addch(sb, '"');
+	s = s ? s : "";
+	strbuf_addjson(sb, s, strlen(s));
 }
 
 /* The separator before a value or key at the current depth. */

@@ -14,9 +14,10 @@
  *     jw_end_object(&w);
  *
  * The writer places the commas and colons; the caller nests begin/end pairs correctly (up to
- * JW_MAX_DEPTH levels) and writes a key before each member value. Strings are escaped as Go's
- * encoding/json escapes them, bytes that are not UTF-8 included: each becomes U+FFFD, so the
- * text is valid JSON whatever a CSI driver put in a volume id or context.
+ * JW_MAX_DEPTH - 1 levels) and writes a key before each member value. Strings go through
+ * strbuf_addjson(): control bytes escaped, and each byte that is not UTF-8 written as U+FFFD as
+ * Go's encoding/json does, so the text is valid JSON whatever a CSI driver put in a volume id or
+ * context.
  */
 #ifndef KCSI_KUBE_JW_H
 #define KCSI_KUBE_JW_H

@@ -52,7 +52,7 @@ static void test_escapes(void)
 	struct strbuf sb = STRBUF_INIT;
 
 	quote(&sb, "q\"b\\s/\n\r\t\x01\x1f\x7f");
-	CHECK_STR(sb.buf, "\"q\\\"b\\\\s/\\n\\r\\t\\u0001\\u001f\x7f\"");
+	CHECK_STR(sb.buf, "\"q\\\"b\\\\s/\\n\\r\\t\\u0001\\u001f\\u007f\"");
 	quote(&sb, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"); /* é € 😀 stay as they are */
 	CHECK_STR(sb.buf, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"");
 	/* a stray continuation, a cut sequence, an overlong '/', a surrogate, beyond U+10FFFF */

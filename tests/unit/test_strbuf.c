@@ -57,6 +57,22 @@ static void test_quoted(void)
 	strbuf_release(&sb);
 }
 
+/* JSON string literals of any bytes: a NUL inside the length, a sequence cut by the length, and
+ * a valid multi-byte character (the CLI's CSI JSON and the provisioner's PV go through this). */
+static void test_addjson(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addjson(&sb, "a\0b\xc3\xa9z\xc3", 7);
+	CHECK_STR(sb.buf, "\"a\\u0000b\xc3\xa9z\\ufffd\"");
+	strbuf_reset(&sb);
+	strbuf_addjson(&sb, "\xe2\x82", 2); /* the first two bytes of a three-byte character */
+	CHECK_STR(sb.buf, "\"\\ufffd\\ufffd\"");
+	strbuf_reset(&sb);
+	strbuf_addjson(&sb, "", 0);
+	CHECK_STR(sb.buf, "\"\"");
+	strbuf_release(&sb);
+}
+
 static void test_detach_and_trim(void)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -82,6 +98,7 @@ int main(void)
 	RUN(test_add_and_grow);
 	RUN(test_addf_long);
 	RUN(test_quoted);
+	RUN(test_addjson);
 	RUN(test_detach_and_trim);
 	return CHECK_DONE();
 }
