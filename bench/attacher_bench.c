@@ -46,7 +46,7 @@ static const char *DRIVER = "loop.kcsi.io";
 
 static struct {
 	const char *attacher, *bin, *driver;
-	int n, nodes, workers, burst, cached;
+	int n, nodes, workers, burst, cached, settle;
 	double qps;
 } opt;
 
@@ -275,6 +275,9 @@ int main(int argc, char **argv)
 	flags_int(fs, "nodes", &opt.nodes, 10, "nodes the attachments spread over");
 	flags_int(fs, "cached", &opt.cached, 10000, "VolumeAttachments of another driver kept in the cache");
 	flags_int(fs, "worker-threads", &opt.workers, 10, "passed to the attacher");
+	flags_int(fs, "settle", &opt.settle, 0,
+		  "seconds to wait after the run before measuring the attacher's memory again "
+		  "(35: its extra workers have ended, 30 s idle, and given the heap back)");
 	flags_double(fs, "kube-api-qps", &opt.qps, 10000, "passed to the attacher");
 	flags_int(fs, "kube-api-burst", &opt.burst, 10000, "passed to the attacher");
 	log_register_flags(fs);
@@ -446,6 +449,13 @@ int main(int argc, char **argv)
 	       wpa - (double)pv_finalizers / opt.n, detach_s, d50, d99, rss_start, anon_start,
 	       mem.peak_anon_kb, kv);
 	fflush(stdout);
+	if (opt.settle > 0) {
+		sleep_ns((int64_t)opt.settle * NSEC_PER_SEC);
+		printf("attacher process %d s after the run: RSS %ld kB, private (RssAnon) %ld kB, "
+		       "%ld threads\n", opt.settle, bench_status_kb(att, "VmRSS"),
+		       bench_status_kb(att, "RssAnon"), bench_status_kb(att, "Threads"));
+		fflush(stdout);
+	}
 
 	bench_stop(att);
 	kube_informer_stop(inf);
