@@ -33,9 +33,10 @@ static size_t find_slot(const struct kube_hmap *m, const char *key, uint32_t h)
 	return i;
 }
 
-static void grow(struct kube_hmap *m)
+#define HMAP_MIN_SHRINK 64 /* slots; smaller maps are never shrunk */
+
+static void resize(struct kube_hmap *m, size_t ncap)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 16;
 	struct kube_hmap_slot *ns = xcalloc(ncap, sizeof(*ns));
 	for (size_t i = 0; i < m->cap; i++) {
 		if (!m->slots[i].key)
@@ -73,7 +74,7 @@ const char *kube_hmap_key(const struct kube_hmap *m, const char *key)
 void *kube_hmap_put(struct kube_hmap *m, const char *key, void *value)
 {
 	if ((m->len + 1) * 2 > m->cap)
-		grow(m);
+		resize(m, m->cap ? m->cap * 2 : 16);
 	uint32_t h = kube_hash_str(key);
 	size_t i = find_slot(m, key, h);
 	if (m->slots[i].key) {
@@ -114,6 +115,14 @@ void *kube_hmap_del(struct kube_hmap *m, const char *key)
 		m->slots[i] = m->slots[j];
 		m->slots[j].key = NULL;
 		i = j;
+	}
+	/* Shrink below 1/8 full, to at least 1/4 full: a map a burst grew (a work queue's 10,000
+	 * keys) does not keep its slots after the burst. */
+	if (m->cap > HMAP_MIN_SHRINK && m->len * 8 < m->cap) {
+		size_t ncap = m->cap;
+		while (ncap > HMAP_MIN_SHRINK && m->len * 4 < ncap)
+			ncap /= 2;
+		resize(m, ncap);
 	}
 	return old;
 }

@@ -38,7 +38,7 @@ bool kube_hmap_has(const struct kube_hmap *m, const char *key);
 void *kube_hmap_put(struct kube_hmap *m, const char *key, void *value);
 /* Returns the stored key string of an entry (owned by the map), or NULL. */
 const char *kube_hmap_key(const struct kube_hmap *m, const char *key);
-/* Removes key; returns its value, or NULL. */
+/* Removes key; returns its value, or NULL. A map less than 1/8 full shrinks (slots move). */
 void *kube_hmap_del(struct kube_hmap *m, const char *key);
 /* Frees the slots and keys (not the values). */
 void kube_hmap_clear(struct kube_hmap *m);

@@ -125,18 +125,22 @@ void kube_workqueue_free(struct kube_workqueue *q)
 	free(q);
 }
 
+/* Moves the queued keys to a ring of ncap slots (>= len). */
+static void ring_resize(struct kube_workqueue *q, size_t ncap)
+{
+	char **nr = xmalloc(ncap * sizeof(*nr));
+	for (size_t i = 0; i < q->len; i++)
+		nr[i] = q->ring[(q->head + i) % q->cap];
+	free(q->ring);
+	q->ring = nr;
+	q->cap = ncap;
+	q->head = 0;
+}
+
 static void ring_push(struct kube_workqueue *q, const char *key)
 {
-	if (q->len == q->cap) {
-		size_t ncap = q->cap ? q->cap * 2 : 16;
-		char **nr = xmalloc(ncap * sizeof(*nr));
-		for (size_t i = 0; i < q->len; i++)
-			nr[i] = q->ring[(q->head + i) % q->cap];
-		free(q->ring);
-		q->ring = nr;
-		q->cap = ncap;
-		q->head = 0;
-	}
+	if (q->len == q->cap)
+		ring_resize(q, q->cap ? q->cap * 2 : 16);
 	q->ring[(q->head + q->len) % q->cap] = xstrdup(key);
 	q->len++;
 }
@@ -146,6 +150,8 @@ static char *ring_pop(struct kube_workqueue *q)
 	char *k = q->ring[q->head];
 	q->head = (q->head + 1) % q->cap;
 	q->len--;
+	if (q->cap > 64 && q->len * 8 < q->cap) /* after a burst: 10,000 keys were 80 KB */
+		ring_resize(q, q->cap / 4);
 	return k;
 }
 
