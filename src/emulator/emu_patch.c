@@ -126,6 +126,16 @@ static json_t *ptr_get(json_t *doc, const char *ptr)
 	return r;
 }
 
+/* Whether ptr names a member of an existing object (present or not). */
+static bool ptr_parent_is_object(json_t *doc, const char *ptr)
+{
+	json_t *parent;
+	struct strbuf last = STRBUF_INIT;
+	bool r = ptr_split(doc, ptr, &parent, &last) == 0 && json_is_object(parent);
+	strbuf_release(&last);
+	return r;
+}
+
 /* Removes and returns (new reference) the value at ptr, or NULL. */
 static json_t *ptr_take(json_t *doc, const char *ptr)
 {
@@ -161,10 +171,12 @@ static int ptr_add(json_t **doc, const char *ptr, json_t *value, bool replace)
 		*doc = value;
 		rc = 0;
 	} else if (json_is_object(parent)) {
-		if (replace && !json_object_get(parent, last.buf))
-			json_decref(value);
-		else
-			rc = json_object_set_new(parent, last.buf, value);
+		/*
+		 * kube-apiserver's JSON-patch library replaces a missing object member by adding
+		 * it (`replace /metadata/annotations` on an object without annotations is 200),
+		 * while a missing array element or parent is still an error.
+		 */
+		rc = json_object_set_new(parent, last.buf, value);
 	} else if (json_is_array(parent)) {
 		long i = arr_index(parent, last.buf, !replace);
 		if (i < 0)
@@ -260,7 +272,9 @@ static int apply_op(json_t **doc, const json_t *op, int idx, size_t *copied, int
 		json_decref(v);
 	} else if (!strcmp(name, "test")) {
 		json_t *have = ptr_get(*doc, path);
-		if (!have || !json_equal(have, value)) {
+		/* as kube-apiserver: a missing member equals a test value of null */
+		bool missing_null = !have && json_is_null(value) && ptr_parent_is_object(*doc, path);
+		if (!missing_null && (!have || !json_equal(have, value))) {
 			snprintf(err, errlen, "json patch operation %d: test failed: value at \"%s\" "
 				 "differs from the expected value", idx, path);
 			return -1;

@@ -141,6 +141,21 @@ expect_code 200 "json patch with a passing test"
 check "json patch applied" eq "$(jqo .metadata.annotations.a)" "b"
 req PATCH /api/v1/persistentvolumes/pv-a '[{"op":"test","path":"/metadata/labels/new","value":"2"}]' application/json-patch+json
 expect_code 422 "json patch with a failing test"
+# kube-apiserver's answers on a ConfigMap without labels or annotations (csi-snapshotter's first
+# write to a content is such a replace)
+req POST /api/v1/namespaces/default/configmaps '{"metadata":{"name":"jp"},"data":{"k":"v"}}'
+req PATCH /api/v1/namespaces/default/configmaps/jp '[{"op":"replace","path":"/metadata/annotations","value":{"a":"b"}}]' application/json-patch+json
+expect_code 200 "json patch replace of missing annotations adds them"
+check "replaced annotations are there" eq "$(jqo .metadata.annotations.a)" "b"
+req PATCH /api/v1/namespaces/default/configmaps/jp '[{"op":"replace","path":"/data/zz","value":"1"}]' application/json-patch+json
+expect_code 200 "json patch replace of a missing data key adds it"
+check "replaced data key is there" eq "$(jqo .data.zz)" "1"
+for op in '{"op":"remove","path":"/data/nope"}' '{"op":"test","path":"/data/nope","value":"x"}' \
+	  '{"op":"replace","path":"/metadata/labels/k","value":"v"}' \
+	  '{"op":"add","path":"/metadata/labels/k","value":"v"}'; do
+	req PATCH /api/v1/namespaces/default/configmaps/jp "[$op]" application/json-patch+json
+	expect_code 422 "json patch $op on a missing member"
+done
 req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":["a"]}}' application/strategic-merge-patch+json
 req PATCH /api/v1/persistentvolumes/pv-a '{"metadata":{"finalizers":["b"]}}' application/strategic-merge-patch+json
 expect_code 200 "strategic merge patch"
