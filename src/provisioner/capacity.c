@@ -459,6 +459,32 @@ static struct kube_obj *get_object(struct prov_cap *c, const char *name, bool *g
 	return o;
 }
 
+/*
+ * The segment's capacity went to zero: its object goes (the scheduler reads a missing object as
+ * no capacity, as a zero one), and comes back with a new name once there is capacity again.
+ */
+static enum cres drop_zero(struct prov_cap *c, const char *key, const struct kube_obj *o)
+{
+	struct kube_err e;
+	char uid[64];
+
+	if (kube_delete(c->kc, &KUBE_RES_CSISTORAGECAPACITIES, c->ns, o->name,
+			kube_obj_uid(o, uid, sizeof(uid)), NULL, &e) && !kube_err_is_not_found(&e)) {
+		KLOG_E("Capacity Controller: delete CSIStorageCapacity %s with zero capacity: %s",
+		       o->name, e.message);
+		return C_RETRY;
+	}
+	KLOG_V(3, "Capacity Controller: removed %s for %s: zero capacity", o->name, key);
+	pthread_mutex_lock(&c->mu);
+	struct cap_item *cur = kube_hmap_get(&c->items, key);
+	if (cur && cur->obj && !strcmp(cur->obj, o->name)) {
+		free(cur->obj);
+		cur->obj = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return C_DONE;
+}
+
 static enum cres sync_item(struct prov_cap *c, const char *key)
 {
 	struct cap_item it = { 0 };
@@ -513,6 +539,11 @@ static enum cres sync_item(struct prov_cap *c, const char *key)
 		goto out;
 	}
 	const struct kube_csisc *cs = kube_csisc_of(o);
+	if (avail <= 0) {
+		/* seed 004: an object is published only for a non-zero capacity */
+		r = cs ? drop_zero(c, key, o) : C_DONE;
+		goto out;
+	}
 	if (!cs) {
 		char *name = create_object(c, &it, avail, maxsize, &e);
 		if (!name) {

@@ -108,6 +108,11 @@ check "never one for the immediate class" eq "$(all_csisc | jq '[.[] | select(.s
 # An object of ours deleted by someone comes back.
 kc delete csistoragecapacities "$(jq -r .metadata.name <<<"$OBJ")" -n default >/dev/null
 wait_for "a deleted object is made again" 10 ours_is "late z1 3Gi 2Gi;late z2 3Gi 2Gi;late z5 3Gi 2Gi;late z6 3Gi 2Gi;"
+# Seed 004: no object for a zero capacity; they come back when the driver has capacity again.
+echo 0 >"$T/cap"
+wait_for "zero capacity: no object kept" 10 ours_is ""
+echo 3Gi >"$T/cap"
+wait_for "capacity again: objects again" 10 ours_is "late z1 3Gi 2Gi;late z2 3Gi 2Gi;late z5 3Gi 2Gi;late z6 3Gi 2Gi;"
 
 # Restart: the new instance adopts the objects instead of making more.
 BEFORE=$(names)
