@@ -125,9 +125,10 @@ bool att_pv_in_use(struct att_ctrl *c, const char *pv);
 /* ---- helpers shared by the handlers (sync.c) ---- */
 
 /*
- * Finds the driver's node ID for node_name: the CSINode's entry for the driver, else the Node's
- * csi.volume.kubernetes.io/nodeid annotation, else (when va is given) the VA's node-id
- * annotation. Returns a malloc'd ID or NULL with a reason in err.
+ * Finds the driver's node ID for node_name: the CSINode's entry for the driver, else (when va
+ * is given) the VA's csi.alpha.kubernetes.io/node-id annotation (detach works when the Node and
+ * its CSINode are gone), else the Node's csi.volume.kubernetes.io/nodeid annotation. Returns a
+ * malloc'd ID or NULL with a reason in err.
  */
 char *att_node_id(struct att_ctrl *c, const char *node_name, const struct kube_va *va, char *err,
 		  size_t errlen);
