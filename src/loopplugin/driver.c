@@ -1,11 +1,8 @@
 /*
- * driver: the CSI handlers. See driver.h for the rules every handler follows.
- *
- * Requests are checked in the order the CSI spec lists its errors: missing fields
- * (INVALID_ARGUMENT) first, then existence (NOT_FOUND), then state (ALREADY_EXISTS,
- * FAILED_PRECONDITION, RESOURCE_EXHAUSTED). Response pieces come from the call's arena.
+ * driver: the CSI handlers not yet in a file of their own, and the driver's wiring. See
+ * driver.h for the rules every handler follows and driver_int.h for what the files share.
  */
-#include "loopplugin/driver.h"
+#include "loopplugin/driver_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,264 +20,9 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
-#include "csi/client.h"
-#include "csi/server.h"
 #include "loopplugin/fs.h"
-#include "loopplugin/inflight.h"
 #include "loopplugin/loopdev.h"
 #include "loopplugin/mount.h"
-#include "loopplugin/pool.h"
-
-#define MiB (1024LL * 1024)
-#define GiB (1024LL * MiB)
-
-struct lp_driver {
-	struct lp_config cfg;
-	bool controller, node;
-	struct lp_pool *pool;
-	struct lp_inflight *inflight;
-};
-
-typedef Csi__V1__VolumeCapability VolCap;
-
-/* ---- small helpers ---- */
-
-static bool empty(const char *s) { return !s || !*s; }
-
-/* CSI names and IDs from a CO: at most LP_NAME_MAX bytes (the CSI spec's limit). */
-#define LP_NAME_MAX 128
-
-/*
- * Checks a name from a request before anything is created for it: valid UTF-8, at most
- * LP_NAME_MAX bytes, no control characters. 0, or INVALID_ARGUMENT in st.
- */
-static int check_name(const char *what, const char *field, const char *s, struct lp_status *st)
-{
-	size_t len = strlen(s);
-	if (len > LP_NAME_MAX)
-		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is %zu bytes long, more than %d",
-			       what, field, len, LP_NAME_MAX);
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
-			 : (*p & 0xf8) == 0xf0 ? 4 : 0;
-		unsigned cp = n == 1 ? *p : n == 2 ? (*p & 0x1fu) : n == 3 ? (*p & 0x0fu) : (*p & 0x07u);
-		for (size_t i = 1; i < n; i++) {
-			if ((p[i] & 0xc0) != 0x80) {
-				n = 0;
-				break;
-			}
-			cp = cp << 6 | (p[i] & 0x3fu);
-		}
-		bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
-				(n == 4 && cp < 0x10000);
-		if (!n || overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is not valid UTF-8 "
-				       "(byte %zu)", what, field, (size_t)(p - (const unsigned char *)s));
-		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-			return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s holds a control character "
-				       "(byte %zu)", what, field, (size_t)(p - (const unsigned char *)s));
-		p += n;
-	}
-	return 0;
-}
-
-/* Fails the call with the backend's status. */
-static int fail_st(struct csi_call_ctx *ctx, const struct lp_status *st)
-{
-	return csi_ctx_error(ctx, st->code ? (int)st->code : LP_INTERNAL, "%s", st->msg);
-}
-
-int lp_parse_size(const char *s, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		return -1;
-	double mult = 1;
-	static const struct {
-		const char *suffix;
-		double mult;
-	} units[] = {
-		{ "", 1 },        { "Ki", 1024.0 },     { "Mi", 1048576.0 },
-		{ "Gi", 1073741824.0 }, { "Ti", 1099511627776.0 }, { "Pi", 1125899906842624.0 },
-		{ "k", 1e3 },     { "K", 1e3 },         { "M", 1e6 },
-		{ "G", 1e9 },     { "T", 1e12 },        { "P", 1e15 },
-	};
-	bool found = false;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].suffix) == 0) {
-			mult = units[i].mult;
-			found = true;
-			break;
-		}
-	}
-	if (!found || v * mult > 9.2e18)
-		return -1;
-	*out = (int64_t)(v * mult);
-	return 0;
-}
-
-static const char *mode_name(int mode)
-{
-	switch (mode) {
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
-		return "SINGLE_NODE_WRITER";
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
-		return "SINGLE_NODE_READER_ONLY";
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
-		return "MULTI_NODE_READER_ONLY";
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_SINGLE_WRITER:
-		return "MULTI_NODE_SINGLE_WRITER";
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER:
-		return "MULTI_NODE_MULTI_WRITER";
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
-		return "SINGLE_NODE_SINGLE_WRITER";
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
-		return "SINGLE_NODE_MULTI_WRITER";
-	default:
-		return "UNKNOWN";
-	}
-}
-
-static bool mode_supported(int mode)
-{
-	switch (mode) {
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool mode_readonly(int mode)
-{
-	return mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY ||
-	       mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-}
-
-/* What a set of capabilities asks for, once checked. */
-struct capset {
-	bool block;
-	const char *fstype; /* for mount: requested or default */
-	int mode;           /* the first capability's access mode */
-};
-
-/*
- * Checks capabilities; st gets INVALID_ARGUMENT naming the volume and the offending piece.
- * All capabilities must agree on the access type (one volume is either a block device or a
- * filesystem).
- */
-/*
- * need_mode false (GetCapacity): a capability without an access mode constrains nothing about
- * the mode (upstream's capacity controller sends such capabilities); the rest is still checked.
- */
-static int check_caps_mode(struct lp_driver *d, const char *what, VolCap *const *caps, size_t n,
-			   struct capset *cs, struct lp_status *st, bool need_mode)
-{
-	if (n == 0)
-		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: volume capabilities are missing", what);
-	memset(cs, 0, sizeof(*cs));
-	for (size_t i = 0; i < n; i++) {
-		const VolCap *c = caps[i];
-		if (!c || (!c->access_mode && need_mode))
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: volume capability %zu has no access mode", what, i);
-		if (c->access_mode && !mode_supported(c->access_mode->mode))
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: access mode %s is not supported (supported: "
-				       "SINGLE_NODE_WRITER, SINGLE_NODE_READER_ONLY, "
-				       "SINGLE_NODE_SINGLE_WRITER, SINGLE_NODE_MULTI_WRITER, "
-				       "MULTI_NODE_READER_ONLY)",
-				       what, mode_name(c->access_mode->mode));
-		bool block;
-		const char *fstype = NULL;
-		if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
-			block = true;
-		} else if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT) {
-			block = false;
-			fstype = c->mount && !empty(c->mount->fs_type) ? c->mount->fs_type
-								      : d->cfg.default_fstype;
-			if (!lp_fs_supported(fstype))
-				return lp_fail(st, LP_INVALID_ARGUMENT,
-					       "%s: fs type %s is not supported (ext4%s)", what,
-					       fstype, lp_fs_supported("xfs") ? ", xfs" : "");
-		} else {
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: volume capability %zu has no access type (block or "
-				       "mount)",
-				       what, i);
-		}
-		if (i == 0) {
-			cs->block = block;
-			cs->fstype = fstype;
-			cs->mode = c->access_mode ? c->access_mode->mode : 0;
-		} else if (block != cs->block) {
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: capabilities mix block and mount access", what);
-		} else if (!block && strcmp(fstype, cs->fstype) != 0) {
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: capabilities ask for two fs types (%s, %s)", what,
-				       cs->fstype, fstype);
-		}
-	}
-	return 0;
-}
-
-static int check_caps(struct lp_driver *d, const char *what, VolCap *const *caps, size_t n,
-		      struct capset *cs, struct lp_status *st)
-{
-	return check_caps_mode(d, what, caps, n, cs, st, true);
-}
-
-static int check_cap(struct lp_driver *d, const char *what, VolCap *cap, struct capset *cs,
-		     struct lp_status *st)
-{
-	VolCap *caps[1] = { cap };
-	return check_caps(d, what, caps, cap ? 1 : 0, cs, st);
-}
-
-/* Whether a volume as created can serve the capability set. */
-static int caps_fit_volume(const struct lp_volume *v, const struct capset *cs,
-			   struct lp_status *st)
-{
-	if (cs->block != v->block)
-		return lp_fail(st, LP_INVALID_ARGUMENT, "volume %s was created for %s access, not %s",
-			       v->id, v->block ? "block" : "mount", cs->block ? "block" : "mount");
-	return 0;
-}
-
-/* RAII-less in-flight key: "c/<id>" or "n/<id>". */
-static bool begin_op(struct lp_driver *d, char kind, const char *id, char *key, size_t len)
-{
-	snprintf(key, len, "%c/%s", kind, id);
-	return lp_inflight_begin(d->inflight, key);
-}
-
-static int busy(struct csi_call_ctx *ctx, const char *id)
-{
-	return csi_ctx_error(ctx, LP_ABORTED,
-			     "volume %s: an operation on this volume is already in progress", id);
-}
-
-static Csi__V1__Topology *topology(struct csi_arena *a, struct lp_driver *d)
-{
-	Csi__V1__Topology *t = csi_msg_new(a, &csi__v1__topology__descriptor);
-	csi_map_add(a, &t->base, "segments", LP_TOPOLOGY_KEY, d->cfg.zone);
-	return t;
-}
-
-static Csi__V1__VolumeCondition *condition(struct csi_arena *a, bool abnormal, const char *msg)
-{
-	Csi__V1__VolumeCondition *c = csi_msg_new(a, &csi__v1__volume_condition__descriptor);
-	c->abnormal = abnormal;
-	c->message = csi_arena_strdup(a, msg);
-	return c;
-}
 
 /* The controller's view of a volume's health: its image is there and as large as recorded. */
 static Csi__V1__VolumeCondition *volume_condition(struct csi_arena *a, struct lp_driver *d,
@@ -290,43 +32,14 @@ static Csi__V1__VolumeCondition *volume_condition(struct csi_arena *a, struct lp
 	struct stat sb;
 	Csi__V1__VolumeCondition *c;
 	if (stat(img, &sb) < 0)
-		c = condition(a, true, "the volume's image file is missing");
+		c = lp_csi_condition(a, true, "the volume's image file is missing");
 	else if (sb.st_size < v->size)
-		c = condition(a, true, "the volume's image file is smaller than the volume");
+		c = lp_csi_condition(a, true, "the volume's image file is smaller than the volume");
 	else
-		c = condition(a, false, "volume is healthy");
+		c = lp_csi_condition(a, false, "volume is healthy");
 	free(img);
 	return c;
 }
-
-static Csi__V1__Volume *volume_msg(struct csi_arena *a, struct lp_driver *d,
-				   const struct lp_volume *v)
-{
-	Csi__V1__Volume *m = csi_msg_new(a, &csi__v1__volume__descriptor);
-	m->volume_id = csi_arena_strdup(a, v->id);
-	m->capacity_bytes = v->size;
-	csi_map_add(a, &m->base, "volume_context", "type", v->thick ? "thick" : "thin");
-	if (!empty(v->source_kind)) {
-		Csi__V1__VolumeContentSource *src =
-			csi_msg_new(a, &csi__v1__volume_content_source__descriptor);
-		if (strcmp(v->source_kind, "snapshot") == 0) {
-			src->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
-			src->snapshot = csi_msg_new(
-				a, &csi__v1__volume_content_source__snapshot_source__descriptor);
-			src->snapshot->snapshot_id = csi_arena_strdup(a, v->source_id);
-		} else {
-			src->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_VOLUME;
-			src->volume = csi_msg_new(
-				a, &csi__v1__volume_content_source__volume_source__descriptor);
-			src->volume->volume_id = csi_arena_strdup(a, v->source_id);
-		}
-		m->content_source = src;
-	}
-	csi_repeated_add(a, &m->base, "accessible_topology", topology(a, d));
-	return m;
-}
-
-/* ---- Identity ---- */
 
 static int get_plugin_info(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
 			   ProtobufCMessage *resp, void *arg)
@@ -376,14 +89,12 @@ static int probe(struct csi_call_ctx *ctx, const ProtobufCMessage *req, Protobuf
 	struct lp_driver *d = arg;
 	struct lp_status st;
 	if (lp_pool_probe(d->pool, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	Csi__V1__ProbeResponse *r = (Csi__V1__ProbeResponse *)resp;
 	r->ready = csi_msg_new(csi_ctx_arena(ctx), &google__protobuf__bool_value__descriptor);
 	r->ready->value = 1;
 	return 0;
 }
-
-/* ---- Controller: volumes ---- */
 
 /* The size to create from a capacity range, or an error (OUT_OF_RANGE / INVALID_ARGUMENT). */
 static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__CapacityRange *cr,
@@ -417,27 +128,6 @@ static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__Capac
 			       "(--max-volume-size)",
 			       what, (long long)s, (long long)d->cfg.max_volume_size);
 	*size = s;
-	return 0;
-}
-
-/* Parameters: type=thin|thick; keys the provisioner adds (csi.storage.k8s.io/) are ignored. */
-static int parse_params(const char *what, size_t n, Csi__V1__CreateVolumeRequest__ParametersEntry **p,
-			bool *thick, struct lp_status *st)
-{
-	*thick = false;
-	for (size_t i = 0; i < n; i++) {
-		const char *k = p[i]->key, *v = p[i]->value;
-		if (strncmp(k, "csi.storage.k8s.io/", 19) == 0)
-			continue;
-		if (strcmp(k, "type") != 0)
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: unknown parameter %s (known: type=thin|thick)", what, k);
-		if (strcmp(v, "thick") == 0)
-			*thick = true;
-		else if (strcmp(v, "thin") != 0)
-			return lp_fail(st, LP_INVALID_ARGUMENT,
-				       "%s: parameter type=%s, expected thin or thick", what, v);
-	}
 	return 0;
 }
 
@@ -501,17 +191,17 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_driver *d = arg;
 	const Csi__V1__CreateVolumeRequest *req = (const Csi__V1__CreateVolumeRequest *)reqm;
 	struct lp_status st;
-	if (empty(req->name))
+	if (lp_empty(req->name))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "CreateVolume: name is missing");
 	char what[300];
 	snprintf(what, sizeof(what), "volume %.200s", req->name);
 	struct capset cs;
 	bool thick;
-	if (check_name("CreateVolume", "name", req->name, &st) ||
-	    check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
-	    parse_params(what, req->n_parameters, req->parameters, &thick, &st) ||
+	if (lp_check_name("CreateVolume", "name", req->name, &st) ||
+	    lp_check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
+	    lp_parse_params(what, req->n_parameters, req->parameters, &thick, &st) ||
 	    check_topology(d, what, req->accessibility_requirements, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 
 	/* the content source must exist; a clone is at least as large as its source */
 	const char *src_kind = "", *src_id = "";
@@ -542,14 +232,14 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	int64_t size;
 	if (pick_size(d, what, req->capacity_range, floor, &size, &st)) {
 		free(src_image);
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	}
 
 	char *id = lp_volume_id_for_name(req->name);
 	char key[200];
 	int ret = 0;
-	if (!begin_op(d, 'c', id, key, sizeof(key))) {
-		ret = busy(ctx, id);
+	if (!lp_op_begin(d, 'c', id, key, sizeof(key))) {
+		ret = lp_op_busy(ctx, id);
 		goto out;
 	}
 	struct lp_volume *v = NULL;
@@ -561,7 +251,7 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 					    "%s already exists as %s, incompatible: %s", what, id,
 					    why);
 	} else if (st.code != LP_NOT_FOUND) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	} else {
 		v = xcalloc(1, sizeof(*v));
 		v->id = xstrdup(id);
@@ -575,7 +265,7 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		v->zone = xstrdup(d->cfg.zone);
 		v->created_ns = wall_now_ns();
 		if (lp_volume_create(d->pool, v, src_image, &st))
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 		else
 			KLOG_I("Created volume volume=%s name=%s size=%lld thick=%d source=\"%s%s%s\"",
 			       LOGQ(id), LOGQ(req->name), (long long)size, thick, src_kind, *src_kind ? "/" : "",
@@ -583,7 +273,7 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	}
 	if (!ret) {
 		Csi__V1__CreateVolumeResponse *r = (Csi__V1__CreateVolumeResponse *)resp;
-		r->volume = volume_msg(csi_ctx_arena(ctx), d, v);
+		r->volume = lp_csi_volume(csi_ctx_arena(ctx), d, v);
 	}
 	lp_volume_free(v);
 	lp_inflight_end(d->inflight, key);
@@ -593,56 +283,17 @@ out:
 	return ret;
 }
 
-/*
- * Whether volume id is in use on node (NULL: on any node) as the node records show it (a stage
- * record), or, when this process is that node's service too, as its own system shows it (a loop
- * device of the image: covers stages made before records existed). True with *ret set to a
- * FAILED_PRECONDITION answer naming where.
- */
-static bool in_use_on_nodes(struct csi_call_ctx *ctx, struct lp_driver *d, const char *id,
-			    const char *node, int *ret)
-{
-	char **nodes = NULL;
-	size_t n = 0;
-	lp_stage_nodes(d->pool, id, &nodes, &n);
-	struct strbuf where = STRBUF_INIT;
-	for (size_t i = 0; i < n; i++) {
-		if (node && strcmp(nodes[i], node) != 0)
-			continue;
-		struct lp_stage *sr = NULL;
-		lp_stage_load(d->pool, nodes[i], id, &sr);
-		strbuf_addf(&where, "%snode %s (at %s)", where.len ? ", " : "", nodes[i],
-			    sr ? sr->path : "?");
-		lp_stage_free(sr);
-	}
-	lp_free_strings(nodes, n);
-	if (!where.len && d->node && (!node || strcmp(node, d->cfg.nodeid) == 0)) {
-		char *img = lp_volume_image(d->pool, id), *dev = NULL;
-		if (lp_loop_find(img, &dev) == 1)
-			strbuf_addf(&where, "node %s (loop device %s)", d->cfg.nodeid, dev);
-		free(dev);
-		free(img);
-	}
-	bool busy_there = where.len > 0;
-	if (busy_there)
-		*ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
-				     "volume %s is still staged on %s; NodeUnstageVolume it first",
-				     id, where.buf);
-	strbuf_release(&where);
-	return busy_there;
-}
-
 static int delete_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			 ProtobufCMessage *resp, void *arg)
 {
 	(void)resp;
 	struct lp_driver *d = arg;
 	const Csi__V1__DeleteVolumeRequest *req = (const Csi__V1__DeleteVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "DeleteVolume: volume_id is missing");
 	char key[200];
-	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'c', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	struct lp_status st;
 	struct lp_volume *v;
 	int ret = 0;
@@ -655,16 +306,16 @@ static int delete_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 					    "volume %s is still published to node(s) %s",
 					    v->id, nodes.buf);
 			strbuf_release(&nodes);
-		} else if (in_use_on_nodes(ctx, d, v->id, NULL, &ret)) {
+		} else if (lp_in_use_on_nodes(ctx, d, v->id, NULL, &ret)) {
 			/* ret set: staged somewhere, the image stays */
 		} else if (lp_volume_delete(d->pool, v->id, &st)) {
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 		} else {
 			KLOG_I("Deleted volume volume=%s name=%s", LOGQ(v->id), LOGQ(v->name));
 		}
 		lp_volume_free(v);
 	} else if (st.code != LP_NOT_FOUND) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	}
 	lp_inflight_end(d->inflight, key);
 	return ret;
@@ -684,26 +335,26 @@ static int controller_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *
 	const Csi__V1__ControllerPublishVolumeRequest *req =
 		(const Csi__V1__ControllerPublishVolumeRequest *)reqm;
 	struct lp_status st;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "ControllerPublishVolume: volume_id is missing");
-	if (empty(req->node_id))
+	if (lp_empty(req->node_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "volume %s: ControllerPublishVolume: node_id is missing",
 				     req->volume_id);
 	char what[300];
 	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
 	struct capset cs;
-	if (check_cap(d, what, req->volume_capability, &cs, &st))
-		return fail_st(ctx, &st);
+	if (lp_check_cap(d, what, req->volume_capability, &cs, &st))
+		return lp_fail_call(ctx, &st);
 	char key[200];
-	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'c', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	int ret = 0;
 	struct lp_volume *v = NULL;
 	lp_pool_lock(d->pool);
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	if (!lp_pool_node_exists(d->pool, req->node_id)) {
@@ -713,11 +364,11 @@ static int controller_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *
 				    v->id, req->node_id, lp_pool_dir(d->pool));
 		goto out;
 	}
-	if (caps_fit_volume(v, &cs, &st)) {
-		ret = fail_st(ctx, &st);
+	if (lp_caps_fit_volume(v, &cs, &st)) {
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
-	bool ro = req->readonly || mode_readonly(cs.mode);
+	bool ro = req->readonly || lp_mode_readonly(cs.mode);
 	struct lp_attachment *a = lp_volume_attachment(v, req->node_id);
 	if (a) {
 		if (a->readonly != ro)
@@ -735,12 +386,12 @@ static int controller_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *
 			ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 					    "volume %s is already published to node %s; access "
 					    "mode %s allows one node at a time",
-					    v->id, v->att[i].node, mode_name(cs.mode));
+					    v->id, v->att[i].node, lp_mode_name(cs.mode));
 			goto out;
 		}
 	}
 	if (lp_volume_attach(d->pool, v, req->node_id, ro, d->cfg.attach_limit, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	a = lp_volume_attachment(v, req->node_id);
@@ -761,12 +412,12 @@ static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage
 	struct lp_driver *d = arg;
 	const Csi__V1__ControllerUnpublishVolumeRequest *req =
 		(const Csi__V1__ControllerUnpublishVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "ControllerUnpublishVolume: volume_id is missing");
 	char key[200];
-	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'c', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	struct lp_status st;
 	struct lp_volume *v = NULL;
 	int ret = 0;
@@ -774,25 +425,25 @@ static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st) == 0) {
 		/* an empty node ID means every node */
 		while (v->natt) {
-			const char *node = empty(req->node_id) ? v->att[0].node : req->node_id;
+			const char *node = lp_empty(req->node_id) ? v->att[0].node : req->node_id;
 			struct lp_attachment *a = lp_volume_attachment(v, node);
 			if (!a)
 				break;
-			if (in_use_on_nodes(ctx, d, v->id, node, &ret))
+			if (lp_in_use_on_nodes(ctx, d, v->id, node, &ret))
 				break;
 			char *n = xstrdup(node), *dev = xstrdup(a->device);
 			if (lp_volume_detach(d->pool, v, n, &st))
-				ret = fail_st(ctx, &st);
+				ret = lp_fail_call(ctx, &st);
 			else
 				KLOG_I("Unpublished volume volume=%s node=%s device=%s",
 				       LOGQ(v->id), LOGQ(n), LOGQ(dev));
 			free(n);
 			free(dev);
-			if (ret || !empty(req->node_id))
+			if (ret || !lp_empty(req->node_id))
 				break;
 		}
 	} else if (st.code != LP_NOT_FOUND) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	}
 	lp_pool_unlock(d->pool);
 	lp_volume_free(v);
@@ -827,7 +478,7 @@ static int validate_caps(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_driver *d = arg;
 	const Csi__V1__ValidateVolumeCapabilitiesRequest *req =
 		(const Csi__V1__ValidateVolumeCapabilitiesRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "ValidateVolumeCapabilities: volume_id is missing");
 	if (!req->n_volume_capabilities)
@@ -836,7 +487,7 @@ static int validate_caps(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_status st;
 	struct lp_volume *v;
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	Csi__V1__ValidateVolumeCapabilitiesResponse *r =
 		(Csi__V1__ValidateVolumeCapabilitiesResponse *)resp;
 	struct csi_arena *a = csi_ctx_arena(ctx);
@@ -844,11 +495,11 @@ static int validate_caps(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	snprintf(what, sizeof(what), "volume %.200s", v->id);
 	struct capset cs;
 	bool thick;
-	if (check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
-	    caps_fit_volume(v, &cs, &st) ||
-	    parse_params(what, req->n_parameters,
-			 (Csi__V1__CreateVolumeRequest__ParametersEntry **)req->parameters, &thick,
-			 &st)) {
+	if (lp_check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
+	    lp_caps_fit_volume(v, &cs, &st) ||
+	    lp_parse_params(what, req->n_parameters,
+			    (Csi__V1__CreateVolumeRequest__ParametersEntry **)req->parameters, &thick,
+			    &st)) {
 		r->message = csi_arena_strdup(a, st.msg);
 	} else {
 		r->confirmed = csi_msg_new(
@@ -867,29 +518,6 @@ static int validate_caps(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	return 0;
 }
 
-/* ---- Controller: listing, capacity, expansion ---- */
-
-/*
- * Pagination tokens name the last entry returned ("<created_ns>:<id>"), not an index, so a
- * page boundary survives volumes being created or deleted between calls.
- */
-static int parse_token(const char *tok, int64_t *created, const char **id)
-{
-	char *end;
-	errno = 0;
-	long long c = strtoll(tok, &end, 10);
-	if (errno || end == tok || *end != ':' || !end[1])
-		return -1;
-	*created = c;
-	*id = end + 1;
-	return 0;
-}
-
-static bool after_token(int64_t created, const char *id, int64_t tc, const char *tid)
-{
-	return created > tc || (created == tc && strcmp(id, tid) > 0);
-}
-
 static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			ProtobufCMessage *resp, void *arg)
 {
@@ -901,7 +529,7 @@ static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "ListVolumes: negative max_entries");
 	int64_t tc = INT64_MIN;
 	const char *tid = "";
-	if (!empty(req->starting_token) && parse_token(req->starting_token, &tc, &tid))
+	if (!lp_empty(req->starting_token) && lp_parse_token(req->starting_token, &tc, &tid))
 		return csi_ctx_error(ctx, LP_ABORTED, "ListVolumes: invalid starting_token %s",
 				     req->starting_token);
 	struct lp_status st;
@@ -909,10 +537,10 @@ static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	int64_t *created;
 	size_t n;
 	if (lp_volume_list(d->pool, &ids, &created, &n, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	size_t count = 0, last = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!after_token(created[i], ids[i], tc, tid))
+		if (!lp_after_token(created[i], ids[i], tc, tid))
 			continue;
 		struct lp_volume *v;
 		if (lp_volume_load(d->pool, ids[i], &v, NULL))
@@ -926,7 +554,7 @@ static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		last = i;
 		Csi__V1__ListVolumesResponse__Entry *e =
 			csi_msg_new(a, &csi__v1__list_volumes_response__entry__descriptor);
-		e->volume = volume_msg(a, d, v);
+		e->volume = lp_csi_volume(a, d, v);
 		e->status = csi_msg_new(a, &csi__v1__list_volumes_response__volume_status__descriptor);
 		for (size_t k = 0; k < v->natt; k++)
 			csi_repeated_add(a, &e->status->base, "published_node_ids",
@@ -947,16 +575,16 @@ static int controller_get_volume(struct csi_call_ctx *ctx, const ProtobufCMessag
 	struct lp_driver *d = arg;
 	const Csi__V1__ControllerGetVolumeRequest *req =
 		(const Csi__V1__ControllerGetVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "ControllerGetVolume: volume_id is missing");
 	struct lp_status st;
 	struct lp_volume *v;
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	Csi__V1__ControllerGetVolumeResponse *r = (Csi__V1__ControllerGetVolumeResponse *)resp;
-	r->volume = volume_msg(a, d, v);
+	r->volume = lp_csi_volume(a, d, v);
 	r->status = csi_msg_new(a, &csi__v1__controller_get_volume_response__volume_status__descriptor);
 	for (size_t k = 0; k < v->natt; k++)
 		csi_repeated_add(a, &r->status->base, "published_node_ids",
@@ -975,14 +603,14 @@ static int get_capacity(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_status st;
 	struct capset cs;
 	bool thick;
-	if (parse_params("GetCapacity", req->n_parameters,
-			 (Csi__V1__CreateVolumeRequest__ParametersEntry **)req->parameters, &thick,
-			 &st))
-		return fail_st(ctx, &st);
+	if (lp_parse_params("GetCapacity", req->n_parameters,
+			    (Csi__V1__CreateVolumeRequest__ParametersEntry **)req->parameters, &thick,
+			    &st))
+		return lp_fail_call(ctx, &st);
 	if (req->n_volume_capabilities &&
-	    check_caps_mode(d, "GetCapacity", req->volume_capabilities, req->n_volume_capabilities,
-			    &cs, &st, false))
-		return fail_st(ctx, &st);
+	    lp_check_caps_mode(d, "GetCapacity", req->volume_capabilities, req->n_volume_capabilities,
+			       &cs, &st, false))
+		return lp_fail_call(ctx, &st);
 	const Csi__V1__Topology *t = req->accessible_topology;
 	const char *z = t ? csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY) : NULL;
 	int64_t free_bytes = lp_pool_free_bytes(d->pool);
@@ -1038,7 +666,7 @@ static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *r
 	struct lp_driver *d = arg;
 	const Csi__V1__ControllerExpandVolumeRequest *req =
 		(const Csi__V1__ControllerExpandVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "ControllerExpandVolume: volume_id is missing");
 	if (!req->capacity_range)
@@ -1046,8 +674,8 @@ static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *r
 				     "volume %s: ControllerExpandVolume: capacity_range is missing",
 				     req->volume_id);
 	char key[200];
-	if (!begin_op(d, 'c', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'c', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	struct lp_status st;
 	struct lp_volume *v = NULL;
 	int ret = 0;
@@ -1057,12 +685,12 @@ static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *r
 	/* Never smaller than now: required_bytes 0 (or below the size) keeps the volume's size. */
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st) ||
 	    pick_size(d, what, req->capacity_range, v->size, &size, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	if (size > v->size) {
 		if (lp_volume_grow(d->pool, v, size, &st)) {
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 			goto out;
 		}
 		KLOG_I("Expanded volume volume=%s size=%lld", LOGQ(v->id), (long long)size);
@@ -1076,8 +704,6 @@ out:
 	lp_inflight_end(d->inflight, key);
 	return ret;
 }
-
-/* ---- Controller: snapshots ---- */
 
 static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snapshot *s)
 {
@@ -1164,12 +790,7 @@ void lp_driver_thaw_all(struct lp_driver *d)
 	lp_free_strings(keys, n);
 }
 
-/*
- * What a node service killed at any point left set on its system, undone at its start:
- * filesystems frozen for a snapshot are thawed, and stage records whose volume has no loop
- * device on this host (a reboot, a stage that died before it set one up) are dropped.
- */
-static void recover_node(struct lp_driver *d)
+void lp_node_recover(struct lp_driver *d)
 {
 	char **keys = NULL;
 	size_t n = 0;
@@ -1193,12 +814,12 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 {
 	struct lp_driver *d = arg;
 	const Csi__V1__CreateSnapshotRequest *req = (const Csi__V1__CreateSnapshotRequest *)reqm;
-	if (empty(req->name))
+	if (lp_empty(req->name))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "CreateSnapshot: name is missing");
 	struct lp_status nst;
-	if (check_name("CreateSnapshot", "name", req->name, &nst))
-		return fail_st(ctx, &nst);
-	if (empty(req->source_volume_id))
+	if (lp_check_name("CreateSnapshot", "name", req->name, &nst))
+		return lp_fail_call(ctx, &nst);
+	if (lp_empty(req->source_volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "snapshot %s: source_volume_id is missing", req->name);
 	for (size_t i = 0; i < req->n_parameters; i++)
@@ -1228,7 +849,7 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 					    "volume %s",
 					    req->name, id, s->source_volume, req->source_volume_id);
 	} else if (st.code != LP_NOT_FOUND) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	} else if (lp_volume_load(d->pool, req->source_volume_id, &v, &st)) {
 		ret = csi_ctx_error(ctx, st.code, "snapshot %s: source %s", req->name, st.msg);
 	} else {
@@ -1243,7 +864,7 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 		int r = lp_snapshot_create(d->pool, s, img, &st);
 		thaw_volume(d, frozen, id);
 		if (r)
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 		else
 			KLOG_I("Created snapshot snapshot=%s name=%s volume=%s", LOGQ(id),
 			       LOGQ(req->name), LOGQ(v->id));
@@ -1265,7 +886,7 @@ static int delete_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 	(void)resp;
 	struct lp_driver *d = arg;
 	const Csi__V1__DeleteSnapshotRequest *req = (const Csi__V1__DeleteSnapshotRequest *)reqm;
-	if (empty(req->snapshot_id))
+	if (lp_empty(req->snapshot_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "DeleteSnapshot: snapshot_id is missing");
 	char key[200];
@@ -1277,7 +898,7 @@ static int delete_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 	struct lp_status st;
 	int ret = 0;
 	if (lp_snapshot_delete(d->pool, req->snapshot_id, &st))
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	lp_inflight_end(d->inflight, key);
 	return ret;
 }
@@ -1294,7 +915,7 @@ static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 				     "ListSnapshots: negative max_entries");
 	int64_t tc = INT64_MIN;
 	const char *tid = "";
-	if (!empty(req->starting_token) && parse_token(req->starting_token, &tc, &tid))
+	if (!lp_empty(req->starting_token) && lp_parse_token(req->starting_token, &tc, &tid))
 		return csi_ctx_error(ctx, LP_ABORTED, "ListSnapshots: invalid starting_token %s",
 				     req->starting_token);
 	struct lp_status st;
@@ -1302,17 +923,17 @@ static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 	int64_t *created;
 	size_t n;
 	if (lp_snapshot_list(d->pool, &ids, &created, &n, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	size_t count = 0, last = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!after_token(created[i], ids[i], tc, tid))
+		if (!lp_after_token(created[i], ids[i], tc, tid))
 			continue;
-		if (!empty(req->snapshot_id) && strcmp(ids[i], req->snapshot_id) != 0)
+		if (!lp_empty(req->snapshot_id) && strcmp(ids[i], req->snapshot_id) != 0)
 			continue;
 		struct lp_snapshot *s;
 		if (lp_snapshot_load(d->pool, ids[i], &s, NULL))
 			continue;
-		if (!empty(req->source_volume_id) &&
+		if (!lp_empty(req->source_volume_id) &&
 		    strcmp(s->source_volume, req->source_volume_id) != 0) {
 			lp_snapshot_free(s);
 			continue;
@@ -1334,34 +955,6 @@ static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 	lp_free_strings(ids, n);
 	free(created);
 	return 0;
-}
-
-/* ---- Node ---- */
-
-/*
- * The path as mountinfo shows it: symlinks resolved. A path that does not exist yet keeps its
- * last component under its resolved parent. Returns a malloc'd string.
- */
-static char *canon(const char *path)
-{
-	char *r = realpath(path, NULL);
-	if (r)
-		return r;
-	char *copy = xstrdup(path);
-	char *slash = strrchr(copy, '/');
-	if (slash && slash != copy) {
-		*slash = '\0';
-		char *parent = realpath(copy, NULL);
-		if (parent) {
-			struct strbuf sb = STRBUF_INIT;
-			strbuf_addf(&sb, "%s/%s", parent, slash + 1);
-			free(parent);
-			free(copy);
-			return strbuf_detach(&sb, NULL);
-		}
-	}
-	free(copy);
-	return xstrdup(path);
 }
 
 static int mkdir_parents(const char *path)
@@ -1513,7 +1106,7 @@ static int stage_repeat_check(const struct lp_volume *v, const struct lp_stage *
 	if (old->mode != want->mode)
 		return lp_fail(st, LP_ALREADY_EXISTS,
 			       "volume %s is already staged at %s with access mode %s, not %s",
-			       v->id, old->path, mode_name(old->mode), mode_name(want->mode));
+			       v->id, old->path, lp_mode_name(old->mode), lp_mode_name(want->mode));
 	return 0;
 }
 
@@ -1523,31 +1116,31 @@ static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	(void)resp;
 	struct lp_driver *d = arg;
 	const Csi__V1__NodeStageVolumeRequest *req = (const Csi__V1__NodeStageVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "NodeStageVolume: volume_id is missing");
-	if (empty(req->staging_target_path))
+	if (lp_empty(req->staging_target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "volume %s: staging_target_path is missing", req->volume_id);
 	struct lp_status st;
 	struct capset cs;
 	char what[300];
 	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
-	if (check_cap(d, what, req->volume_capability, &cs, &st))
-		return fail_st(ctx, &st);
+	if (lp_check_cap(d, what, req->volume_capability, &cs, &st))
+		return lp_fail_call(ctx, &st);
 	char key[200];
-	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'n', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	int ret = 0;
 	struct lp_volume *v = NULL;
 	struct lp_stage *old = NULL, want = { 0 };
 	bool recorded = false;
-	char *img = NULL, *dev = NULL, *staging = canon(req->staging_target_path);
+	char *img = NULL, *dev = NULL, *staging = lp_canon_path(req->staging_target_path);
 	/* the pool lock orders this against ControllerUnpublishVolume: the attachment is checked
 	 * and the stage recorded at once, so an unpublish sees either no attachment or the record */
 	lp_pool_lock(d->pool);
-	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || caps_fit_volume(v, &cs, &st)) {
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || lp_caps_fit_volume(v, &cs, &st)) {
 		lp_pool_unlock(d->pool);
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	struct lp_attachment *att = lp_volume_attachment(v, d->cfg.nodeid);
@@ -1563,8 +1156,8 @@ static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	const VolCap *cap = req->volume_capability;
 	/* mount and block share a oneof: cap->mount means something only for mount access */
 	const char *fstype = cs.block					  ? ""
-			     : cap->mount && !empty(cap->mount->fs_type) ? cs.fstype
-			     : !empty(v->fstype)			  ? v->fstype
+			     : cap->mount && !lp_empty(cap->mount->fs_type) ? cs.fstype
+			     : !lp_empty(v->fstype)			  ? v->fstype
 									  : cs.fstype;
 	stage_wanted(cap, &cs, fstype, staging, &want);
 	img = lp_volume_image(d->pool, v->id);
@@ -1575,23 +1168,23 @@ static int node_stage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	if (lp_stage_load(d->pool, d->cfg.nodeid, v->id, &old) && had &&
 	    stage_repeat_check(v, old, &want, &st)) {
 		lp_pool_unlock(d->pool);
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	bool fresh = !old || !had;
 	if (fresh && lp_stage_save(d->pool, d->cfg.nodeid, v->id, &want, &st)) {
 		lp_pool_unlock(d->pool);
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	recorded = fresh;
 	lp_pool_unlock(d->pool);
 	if (lp_loop_attach(v->id, img, readonly, &dev, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	if (!cs.block && stage_mount(d, v, dev, staging, fstype, cap, readonly, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		/* leave nothing behind that the CO does not know about */
 		if (!had)
 			lp_loop_detach(v->id, dev, NULL);
@@ -1614,48 +1207,6 @@ out:
 	return ret;
 }
 
-/*
- * What is mounted at path, judged against this volume's loop device dev (NULL when the volume
- * has none on this node): 1 this volume's (its device mounted there, or a bind mount of its
- * device node, how block volumes are published), 0 nothing, -1 something this driver did not
- * make for the volume (or mountinfo unreadable). Node calls act on a path only when it is 1.
- */
-static int mount_is_volumes(const char *path, const char *dev)
-{
-	struct lp_mount m;
-	int r = lp_mount_find(path, &m);
-	if (r != 1)
-		return r < 0 ? -1 : 0;
-	unsigned ma, mi;
-	bool ours = false;
-	if (dev && lp_blockdev_numbers(dev, &ma, &mi) == 0) {
-		struct stat devfs;
-		const char *base = strrchr(dev, '/');
-		ours = (m.major == ma && m.minor == mi) ||
-		       (base && stat("/dev", &devfs) == 0 && m.major == major(devfs.st_dev) &&
-			m.minor == minor(devfs.st_dev) && strcmp(m.root, base) == 0);
-	}
-	lp_mount_release(&m);
-	return ours ? 1 : -1;
-}
-
-/* NOT_FOUND unless the pool knows the volume; a symlinked path is refused, never followed. */
-static int node_target_check(struct csi_call_ctx *ctx, struct lp_driver *d, const char *id,
-			     const char *path, const char *field)
-{
-	struct lp_status st;
-	struct lp_volume *v = NULL;
-	struct stat ls;
-	if (!lp_id_valid(id) || lp_volume_load(d->pool, id, &v, &st))
-		return csi_ctx_error(ctx, LP_NOT_FOUND, "volume %s does not exist; %s left as it is",
-				     id, field);
-	lp_volume_free(v);
-	if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
-		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: %s %s is a symbolic link; "
-				     "it is never followed", id, field, path);
-	return 0;
-}
-
 static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			ProtobufCMessage *resp, void *arg)
 {
@@ -1663,22 +1214,22 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_driver *d = arg;
 	const Csi__V1__NodeUnstageVolumeRequest *req =
 		(const Csi__V1__NodeUnstageVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "NodeUnstageVolume: volume_id is missing");
-	if (empty(req->staging_target_path))
+	if (lp_empty(req->staging_target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "volume %s: staging_target_path is missing", req->volume_id);
-	int bad = node_target_check(ctx, d, req->volume_id, req->staging_target_path,
-				    "staging_target_path");
+	int bad = lp_check_node_target(ctx, d, req->volume_id, req->staging_target_path,
+				       "staging_target_path");
 	if (bad)
 		return bad;
 	char key[200];
-	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'n', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	struct lp_status st;
 	int ret = 0;
-	char *staging = canon(req->staging_target_path);
+	char *staging = lp_canon_path(req->staging_target_path);
 	char *img = lp_volume_image(d->pool, req->volume_id), *dev = NULL;
 	int users = 0;
 	if (lp_loop_find(img, &dev) == 1) {
@@ -1702,7 +1253,7 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			users += binds > 0 ? binds : 0;
 		}
 	}
-	int here = mount_is_volumes(staging, dev);
+	int here = lp_target_is_volumes(staging, dev);
 	struct lp_stage *rec = NULL;
 	lp_stage_load(d->pool, d->cfg.nodeid, req->volume_id, &rec);
 	if (rec && dev && strcmp(rec->path, staging) != 0)
@@ -1719,14 +1270,14 @@ static int node_unstage(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 				    "volume %s: %s holds a mount this driver did not make for the "
 				    "volume; left as it is", req->volume_id, staging);
 	else if (here > 0 && lp_umount(req->volume_id, staging, &st))
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	else if (dev && lp_loop_detach(req->volume_id, dev, &st))
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	else if (dev)
 		KLOG_I("Unstaged volume volume=%s device=%s", LOGQ(req->volume_id), LOGQ(dev));
 	/* only once nothing of the stage is left may the controller detach and delete */
 	if (!ret && lp_stage_clear(d->pool, d->cfg.nodeid, req->volume_id, &st))
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	lp_stage_free(rec);
 	free(dev);
 	free(img);
@@ -1756,33 +1307,33 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_driver *d = arg;
 	const Csi__V1__NodePublishVolumeRequest *req =
 		(const Csi__V1__NodePublishVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "NodePublishVolume: volume_id is missing");
-	if (empty(req->target_path))
+	if (lp_empty(req->target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: target_path is missing",
 				     req->volume_id);
 	struct lp_status st;
 	struct capset cs;
 	char what[300];
 	snprintf(what, sizeof(what), "volume %.200s", req->volume_id);
-	if (check_cap(d, what, req->volume_capability, &cs, &st))
-		return fail_st(ctx, &st);
-	if (empty(req->staging_target_path))
+	if (lp_check_cap(d, what, req->volume_capability, &cs, &st))
+		return lp_fail_call(ctx, &st);
+	if (lp_empty(req->staging_target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "volume %s: staging_target_path is missing (this driver "
 				     "stages volumes)",
 				     req->volume_id);
 	char key[200];
-	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'n', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	int ret = 0;
 	struct lp_volume *v = NULL;
 	char *img = NULL, *dev = NULL;
-	char *target = canon(req->target_path), *staging = canon(req->staging_target_path);
-	bool ro = req->readonly || mode_readonly(cs.mode);
-	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || caps_fit_volume(v, &cs, &st)) {
-		ret = fail_st(ctx, &st);
+	char *target = lp_canon_path(req->target_path), *staging = lp_canon_path(req->staging_target_path);
+	bool ro = req->readonly || lp_mode_readonly(cs.mode);
+	if (lp_volume_load(d->pool, req->volume_id, &v, &st) || lp_caps_fit_volume(v, &cs, &st)) {
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	img = lp_volume_image(d->pool, v->id);
@@ -1821,7 +1372,7 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		}
 		close(fd);
 		if (lp_mount_bind(v->id, dev, target, ro, &st)) {
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 			goto out;
 		}
 	} else {
@@ -1851,7 +1402,7 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			goto out;
 		}
 		if (lp_mount_bind(v->id, staging, target, ro, &st)) {
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 			goto out;
 		}
 	}
@@ -1873,31 +1424,31 @@ static int node_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 	struct lp_driver *d = arg;
 	const Csi__V1__NodeUnpublishVolumeRequest *req =
 		(const Csi__V1__NodeUnpublishVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "NodeUnpublishVolume: volume_id is missing");
-	if (empty(req->target_path))
+	if (lp_empty(req->target_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: target_path is missing",
 				     req->volume_id);
-	int bad = node_target_check(ctx, d, req->volume_id, req->target_path, "target_path");
+	int bad = lp_check_node_target(ctx, d, req->volume_id, req->target_path, "target_path");
 	if (bad)
 		return bad;
 	char key[200];
-	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key)))
-		return busy(ctx, req->volume_id);
+	if (!lp_op_begin(d, 'n', req->volume_id, key, sizeof(key)))
+		return lp_op_busy(ctx, req->volume_id);
 	struct lp_status st;
 	int ret = 0;
-	char *target = canon(req->target_path);
+	char *target = lp_canon_path(req->target_path);
 	char *img = lp_volume_image(d->pool, req->volume_id), *dev = NULL;
 	lp_loop_find(img, &dev);
-	int here = mount_is_volumes(target, dev);
+	int here = lp_target_is_volumes(target, dev);
 	struct stat ts;
 	if (here < 0) {
 		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 				    "volume %s: %s holds a mount this driver did not make for the "
 				    "volume; left as it is", req->volume_id, target);
 	} else if (here > 0 && lp_umount(req->volume_id, target, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 	} else if (lstat(target, &ts) == 0 && (S_ISDIR(ts.st_mode) ? rmdir(target)
 				: S_ISREG(ts.st_mode) && ts.st_size == 0 ? unlink(target) : 0) < 0 &&
 		   errno != ENOENT && errno != ENOTEMPTY) {
@@ -1932,20 +1483,20 @@ static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessag
 	struct lp_driver *d = arg;
 	const Csi__V1__NodeGetVolumeStatsRequest *req =
 		(const Csi__V1__NodeGetVolumeStatsRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "NodeGetVolumeStats: volume_id is missing");
-	if (empty(req->volume_path))
+	if (lp_empty(req->volume_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: volume_path is missing",
 				     req->volume_id);
 	struct lp_status st;
 	struct lp_volume *v;
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	int ret = 0;
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	Csi__V1__NodeGetVolumeStatsResponse *r = (Csi__V1__NodeGetVolumeStatsResponse *)resp;
-	char *path = canon(req->volume_path);
+	char *path = lp_canon_path(req->volume_path);
 	struct stat sb;
 	struct statvfs sv;
 	struct lp_mount m;
@@ -1961,8 +1512,8 @@ static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessag
 		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__BYTES, size < 0 ? v->size : size,
 			  0, 0);
 		r->volume_condition = mounted > 0 && size >= 0
-			? condition(a, false, "volume is healthy")
-			: condition(a, true, "the volume's device is not published at this path");
+			? lp_csi_condition(a, false, "volume is healthy")
+			: lp_csi_condition(a, true, "the volume's device is not published at this path");
 		free(img);
 		free(dev);
 	} else if (statvfs(path, &sv) < 0) {
@@ -1975,8 +1526,8 @@ static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessag
 		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__INODES, (int64_t)sv.f_files,
 			  (int64_t)(sv.f_files - sv.f_ffree), (int64_t)sv.f_favail);
 		r->volume_condition =
-			mounted > 0 ? condition(a, false, "volume is healthy")
-				    : condition(a, true, "the volume is not mounted at this path");
+			mounted > 0 ? lp_csi_condition(a, false, "volume is healthy")
+				    : lp_csi_condition(a, true, "the volume is not mounted at this path");
 	}
 	free(path);
 	lp_volume_free(v);
@@ -1988,23 +1539,23 @@ static int node_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 {
 	struct lp_driver *d = arg;
 	const Csi__V1__NodeExpandVolumeRequest *req = (const Csi__V1__NodeExpandVolumeRequest *)reqm;
-	if (empty(req->volume_id))
+	if (lp_empty(req->volume_id))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 				     "NodeExpandVolume: volume_id is missing");
-	if (empty(req->volume_path))
+	if (lp_empty(req->volume_path))
 		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "volume %s: volume_path is missing",
 				     req->volume_id);
 	struct lp_status st;
 	struct lp_volume *v;
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st))
-		return fail_st(ctx, &st);
+		return lp_fail_call(ctx, &st);
 	char key[200];
-	if (!begin_op(d, 'n', req->volume_id, key, sizeof(key))) {
+	if (!lp_op_begin(d, 'n', req->volume_id, key, sizeof(key))) {
 		lp_volume_free(v);
-		return busy(ctx, req->volume_id);
+		return lp_op_busy(ctx, req->volume_id);
 	}
 	int ret = 0;
-	char *path = canon(req->volume_path);
+	char *path = lp_canon_path(req->volume_path);
 	char *img = lp_volume_image(d->pool, v->id), *dev = NULL;
 	struct stat sb;
 	if (stat(path, &sb) < 0) {
@@ -2018,7 +1569,7 @@ static int node_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		goto out;
 	}
 	if (lp_loop_refresh_size(v->id, dev, &st)) {
-		ret = fail_st(ctx, &st);
+		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}
 	int64_t size = lp_blockdev_size(dev);
@@ -2033,7 +1584,7 @@ static int node_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		/* ext4 already as large as the device: nothing to do (a repeated call) */
 		if ((fs < 0 || size - fs >= MiB) &&
 		    lp_fs_grow(v->id, dev, path, m.fstype, &st))
-			ret = fail_st(ctx, &st);
+			ret = lp_fail_call(ctx, &st);
 		lp_mount_release(&m);
 		if (ret)
 			goto out;
@@ -2058,7 +1609,7 @@ static int node_get_info(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
 	Csi__V1__NodeGetInfoResponse *r = (Csi__V1__NodeGetInfoResponse *)resp;
 	r->node_id = (char *)d->cfg.nodeid;
 	r->max_volumes_per_node = d->cfg.attach_limit > 0 ? d->cfg.attach_limit : 0;
-	r->accessible_topology = topology(csi_ctx_arena(ctx), d);
+	r->accessible_topology = lp_csi_topology(csi_ctx_arena(ctx), d);
 	return 0;
 }
 
@@ -2085,8 +1636,6 @@ static int node_get_capabilities(struct csi_call_ctx *ctx, const ProtobufCMessag
 	}
 	return 0;
 }
-
-/* ---- life cycle ---- */
 
 struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *st)
 {
@@ -2122,7 +1671,7 @@ struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *s
 	d->pool = pool;
 	d->inflight = lp_inflight_new();
 	if (node)
-		recover_node(d);
+		lp_node_recover(d);
 	return d;
 }
 
