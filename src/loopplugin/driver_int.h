@@ -43,6 +43,10 @@ struct capset {
 	int mode;           /* the first capability's access mode */
 };
 
+/* ---- registration: each service file registers its own handlers on s ---- */
+
+void lp_register_identity(struct lp_driver *d, struct csi_server *s);
+
 /*
  * What a node service killed at any point left set on its system, undone at its start
  * (snapshots.c): filesystems frozen for a snapshot are thawed, and stage records whose volume
