@@ -49,6 +49,9 @@ void lp_register_identity(struct lp_driver *d, struct csi_server *s);
 void lp_register_controller_volumes(struct lp_driver *d, struct csi_server *s);
 void lp_register_controller_publish(struct lp_driver *d, struct csi_server *s);
 void lp_register_snapshots(struct lp_driver *d, struct csi_server *s);
+void lp_register_node_stage(struct lp_driver *d, struct csi_server *s);
+void lp_register_node_publish(struct lp_driver *d, struct csi_server *s);
+void lp_register_node(struct lp_driver *d, struct csi_server *s);
 
 /*
  * What a node service killed at any point left set on its system, undone at its start
