@@ -4,34 +4,22 @@
  * volumes, not millions, and reading is what keeps a shared pool consistent between processes.
  */
 #include "loopplugin/pool.h"
+#include "loopplugin/pool_int.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
-#include <linux/fs.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/strbuf.h"
 #include "base/xalloc.h"
 
-struct lp_pool {
-	char *dir;
-	pthread_mutex_t mu;
-	int lockfd;
-};
-
-/* ---- paths and IDs ---- */
-
-static char *path_of(const struct lp_pool *p, const char *sub, const char *id, const char *ext)
+char *lp_pool_path(const struct lp_pool *p, const char *sub, const char *id, const char *ext)
 {
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_addf(&sb, "%s/%s/%s%s", p->dir, sub, id, ext);
@@ -40,12 +28,12 @@ static char *path_of(const struct lp_pool *p, const char *sub, const char *id, c
 
 char *lp_volume_image(const struct lp_pool *p, const char *id)
 {
-	return path_of(p, "volumes", id, ".img");
+	return lp_pool_path(p, "volumes", id, ".img");
 }
 
 char *lp_snapshot_image(const struct lp_pool *p, const char *id)
 {
-	return path_of(p, "snapshots", id, ".img");
+	return lp_pool_path(p, "snapshots", id, ".img");
 }
 
 static char *id_for(const char *prefix, const char *name)
@@ -78,156 +66,21 @@ bool lp_id_valid(const char *id)
 	return true;
 }
 
-/* ---- files ---- */
-
-static int fsync_dir(const char *file)
-{
-	char *dir = xstrdup(file);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(dir);
-	if (fd < 0)
-		return -1;
-	int r = fsync(fd);
-	close(fd);
-	return r;
-}
-
-/*
- * Opens a temporary file for writing, holding an exclusive flock() on it for as long as the fd
- * is open. That lock is how lp_pool_recover() in another process (a controller starting while
- * a node registers, or a standby controller) tells a file being written from a crash's
- * leftover: the kernel drops the lock when its holder dies, even by kill -9.
- * Returns the fd (truncated to 0) or -1 with errno.
- */
-static int open_locked(const char *path)
-{
-	for (int attempt = 0; attempt < 3; attempt++) {
-		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return -1;
-		struct stat a, b;
-		/* the sweeper may have removed the file between our open and our lock */
-		if (flock(fd, LOCK_EX) == 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
-		    a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
-			if (ftruncate(fd, 0) == 0)
-				return fd;
-			int e = errno;
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		close(fd);
-	}
-	errno = EAGAIN;
-	return -1;
-}
-
-/* Writes data to path atomically; returns 0 or an errno. */
-static int write_atomic(const char *path, const char *data, size_t len)
-{
-	struct strbuf tmp = STRBUF_INIT;
-	strbuf_addf(&tmp, "%s.tmp", path);
-	int fd = open_locked(tmp.buf);
-	int err = 0;
-	if (fd < 0) {
-		err = errno;
-		goto out;
-	}
-	for (size_t off = 0; off < len; ) {
-		ssize_t n = write(fd, data + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = errno;
-			break;
-		}
-		off += (size_t)n;
-	}
-	if (!err && fsync(fd) < 0)
-		err = errno;
-	if (!err && rename(tmp.buf, path) < 0)
-		err = errno;
-	if (err)
-		unlink(tmp.buf);
-	else
-		fsync_dir(path);
-	close(fd); /* drops the lock only once the file has its final name */
-out:
-	strbuf_release(&tmp);
-	return err;
-}
-
-static int save_json(const char *path, json_t *j)
-{
-	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	if (!s)
-		return ENOMEM;
-	int err = write_atomic(path, s, strlen(s));
-	free(s);
-	return err;
-}
-
-/* Loads path; NULL with *enoent set when it does not exist. */
-static json_t *load_json(const char *path, bool *enoent, char *why, size_t whylen)
-{
-	*enoent = false;
-	json_error_t je;
-	json_t *j = json_load_file(path, 0, &je);
-	if (!j) {
-		if (access(path, F_OK) < 0 && errno == ENOENT)
-			*enoent = true;
-		snprintf(why, whylen, "%.96s (line %d)", je.text, je.line); /* json_error_t.text is 160 */
-	}
-	return j;
-}
-
-static char *jstr(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	return xstrdup(s ? s : "");
-}
-
-static int64_t jint(json_t *o, const char *key)
-{
-	return (int64_t)json_integer_value(json_object_get(o, key));
-}
-
-/* ---- life cycle ---- */
-
-static int mkdir_p(const char *dir)
-{
-	char *d = xstrdup(dir);
-	for (char *s = d + 1; *s; s++) {
-		if (*s == '/') {
-			*s = '\0';
-			mkdir(d, 0755);
-			*s = '/';
-		}
-	}
-	int r = mkdir(d, 0755);
-	int e = errno;
-	free(d);
-	return (r < 0 && e != EEXIST) ? e : 0;
-}
-
 struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st)
 {
 	char sub[4096];
-	int err = mkdir_p(dir);
+	int err = lp_mkdir_p(dir);
 	if (!err) {
 		snprintf(sub, sizeof(sub), "%s/volumes", dir);
-		err = mkdir_p(sub);
+		err = lp_mkdir_p(sub);
 	}
 	if (!err) {
 		snprintf(sub, sizeof(sub), "%s/snapshots", dir);
-		err = mkdir_p(sub);
+		err = lp_mkdir_p(sub);
 	}
 	if (!err) {
 		snprintf(sub, sizeof(sub), "%s/nodes", dir);
-		err = mkdir_p(sub);
+		err = lp_mkdir_p(sub);
 	}
 	char *real = err ? NULL : realpath(dir, NULL);
 	if (!real) {
@@ -274,15 +127,7 @@ void lp_pool_unlock(struct lp_pool *p)
 	pthread_mutex_unlock(&p->mu);
 }
 
-static bool has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 /* Removes *.tmp and images without metadata from one folder; returns how many. */
-static int reconcile_names(struct lp_pool *p);
-
 static int sweep(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -293,8 +138,8 @@ static int sweep(const char *dir)
 	while ((de = readdir(d))) {
 		char path[4400];
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		bool tmp = has_suffix(de->d_name, ".tmp");
-		bool img = has_suffix(de->d_name, ".img");
+		bool tmp = lp_has_suffix(de->d_name, ".tmp");
+		bool img = lp_has_suffix(de->d_name, ".img");
 		if (!tmp && !img)
 			continue;
 		char meta[4400];
@@ -324,7 +169,7 @@ int lp_pool_recover(struct lp_pool *p, struct lp_status *st)
 	n += sweep(dir);
 	snprintf(dir, sizeof(dir), "%s/nodes", p->dir);
 	n += sweep(dir);
-	n += reconcile_names(p);
+	n += lp_pool_reconcile_names(p);
 	lp_pool_unlock(p);
 	lp_status_ok(st);
 	return n;
@@ -348,24 +193,16 @@ int64_t lp_pool_free_bytes(struct lp_pool *p)
 	return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
 }
 
-/* ---- nodes ---- */
-
-/* Node IDs are free text from the CO; they become file names only when they are safe ones. */
-static bool node_id_safe(const char *node)
-{
-	return lp_id_valid(node);
-}
-
 int lp_pool_node_register(struct lp_pool *p, const char *node, const char *zone,
 			  struct lp_status *st)
 {
-	if (!node_id_safe(node))
+	if (!lp_node_id_safe(node))
 		return lp_fail(st, LP_INVALID_ARGUMENT,
 			       "node id %s: only letters, digits, '-', '_' and '.' are allowed",
 			       node);
-	char *path = path_of(p, "nodes", node, ".json");
+	char *path = lp_pool_path(p, "nodes", node, ".json");
 	json_t *j = json_pack("{s:s, s:s}", "node", node, "zone", zone);
-	int err = save_json(path, j);
+	int err = lp_save_json(path, j);
 	json_decref(j);
 	free(path);
 	if (err)
@@ -376,114 +213,13 @@ int lp_pool_node_register(struct lp_pool *p, const char *node, const char *zone,
 
 bool lp_pool_node_exists(struct lp_pool *p, const char *node)
 {
-	if (!node_id_safe(node))
+	if (!lp_node_id_safe(node))
 		return false;
-	char *path = path_of(p, "nodes", node, ".json");
+	char *path = lp_pool_path(p, "nodes", node, ".json");
 	bool ok = access(path, F_OK) == 0;
 	free(path);
 	return ok;
 }
-
-/* ---- images ---- */
-
-/* Copies the data extents of src into dst (same offsets); holes stay holes. */
-static int copy_extents(int src, int dst, int64_t size)
-{
-	off_t pos = 0;
-	while (pos < size) {
-		off_t data = lseek(src, pos, SEEK_DATA);
-		if (data < 0)
-			return errno == ENXIO ? 0 : errno;
-		off_t hole = lseek(src, data, SEEK_HOLE);
-		if (hole < 0)
-			return errno;
-		loff_t in = data, out = data;
-		while (in < hole) {
-			ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return errno;
-			if (n == 0)
-				break;
-		}
-		pos = hole;
-	}
-	return 0;
-}
-
-/*
- * Builds an image at path (through path.tmp): a copy of src (if any), then sized to size and,
- * when thick, fully allocated. Returns 0 or an errno.
- */
-static int build_image(const char *path, const char *src, int64_t size, bool thick,
-		       int *locked_fd)
-{
-	struct strbuf tmp = STRBUF_INIT;
-	strbuf_addf(&tmp, "%s.tmp", path);
-	int err = 0, sfd = -1;
-	int fd = open_locked(tmp.buf);
-	if (fd < 0) {
-		err = errno;
-		goto out;
-	}
-	if (src) {
-		sfd = open(src, O_RDONLY | O_CLOEXEC);
-		struct stat sb;
-		if (sfd < 0 || fstat(sfd, &sb) < 0) {
-			err = errno;
-			goto out;
-		}
-		if (ioctl(fd, FICLONE, sfd) < 0) {
-			/* no reflink here: copy what holds data */
-			if (ftruncate(fd, sb.st_size) < 0)
-				err = errno;
-			if (!err)
-				err = copy_extents(sfd, fd, sb.st_size);
-		}
-		if (err)
-			goto out;
-	}
-	if (ftruncate(fd, size) < 0) {
-		err = errno;
-		goto out;
-	}
-	if (thick) {
-		int r = posix_fallocate(fd, 0, size);
-		if (r) {
-			err = r;
-			goto out;
-		}
-	}
-	if (fsync(fd) < 0)
-		err = errno;
-	if (!err && rename(tmp.buf, path) < 0)
-		err = errno;
-	if (!err)
-		fsync_dir(path);
-out:
-	if (sfd >= 0)
-		close(sfd);
-	if (err)
-		unlink(tmp.buf);
-	if (fd >= 0 && (err || !locked_fd))
-		close(fd);
-	else if (fd >= 0)
-		*locked_fd = fd; /* still locked: the image is not committed until its metadata is */
-	strbuf_release(&tmp);
-	return err;
-}
-
-static enum lp_code code_for_errno(int err)
-{
-	if (err == ENOSPC || err == EDQUOT || err == EFBIG)
-		return LP_RESOURCE_EXHAUSTED;
-	if (err == ENOENT)
-		return LP_NOT_FOUND;
-	return LP_INTERNAL;
-}
-
-/* ---- volumes ---- */
 
 static json_t *volume_to_json(const struct lp_volume *v)
 {
@@ -503,23 +239,23 @@ static json_t *volume_to_json(const struct lp_volume *v)
 static struct lp_volume *volume_from_json(json_t *j)
 {
 	struct lp_volume *v = xcalloc(1, sizeof(*v));
-	v->id = jstr(j, "id");
-	v->name = jstr(j, "name");
-	v->size = jint(j, "size");
+	v->id = lp_jstr(j, "id");
+	v->name = lp_jstr(j, "name");
+	v->size = lp_jint(j, "size");
 	v->thick = json_is_true(json_object_get(j, "thick"));
 	v->block = json_is_true(json_object_get(j, "block"));
-	v->fstype = jstr(j, "fstype");
-	v->source_kind = jstr(j, "source_kind");
-	v->source_id = jstr(j, "source_id");
-	v->zone = jstr(j, "zone");
-	v->created_ns = jint(j, "created_ns");
+	v->fstype = lp_jstr(j, "fstype");
+	v->source_kind = lp_jstr(j, "source_kind");
+	v->source_id = lp_jstr(j, "source_id");
+	v->zone = lp_jstr(j, "zone");
+	v->created_ns = lp_jint(j, "created_ns");
 	json_t *att = json_object_get(j, "attachments");
 	size_t n = json_array_size(att);
 	v->att = n ? xcalloc(n, sizeof(*v->att)) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		json_t *a = json_array_get(att, i);
-		v->att[i].node = jstr(a, "node");
-		v->att[i].device = jstr(a, "device");
+		v->att[i].node = lp_jstr(a, "node");
+		v->att[i].device = lp_jstr(a, "device");
 		v->att[i].readonly = json_is_true(json_object_get(a, "readonly"));
 	}
 	v->natt = n;
@@ -550,10 +286,10 @@ int lp_volume_load(struct lp_pool *p, const char *id, struct lp_volume **out,
 	*out = NULL;
 	if (!lp_id_valid(id))
 		return lp_fail(st, LP_NOT_FOUND, "volume %s does not exist", id);
-	char *path = path_of(p, "volumes", id, ".json");
+	char *path = lp_pool_path(p, "volumes", id, ".json");
 	bool enoent;
 	char why[256];
-	json_t *j = load_json(path, &enoent, why, sizeof(why));
+	json_t *j = lp_load_json(path, &enoent, why, sizeof(why));
 	free(path);
 	if (!j)
 		return enoent ? lp_fail(st, LP_NOT_FOUND, "volume %s does not exist", id)
@@ -566,13 +302,13 @@ int lp_volume_load(struct lp_pool *p, const char *id, struct lp_volume **out,
 
 int lp_volume_save(struct lp_pool *p, const struct lp_volume *v, struct lp_status *st)
 {
-	char *path = path_of(p, "volumes", v->id, ".json");
+	char *path = lp_pool_path(p, "volumes", v->id, ".json");
 	json_t *j = volume_to_json(v);
-	int err = save_json(path, j);
+	int err = lp_save_json(path, j);
 	json_decref(j);
 	free(path);
 	if (err)
-		return lp_fail(st, code_for_errno(err), "volume %s: write metadata: %s", v->id,
+		return lp_fail(st, lp_code_for_errno(err), "volume %s: write metadata: %s", v->id,
 			       strerror(err));
 	return 0;
 }
@@ -591,42 +327,23 @@ int lp_volume_create(struct lp_pool *p, const struct lp_volume *v, const char *s
 			       v->name, (long long)v->size, (long long)lp_pool_free_bytes(p));
 	char *img = lp_volume_image(p, v->id);
 	int lock = -1;
-	int err = build_image(img, src_image, v->size, v->thick, &lock);
+	int err = lp_build_image(img, src_image, v->size, v->thick, &lock);
 	free(img);
 	if (err)
-		return lp_fail(st, code_for_errno(err), "volume %s (%s): create image: %s", v->id,
+		return lp_fail(st, lp_code_for_errno(err), "volume %s (%s): create image: %s", v->id,
 			       v->name, strerror(err));
 	int r = lp_volume_save(p, v, st);
 	close(lock);
 	return r;
 }
 
-static int remove_files(struct lp_pool *p, const char *sub, const char *id, const char *what,
-			struct lp_status *st)
-{
-	char *meta = path_of(p, sub, id, ".json");
-	char *img = path_of(p, sub, id, ".img");
-	int ret = 0;
-	if (unlink(meta) < 0 && errno != ENOENT)
-		ret = lp_fail(st, LP_INTERNAL, "%s %s: remove metadata: %s", what, id,
-			      strerror(errno));
-	else if (unlink(img) < 0 && errno != ENOENT)
-		ret = lp_fail(st, LP_INTERNAL, "%s %s: remove image: %s", what, id,
-			      strerror(errno));
-	else
-		fsync_dir(meta);
-	free(meta);
-	free(img);
-	return ret;
-}
-
 int lp_volume_delete(struct lp_pool *p, const char *id, struct lp_status *st)
 {
 	if (!lp_id_valid(id))
 		return 0;
-	int r = remove_files(p, "volumes", id, "volume", st);
+	int r = lp_pool_remove_files(p, "volumes", id, "volume", st);
 	if (r == 0) {
-		char *mark = path_of(p, "volumes", id, ".formatting");
+		char *mark = lp_pool_path(p, "volumes", id, ".formatting");
 		unlink(mark);
 		free(mark);
 	}
@@ -635,7 +352,7 @@ int lp_volume_delete(struct lp_pool *p, const char *id, struct lp_status *st)
 
 int lp_volume_mark_formatting(struct lp_pool *p, const char *id, bool on, struct lp_status *st)
 {
-	char *mark = path_of(p, "volumes", id, ".formatting");
+	char *mark = lp_pool_path(p, "volumes", id, ".formatting");
 	int err = 0;
 	if (on) {
 		int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -647,7 +364,7 @@ int lp_volume_mark_formatting(struct lp_pool *p, const char *id, bool on, struct
 		err = errno;
 	}
 	if (!err)
-		fsync_dir(mark);
+		lp_fsync_dir(mark);
 	free(mark);
 	if (err)
 		return lp_fail(st, LP_INTERNAL, "volume %s: %s the formatting mark: %s", id,
@@ -657,7 +374,7 @@ int lp_volume_mark_formatting(struct lp_pool *p, const char *id, bool on, struct
 
 bool lp_volume_formatting(struct lp_pool *p, const char *id)
 {
-	char *mark = path_of(p, "volumes", id, ".formatting");
+	char *mark = lp_pool_path(p, "volumes", id, ".formatting");
 	bool on = access(mark, F_OK) == 0;
 	free(mark);
 	return on;
@@ -685,7 +402,7 @@ int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
 		close(fd);
 	free(img);
 	if (err)
-		return lp_fail(st, code_for_errno(err), "volume %s: grow image to %lld bytes: %s",
+		return lp_fail(st, lp_code_for_errno(err), "volume %s: grow image to %lld bytes: %s",
 			       v->id, (long long)new_size, strerror(err));
 	int64_t old = v->size;
 	v->size = new_size;
@@ -695,88 +412,11 @@ int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
 	return r;
 }
 
-/* ---- listing ---- */
-
-struct entry {
-	char *id;
-	int64_t created;
-};
-
-static int entry_cmp(const void *a, const void *b)
-{
-	const struct entry *x = a, *y = b;
-	if (x->created != y->created)
-		return x->created < y->created ? -1 : 1;
-	return strcmp(x->id, y->id);
-}
-
-static int list_dir(struct lp_pool *p, const char *sub, char ***ids, int64_t **created,
-		    size_t *n, struct lp_status *st)
-{
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/%s", p->dir, sub);
-	*ids = NULL;
-	*n = 0;
-	if (created)
-		*created = NULL;
-	DIR *d = opendir(dir);
-	if (!d)
-		return lp_fail(st, LP_UNAVAILABLE, "pool %s: cannot list %s: %s", p->dir, sub,
-			       strerror(errno));
-	struct entry *e = NULL;
-	size_t len = 0, alloc = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!has_suffix(de->d_name, ".json"))
-			continue;
-		char path[4400];
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		bool enoent;
-		char why[128];
-		json_t *j = load_json(path, &enoent, why, sizeof(why));
-		if (!j)
-			continue; /* deleted meanwhile, or damaged: not listed */
-		if (len == alloc) {
-			alloc = alloc ? 2 * alloc : 32;
-			e = xrealloc(e, alloc * sizeof(*e));
-		}
-		e[len].id = xstrndup(de->d_name, strlen(de->d_name) - 5);
-		e[len].created = jint(j, "created_ns");
-		len++;
-		json_decref(j);
-	}
-	closedir(d);
-	if (len)
-		qsort(e, len, sizeof(*e), entry_cmp);
-	*ids = xcalloc(len + 1, sizeof(char *));
-	if (created)
-		*created = xcalloc(len + 1, sizeof(int64_t));
-	for (size_t i = 0; i < len; i++) {
-		(*ids)[i] = e[i].id;
-		if (created)
-			(*created)[i] = e[i].created;
-	}
-	free(e);
-	*n = len;
-	return 0;
-}
-
 int lp_volume_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
 		   struct lp_status *st)
 {
-	return list_dir(p, "volumes", ids, created, n, st);
+	return lp_pool_list_dir(p, "volumes", ids, created, n, st);
 }
-
-void lp_free_strings(char **v, size_t n)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* ---- attachments ---- */
 
 struct lp_attachment *lp_volume_attachment(const struct lp_volume *v, const char *node)
 {
@@ -857,7 +497,7 @@ static int take_name(const char *dir, const unsigned char *used, const char *vol
 			unlink(path);
 			return err;
 		}
-		fsync_dir(path);
+		lp_fsync_dir(path);
 		return 0;
 	}
 	return ENOSPC;
@@ -868,7 +508,7 @@ static void drop_name(const char *dir, const char *dev)
 	char path[4400];
 	snprintf(path, sizeof(path), "%s/%s", dir, dev);
 	if (unlink(path) == 0)
-		fsync_dir(path);
+		lp_fsync_dir(path);
 }
 
 int lp_volume_attach(struct lp_pool *p, struct lp_volume *v, const char *node, bool readonly,
@@ -878,7 +518,7 @@ int lp_volume_attach(struct lp_pool *p, struct lp_volume *v, const char *node, b
 	unsigned char *used = xcalloc((size_t)range, 1);
 	char *dir = att_dir(p, node);
 	char dev[16];
-	int ret = 0, err = mkdir_p(dir);
+	int ret = 0, err = lp_mkdir_p(dir);
 	int count = err ? -1 : names_in_use(dir, used);
 	if (count < 0)
 		ret = lp_fail(st, LP_INTERNAL, "volume %s: read device names of node %s: %s", v->id,
@@ -941,11 +581,7 @@ int lp_volume_detach(struct lp_pool *p, struct lp_volume *v, const char *node,
 	return 0;
 }
 
-/*
- * A crash between taking a device name and saving the volume's metadata leaves a name file no
- * metadata backs; removes those (the name would otherwise stay taken forever).
- */
-static int reconcile_names(struct lp_pool *p)
+int lp_pool_reconcile_names(struct lp_pool *p)
 {
 	char top[4200];
 	snprintf(top, sizeof(top), "%s/attachments", p->dir);
@@ -986,8 +622,6 @@ static int reconcile_names(struct lp_pool *p)
 	return removed;
 }
 
-/* ---- snapshots ---- */
-
 void lp_snapshot_free(struct lp_snapshot *s)
 {
 	if (!s)
@@ -1004,21 +638,21 @@ int lp_snapshot_load(struct lp_pool *p, const char *id, struct lp_snapshot **out
 	*out = NULL;
 	if (!lp_id_valid(id))
 		return lp_fail(st, LP_NOT_FOUND, "snapshot %s does not exist", id);
-	char *path = path_of(p, "snapshots", id, ".json");
+	char *path = lp_pool_path(p, "snapshots", id, ".json");
 	bool enoent;
 	char why[256];
-	json_t *j = load_json(path, &enoent, why, sizeof(why));
+	json_t *j = lp_load_json(path, &enoent, why, sizeof(why));
 	free(path);
 	if (!j)
 		return enoent ? lp_fail(st, LP_NOT_FOUND, "snapshot %s does not exist", id)
 			      : lp_fail(st, LP_INTERNAL, "snapshot %s: metadata unreadable: %s",
 					id, why);
 	struct lp_snapshot *s = xcalloc(1, sizeof(*s));
-	s->id = jstr(j, "id");
-	s->name = jstr(j, "name");
-	s->source_volume = jstr(j, "source_volume");
-	s->size = jint(j, "size");
-	s->created_ns = jint(j, "created_ns");
+	s->id = lp_jstr(j, "id");
+	s->name = lp_jstr(j, "name");
+	s->source_volume = lp_jstr(j, "source_volume");
+	s->size = lp_jint(j, "size");
+	s->created_ns = lp_jint(j, "created_ns");
 	json_decref(j);
 	*out = s;
 	return 0;
@@ -1029,21 +663,21 @@ int lp_snapshot_create(struct lp_pool *p, const struct lp_snapshot *s, const cha
 {
 	char *img = lp_snapshot_image(p, s->id);
 	int lock = -1;
-	int err = build_image(img, src_image, s->size, false, &lock);
+	int err = lp_build_image(img, src_image, s->size, false, &lock);
 	free(img);
 	if (err)
-		return lp_fail(st, code_for_errno(err), "snapshot %s (%s) of volume %s: %s", s->id,
+		return lp_fail(st, lp_code_for_errno(err), "snapshot %s (%s) of volume %s: %s", s->id,
 			       s->name, s->source_volume, strerror(err));
-	char *path = path_of(p, "snapshots", s->id, ".json");
+	char *path = lp_pool_path(p, "snapshots", s->id, ".json");
 	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", s->id, "name", s->name,
 			      "source_volume", s->source_volume, "size", (json_int_t)s->size,
 			      "created_ns", (json_int_t)s->created_ns);
-	err = save_json(path, j);
+	err = lp_save_json(path, j);
 	json_decref(j);
 	free(path);
 	close(lock);
 	if (err)
-		return lp_fail(st, code_for_errno(err), "snapshot %s: write metadata: %s", s->id,
+		return lp_fail(st, lp_code_for_errno(err), "snapshot %s: write metadata: %s", s->id,
 			       strerror(err));
 	return 0;
 }
@@ -1052,16 +686,14 @@ int lp_snapshot_delete(struct lp_pool *p, const char *id, struct lp_status *st)
 {
 	if (!lp_id_valid(id))
 		return 0;
-	return remove_files(p, "snapshots", id, "snapshot", st);
+	return lp_pool_remove_files(p, "snapshots", id, "snapshot", st);
 }
 
 int lp_snapshot_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
 		     struct lp_status *st)
 {
-	return list_dir(p, "snapshots", ids, created, n, st);
+	return lp_pool_list_dir(p, "snapshots", ids, created, n, st);
 }
-
-/* ---- node records: stages and freezes ---- */
 
 static char *record_dir(const struct lp_pool *p, const char *kind, const char *node)
 {
@@ -1081,32 +713,32 @@ static char *record_path(const struct lp_pool *p, const char *kind, const char *
 static int record_save(struct lp_pool *p, const char *kind, const char *node, const char *key,
 		       json_t *j, struct lp_status *st)
 {
-	if (!node_id_safe(node) || !lp_id_valid(key)) {
+	if (!lp_node_id_safe(node) || !lp_id_valid(key)) {
 		json_decref(j);
 		return lp_fail(st, LP_INVALID_ARGUMENT, "%s record %s/%s: not a valid name", kind,
 			       node, key);
 	}
 	char *dir = record_dir(p, kind, node), *path = record_path(p, kind, node, key);
-	int err = mkdir_p(dir);
+	int err = lp_mkdir_p(dir);
 	if (!err)
-		err = save_json(path, j);
+		err = lp_save_json(path, j);
 	json_decref(j);
 	free(dir);
 	free(path);
 	if (err)
-		return lp_fail(st, code_for_errno(err), "pool %s: write %s record of %s on node %s: %s",
+		return lp_fail(st, lp_code_for_errno(err), "pool %s: write %s record of %s on node %s: %s",
 			       p->dir, kind, key, node, strerror(err));
 	return 0;
 }
 
 static json_t *record_load(struct lp_pool *p, const char *kind, const char *node, const char *key)
 {
-	if (!node_id_safe(node) || !lp_id_valid(key))
+	if (!lp_node_id_safe(node) || !lp_id_valid(key))
 		return NULL;
 	char *path = record_path(p, kind, node, key);
 	bool enoent;
 	char why[128];
-	json_t *j = load_json(path, &enoent, why, sizeof(why));
+	json_t *j = lp_load_json(path, &enoent, why, sizeof(why));
 	free(path);
 	return j;
 }
@@ -1114,15 +746,15 @@ static json_t *record_load(struct lp_pool *p, const char *kind, const char *node
 static int record_clear(struct lp_pool *p, const char *kind, const char *node, const char *key,
 			struct lp_status *st)
 {
-	if (!node_id_safe(node) || !lp_id_valid(key))
+	if (!lp_node_id_safe(node) || !lp_id_valid(key))
 		return 0;
 	char *path = record_path(p, kind, node, key);
 	int r = 0;
 	if (unlink(path) < 0 && errno != ENOENT)
-		r = lp_fail(st, code_for_errno(errno), "pool %s: remove %s: %s", p->dir, path,
+		r = lp_fail(st, lp_code_for_errno(errno), "pool %s: remove %s: %s", p->dir, path,
 			    strerror(errno));
 	else
-		fsync_dir(path);
+		lp_fsync_dir(path);
 	free(path);
 	return r;
 }
@@ -1138,7 +770,7 @@ static void record_keys(const char *dir, char ***keys, size_t *n)
 	size_t alloc = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (has_suffix(de->d_name, ".json.tmp")) {
+		if (lp_has_suffix(de->d_name, ".json.tmp")) {
 			char path[4400];
 			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 			int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1148,7 +780,7 @@ static void record_keys(const char *dir, char ***keys, size_t *n)
 				close(fd);
 			continue;
 		}
-		if (!has_suffix(de->d_name, ".json"))
+		if (!lp_has_suffix(de->d_name, ".json"))
 			continue;
 		if (*n + 1 >= alloc) {
 			alloc = alloc ? 2 * alloc : 16;
@@ -1174,11 +806,11 @@ int lp_stage_load(struct lp_pool *p, const char *node, const char *id, struct lp
 	if (!j)
 		return 0;
 	struct lp_stage *s = xcalloc(1, sizeof(*s));
-	s->path = jstr(j, "path");
+	s->path = lp_jstr(j, "path");
 	s->block = json_is_true(json_object_get(j, "block"));
-	s->fstype = jstr(j, "fstype");
-	s->flags = jstr(j, "flags");
-	s->mode = (int)jint(j, "mode");
+	s->fstype = lp_jstr(j, "fstype");
+	s->flags = lp_jstr(j, "flags");
+	s->mode = (int)lp_jint(j, "mode");
 	json_decref(j);
 	*out = s;
 	return 1;
@@ -1201,7 +833,7 @@ int lp_stage_clear(struct lp_pool *p, const char *node, const char *id, struct l
 
 int lp_stage_list(struct lp_pool *p, const char *node, char ***ids, size_t *n)
 {
-	if (!node_id_safe(node)) {
+	if (!lp_node_id_safe(node)) {
 		*ids = NULL;
 		*n = 0;
 		return 0;
@@ -1224,7 +856,7 @@ int lp_stage_nodes(struct lp_pool *p, const char *id, char ***nodes, size_t *n)
 	size_t alloc = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (!node_id_safe(de->d_name))
+		if (!lp_node_id_safe(de->d_name))
 			continue;
 		char *path = record_path(p, "staged", de->d_name, id);
 		bool there = access(path, F_OK) == 0;
@@ -1255,8 +887,8 @@ int lp_freeze_load(struct lp_pool *p, const char *node, const char *key, char **
 	json_t *j = record_load(p, "frozen", node, key);
 	if (!j)
 		return 0;
-	*path = jstr(j, "path");
-	*dev = (uint64_t)jint(j, "dev");
+	*path = lp_jstr(j, "path");
+	*dev = (uint64_t)lp_jint(j, "dev");
 	json_decref(j);
 	return 1;
 }
@@ -1268,7 +900,7 @@ int lp_freeze_clear(struct lp_pool *p, const char *node, const char *key, struct
 
 int lp_freeze_list(struct lp_pool *p, const char *node, char ***keys, size_t *n)
 {
-	if (!node_id_safe(node)) {
+	if (!lp_node_id_safe(node)) {
 		*keys = NULL;
 		*n = 0;
 		return 0;
