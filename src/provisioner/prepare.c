@@ -178,8 +178,8 @@ static int check_claim(struct prov_ctrl *c, const struct kube_pvc *pvc, struct p
 	return 0;
 }
 
-Csi__V1__VolumeCapability *prov_volume_capability(struct csi_arena *a, unsigned mode_bit, bool block,
-						  bool snmw)
+Csi__V1__VolumeCapability *prov_volume_capability(struct csi_arena *a, unsigned mode_bit,
+						  bool block, bool snmw)
 {
 	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
 	cap->access_mode = csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);

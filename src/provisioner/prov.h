@@ -445,8 +445,8 @@ int prov_prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 Csi__V1__Topology *prov_csi_topology(struct csi_arena *a, const struct prov_term *t);
 /* One VolumeCapability for an access mode bit (enum kube_access_mode): block, or mount without
  * fsType and flags (the caller adds them). */
-Csi__V1__VolumeCapability *prov_volume_capability(struct csi_arena *a, unsigned mode_bit, bool block,
-						  bool snmw);
+Csi__V1__VolumeCapability *prov_volume_capability(struct csi_arena *a, unsigned mode_bit,
+						  bool block, bool snmw);
 
 /* Data sources (sources.c): check the source and set p->req's volume_content_source. */
 int prov_clone_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
