@@ -3,6 +3,7 @@
 # node_up N [FLAG...] a node: kcsi-loopplugin --mode node, its csi-node-driver-registrar and
 #                     kcsi-node (with FLAGs), laid out as `kcsi up` does under $T/nodes/N (PIDs
 #                     in NODE_PIDS[N:*])
+# controller_up       kcsi-loopplugin --mode controller on $T/lp.sock (pool $T/pool) and csi-attacher
 # kcsi_node_start N   (re)starts only kcsi-node for N, log in $T/nodes/N/kcsi-node.log
 # node_json N         the Node as JSON
 # csinode_driver N D  the CSINode entry of driver D on node N (empty when absent)
@@ -23,6 +24,11 @@ node_cleanup() {
 	att_cleanup
 }
 trap node_cleanup EXIT
+
+controller_up() {
+	lp_start n1 --mode controller
+	att_start attacher "$T/lp.sock"
+}
 
 kcsi_node_start() {
 	local n=$1 d=$T/nodes/$1

@@ -6,6 +6,7 @@
  */
 #include "check.h"
 #include "base/sha256.h"
+#include "kube/objects.h"
 #include "node/resize.h"
 #include "node/stats.h"
 
@@ -35,6 +36,45 @@ static void test_sha256_vectors(void)
 		sha256_hex(cases[i].in, strlen(cases[i].in), out);
 		CHECK_STR(out, cases[i].hex);
 	}
+}
+
+static struct kube_obj *pvc_of(const char *text)
+{
+	json_t *j = json_loads(text, 0, NULL);
+	char err[128];
+	struct kube_obj *o = kube_decode_json(&KUBE_KIND_PERSISTENTVOLUMECLAIM, j, err, sizeof(err));
+	json_decref(j);
+	return o;
+}
+
+/* The claim fields node expansion reads, as the resizer writes them (and when absent). */
+static void test_pvc_resize_fields(void)
+{
+	struct kube_obj *o = pvc_of(
+		"{\"metadata\":{\"name\":\"c1\",\"namespace\":\"default\"},\"status\":{"
+		"\"capacity\":{\"storage\":\"16Mi\"},\"allocatedResources\":{\"storage\":\"32Mi\"},"
+		"\"allocatedResourceStatuses\":{\"storage\":\"NodeResizePending\"},"
+		"\"conditions\":[{\"type\":\"Resizing\",\"status\":\"True\"},"
+		"{\"type\":\"FileSystemResizePending\",\"status\":\"True\"}]}}");
+	const struct kube_pvc *pvc = kube_pvc_of(o);
+	CHECK(pvc != NULL);
+	if (pvc) {
+		CHECK(pvc->fs_resize_pending);
+		CHECK_STR(pvc->resize_status, "NodeResizePending");
+		CHECK_INT(pvc->allocated, 32 * MiB);
+		CHECK_INT(pvc->capacity, 16 * MiB);
+	}
+	kube_obj_unref(o);
+	o = pvc_of("{\"metadata\":{\"name\":\"c2\",\"namespace\":\"default\"},\"status\":{"
+		   "\"conditions\":[{\"type\":\"FileSystemResizePending\",\"status\":\"False\"}]}}");
+	pvc = kube_pvc_of(o);
+	CHECK(pvc != NULL);
+	if (pvc) {
+		CHECK(!pvc->fs_resize_pending);
+		CHECK(pvc->resize_status == NULL);
+		CHECK_INT(pvc->allocated, -1);
+	}
+	kube_obj_unref(o);
 }
 
 /* Which claim needs the node, as the kubelet's expandVolumeDuringMount / node expander. */
@@ -250,6 +290,7 @@ static void test_volume_stats_render(void)
 int main(void)
 {
 	RUN(test_sha256_vectors);
+	RUN(test_pvc_resize_fields);
 	RUN(test_resize_decide);
 	RUN(test_resize_classify);
 	RUN(test_resize_patch);
