@@ -10,7 +10,8 @@
 #   - a block volume grows (blockdev --getsize64 on the publish path), older resizer's form;
 #   - offline: grown while no pod used it, expanded after NodeStage, before the next pod sees it;
 #   - /metrics has kubelet_volume_stats_* for the claim: capacity = the filesystem's size, used
-#     grows after writing a file, health 0;
+#     grows after writing a file, health 0; a mount lost behind kcsi-node's back makes it 1 and
+#     a VolumeConditionAbnormal event;
 #   - bad input: the condition without a larger PV makes no call; a driver error is an event and
 #     is retried (older resizer) or, infeasible, recorded as NodeResizeInfeasible and not retried.
 : "${KCSI_SRC:?}"
@@ -212,6 +213,12 @@ sleep 2
 [ "$(grep -c '^NodeExpandVolume' "$T/td.rec")" = "$n" ] || fail "an infeasible expansion was retried"
 claim_json ct | jq -e '.status.capacity.storage=="2Gi"' >/dev/null || fail "ct's capacity changed after a failed expansion"
 kill -0 "${NODE_PIDS[n1:node]}" || fail "kcsi-node died"
+
+# ---- volume health: p2's mount gone behind kcsi-node's back is abnormal (VOLUME_CONDITION) ----
+umount "$tgt2" || fail "cannot unmount p2's target"
+wait_for "VolumeConditionAbnormal on p2 with the driver's message" 10 pod_event p2 VolumeConditionAbnormal \
+	'Volume data: the volume is not mounted at this path'
+wait_for "health_status_abnormal 1 for c1" 5 metric_is kubelet_volume_stats_health_status_abnormal c1 1
 
 # ---- shutdown of the pods: nothing left mounted ----
 kc delete pod p2 pb pt --wait=false >/dev/null
