@@ -782,6 +782,16 @@ static int pvc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 		pvc_selector_text(jv_get(spec, "selector"), sel, sizeof(sel));
 		pvc->selector = pk_str(pk, sel);
 	}
+	/* kcsi-node */
+	size_t ci;
+	const jv_t *c;
+	jv_array_foreach(jv_get(st, "conditions"), ci, c) {
+		const char *type = jstr(c, "type"), *cs = jstr(c, "status");
+		if (type && cs && !strcmp(type, "FileSystemResizePending") && !strcmp(cs, "True"))
+			pvc->fs_resize_pending = true;
+	}
+	pvc->resize_status = kube_intern(jstr(jv_get(st, "allocatedResourceStatuses"), "storage"));
+	pvc->allocated = quantity_or(jv_get(st, "allocatedResources"), "storage");
 	return 0;
 }
 

@@ -199,6 +199,10 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	bool bound_by_controller; /* annotation pv.kubernetes.io/bound-by-controller present */
 	const char *selector;     /* spec.selector as label-selector text (kube/selector.h);
 				   * NULL when absent; "!" when it cannot be expressed */
+	/* kcsi-node (node expansion): */
+	bool fs_resize_pending;    /* status.conditions has FileSystemResizePending True */
+	const char *resize_status; /* status.allocatedResourceStatuses.storage (interned); NULL when absent */
+	int64_t allocated;         /* status.allocatedResources.storage; -1 when absent */
 };
 
 struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */

@@ -10,7 +10,11 @@
  *     topology labels, NotifyRegistrationStatus;
  *   - mounts and unmounts the CSI volumes of the pods bound to the node (volume manager), at
  *     the kubelet's paths, reporting Node.status.volumesInUse, and rebuilds its state from the
- *     root dir and the mount table after a restart.
+ *     root dir and the mount table after a restart;
+ *   - expands volumes on the node (NodeExpandVolume) when their claim asks for it, online for a
+ *     published volume and offline at the next stage, and records the claim's new capacity;
+ *   - polls NodeGetVolumeStats of published volumes and serves the kubelet_volume_stats_* gauges
+ *     on /metrics.
  *
  * The config's strings point into the flagset's memory.
  */
@@ -31,6 +35,7 @@ struct nd_config {
 	int64_t timeout_ns;         /* deadline of each CSI call */
 	int64_t status_update_ns;   /* --node-status-update-frequency */
 	int lease_duration_s;       /* --node-lease-duration-seconds */
+	int64_t stats_period_ns;    /* --volume-stats-agg-period; <= 0 disables volume stats */
 };
 
 void nd_register_flags(struct flagset *fs, struct nd_config *c);

@@ -1,5 +1,6 @@
 /*
- * node_int: what the parts of kcsi-node share (run.c, plugins.c, volumes.c). Not a public API.
+ * node_int: what the parts of kcsi-node share (run.c, plugins.c, volumes.c, expand.c, stats.c;
+ * resize.h holds expand.c's pure rules). Not a public API.
  *
  * Ownership: struct nd owns the client, recorder, informers and the driver table. A driver
  * entry is reference-counted: nd_driver_get() returns a counted reference (or NULL) that the
@@ -14,10 +15,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/strbuf.h"
 #include "csi/client.h"
+#include "csi/msg.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
+#include "kube/objects.h"
 #include "node/node.h"
 
 struct nd_driver {
@@ -27,7 +31,10 @@ struct nd_driver {
 	char *reg_socket;  /* the registration socket it came from */
 	char *node_id;
 	struct csi_conn *conn;
-	bool stage_unstage;
+	bool stage_unstage;    /* node capabilities (NodeGetCapabilities at registration) */
+	bool expand;           /* EXPAND_VOLUME */
+	bool volume_stats;     /* GET_VOLUME_STATS */
+	bool volume_condition; /* VOLUME_CONDITION */
 };
 
 #define ND_MAX_DRIVERS 64
@@ -42,6 +49,7 @@ struct nd {
 	int ndrivers;
 	atomic_int stop;
 	char *registry_dir; /* <root>/plugins_registry */
+	struct nd_stats *stats; /* the last volume stats, for /metrics (stats.c) */
 };
 
 /* plugins.c */
@@ -57,6 +65,44 @@ void nd_csinode_ensure(struct nd *nd);
 int nd_volumes_start(struct nd *nd);
 /* Stops the thread; -1 when it is stuck in a CSI call (the caller then exits at once). */
 int nd_volumes_stop(struct nd *nd);
+/* The volume capability the kubelet sends for a PV (access mode, block or mount + fsType). */
+Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv);
+/* A Warning (or Normal) Event on the pod (or any record), reason and message as given. */
+void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
+	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * expand.c: node expansion of one volume of one pod (resize.h decides). `done_size`,
+ * `failed_size`, `next_try` and `delay` are the caller's memory of this volume across passes.
+ * at_mount: just staged (offline expansion, volume_path = the staging path); otherwise the
+ * volume is published and volume_path is the pod's publish path.
+ * Returns 0 when the mount may go on (nothing to do, done, or a final answer), -1 when a
+ * retryable failure must hold it back (events and backoff done here).
+ */
+struct nd_expand {
+	const struct kube_pod *pod;
+	const struct kube_pv *pv;
+	const char *spec;                       /* the PV's name, in messages */
+	const char *volume_path, *staging_path; /* staging_path NULL when the driver does not stage */
+	bool readonly, at_mount;
+	int64_t *done_size, *failed_size, *next_try, *delay;
+};
+int nd_expand_volume(struct nd *nd, struct nd_driver *drv, struct nd_expand *x);
+
+/*
+ * stats.c: NodeGetVolumeStats for the published volumes of the pods, every
+ * --volume-stats-agg-period, kept for /metrics as the kubelet_volume_stats_* gauges.
+ */
+struct nd_stats_volume {
+	const struct kube_pod *pod;
+	const char *claim;       /* the pod's claim name (metrics label) */
+	const char *pod_volume;  /* the pod's volume name (event message) */
+	const char *driver, *handle, *target, *staging;
+};
+struct nd_stats *nd_stats_new(void);
+void nd_stats_free(struct nd_stats *s);
+void nd_stats_collect(struct nd *nd, const struct nd_stats_volume *v, size_t n);
+void nd_stats_render(struct nd_stats *s, struct strbuf *out);
 
 
 #endif

@@ -299,12 +299,13 @@ static bool version_supported(const Pluginregistration__PluginInfo *info)
 	return false;
 }
 
-static bool has_stage_unstage(const Csi__V1__NodeGetCapabilitiesResponse *r)
+/* Whether the driver's NodeGetCapabilities lists an RPC capability. */
+static bool has_node_cap(const Csi__V1__NodeGetCapabilitiesResponse *r,
+			 Csi__V1__NodeServiceCapability__RPC__Type type)
 {
 	for (size_t i = 0; r && i < r->n_capabilities; i++)
 		if (r->capabilities[i]->type_case == CSI__V1__NODE_SERVICE_CAPABILITY__TYPE_RPC &&
-		    r->capabilities[i]->rpc->type ==
-			    CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME)
+		    r->capabilities[i]->rpc->type == type)
 			return true;
 	return false;
 }
@@ -362,7 +363,11 @@ static int install_driver(struct nd *nd, const Pluginregistration__PluginInfo *i
 	d->reg_socket = xstrdup(reg_socket);
 	d->node_id = xstrdup(ni->node_id);
 	d->conn = c;
-	d->stage_unstage = has_stage_unstage(caps);
+	d->stage_unstage = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME);
+	d->expand = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME);
+	d->volume_stats = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS);
+	d->volume_condition =
+		has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION);
 	csi_msg_free(caps);
 
 	/* CSINode entry: topology keys sorted, as the kubelet writes them. */

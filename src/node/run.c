@@ -39,13 +39,16 @@ void nd_register_flags(struct flagset *fs, struct nd_config *c)
 	flags_map(fs, "node-labels", &c->node_labels,
 		  "Labels set on the Node at start, key=value pairs separated by commas.");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
-		     "Address of the HTTP server for /healthz, e.g. :10248; empty disables it.");
+		     "Address of the HTTP server for /healthz and /metrics, e.g. :10248; empty disables it.");
 	flags_duration(fs, "timeout", &c->timeout_ns, 2 * NSEC_PER_MIN,
 		       "Deadline of each CSI call to a driver (NodeStageVolume, NodePublishVolume, ...).");
 	flags_duration(fs, "node-status-update-frequency", &c->status_update_ns, 10 * NSEC_PER_SEC,
 		       "How often the Node's Ready condition is refreshed.");
 	flags_int(fs, "node-lease-duration-seconds", &c->lease_duration_s, 40,
 		  "Duration of the node's Lease in kube-node-lease; renewed every quarter of it.");
+	flags_duration(fs, "volume-stats-agg-period", &c->stats_period_ns, NSEC_PER_MIN,
+		       "How often NodeGetVolumeStats is asked of every published volume for the "
+		       "kubelet_volume_stats_* metrics on /metrics; 0 disables it.");
 }
 
 static void json_merge_patch(struct nd *nd, const struct kube_resource *r, const char *name,
@@ -229,6 +232,16 @@ static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
 	return 200;
 }
 
+/* /metrics: the process figures and the last volume stats pass. */
+static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
+{
+	struct nd *nd = ud;
+	*ctype = "text/plain; version=0.0.4; charset=utf-8";
+	diag_render_process_metrics(body);
+	nd_stats_render(nd->stats, body);
+	return 200;
+}
+
 static struct kube_informer *informer(struct nd *nd, const struct kube_kind *kind)
 {
 	struct kube_informer_opts o = { .kind = kind, .resync_ns = nd->cfg->kube.resync_ns };
@@ -306,6 +319,7 @@ int nd_run(struct nd_config *cfg)
 		KLOG_E("--node-lease-duration-seconds and --node-status-update-frequency must be positive");
 		return 1;
 	}
+	nd.stats = nd_stats_new();
 	struct strbuf reg = STRBUF_INIT;
 	strbuf_addf(&reg, "%s/plugins_registry", cfg->root_dir);
 	nd.registry_dir = strbuf_detach(&reg, NULL);
@@ -351,6 +365,7 @@ int nd_run(struct nd_config *cfg)
 		KLOG_I("Starting HTTP server endpoint=\"%s\" port=%d", cfg->http_endpoint,
 		       diag_server_port(http));
 		diag_server_handle(http, "/healthz", serve_healthz, &nd);
+		diag_server_handle(http, "/metrics", serve_metrics, &nd);
 	}
 
 	nd.pods = informer(&nd, &KUBE_KIND_POD_T);
@@ -396,6 +411,7 @@ out:
 	kube_client_free(nd.kc);
 	kube_config_free(kcfg);
 	free(nd.registry_dir);
+	nd_stats_free(nd.stats);
 	pthread_mutex_destroy(&nd.lock);
 	return rc;
 }

@@ -27,6 +27,12 @@
  *
  * Failures are retried per volume with exponential backoff (500 ms doubling to 1 min) and
  * reported as FailedMount events on the pod with the driver's message.
+ *
+ * Node expansion (expand.c) runs from here: offline right after a NodeStageVolume, before the
+ * pod's NodePublishVolume (the kubelet's expansion during mount), and online for published
+ * volumes each pass; its memory per volume (struct vm_resize) lives on the staged device, or on
+ * the mount for drivers that do not stage. Volume stats (stats.c) are collected from here too,
+ * every --volume-stats-agg-period, so they run on this thread between passes.
  */
 #include "node/node_int.h"
 
@@ -47,6 +53,11 @@
 #include "base/xalloc.h"
 #include "kube/config.h"
 
+/* What a volume's node expansion remembers across passes (expand.c's nd_expand fields). */
+struct vm_resize {
+	int64_t done, failed, next_try, delay;
+};
+
 struct vm_mount {
 	struct vm_mount *next;
 	char *pod_uid, *spec, *driver, *handle, *unique, *target;
@@ -55,6 +66,7 @@ struct vm_mount {
 	bool maybe;     /* a NodePublishVolume was tried: unpublish before forgetting it */
 	bool waiting_reported;
 	int64_t first_seen, next_try, delay;
+	struct vm_resize rs; /* online expansion of a driver that does not stage */
 };
 
 struct vm_device {
@@ -62,6 +74,7 @@ struct vm_device {
 	char *unique, *driver, *handle, *spec, *staging;
 	bool block, staged, maybe;
 	int64_t next_try, delay;
+	struct vm_resize rs; /* node expansion, shared by the pods of the volume */
 };
 
 /* One CSI volume a pod wants, for one pass. Strings are borrowed from records or `buf`. */
@@ -82,6 +95,7 @@ static char **reported;    /* volumesInUse last written */
 static size_t nreported;
 static pthread_t thread;
 static bool started;
+static int64_t next_stats; /* monotonic time of the next volume stats pass */
 
 /* ---- small helpers ---- */
 
@@ -180,12 +194,10 @@ static void backoff_fail(int64_t *next_try, int64_t *delay)
 	*next_try = mono_now_ns() + *delay;
 }
 
-static void pod_event(struct nd *nd, const struct kube_pod *pod, const char *reason,
-		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void pod_event(struct nd *nd, const struct kube_pod *pod, const char *reason,
-		      const char *fmt, ...)
+void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
+	      const char *fmt, ...)
 {
-	if (!pod)
+	if (!about)
 		return;
 	struct kube_objref ref;
 	char uid[64];
@@ -194,10 +206,14 @@ static void pod_event(struct nd *nd, const struct kube_pod *pod, const char *rea
 	va_start(ap, fmt);
 	strbuf_vaddf(&sb, fmt, ap);
 	va_end(ap);
-	kube_objref_of(&pod->meta, &ref, uid, sizeof(uid));
-	kube_event(nd->rec, &ref, KUBE_EVENT_WARNING, reason, "%s", sb.buf);
+	kube_objref_of(about, &ref, uid, sizeof(uid));
+	kube_event(nd->rec, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason, "%s",
+		   sb.buf);
 	strbuf_release(&sb);
 }
+
+#define pod_event(nd, pod, reason, ...) \
+	nd_event((nd), (pod) ? &(pod)->meta : NULL, true, (reason), __VA_ARGS__)
 
 /* ---- paths ---- */
 
@@ -552,29 +568,41 @@ static int add_secrets(struct nd *nd, struct csi_arena *a, ProtobufCMessage *req
 	return 0;
 }
 
-static Csi__V1__VolumeCapability *capability(struct csi_arena *a, const struct desired *d)
+static Csi__V1__VolumeCapability *capability_of(struct csi_arena *a, uint8_t modes, bool block,
+						const char *fs, const char *const *opts,
+						uint16_t nopts)
 {
 	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
 	Csi__V1__VolumeCapability__AccessMode *am =
 		csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
-	uint8_t modes = d->pv ? d->pv->access_modes : KUBE_RWO;
 	am->mode = (modes & KUBE_RWX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
 		   : (modes == KUBE_ROX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY
 					 : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
 	cap->access_mode = am;
-	if (d->block) {
+	if (block) {
 		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
 		cap->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
 	} else {
 		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
 		cap->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
-		const char *fs = d->pv ? d->pv->fs_type : d->vol->csi_fs_type;
 		cap->mount->fs_type = csi_arena_strdup(a, fs ? fs : "");
-		for (uint16_t i = 0; d->pv && i < d->pv->nmount_options; i++)
-			csi_repeated_add(a, &cap->mount->base, "mount_flags",
-					 csi_arena_strdup(a, d->pv->mount_options[i]));
+		for (uint16_t i = 0; i < nopts; i++)
+			csi_repeated_add(a, &cap->mount->base, "mount_flags", csi_arena_strdup(a, opts[i]));
 	}
 	return cap;
+}
+
+Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv)
+{
+	return capability_of(a, pv->access_modes, pv->block, pv->fs_type, pv->mount_options,
+			     pv->nmount_options);
+}
+
+static Csi__V1__VolumeCapability *capability(struct csi_arena *a, const struct desired *d)
+{
+	if (d->pv)
+		return nd_pv_capability(a, d->pv);
+	return capability_of(a, KUBE_RWO, false, d->vol->csi_fs_type, NULL, 0);
 }
 
 /* publish_context from the VolumeAttachment's attachmentMetadata, as the kubelet reads it. */
@@ -897,6 +925,59 @@ static void unstage_unused(struct nd *nd, struct desired *want, size_t nwant)
 	}
 }
 
+static int expand(struct nd *nd, struct nd_driver *drv, const struct desired *d, const char *path,
+		  const char *staging, struct vm_resize *rs, bool at_mount)
+{
+	struct nd_expand x = { .pod = d->pod, .pv = d->pv, .spec = d->spec, .volume_path = path,
+			       .staging_path = staging, .readonly = d->readonly,
+			       .at_mount = at_mount, .done_size = &rs->done,
+			       .failed_size = &rs->failed, .next_try = &rs->next_try,
+			       .delay = &rs->delay };
+	return nd_expand_volume(nd, drv, &x);
+}
+
+/* Online expansion of the published volumes whose claim asks for it. */
+static void expand_published(struct nd *nd, struct desired *want, size_t nwant)
+{
+	for (size_t i = 0; i < nwant && !atomic_load(&nd->stop); i++) {
+		struct desired *d = &want[i];
+		struct vm_mount *m = d->resolved && d->pv ? mount_find(d->uid, d->spec) : NULL;
+		if (!m || !m->published)
+			continue;
+		struct nd_driver *drv = nd_driver_get(nd, d->driver);
+		if (!drv)
+			continue;
+		struct vm_device *dev = device_find(d->unique);
+		expand(nd, drv, d, m->target, dev ? dev->staging : NULL, dev ? &dev->rs : &m->rs,
+		       false);
+		nd_driver_put(nd, drv);
+	}
+}
+
+/* Every --volume-stats-agg-period: NodeGetVolumeStats of the published claims' volumes. */
+static void collect_stats(struct nd *nd, struct desired *want, size_t nwant)
+{
+	int64_t now = mono_now_ns();
+	if (nd->cfg->stats_period_ns <= 0 || now < next_stats)
+		return;
+	next_stats = now + nd->cfg->stats_period_ns;
+	struct nd_stats_volume *v = xcalloc(nwant + 1, sizeof(*v));
+	size_t n = 0;
+	for (size_t i = 0; i < nwant; i++) {
+		struct desired *d = &want[i];
+		struct vm_mount *m = d->resolved && d->pv ? mount_find(d->uid, d->spec) : NULL;
+		if (!m || !m->published || !d->vol->claim_name)
+			continue;
+		struct vm_device *dev = device_find(d->unique);
+		v[n++] = (struct nd_stats_volume){ .pod = d->pod, .claim = d->vol->claim_name,
+						   .pod_volume = d->vol->name, .driver = d->driver,
+						   .handle = d->handle, .target = m->target,
+						   .staging = dev ? dev->staging : NULL };
+	}
+	nd_stats_collect(nd, v, n);
+	free(v);
+}
+
 /* Stages (when needed) and publishes one wanted volume. */
 static void mount_one(struct nd *nd, struct desired *d)
 {
@@ -995,6 +1076,11 @@ static void mount_one(struct nd *nd, struct desired *d)
 			       d->spec, dev->staging);
 		}
 		staging = dev->staging;
+		/* Offline expansion: a claim grown while no pod used it, before the pod sees it. */
+		if (expand(nd, drv, d, dev->staging, dev->staging, &dev->rs, true)) {
+			backoff_fail(&m->next_try, &m->delay);
+			goto out;
+		}
 	}
 	/* SetUp: the parent of the target and vol_data.json, then NodePublishVolume. */
 	char *parent = parent_of(m->target);
@@ -1123,6 +1209,8 @@ static void reconcile(struct nd *nd)
 	for (size_t i = 0; i < nwant && !atomic_load(&nd->stop); i++)
 		if (want[i].resolved)
 			mount_one(nd, &want[i]);
+	expand_published(nd, want, nwant);
+	collect_stats(nd, want, nwant);
 	/* Pods: Running once every volume is published; terminating ones deleted once unmounted. */
 	for (size_t i = 0; i < npods && !atomic_load(&nd->stop); i++) {
 		const struct kube_pod *pod = kube_pod_of(pods[i]);
@@ -1192,6 +1280,7 @@ int nd_volumes_stop(struct nd *nd)
 		}
 	}
 	started = false;
+	next_stats = 0;
 	while (mounts) {
 		struct vm_mount *m = mounts;
 		mounts = m->next;

@@ -1,7 +1,9 @@
 # lib_node.sh: helpers for kcsi-node scenarios (sourced after lib_emulator.sh and lib_attacher.sh).
 #
-# node_up N           a node: kcsi-loopplugin --mode node, its csi-node-driver-registrar and
-#                     kcsi-node, laid out as `kcsi up` does under $T/nodes/N (PIDs in NODE_PIDS[N:*])
+# node_up N [FLAG...] a node: kcsi-loopplugin --mode node, its csi-node-driver-registrar and
+#                     kcsi-node (with FLAGs), laid out as `kcsi up` does under $T/nodes/N (PIDs
+#                     in NODE_PIDS[N:*])
+# controller_up       kcsi-loopplugin --mode controller on $T/lp.sock (pool $T/pool) and csi-attacher
 # kcsi_node_start N   (re)starts only kcsi-node for N, log in $T/nodes/N/kcsi-node.log
 # node_json N         the Node as JSON
 # csinode_driver N D  the CSINode entry of driver D on node N (empty when absent)
@@ -23,6 +25,11 @@ node_cleanup() {
 }
 trap node_cleanup EXIT
 
+controller_up() {
+	lp_start n1 --mode controller
+	att_start attacher "$T/lp.sock"
+}
+
 kcsi_node_start() {
 	local n=$1 d=$T/nodes/$1
 	shift
@@ -33,6 +40,7 @@ kcsi_node_start() {
 
 node_up() {
 	local n=$1 d=$T/nodes/$1
+	shift
 	mkdir -p "$d/plugins/loop.kcsi.io" "$d/kubelet/plugins_registry" "$T/pool"
 	"$KCSI_BIN/kcsi-loopplugin" --mode node --endpoint "unix://$d/plugins/loop.kcsi.io/csi.sock" \
 		--nodeid "$n" --zone "$n" --pool-dir "$T/pool" >>"$d/lp.log" 2>&1 &
@@ -41,7 +49,7 @@ node_up() {
 		--kubelet-registration-path "$d/plugins/loop.kcsi.io/csi.sock" \
 		--plugin-registration-path "$d/kubelet/plugins_registry" >>"$d/registrar.log" 2>&1 &
 	NODE_PIDS[$n:reg]=$!
-	kcsi_node_start "$n"
+	kcsi_node_start "$n" "$@"
 }
 
 node_json() { kc get node "$1" -o json 2>/dev/null; }

@@ -15,12 +15,7 @@ source "$KCSI_SRC/tests/e2e/lib_emulator.sh"
 source "$KCSI_SRC/tests/e2e/lib_attacher.sh"
 source "$KCSI_SRC/tests/e2e/lib_node.sh"
 emu_start
-mkdir -p "$T/pool"
-"$KCSI_BIN/kcsi-loopplugin" --mode controller --endpoint "unix://$T/lp.sock" --nodeid n1 \
-	--pool-dir "$T/pool" >>"$T/lp.log" 2>&1 &
-LP_PID=$!
-wait_sock "$T/lp.sock" || { echo "controller plugin did not start" >&2; exit 1; }
-att_start attacher "$T/lp.sock"
+controller_up
 node_up n1
 node_up n2
 wait_for "n1 registered" 15 csinode_has n1 loop.kcsi.io
