@@ -7,22 +7,7 @@
 # GetPluginInfo error at start ends it with 1; SIGTERM ends it within a second while it waits for
 # the driver at start and while a Probe hangs.
 set -u
-: "${KCSI_BIN:?}" "${KCSI_TESTS:?}"
-T=$(mktemp -d /tmp/kcsi-lvp-e2e.XXXXXX)
-FAILS=0
-PIDS=()
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-wait_for() {
-	local what=$1 secs=$2; shift 2
-	local end=$((SECONDS + secs))
-	while [ $SECONDS -lt $end ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-	fail "timed out after ${secs}s waiting for: $what"; return 1
-}
+. "$(dirname "$0")/lib_proc.sh" lvp
 LVP="$KCSI_BIN/livenessprobe"
 SOCK="$T/csi.sock"
 DRV=
@@ -36,6 +21,14 @@ driver() { # starts csi-testdriver on $SOCK with extra flags; waits for the sock
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 # GET url -> "$T/body"; prints the status code
 get() { curl -s -m 5 -o "$T/body" -w '%{http_code}' "$1"; }
+sigterm_exits() { # PID WHAT: SIGTERM must end it with 0 within a second
+	local start rc ms
+	start=$(date +%s%N)
+	kill -TERM "$1"; wait "$1"; rc=$?
+	ms=$(ms_since "$start")
+	[ $rc -eq 0 ] || fail "SIGTERM $2: exit $rc"
+	[ "$ms" -lt 1000 ] || fail "SIGTERM $2 took ${ms} ms"
+}
 log_port() { # the port a server logged: log file, line pattern
 	sed -n "s/.*$2.* port=\([0-9]*\).*/\1/p" "$1" | tail -1
 }
@@ -67,11 +60,7 @@ done
 "$LVP" --csi-address "$T/never.sock" --http-endpoint 127.0.0.1:0 >"$T/never.log" 2>&1 &
 pid=$!
 sleep 0.5
-start=$(date +%s%N)
-kill -TERM $pid; wait $pid; rc=$?
-ms=$(ms_since "$start")
-[ $rc -eq 0 ] || fail "SIGTERM while waiting for the driver: exit $rc"
-[ "$ms" -lt 1000 ] || fail "SIGTERM while waiting for the driver took ${ms} ms"
+sigterm_exits $pid "while waiting for the driver"
 
 # --- GetPluginInfo failing at start is fatal (exit 1), as upstream ---
 driver --fail GetPluginInfo=INTERNAL
@@ -157,11 +146,7 @@ grep -q 'grpc_status_code="DeadlineExceeded",method_name="/csi.v1.Identity/Probe
 # --- SIGTERM while a Probe hangs: exit 0 within a second ---
 curl -s -m 5 -o /dev/null "$URL" &
 sleep 0.3
-start=$(date +%s%N)
-kill -TERM $LV; wait $LV; rc=$?
-ms=$(ms_since "$start")
-[ $rc -eq 0 ] || fail "SIGTERM while a Probe hangs: exit $rc"
-[ "$ms" -lt 1000 ] || fail "SIGTERM while a Probe hangs took ${ms} ms"
+sigterm_exits $LV "while a Probe hangs"
 kill -KILL $DRV; wait $DRV 2>/dev/null
 
 # --- --health-port (the default form) and a separate --metrics-address ---
@@ -179,8 +164,7 @@ MP=$(log_port "$T/hp.log" 'Separate metrics ServeMux listening')
 code=$(get "http://127.0.0.1:$MP/m")
 [ "$code" = 200 ] && grep -q 'method_name="/csi.v1.Identity/Probe"' "$T/body" ||
 	fail "--metrics-address /m: $code"
-kill -TERM $HPID; wait $HPID; rc=$?
-[ $rc -eq 0 ] || fail "SIGTERM when idle: exit $rc"
+sigterm_exits $HPID "when idle"
 
 if [ $FAILS -ne 0 ]; then
 	echo "--- livenessprobe log"; tail -30 "$T/lvp.log"
