@@ -40,7 +40,7 @@ run() {
 }
 k() { run "$kubectl" "$@"; }
 
-say "kcsi up: kube-emulator, csi-provisioner, csi-attacher, kcsi-controller-manager, and two nodes (kcsi-loopplugin, csi-node-driver-registrar, kcsi-node)"
+say "kcsi up: kube-emulator, csi-provisioner, csi-attacher, kcsi-controller-manager, and two nodes (kcsi-loopplugin, csi-node-driver-registrar, livenessprobe, kcsi-node)"
 "$bin/kcsi" up --dir "$work/stack" --nodes 2 >"$work/up.out" 2>&1 &
 up_pid=$!
 for _ in $(seq 1 600); do

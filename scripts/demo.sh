@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=
 for b in kcsi kube-emulator kcsi-loopplugin csi-attacher csi-provisioner kcsi-controller-manager \
-	csi-node-driver-registrar kcsi-node; do
+	csi-node-driver-registrar livenessprobe kcsi-node; do
 	[ -x "build/bin/$b" ] || missing="$missing $b"
 done
 if [ -n "$missing" ]; then

@@ -9,6 +9,7 @@
 #include "base/xalloc.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -160,7 +161,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	return ret;
 }
 
-struct diag_server *diag_server_start(const char *address, char *err, size_t errlen)
+/* max_conns == 0: one polling thread serves every connection in turn. */
+static struct diag_server *start(const char *address, unsigned max_conns, char *err,
+				 size_t errlen)
 {
 	struct diag_server *s;
 	int port, fd = listen_socket(address, &port, err, errlen);
@@ -171,9 +174,18 @@ struct diag_server *diag_server_start(const char *address, char *err, size_t err
 	pthread_mutex_init(&s->lock, NULL);
 	s->fd = fd;
 	s->port = port;
-	s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
-				     NULL, answer, s, MHD_OPTION_LISTEN_SOCKET, fd,
-				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+	if (max_conns == 0)
+		s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+					     NULL, NULL, answer, s, MHD_OPTION_LISTEN_SOCKET, fd,
+					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+					     MHD_OPTION_END);
+	else /* idle keep-alive clients must not hold the few threads for long */
+		s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+						     MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
+					     0, NULL, NULL, answer, s, MHD_OPTION_LISTEN_SOCKET, fd,
+					     MHD_OPTION_CONNECTION_LIMIT, max_conns,
+					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)5,
+					     MHD_OPTION_END);
 	if (!s->daemon) {
 		snprintf(err, errlen, "cannot start HTTP server on %s", address);
 		close(fd);
@@ -182,6 +194,18 @@ struct diag_server *diag_server_start(const char *address, char *err, size_t err
 		return NULL;
 	}
 	return s;
+}
+
+struct diag_server *diag_server_start(const char *address, char *err, size_t errlen)
+{
+	return start(address, 0, err, errlen);
+}
+
+struct diag_server *diag_server_start_threaded(const char *address, unsigned max_conns,
+					       char *err, size_t errlen)
+{
+	assert(max_conns > 0);
+	return start(address, max_conns, err, errlen);
 }
 
 void diag_server_handle(struct diag_server *s, const char *path, diag_handler_fn fn, void *ud)

@@ -6,6 +6,9 @@
  * Addresses use Go's net.Listen form: ":8080" (all interfaces), "127.0.0.1:8080", "[::1]:8080",
  * "localhost:0". Port 0 picks a free port; diag_server_port() tells which.
  *
+ * diag_server_start() serves every request on its one thread, in turn: handlers must answer
+ * at once. diag_server_start_threaded() is for handlers that wait.
+ *
  * Only GET and HEAD are served; anything else is 405. Unknown paths are 404.
  *
  * process metrics: diag_render_process_metrics() appends the process_* series that Go's
@@ -29,6 +32,14 @@ typedef int (*diag_handler_fn)(void *ud, struct strbuf *body, const char **conte
 
 /* Starts listening. Returns NULL with a reason in err (bad address, port in use). */
 struct diag_server *diag_server_start(const char *address, char *err, size_t errlen);
+/*
+ * The same for handlers that may block (livenessprobe's /healthz waits up to --probe-timeout for
+ * the driver): each connection is served on a thread of its own, so a slow request delays no
+ * other; at most max_conns (> 0) connections at once, more are closed at accept, and an idle
+ * keep-alive connection is closed after 5 s.
+ */
+struct diag_server *diag_server_start_threaded(const char *address, unsigned max_conns,
+					       char *err, size_t errlen);
 /* Registers a handler for an exact path. May be called before or after start. */
 void diag_server_handle(struct diag_server *s, const char *path, diag_handler_fn fn, void *ud);
 int diag_server_port(const struct diag_server *s);

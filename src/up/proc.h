@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define UP_MAX_PROCS 64
+#define UP_MAX_PROCS 96 /* 16 nodes: 6 + 16 * 4 processes */
 
 struct up_proc {
 	char name[64];       /* "csi-attacher", "kcsi-node/node-1" */

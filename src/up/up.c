@@ -5,7 +5,8 @@
  * then the controller-mode driver, whose name (GetPluginInfo) and capabilities decide the
  * CSIDriver object and the node plugin socket paths; then all the rest at once. "Ready" is what a
  * user needs before `kubectl apply`: every sidecar past its start-up (its HTTP endpoint answers),
- * every node Ready with the driver registered in its CSINode.
+ * every driver instance ready by its Probe (its livenessprobe's /healthz), every node Ready with
+ * the driver registered in its CSINode.
  *
  * Signals: SIGINT and SIGTERM are blocked and taken with sigtimedwait() in the one loop that also
  * reaps children, so a Ctrl-C at any moment (even during start-up) leads to the same orderly stop.
@@ -417,12 +418,27 @@ static bool probes_ready(struct up *u)
 
 /* ---- start-up ---- */
 
+/*
+ * One livenessprobe per driver instance, as a driver's pod carries one: its /healthz is the
+ * driver's Probe, so "ready" also means every driver says it is ready.
+ */
+static int start_livenessprobe(struct up *u, const char *name, const char *sock, int port,
+			       const char *port_arg)
+{
+	struct up_proc *p = start_kcsi(u, name, "livenessprobe", "--csi-address", sock,
+				       "--http-endpoint", port_arg, NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, port, "/healthz");
+	return 0;
+}
+
 static int start_controllers(struct up *u)
 {
-	char sock[PATH_MAX + 32], port_arg[3][48];
+	char sock[PATH_MAX + 32], port_arg[4][48];
 	pathf(sock, sizeof(sock), "%s/controller/csi.sock", u->dir);
-	int ports[3];
-	for (int i = 0; i < 3; i++) {
+	int ports[4];
+	for (int i = 0; i < 4; i++) {
 		ports[i] = free_port();
 		if (ports[i] < 0) {
 			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
@@ -448,13 +464,13 @@ static int start_controllers(struct up *u)
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[2], "/healthz");
-	return 0;
+	return start_livenessprobe(u, "livenessprobe/controller", sock, ports[3], port_arg[3]);
 }
 
 static int start_node(struct up *u, int i)
 {
 	char node[32], base[PATH_MAX], plugdir[PATH_MAX + 300], sock[PATH_MAX + 320];
-	char reg[PATH_MAX + 64], root[PATH_MAX + 64], name[96], port_arg[48];
+	char reg[PATH_MAX + 64], root[PATH_MAX + 64], name[96], port_arg[48], lvp_arg[48];
 	snprintf(node, sizeof(node), "node-%d", i);
 	pathf(base, sizeof(base), "%s/nodes/%s", u->dir, node);
 	pathf(plugdir, sizeof(plugdir), "%s/plugins/%s", base, u->driver_name);
@@ -465,8 +481,13 @@ static int start_node(struct up *u, int i)
 		fprintf(stderr, "kcsi up: mkdir %s: %s\n", plugdir, strerror(errno));
 		return -1;
 	}
-	int port = free_port();
+	int port = free_port(), lvp_port = free_port();
+	if (port < 0 || lvp_port < 0) {
+		fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
+		return -1;
+	}
 	snprintf(port_arg, sizeof(port_arg), "127.0.0.1:%d", port);
+	snprintf(lvp_arg, sizeof(lvp_arg), "127.0.0.1:%d", lvp_port);
 	snprintf(name, sizeof(name), "driver/%s", node);
 	if (!start_driver(u, name, sock, node, "node"))
 		return -1;
@@ -478,6 +499,9 @@ static int start_node(struct up *u, int i)
 	if (!p)
 		return -1;
 	add_probe(u, p, port, "/healthz");
+	snprintf(name, sizeof(name), "livenessprobe/%s", node);
+	if (start_livenessprobe(u, name, sock, lvp_port, lvp_arg))
+		return -1;
 	snprintf(name, sizeof(name), "kcsi-node/%s", node);
 	return start_kcsi(u, name, "kcsi-node", "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
 			  "--node-name", node, "--root-dir", root, NULL) ? 0 : -1;
@@ -505,11 +529,11 @@ static int bring_up(struct up *u)
 	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
 	static const char *const needed[] = { "kube-emulator", "csi-provisioner", "csi-attacher",
 					      "kcsi-controller-manager", "csi-node-driver-registrar",
-					      "kcsi-node", "kcsi-loopplugin" };
+					      "kcsi-node", "livenessprobe", "kcsi-loopplugin" };
 	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
 		char path[PATH_MAX + 64];
 		pathf(path, sizeof(path), "%s/%s", u->bin, needed[i]);
-		if (i == 6 && u->cfg->driver_cmd)
+		if (i == 7 && u->cfg->driver_cmd)
 			continue;
 		if (!executable(path)) {
 			fprintf(stderr, "kcsi up: %s not found or not executable (build it with 'make build', "

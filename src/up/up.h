@@ -3,9 +3,9 @@
  * under one work directory:
  *
  *   kube-emulator                           the API server
- *   <driver> in controller mode             + csi-provisioner, csi-attacher
+ *   <driver> in controller mode             + csi-provisioner, csi-attacher, livenessprobe
  *   kcsi-controller-manager                 attach/detach, PV binder, protection, volume-scheduler
- *   per node N: <driver> in node mode       + csi-node-driver-registrar, kcsi-node
+ *   per node N: <driver> in node mode       + csi-node-driver-registrar, livenessprobe, kcsi-node
  *
  * Layout of the work directory D:
  *   D/kubeconfig            for kubectl (KUBECONFIG=D/kubeconfig)

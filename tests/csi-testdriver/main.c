@@ -15,6 +15,7 @@
  *   PUBLISH_UNPUBLISH_VOLUME, or "none"); --no-controller-service drops the plugin's
  *   CONTROLLER_SERVICE capability.
  * --slow delays a method before it answers (deadline tests).
+ * --probe-not-ready makes Probe answer ready=false.
  * --start-delay waits before creating the socket (clients that must wait for it).
  * --capacity BYTES and --max-volume-size BYTES are GetCapacity's answer (100 GiB, 10 GiB);
  *   --capacity-file FILE, when it exists, overrides --capacity and is read again on every call,
@@ -60,7 +61,7 @@ static struct snap *snaps;
 static FILE *record;
 static struct flag_map fail_map, slow_map, fail_count_map;
 static const char *controller_caps;
-static bool no_controller_service;
+static bool no_controller_service, probe_not_ready;
 static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
 /* Calls seen per method, for --fail-count (guarded by lock). */
 static struct { char method[64]; long calls; } call_counts[64];
@@ -169,7 +170,7 @@ H(Probe)
 	PRO();
 	Csi__V1__ProbeResponse *r = (void *)rs;
 	r->ready = csi_msg_new(csi_ctx_arena(ctx), &google__protobuf__bool_value__descriptor);
-	r->ready->value = 1;
+	r->ready->value = !probe_not_ready;
 	return 0;
 }
 
@@ -584,6 +585,8 @@ int main(int argc, char **argv)
 		     "comma-separated controller RPC capability names to report (default: types 1-10)");
 	flags_bool(fs, "no-controller-service", &no_controller_service, false,
 		   "do not report the CONTROLLER_SERVICE plugin capability");
+	flags_bool(fs, "probe-not-ready", &probe_not_ready, false,
+		   "Probe answers ready=false (livenessprobe tests)");
 	flags_duration(fs, "start-delay", &start_delay, 0, "wait this long before listening");
 	flags_int(fs, "threads", &threads, 4, "worker threads");
 	flags_string(fs, "capacity", &capacity_flag, "100Gi", "GetCapacity's available_capacity");

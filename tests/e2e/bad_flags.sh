@@ -22,7 +22,7 @@ expect() {
 }
 
 for b in csi-attacher csi-provisioner kcsi-controller-manager kcsi-node csi-node-driver-registrar \
-	kcsi-loopplugin kube-emulator kcsi; do
+	livenessprobe kcsi-loopplugin kube-emulator kcsi; do
 	expect 2 "not defined" "$b" --no-such-flag
 	expect 2 "" "$b" -v=lots
 	expect 0 "" "$b" --help

@@ -5,22 +5,7 @@
 # with status 1 and the error, SIGTERM ends it within a second with status 0 while it waits for a
 # driver that never comes, and the probe mode reports the registration file.
 set -u
-: "${KCSI_BIN:?}" "${KCSI_TESTS:?}"
-T=$(mktemp -d /tmp/kcsi-reg-e2e.XXXXXX)
-FAILS=0
-PIDS=()
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-wait_for() {
-	local what=$1 secs=$2; shift 2
-	local end=$((SECONDS + secs))
-	while [ $SECONDS -lt $end ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-	fail "timed out after ${secs}s waiting for: $what"; return 1
-}
+. "$(dirname "$0")/lib_proc.sh" reg
 RC="$KCSI_TESTS/plugin-reg-client"
 mkdir -p "$T/registry" "$T/plugin" "$T/pool"
 

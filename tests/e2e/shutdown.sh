@@ -118,6 +118,12 @@ for sig in TERM INT; do
 	run "reg-ok-$s" "serving registration" csi-node-driver-registrar --csi-address "$T/slow2.sock" \
 		--kubelet-registration-path "$T/slow2.sock" --plugin-registration-path "$T/root-ok-$s/plugins_registry"
 	mkdir -p "$T/reg/a-$s" "$T/reg/s-$s"
+	run "lvp-nosock-$s" "driver socket absent" livenessprobe --csi-address "$T/absent.sock" \
+		--http-endpoint 127.0.0.1:0
+	run "lvp-slow-$s" "GetPluginInfo in flight" livenessprobe --csi-address "$T/slow.sock" \
+		--http-endpoint 127.0.0.1:0
+	run "lvp-ok-$s" "serving /healthz" livenessprobe --csi-address "$T/slow2.sock" \
+		--http-endpoint 127.0.0.1:0
 	run "emu-$s" "serving, a watch open" kube-emulator --listen 127.0.0.1:0 --write-kubeconfig "$T/emu-$s.kubeconfig"
 	run "lp-$s" "serving" kcsi-loopplugin --endpoint "unix://$T/lp-$s.sock" --nodeid n1 --pool-dir "$T/pool-$s"
 	for _ in $(seq 1 100); do [ -s "$T/emu-$s.kubeconfig" ] && break; sleep 0.05; done

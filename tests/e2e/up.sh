@@ -1,8 +1,9 @@
 #!/bin/bash
 # e2e: `kcsi up` runs the whole stack; kubectl alone drives a PVC and a Pod to a mounted volume on
-# two nodes, moves it across nodes, tears everything down; Ctrl-C and SIGTERM leave no process,
-# mount or loop device; a component that dies is reported with its log and restarted;
-# --driver-cmd runs another driver (csi-testdriver).
+# two nodes (each driver instance with a livenessprobe whose /healthz is ok), moves it across
+# nodes, tears everything down; Ctrl-C and SIGTERM leave no process, mount or loop device; a
+# component that dies is reported with its log and restarted; --driver-cmd runs another driver
+# (csi-testdriver).
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}" "${KCSI_TESTS:?}"
 kubectl=${KUBECTL:-kubectl}
@@ -62,6 +63,11 @@ d=$t/stack
 if start_up "$d" --nodes 2; then
 	grep -q "export KUBECONFIG=$d/kubeconfig" "$d.out" || fail "kcsi up did not print the export line"
 	grep -q "kcsi-node/node-2 .*running" "$d.out" || fail "kcsi up did not list kcsi-node/node-2 as running"
+	# one livenessprobe per driver instance, its /healthz the driver's Probe
+	for inst in controller node-1 node-2; do
+		url=$(sed -n "s|^ *livenessprobe/$inst .*running *\(http://[0-9.:]*\).*|\1|p" "$d.out")
+		[ "$(curl -s -m 3 "$url/healthz")" = ok ] || fail "livenessprobe/$inst /healthz at '$url' is not ok"
+	done
 	export KUBECONFIG=$d/kubeconfig
 	start=$(date +%s%N)
 	$kubectl apply -f "$KCSI_SRC/examples/storageclass-immediate.yaml" \

@@ -4,8 +4,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Sends one HTTP/1.0 request to 127.0.0.1:port; returns the whole answer (caller frees). */
@@ -104,6 +106,54 @@ static void test_serving(void)
 	CHECK(strstr(err, "invalid address nonsense") != NULL);
 }
 
+static int slow(void *ud, struct strbuf *body, const char **ctype)
+{
+	(void)ud;
+	(void)ctype;
+	usleep(800 * 1000);
+	strbuf_addstr(body, "slow");
+	return 200;
+}
+
+static void *slow_request(void *port)
+{
+	return http(*(int *)port, "GET", "/slow");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A threaded server answers a fast path while a slow handler still runs. */
+static void test_threaded(void)
+{
+	char err[256];
+	struct diag_server *s = diag_server_start_threaded("127.0.0.1:0", 4, err, sizeof(err));
+	pthread_t th;
+	void *slow_answer = NULL;
+
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	diag_server_handle(s, "/slow", slow, NULL);
+	diag_server_handle(s, "/metrics", hello, "threads");
+	int port = diag_server_port(s);
+	CHECK(pthread_create(&th, NULL, slow_request, &port) == 0);
+	usleep(100 * 1000);
+	double t0 = now_s();
+	char *r = http(port, "GET", "/metrics");
+	CHECK(strstr(r, "hello threads") != NULL);
+	CHECK(now_s() - t0 < 0.5);
+	free(r);
+	pthread_join(th, &slow_answer);
+	CHECK(strstr(slow_answer, "\r\n\r\nslow") != NULL);
+	free(slow_answer);
+	diag_server_stop(s);
+}
+
 static void test_process_metrics(void)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -129,6 +179,7 @@ int main(void)
 {
 	RUN(test_split_address);
 	RUN(test_serving);
+	RUN(test_threaded);
 	RUN(test_process_metrics);
 	return CHECK_DONE();
 }

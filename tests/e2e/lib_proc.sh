@@ -1,0 +1,21 @@
+# lib_proc.sh: what a scenario that starts its own processes (no emulator) shares. Sourcing it
+# with a name makes the temp dir $T (/tmp/kcsi-NAME-e2e.XXXXXX), removed at exit after every
+# pid in PIDS is killed; fail MSG counts into FAILS; wait_for WHAT SECS CMD... polls CMD every
+# 50 ms and fails after SECS.
+#   . "$(dirname "$0")/lib_proc.sh" reg
+: "${KCSI_BIN:?}" "${KCSI_TESTS:?}"
+T=$(mktemp -d "/tmp/kcsi-$1-e2e.XXXXXX")
+FAILS=0
+PIDS=()
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+wait_for() {
+	local what=$1 secs=$2; shift 2
+	local end=$((SECONDS + secs))
+	while [ $SECONDS -lt $end ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
+	fail "timed out after ${secs}s waiting for: $what"; return 1
+}
