@@ -11,6 +11,7 @@
 
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "base/timeutil.h"
 #include "emulator/emu_server.h"
 

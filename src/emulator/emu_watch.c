@@ -31,9 +31,13 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "emulator/emu_base64.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
+#include "emulator/emu_reply.h"
 #include "emulator/emu_select.h"
+#include "emulator/emu_verbs.h"
+#include "emulator/emu_watch.h"
 
 struct query {
 	struct emu_selector *labels, *fields;
