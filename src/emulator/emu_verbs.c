@@ -22,8 +22,8 @@
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
-#include "emulator/emu_select.h"
 #include "emulator/emu_verbs.h"
+#include "kube/names.h"
 
 #define KEY_MAX 600
 
@@ -241,8 +241,8 @@ static bool valid_name(struct emu_call *k, const char *name, struct reply *rp)
 {
 	char why[256];
 	bool ok = !strcmp(k->r->plural, "namespaces") ?
-		emu_name_is_dns1123_label(name, why, sizeof(why)) :
-		emu_name_is_dns1123_subdomain(name, why, sizeof(why));
+		kube_name_is_dns1123_label(name, why, sizeof(why)) :
+		kube_name_is_dns1123_subdomain(name, why, sizeof(why));
 	if (!ok) {
 		char detail[600];
 		snprintf(detail, sizeof(detail), "Invalid value: \"%.200s\": %s", name, why);
