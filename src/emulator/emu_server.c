@@ -1,7 +1,8 @@
 /*
  * emu_server: the HTTP side of kube-emulator — listening socket, libmicrohttpd daemon, request
- * accumulation, token auth, discovery documents, routing of REST paths to verbs, replies,
- * and the kubeconfig a test hands to its clients.
+ * accumulation, token auth, discovery documents, routing of REST paths to the verbs (emu_verbs,
+ * emu_watch, emu_faults, which answer through emu_reply; the server only dispatches), and the
+ * kubeconfig a test hands to its clients.
  *
  * Routing follows kube-apiserver's path grammar:
  *   /api/v1/[namespaces/{ns}/]{resource}[/{name}[/status]]
