@@ -26,6 +26,7 @@
 #include "bench_util.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/client.h"

@@ -1,6 +1,7 @@
 /* csi-attacher: flags -> config -> run. See src/attacher/attacher.h. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "attacher/attacher.h"
 
 int main(int argc, char **argv)

@@ -1,6 +1,7 @@
 /* csi-node-driver-registrar: flags -> config -> run. See src/registrar/registrar.h. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "registrar/registrar.h"
 
 int main(int argc, char **argv)

@@ -1,6 +1,7 @@
 /* csi-provisioner: flags -> config -> run. See src/provisioner/provisioner.h. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "provisioner/provisioner.h"
 
 int main(int argc, char **argv)

@@ -1,6 +1,7 @@
 /* kcsi-controller-manager: flags -> config -> run. See src/controllers/cm.h. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "controllers/cm.h"
 
 int main(int argc, char **argv)

@@ -18,6 +18,7 @@
 
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "csi/server.h"
 #include "loopplugin/driver.h"
 #include "loopplugin/pool.h"

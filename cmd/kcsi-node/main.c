@@ -1,6 +1,7 @@
 /* kcsi-node: flags -> config -> run. See src/node/node.h. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "node/node.h"
 
 int main(int argc, char **argv)

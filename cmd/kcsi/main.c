@@ -12,6 +12,7 @@
 
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "cli.h"

@@ -3,6 +3,7 @@
  * state) -> exit 0. Signals are blocked before any thread starts and taken with sigwait() here,
  * so no server thread is ever interrupted by them.
  */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "base/timeutil.h"
 #include "emulator/emu_server.h"
 
@@ -43,8 +45,9 @@ int main(int argc, char **argv)
 	int history_mib, max_conns, max_per_ip;
 	flags_int(fs, "watch-history-mib", &history_mib,
 		  (int)(EMU_DEFAULT_WATCH_HISTORY_BYTES >> 20),
-		  "MiB of event text kept for watch resume (with --watch-history, whichever is hit "
-		  "first).");
+		  "MiB of memory the watch history may hold: event texts and their decoded objects "
+		  "(with --watch-history, whichever is hit first; the default keeps the emulator under "
+		  "~128 MB).");
 	flags_duration(fs, "idle-timeout", &idle_ns, EMU_DEFAULT_IDLE_TIMEOUT_S * NSEC_PER_SEC,
 		       "Close a connection silent this long (watches are exempt); at least 1s.");
 	flags_int(fs, "max-connections", &max_conns, EMU_DEFAULT_MAX_CONNECTIONS,
@@ -73,6 +76,11 @@ int main(int argc, char **argv)
 	cfg.max_connections = (unsigned)max_conns;
 	cfg.max_connections_per_ip = (unsigned)max_per_ip;
 
+	/* A fixed threshold: blocks of 128 KiB and more (large objects, their texts) are mapped
+	 * and unmapped on their own, so a history that drops them gives the memory back. glibc's
+	 * moving threshold put them in the heap, where freed ones kept RSS ~50 % above the
+	 * history's limit (docs/kube-emulator.md, "Memory"). */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);

@@ -113,6 +113,8 @@ int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen);
 void att_ctrl_stop(struct att_ctrl *c);
 void att_ctrl_free(struct att_ctrl *c);
 
+/* ---- shared state (state.c) ---- */
+
 /* Marks a VA to be attached/detached again even if its status says it already is. */
 void att_set_force_sync(struct att_ctrl *c, const char *va);
 bool att_consume_force_sync(struct att_ctrl *c, const char *va);

@@ -12,12 +12,7 @@
  * Verbosity: KLOG_V(n, ...) logs only when the -v level is >= n. KLOG_F logs and exits(255).
  * Every call is thread-safe: one line is written with one write(2).
  *
- * klog's flags: log_register_flags() adds -v and the klog flags the upstream sidecars accept.
- *   -v, --logtostderr (default true), --alsologtostderr, --log_file (honoured: with
- *   --logtostderr=false lines go to that file; with --alsologtostderr to both), --stderrthreshold,
- *   --add_dir_header, --skip_headers, --skip_log_headers, --one_output, --vmodule,
- *   --log_file_max_size, --log_backtrace_at (accepted and ignored, as they only tune klog's
- *   file handling), --log_dir (rejected: kcsi does not rotate log files; use --log_file).
+ * klog's flags (-v, --log_file, ...) are base/log_flags.h's, a layer above this file and flags.
  */
 #ifndef KCSI_BASE_LOG_H
 #define KCSI_BASE_LOG_H
@@ -25,30 +20,24 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct flagset;
-
 enum log_level { LOG_INFO = 0, LOG_WARNING, LOG_ERROR, LOG_FATAL };
 
+/* The -v level, read by log_v(); base/log_flags.c binds the -v flag to it. */
+extern int log_vlevel;
 void log_set_verbosity(int v);
 int log_verbosity(void);
-static inline bool log_v(int n) { extern int log_vlevel; return log_vlevel >= n; }
+static inline bool log_v(int n) { return log_vlevel >= n; }
 
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* Registers -v and klog's flags on fs; log_apply_flags() acts on them after parsing. */
-void log_register_flags(struct flagset *fs);
-/* Returns 0, or -1 with a message in err when the klog flags ask for something unsupported. */
-int log_apply_flags(char *err, size_t errlen);
-/*
- * A component's command line, as every kcsi daemon reads it: registers klog's flags and
- * --version on fs (the component's own flags are registered before), parses argv, warns about
- * positional arguments (Go's flag package leaves them unread, and so does upstream), and applies
- * the klog flags. Help and version exit 0, a bad flag exits 2 (fs freed first); returns on success.
- */
-void log_parse_command_line(struct flagset *fs, int argc, char **argv);
 /* Redirects output to fd (tests use a pipe or file); -1 restores stderr. */
 void log_set_output_fd(int fd);
+/*
+ * Writes lines to the file fd instead (taken over; a file set before is closed), and to the
+ * output as well when also_output (klog's --alsologtostderr). -1 goes back to the output only.
+ */
+void log_set_file_fd(int fd, bool also_output);
 
 /*
  * Quoting untrusted strings (names, volume handles, paths, driver messages), klog's %q:

@@ -1,6 +1,6 @@
 /*
- * csi/call: the transport-independent half of the CSI client (client.h): endpoints, typed calls
- * with their logging and metrics, and waiting for readiness. The transport (csi_connect,
+ * csi/call: the transport-independent half of the CSI client (client.h): typed calls with their
+ * logging and metrics, and waiting for readiness. The transport (csi_connect,
  * csi_call_bytes, ...) is client.c; a test peer may link another transport under the same API
  * (tests/grpc-peer links libgrpc's), which is why these live apart.
  */
@@ -16,29 +16,6 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "csi/wire.h"
-
-int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errlen)
-{
-	const char *p = NULL;
-	if (!endpoint || !*endpoint) {
-		errbuf_printf(err, errlen, "empty CSI endpoint");
-		return -1;
-	}
-	if (strncmp(endpoint, "unix://", 7) == 0)
-		p = endpoint + 7;
-	else if (strncmp(endpoint, "unix:", 5) == 0)
-		p = endpoint + 5;
-	else if (endpoint[0] == '/')
-		p = endpoint;
-	if (!p || p[0] != '/' || strlen(p) >= 108) {
-		errbuf_printf(err, errlen,
-			"unsupported CSI endpoint %s: want unix:///path/to/socket, unix:/path or /path "
-			"(at most 107 bytes)", endpoint);
-		return -1;
-	}
-	*path = xstrdup(p);
-	return 0;
-}
 
 /* Logs one message as stripped JSON, truncated to max_log_len when that is >= 0. */
 static void log_msg(const char *what, const ProtobufCMessage *m, int max_len)

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "csi/endpoint.h" /* csi_endpoint_path(), for callers of csi_connect() */
 #include "csi/msg.h"
 
 struct csi_conn;
@@ -81,12 +82,6 @@ struct csi_status {
 	int code;
 	char message[1024];
 };
-
-/*
- * Parses an endpoint into a socket path (malloc'd, caller frees). Returns 0, or -1 with a reason
- * in err for anything that is not a unix socket endpoint.
- */
-int csi_endpoint_path(const char *endpoint, char **path, char *err, size_t errlen);
 
 /*
  * Connects: waits until the socket file exists, the driver accepts a connection and its HTTP/2

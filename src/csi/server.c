@@ -46,7 +46,7 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
-#include "csi/client.h"
+#include "csi/endpoint.h"
 #include "csi/wire.h"
 
 #define CSI_SERVER_MAX_CONNS 256

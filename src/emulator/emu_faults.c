@@ -20,8 +20,10 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
-#include "emulator/emu_internal.h"
+#include "emulator/emu_faults.h"
 #include "emulator/emu_patch.h"
+#include "emulator/emu_reply.h"
+#include "emulator/emu_store.h"
 
 void emu_faults_init(struct emu_faults *f)
 {
@@ -195,9 +197,9 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 	return 0;
 }
 
-static int faults_post(struct emu_server *srv, json_t *body, char *err, size_t errlen)
+static int faults_post(struct emu_faults *f, struct emu_store *st, json_t *body, char *err,
+		       size_t errlen)
 {
-	struct emu_faults *f = &srv->faults;
 	json_t *rules = json_object_get(body, "rules");
 	json_t *wmax = json_object_get(body, "watchMaxSeconds");
 	if ((rules && !json_is_array(rules)) || (wmax && !json_is_integer(wmax)) ||
@@ -229,17 +231,18 @@ static int faults_post(struct emu_server *srv, json_t *body, char *err, size_t e
 	pthread_mutex_unlock(&f->mu);
 	free(parsed);
 	if (json_is_true(json_object_get(body, "closeWatches"))) {
-		pthread_mutex_lock(&srv->st.mu);
-		srv->st.watch_epoch++;
-		pthread_cond_broadcast(&srv->st.cv);
-		pthread_mutex_unlock(&srv->st.mu);
+		pthread_mutex_lock(&st->mu);
+		st->watch_epoch++;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->mu);
 	}
 	KLOG_I("Fault injection changed: %zu rules added", n);
 	return 0;
 }
 
-enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c,
-				const char *method, const char *body, size_t len)
+enum MHD_Result emu_faults_http(struct emu_faults *f, struct emu_store *st,
+				struct MHD_Connection *c, const char *method, const char *body,
+				size_t len)
 {
 	if (!strcmp(method, "POST")) {
 		char err[512];
@@ -250,7 +253,7 @@ enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c
 			return emu_reply_status(c, 400, "BadRequest",
 						"the fault request body must be a JSON object", NULL);
 		}
-		int rc = faults_post(srv, j, err, sizeof(err));
+		int rc = faults_post(f, st, j, err, sizeof(err));
 		json_decref(j);
 		if (rc < 0)
 			return emu_reply_status(c, 400, "BadRequest", err, NULL);
@@ -258,5 +261,5 @@ enum MHD_Result emu_faults_http(struct emu_server *srv, struct MHD_Connection *c
 		return emu_reply_status(c, 405, "MethodNotAllowed",
 					"/emulator/faults supports GET and POST", NULL);
 	}
-	return emu_reply_json(c, 200, faults_view(&srv->faults));
+	return emu_reply_json(c, 200, faults_view(f));
 }

@@ -18,12 +18,14 @@
  */
 #include "emulator/emu_proto.h"
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "emulator/emu_internal.h"
+#include "emulator/emu_base64.h"
 
 struct pb {
 	const unsigned char *p, *end;

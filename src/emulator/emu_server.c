@@ -1,7 +1,8 @@
 /*
  * emu_server: the HTTP side of kube-emulator — listening socket, libmicrohttpd daemon, request
- * accumulation, token auth, discovery documents, routing of REST paths to verbs, replies,
- * and the kubeconfig a test hands to its clients.
+ * accumulation, token auth, discovery documents, routing of REST paths to the verbs (emu_verbs,
+ * emu_watch, emu_faults, which answer through emu_reply; the server only dispatches), and the
+ * kubeconfig a test hands to its clients.
  *
  * Routing follows kube-apiserver's path grammar:
  *   /api/v1/[namespaces/{ns}/]{resource}[/{name}[/status]]
@@ -27,8 +28,13 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "emulator/emu_base64.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_proto.h"
+#include "emulator/emu_reply.h"
+#include "emulator/emu_server.h"
+#include "emulator/emu_verbs.h"
+#include "emulator/emu_watch.h"
 
 #define MAX_BODY (3 * 1024 * 1024) /* kube-apiserver's default request body limit */
 
@@ -40,132 +46,10 @@ struct req {
 	char bad_uri[160]; /* why the raw URI is refused (400), or "" */
 };
 
-/* ---- replies ---- */
-
-enum MHD_Result emu_reply_text(struct MHD_Connection *c, unsigned code, char *text,
-			       int retry_after)
-{
-	if (!text) {
-		code = 500;
-		text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-			       "\"status\":\"Failure\",\"message\":\"internal error\","
-			       "\"reason\":\"InternalError\",\"code\":500}");
-	}
-	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text,
-								 MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(r, "Content-Type", "application/json");
-	MHD_add_response_header(r, "Cache-Control", "no-cache, private");
-	if (retry_after > 0) {
-		char buf[16];
-		snprintf(buf, sizeof(buf), "%d", retry_after);
-		MHD_add_response_header(r, "Retry-After", buf);
-	}
-	enum MHD_Result ret = MHD_queue_response(c, code, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-enum MHD_Result emu_reply_json(struct MHD_Connection *c, unsigned code, json_t *j)
-{
-	char *text = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	return emu_reply_text(c, code, text, 0);
-}
-
-char *emu_status_text(unsigned code, const char *reason, const char *message, json_t *details)
-{
-	json_t *s = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
-			      "apiVersion", "v1", "metadata", "status", "Failure", "message",
-			      message, "reason", reason, "code", (int)code);
-	if (details)
-		json_object_set_new(s, "details", details);
-	char *text = json_dumps(s, JSON_COMPACT);
-	json_decref(s);
-	return text;
-}
-
-enum MHD_Result emu_reply_status(struct MHD_Connection *c, unsigned code, const char *reason,
-				 const char *message, json_t *details)
-{
-	return emu_reply_text(c, code, emu_status_text(code, reason, message, details), 0);
-}
-
 static enum MHD_Result reply_path_not_found(struct MHD_Connection *c)
 {
 	return emu_reply_status(c, 404, "NotFound", "the server could not find the requested "
 				"resource", NULL);
-}
-
-const char *emu_arg(struct emu_call *k, const char *name)
-{
-	return MHD_lookup_connection_value(k->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-/* ---- base64 ---- */
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-char *emu_base64_encode(const unsigned char *d, size_t len, bool url)
-{
-	const char *a = url ? b64url : b64;
-	char *out = xmalloc(4 * ((len + 2) / 3) + 1), *p = out;
-	for (size_t i = 0; i < len; i += 3) {
-		unsigned v = (unsigned)d[i] << 16 | (i + 1 < len ? (unsigned)d[i + 1] << 8 : 0) |
-			     (i + 2 < len ? d[i + 2] : 0);
-		*p++ = a[v >> 18 & 63];
-		*p++ = a[v >> 12 & 63];
-		if (i + 1 < len || !url)
-			*p++ = i + 1 < len ? a[v >> 6 & 63] : '=';
-		if (i + 2 < len || !url)
-			*p++ = i + 2 < len ? a[v & 63] : '=';
-	}
-	*p = '\0';
-	return out;
-}
-
-static int b64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-unsigned char *emu_base64_decode(const char *s, size_t *len)
-{
-	size_t n = strlen(s);
-	while (n && s[n - 1] == '=')
-		n--;
-	if (n % 4 == 1)
-		return NULL;
-	unsigned char *out = xmalloc(n / 4 * 3 + 3);
-	size_t o = 0;
-	unsigned acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64_value(s[i]);
-		if (v < 0) {
-			free(out);
-			return NULL;
-		}
-		acc = acc << 6 | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (unsigned char)(acc >> bits);
-		}
-	}
-	out[o] = '\0';
-	*len = o;
-	return out;
 }
 
 /* ---- discovery ---- */
@@ -650,7 +534,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!authorized(srv, c))
 		return emu_reply_status(c, 401, "Unauthorized", "Unauthorized", NULL);
 	if (!strcmp(url, "/emulator/faults"))
-		return emu_faults_http(srv, c, method, rq->body.buf, rq->body.len);
+		return emu_faults_http(&srv->faults, &srv->st, c, method, rq->body.buf, rq->body.len);
 	if (!strcmp(method, "GET")) {
 		bool handled;
 		enum MHD_Result r = discovery(srv, c, url, &handled);

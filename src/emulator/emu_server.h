@@ -14,29 +14,9 @@
 #define KCSI_EMULATOR_SERVER_H
 
 #include <stddef.h>
-#include <stdint.h>
 
-struct emu_config {
-	const char *listen;        /* "host:port", "[v6]:port"; port 0 picks a free one */
-	const char *token;         /* NULL or "": no authentication */
-	const char *tls_cert_file; /* both set: HTTPS */
-	const char *tls_key_file;
-	const char *tls_ca_file;   /* CA written to the kubeconfig; default: the certificate */
-	const char *state_file;    /* NULL: no persistence */
-	size_t watch_history;      /* events kept for watch resume */
-	int64_t bookmark_interval_ns;
-	int64_t max_watch_timeout_ns; /* watches without timeoutSeconds end after this */
-	/* hardening (0: the defaults below) */
-	size_t watch_history_bytes;   /* event texts kept for watch resume, in bytes */
-	unsigned idle_timeout_s;      /* a connection silent this long is closed (not a watch) */
-	unsigned max_connections;     /* connections served at once */
-	unsigned max_connections_per_ip;
-};
+#include "emulator/emu_config.h"
 
-#define EMU_DEFAULT_WATCH_HISTORY_BYTES ((size_t)256 * 1024 * 1024)
-#define EMU_DEFAULT_IDLE_TIMEOUT_S 60
-#define EMU_DEFAULT_MAX_CONNECTIONS 2048
-#define EMU_DEFAULT_MAX_CONNECTIONS_PER_IP 0 /* no limit: every local client is 127.0.0.1 */
 /* emu_server_stop() waits this long for busy connections, then leaves them to the exit */
 #define EMU_STOP_GRACE_MS 600
 

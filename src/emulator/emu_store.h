@@ -11,8 +11,9 @@
  * etcd keys. Stored json_t objects are immutable once committed: writers build a new object and
  * commit it, so an event and the store can share one object by reference.
  *
- * History: a ring of the last `cap` events, fewer when their texts exceed `ring_bytes_max` bytes
- * (the newest event is always kept). Every commit bumps the global resourceVersion by one
+ * History: a ring of the last `cap` events, fewer when what they hold in memory (text and decoded
+ * object, estimated from jansson's allocations) exceeds `ring_bytes_max` bytes (the newest event
+ * is always kept). Every commit bumps the global resourceVersion by one
  * and appends exactly one event, so event rv values are contiguous and the event for rv r sits at
  * a computable position. `history_start` is the oldest rv a watch may resume from: a watch from
  * rv >= history_start has every later event in the ring; older ones get 410 Expired.
@@ -58,6 +59,7 @@ struct emu_event {
 	json_t *obj;  /* state after the event (for DELETED: the last state, rv = event rv) */
 	json_t *prev; /* state before, NULL for ADDED */
 	char *text;   /* obj serialized compactly, shared by every watcher */
+	size_t cost;  /* bytes the event holds: text, decoded obj, this entry */
 };
 
 struct emu_store {
@@ -67,7 +69,7 @@ struct emu_store {
 	uint64_t history_start;
 	struct emu_event *ring;
 	size_t ring_cap, ring_head, ring_len;
-	size_t ring_bytes, ring_bytes_max; /* event texts held; the oldest go beyond max */
+	size_t ring_bytes, ring_bytes_max; /* events' cost held; the oldest go beyond max */
 	unsigned watch_epoch; /* bumped to close every open watch */
 	bool shutdown;
 	struct emu_resource *res;

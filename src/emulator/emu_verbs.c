@@ -22,19 +22,12 @@
 #include "base/xalloc.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
-#include "emulator/emu_select.h"
+#include "emulator/emu_verbs.h"
+#include "kube/names.h"
 
 #define KEY_MAX 600
 
 /* ---- replies ---- */
-
-void reply_status(struct reply *rp, unsigned code, const char *reason, const char *msg,
-		  json_t *details)
-{
-	free(rp->text);
-	rp->code = code;
-	rp->text = emu_status_text(code, reason, msg, details);
-}
 
 static const char *qualified(const struct emu_resource *r, char *buf, size_t len)
 {
@@ -54,16 +47,6 @@ static json_t *details_for(const struct emu_resource *r, const char *name)
 		json_object_set_new(d, "group", json_string(r->group));
 	json_object_set_new(d, "kind", json_string(r->plural));
 	return d;
-}
-
-void reply_bad(struct reply *rp, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	reply_status(rp, 400, "BadRequest", msg, NULL);
 }
 
 static void reply_not_found(struct reply *rp, const struct emu_resource *r, const char *name)
@@ -158,33 +141,10 @@ static void now_rfc3339(char *buf, size_t len)
 	rfc3339_format(time(NULL), buf, len);
 }
 
-void emu_set_type(const struct emu_resource *r, json_t *obj)
+static void emu_set_type(const struct emu_resource *r, json_t *obj)
 {
 	json_object_set_new(obj, "apiVersion", json_string(r->api_version));
 	json_object_set_new(obj, "kind", json_string(r->kind));
-}
-
-bool parse_body(struct emu_call *k, json_t **out, struct reply *rp)
-{
-	json_error_t je;
-	*out = NULL;
-	if (!k->body_len) {
-		reply_bad(rp, "the request body is empty; expected a JSON %s object", k->r->kind);
-		return false;
-	}
-	json_t *j = json_loadb(k->body, k->body_len, 0, &je);
-	if (!j) {
-		reply_bad(rp, "the request body is not valid JSON: %s (line %d, column %d)", je.text,
-			  je.line, je.column);
-		return false;
-	}
-	if (emu_json_too_deep(j, EMU_MAX_JSON_DEPTH)) {
-		json_decref(j);
-		reply_bad(rp, "the request body nests deeper than %d levels", EMU_MAX_JSON_DEPTH);
-		return false;
-	}
-	*out = j;
-	return true;
 }
 
 static bool all_strings(const json_t *v, bool map)
@@ -281,8 +241,8 @@ static bool valid_name(struct emu_call *k, const char *name, struct reply *rp)
 {
 	char why[256];
 	bool ok = !strcmp(k->r->plural, "namespaces") ?
-		emu_name_is_dns1123_label(name, why, sizeof(why)) :
-		emu_name_is_dns1123_subdomain(name, why, sizeof(why));
+		kube_name_is_dns1123_label(name, why, sizeof(why)) :
+		kube_name_is_dns1123_subdomain(name, why, sizeof(why));
 	if (!ok) {
 		char detail[600];
 		snprintf(detail, sizeof(detail), "Invalid value: \"%.200s\": %s", name, why);

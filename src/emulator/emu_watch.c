@@ -31,20 +31,24 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "emulator/emu_base64.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
+#include "emulator/emu_reply.h"
 #include "emulator/emu_select.h"
+#include "emulator/emu_verbs.h"
+#include "emulator/emu_watch.h"
 
 struct query {
-	struct emu_selector *labels, *fields;
+	struct kube_selector *labels, *fields;
 	const char *ns;
 	int res;
 };
 
 static void query_free(struct query *q)
 {
-	emu_selector_free(q->labels);
-	emu_selector_free(q->fields);
+	kube_selector_free(q->labels);
+	kube_selector_free(q->fields);
 }
 
 static bool field_allowed(const struct emu_resource *r, const char *key)
@@ -68,16 +72,18 @@ static bool query_parse(struct emu_call *k, struct query *q, struct reply *rp)
 	memset(q, 0, sizeof(*q));
 	q->ns = k->ns;
 	q->res = k->res;
-	if (emu_label_selector_parse(emu_arg(k, "labelSelector"), &q->labels, err, sizeof(err))) {
+	q->labels = kube_selector_parse(emu_arg(k, "labelSelector"), err, sizeof(err));
+	if (!q->labels) {
 		reply_bad(rp, "unable to parse requirement: %s", err);
 		return false;
 	}
-	if (emu_field_selector_parse(emu_arg(k, "fieldSelector"), &q->fields, err, sizeof(err))) {
+	q->fields = kube_field_selector_parse(emu_arg(k, "fieldSelector"), err, sizeof(err));
+	if (!q->fields) {
 		reply_bad(rp, "%s", err);
 		return false;
 	}
-	for (size_t i = 0; i < emu_selector_len(q->fields); i++) {
-		const char *key = emu_selector_key(q->fields, i);
+	for (size_t i = 0; i < kube_selector_len(q->fields); i++) {
+		const char *key = kube_selector_key(q->fields, i);
 		if (!field_allowed(k->r, key)) {
 			reply_bad(rp, "field label not supported: %s", key);
 			return false;
@@ -100,7 +106,7 @@ static bool query_match(const struct query *q, const json_t *obj)
 
 static bool has_selectors(const struct query *q)
 {
-	return emu_selector_len(q->labels) || emu_selector_len(q->fields);
+	return !kube_selector_empty(q->labels) || !kube_selector_empty(q->fields);
 }
 
 /* ---- list ---- */

@@ -40,6 +40,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_server.h"
 #include "fuzz_common.h"
 
 #define MAX_REQUESTS 4

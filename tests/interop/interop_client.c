@@ -33,6 +33,7 @@
 
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "csi/client.h"

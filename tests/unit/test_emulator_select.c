@@ -1,34 +1,36 @@
 /*
- * Unit tests for emu_select: label and field selectors as kubectl and client-go send them, and
- * the object-name rules that decide 422 on create.
+ * Unit tests for emu_select: label and field selectors (kube/selector.c's grammar) as kubectl and
+ * client-go send them, matched against stored JSON, and the object-name rules (kube/names.c)
+ * that decide 422 on create.
  */
 #include <jansson.h>
 
 #include "check.h"
 #include "emulator/emu_select.h"
+#include "kube/names.h"
+#include "kube/selector.h"
 
 static bool labels_match(const char *sel, const char *labels_json)
 {
-	struct emu_selector *s;
 	char err[256];
-	if (emu_label_selector_parse(sel, &s, err, sizeof(err)) < 0) {
+	struct kube_selector *s = kube_selector_parse(sel, err, sizeof(err));
+	if (!s) {
 		fprintf(stderr, "unexpected parse error for %s: %s\n", sel, err);
 		return false;
 	}
 	json_t *l = json_loads(labels_json, 0, NULL);
 	bool r = emu_selector_match_labels(s, l);
 	json_decref(l);
-	emu_selector_free(s);
+	kube_selector_free(s);
 	return r;
 }
 
 static bool label_parse_fails(const char *sel)
 {
-	struct emu_selector *s = NULL;
 	char err[256] = "";
-	int rc = emu_label_selector_parse(sel, &s, err, sizeof(err));
-	emu_selector_free(s);
-	return rc < 0 && err[0] && !s;
+	struct kube_selector *s = kube_selector_parse(sel, err, sizeof(err));
+	kube_selector_free(s);
+	return err[0] && !s;
 }
 
 static void test_label_equality(void)
@@ -75,31 +77,31 @@ static void test_label_errors(void)
 
 static void test_field_selectors(void)
 {
-	struct emu_selector *s;
+	struct kube_selector *s;
 	char err[256];
 	json_t *pod = json_loads("{\"metadata\":{\"name\":\"p1\",\"namespace\":\"ns1\"},"
 				 "\"spec\":{\"nodeName\":\"node-a\"}}", 0, NULL);
-	CHECK_INT(emu_field_selector_parse("metadata.name=p1,spec.nodeName==node-a", &s, err,
-					   sizeof(err)), 0);
-	CHECK_INT(emu_selector_len(s), 2);
-	CHECK_STR(emu_selector_key(s, 1), "spec.nodeName");
+	s = kube_field_selector_parse("metadata.name=p1,spec.nodeName==node-a", err, sizeof(err));
+	CHECK(s != NULL);
+	CHECK_INT(kube_selector_len(s), 2);
+	CHECK_STR(kube_selector_key(s, 1), "spec.nodeName");
 	CHECK(emu_selector_match_fields(s, pod));
-	emu_selector_free(s);
-	CHECK_INT(emu_field_selector_parse("spec.nodeName!=node-a", &s, err, sizeof(err)), 0);
+	kube_selector_free(s);
+	CHECK((s = kube_field_selector_parse("spec.nodeName!=node-a", err, sizeof(err))) != NULL);
 	CHECK(!emu_selector_match_fields(s, pod));
-	emu_selector_free(s);
-	CHECK_INT(emu_field_selector_parse("spec.nodeName=", &s, err, sizeof(err)), 0);
+	kube_selector_free(s);
+	CHECK((s = kube_field_selector_parse("spec.nodeName=", err, sizeof(err))) != NULL);
 	CHECK(!emu_selector_match_fields(s, pod)); /* a missing field reads as "" */
-	emu_selector_free(s);
-	CHECK_INT(emu_field_selector_parse("metadata.name=a\\,b", &s, err, sizeof(err)), 0);
+	kube_selector_free(s);
+	CHECK((s = kube_field_selector_parse("metadata.name=a\\,b", err, sizeof(err))) != NULL);
 	json_t *odd = json_loads("{\"metadata\":{\"name\":\"a,b\"}}", 0, NULL);
 	CHECK(emu_selector_match_fields(s, odd));
-	emu_selector_free(s);
+	kube_selector_free(s);
 	json_decref(odd);
 	/* regression: a selector ending in a backslash was read past its end */
-	CHECK_INT(emu_field_selector_parse("\\", &s, err, sizeof(err)), -1);
-	CHECK_INT(emu_field_selector_parse("metadata.name=a\\", &s, err, sizeof(err)), -1);
-	CHECK_INT(emu_field_selector_parse("metadata.name", &s, err, sizeof(err)), -1);
+	CHECK(kube_field_selector_parse("\\", err, sizeof(err)) == NULL);
+	CHECK(kube_field_selector_parse("metadata.name=a\\", err, sizeof(err)) == NULL);
+	s = kube_field_selector_parse("metadata.name", err, sizeof(err));
 	CHECK(s == NULL);
 	CHECK(strstr(err, "can't understand") != NULL);
 	json_decref(pod);
@@ -108,27 +110,27 @@ static void test_field_selectors(void)
 static void test_names(void)
 {
 	char err[256];
-	CHECK(emu_name_is_dns1123_subdomain("pvc-1234.example", err, sizeof(err)));
-	CHECK(!emu_name_is_dns1123_subdomain("Bad_Name", err, sizeof(err)));
+	CHECK(kube_name_is_dns1123_subdomain("pvc-1234.example", err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_subdomain("Bad_Name", err, sizeof(err)));
 	CHECK(strstr(err, "RFC 1123 subdomain") != NULL);
-	CHECK(!emu_name_is_dns1123_subdomain("-x", err, sizeof(err)));
-	CHECK(!emu_name_is_dns1123_subdomain("x.", err, sizeof(err)));
-	CHECK(!emu_name_is_dns1123_subdomain("a..b", err, sizeof(err)));
-	CHECK(!emu_name_is_dns1123_subdomain("", err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_subdomain("-x", err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_subdomain("x.", err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_subdomain("a..b", err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_subdomain("", err, sizeof(err)));
 	char big[300];
 	memset(big, 'a', 254);
 	big[254] = '\0';
-	CHECK(!emu_name_is_dns1123_subdomain(big, err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_subdomain(big, err, sizeof(err)));
 	/* Real VolumeAttachment names: one 68-character part is fine in a subdomain name. */
-	CHECK(emu_name_is_dns1123_subdomain(
+	CHECK(kube_name_is_dns1123_subdomain(
 		"csi-5e7a1fbd0c6e3b3a0d5c1f9b2a7e8d4c6b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e", err,
 		sizeof(err)));
 	big[253] = '\0';
-	CHECK(emu_name_is_dns1123_subdomain(big, err, sizeof(err)));
-	CHECK(emu_name_is_dns1123_label("kube-system", err, sizeof(err)));
-	CHECK(!emu_name_is_dns1123_label("a.b", err, sizeof(err)));
+	CHECK(kube_name_is_dns1123_subdomain(big, err, sizeof(err)));
+	CHECK(kube_name_is_dns1123_label("kube-system", err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_label("a.b", err, sizeof(err)));
 	big[64] = '\0';
-	CHECK(!emu_name_is_dns1123_label(big, err, sizeof(err)));
+	CHECK(!kube_name_is_dns1123_label(big, err, sizeof(err)));
 }
 
 int main(void)

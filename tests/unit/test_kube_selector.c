@@ -41,6 +41,8 @@ static void test_match(void)
 	CHECK_INT(m("app>1"), 0); /* not an integer label */
 	CHECK_INT(m("app in (db),tier notin (frontend),example.com/zone"), 1);
 	CHECK_INT(m("app="), 0); /* empty value: only an empty label matches */
+	CHECK_INT(m("app in(db)"), 1); /* a word ends at '(' */
+	CHECK_INT(m("!app"), 0);
 }
 
 static void test_errors(void)
@@ -55,6 +57,13 @@ static void test_errors(void)
 		{ "app=-x", "invalid value" },
 		{ "n>x", "expected an integer" },
 		{ "a=b)", "expected ',' between requirements" },
+		/* kube-apiserver's rules, one grammar with kube-emulator's since issue 26 */
+		{ "app db", "found 'db', expected an operator" },
+		{ "app in ()", "values set can't be empty" },
+		{ "!", "expected a label key" },
+		{ "n>99999999999999999999", "expected an integer" },
+		{ "n>-1", "invalid value" },
+		{ "a/b/c=x", "invalid label key" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";

@@ -1,6 +1,7 @@
 /* Unit tests for base/log: klog line format, verbosity, thread safety, klog flags. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "check.h"
 
 #include <fcntl.h>

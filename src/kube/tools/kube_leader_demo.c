@@ -10,6 +10,7 @@
 
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "base/timeutil.h"
 #include "kube/client.h"
 #include "kube/config.h"
