@@ -1,6 +1,7 @@
 /* livenessprobe: flags -> config -> run. See src/livenessprobe/livenessprobe.h. */
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/log_flags.h"
 #include "livenessprobe/livenessprobe.h"
 
 int main(int argc, char **argv)
