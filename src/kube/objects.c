@@ -620,6 +620,51 @@ static struct kube_obj *csinode_decode(const jv_t *obj, char *err, size_t errlen
 	return decode2(obj, sizeof(struct kube_csinode), KUBE_KIND_CSINODE, csinode_fields, err, errlen);
 }
 
+/* Node.spec.taints, every field kept (nodelifecycle writes the list back whole). */
+static const struct kube_taint *pk_taints(struct packer *pk, const jv_t *arr, uint16_t *count)
+{
+	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_taint *t = pk_alloc(pk, n * sizeof(*t), sizeof(char *));
+	const jv_t *e = jv_first(arr);
+	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
+		const char *key = kube_intern(jstr(e, "key") ? jstr(e, "key") : "");
+		const char *value = kube_intern(jstr(e, "value") ? jstr(e, "value") : "");
+		const char *effect = kube_intern(jstr(e, "effect") ? jstr(e, "effect") : "");
+		const char *added = pk_str(pk, jstr(e, "timeAdded"));
+		if (t)
+			t[i] = (struct kube_taint){ key, value, effect, added };
+	}
+	*count = (uint16_t)n;
+	return t;
+}
+
+/* Node.status.conditions, every field kept (nodelifecycle writes the list back whole). */
+static const struct kube_node_condition *pk_conditions(struct packer *pk, const jv_t *arr,
+						       uint16_t *count)
+{
+	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_node_condition *c = pk_alloc(pk, n * sizeof(*c), sizeof(char *));
+	const jv_t *e = jv_first(arr);
+	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
+		struct kube_node_condition v = {
+			.type = kube_intern(jstr(e, "type") ? jstr(e, "type") : ""),
+			.status = kube_intern(jstr(e, "status") ? jstr(e, "status") : ""),
+			.reason = pk_str(pk, jstr(e, "reason")),
+			.message = pk_str(pk, jstr(e, "message")),
+			.heartbeat = pk_str(pk, jstr(e, "lastHeartbeatTime")),
+			.transition = pk_str(pk, jstr(e, "lastTransitionTime")),
+		};
+		if (c)
+			c[i] = v;
+	}
+	*count = (uint16_t)n;
+	return c;
+}
+
 static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_node *n = rec;
@@ -683,6 +728,9 @@ static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err,
 	n->volumes_attached = av;
 	n->nvolumes_attached = (uint16_t)nva;
 	n->volumes_in_use = pk_strv(pk, jv_get(st, "volumesInUse"), false, &n->nvolumes_in_use);
+	n->created = pk_str(pk, jstr(jv_get(obj, "metadata"), "creationTimestamp"));
+	n->taints = pk_taints(pk, jv_get(spec, "taints"), &n->ntaints);
+	n->conditions = pk_conditions(pk, jv_get(st, "conditions"), &n->nconditions);
 	return 0;
 }
 
@@ -845,6 +893,27 @@ static bool pod_uses_as_device(const jv_t *spec, const char *name)
 	return false;
 }
 
+/* Pod.spec.tolerations (volume-scheduler's TaintToleration rule). */
+static const struct kube_toleration *pk_tolerations(struct packer *pk, const jv_t *arr,
+						    uint16_t *count)
+{
+	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	struct kube_toleration *t = pk_alloc(pk, n * sizeof(*t), sizeof(char *));
+	const jv_t *e = jv_first(arr);
+	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
+		struct kube_toleration v = {
+			kube_intern(jstr(e, "key")), kube_intern(jstr(e, "operator")),
+			kube_intern(jstr(e, "value")), kube_intern(jstr(e, "effect")),
+		};
+		if (t)
+			t[i] = v;
+	}
+	*count = (uint16_t)n;
+	return t;
+}
+
 static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pod *p = rec;
@@ -912,6 +981,7 @@ static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 	}
 	p->volumes = pv;
 	p->nvolumes = (uint16_t)n;
+	p->tolerations = pk_tolerations(pk, jv_get(spec, "tolerations"), &p->ntolerations);
 	return 0;
 }
 
@@ -986,6 +1056,24 @@ static struct kube_obj *csisc_decode(const jv_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_csisc), KUBE_KIND_CSISC, csisc_fields, err, errlen);
 }
 
+/* ---- Lease ---- */
+
+static int lease_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_lease *l = rec;
+	if (decode_meta(pk, obj, &l->meta, err, errlen))
+		return -1;
+	const jv_t *spec = jv_get(obj, "spec");
+	l->holder = pk_str(pk, jstr(spec, "holderIdentity"));
+	l->renew_time = pk_str(pk, jstr(spec, "renewTime"));
+	return 0;
+}
+
+static struct kube_obj *lease_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_lease), KUBE_KIND_LEASE, lease_fields, err, errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
@@ -995,6 +1083,7 @@ const struct kube_kind KUBE_KIND_STORAGECLASS = { "StorageClass", &KUBE_RES_STOR
 const struct kube_kind KUBE_KIND_POD_T = { "Pod", &KUBE_RES_PODS, pod_decode };
 const struct kube_kind KUBE_KIND_CSIDRIVER_T = { "CSIDriver", &KUBE_RES_CSIDRIVERS, csidriver_decode };
 const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY = { "CSIStorageCapacity", &KUBE_RES_CSISTORAGECAPACITIES, csisc_decode };
+const struct kube_kind KUBE_KIND_LEASE_T = { "Lease", &KUBE_RES_LEASES, lease_decode };
 
 /* ---- helpers ---- */
 
