@@ -15,6 +15,7 @@
  */
 #include "kube/objects.h"
 
+#include <assert.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -620,49 +621,60 @@ static struct kube_obj *csinode_decode(const jv_t *obj, char *err, size_t errlen
 	return decode2(obj, sizeof(struct kube_csinode), KUBE_KIND_CSINODE, csinode_fields, err, errlen);
 }
 
-/* Node.spec.taints, every field kept (nodelifecycle writes the list back whole). */
-static const struct kube_taint *pk_taints(struct packer *pk, const jv_t *arr, uint16_t *count)
+/*
+ * Packs a JSON array whose elements become fixed-size structs: elem() fills one element from its
+ * JSON (it packs the element's strings itself, so it runs in both passes; in the sizing pass its
+ * result lands in a scratch element and is dropped).
+ */
+typedef void (*pk_elem_fn)(struct packer *pk, const jv_t *e, void *out);
+static void *pk_array(struct packer *pk, const jv_t *arr, size_t size, pk_elem_fn elem,
+		      uint16_t *count)
 {
+	_Alignas(max_align_t) char scratch[64];
 	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
 	if (n > UINT16_MAX)
 		n = UINT16_MAX;
-	struct kube_taint *t = pk_alloc(pk, n * sizeof(*t), sizeof(char *));
+	assert(size <= sizeof(scratch));
+	char *a = pk_alloc(pk, n * size, sizeof(char *));
 	const jv_t *e = jv_first(arr);
-	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
-		const char *key = kube_intern(jstr(e, "key") ? jstr(e, "key") : "");
-		const char *value = kube_intern(jstr(e, "value") ? jstr(e, "value") : "");
-		const char *effect = kube_intern(jstr(e, "effect") ? jstr(e, "effect") : "");
-		const char *added = pk_str(pk, jstr(e, "timeAdded"));
-		if (t)
-			t[i] = (struct kube_taint){ key, value, effect, added };
-	}
+	for (size_t i = 0; i < n; i++, e = jv_next(e))
+		elem(pk, e, a ? a + i * size : scratch);
 	*count = (uint16_t)n;
-	return t;
+	return a;
 }
 
-/* Node.status.conditions, every field kept (nodelifecycle writes the list back whole). */
-static const struct kube_node_condition *pk_conditions(struct packer *pk, const jv_t *arr,
-						       uint16_t *count)
+/* An entry of Node.spec.taints, every field kept (nodelifecycle writes the list back whole). */
+static void pk_taint(struct packer *pk, const jv_t *e, void *out)
 {
-	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
-	if (n > UINT16_MAX)
-		n = UINT16_MAX;
-	struct kube_node_condition *c = pk_alloc(pk, n * sizeof(*c), sizeof(char *));
-	const jv_t *e = jv_first(arr);
-	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
-		struct kube_node_condition v = {
-			.type = kube_intern(jstr(e, "type") ? jstr(e, "type") : ""),
-			.status = kube_intern(jstr(e, "status") ? jstr(e, "status") : ""),
-			.reason = pk_str(pk, jstr(e, "reason")),
-			.message = pk_str(pk, jstr(e, "message")),
-			.heartbeat = pk_str(pk, jstr(e, "lastHeartbeatTime")),
-			.transition = pk_str(pk, jstr(e, "lastTransitionTime")),
-		};
-		if (c)
-			c[i] = v;
-	}
-	*count = (uint16_t)n;
-	return c;
+	*(struct kube_taint *)out = (struct kube_taint){
+		kube_intern(jstr(e, "key") ? jstr(e, "key") : ""),
+		kube_intern(jstr(e, "value") ? jstr(e, "value") : ""),
+		kube_intern(jstr(e, "effect") ? jstr(e, "effect") : ""),
+		pk_str(pk, jstr(e, "timeAdded")),
+	};
+}
+
+/* An entry of Node.status.conditions, every field kept (nodelifecycle writes the list back). */
+static void pk_condition(struct packer *pk, const jv_t *e, void *out)
+{
+	*(struct kube_node_condition *)out = (struct kube_node_condition){
+		.type = kube_intern(jstr(e, "type") ? jstr(e, "type") : ""),
+		.status = kube_intern(jstr(e, "status") ? jstr(e, "status") : ""),
+		.reason = pk_str(pk, jstr(e, "reason")),
+		.message = pk_str(pk, jstr(e, "message")),
+		.heartbeat = pk_str(pk, jstr(e, "lastHeartbeatTime")),
+		.transition = pk_str(pk, jstr(e, "lastTransitionTime")),
+	};
+}
+
+/* An entry of Pod.spec.tolerations (volume-scheduler's TaintToleration rule). */
+static void pk_toleration(struct packer *pk, const jv_t *e, void *out)
+{
+	(void)pk;
+	*(struct kube_toleration *)out = (struct kube_toleration){
+		kube_intern(jstr(e, "key")), kube_intern(jstr(e, "operator")),
+		kube_intern(jstr(e, "value")), kube_intern(jstr(e, "effect")),
+	};
 }
 
 static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
@@ -729,8 +741,10 @@ static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err,
 	n->nvolumes_attached = (uint16_t)nva;
 	n->volumes_in_use = pk_strv(pk, jv_get(st, "volumesInUse"), false, &n->nvolumes_in_use);
 	n->created = pk_str(pk, jstr(jv_get(obj, "metadata"), "creationTimestamp"));
-	n->taints = pk_taints(pk, jv_get(spec, "taints"), &n->ntaints);
-	n->conditions = pk_conditions(pk, jv_get(st, "conditions"), &n->nconditions);
+	n->taints = pk_array(pk, jv_get(spec, "taints"), sizeof(struct kube_taint), pk_taint,
+			     &n->ntaints);
+	n->conditions = pk_array(pk, jv_get(st, "conditions"), sizeof(struct kube_node_condition),
+				 pk_condition, &n->nconditions);
 	return 0;
 }
 
@@ -893,27 +907,6 @@ static bool pod_uses_as_device(const jv_t *spec, const char *name)
 	return false;
 }
 
-/* Pod.spec.tolerations (volume-scheduler's TaintToleration rule). */
-static const struct kube_toleration *pk_tolerations(struct packer *pk, const jv_t *arr,
-						    uint16_t *count)
-{
-	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
-	if (n > UINT16_MAX)
-		n = UINT16_MAX;
-	struct kube_toleration *t = pk_alloc(pk, n * sizeof(*t), sizeof(char *));
-	const jv_t *e = jv_first(arr);
-	for (size_t i = 0; i < n; i++, e = jv_next(e)) {
-		struct kube_toleration v = {
-			kube_intern(jstr(e, "key")), kube_intern(jstr(e, "operator")),
-			kube_intern(jstr(e, "value")), kube_intern(jstr(e, "effect")),
-		};
-		if (t)
-			t[i] = v;
-	}
-	*count = (uint16_t)n;
-	return t;
-}
-
 static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pod *p = rec;
@@ -981,7 +974,8 @@ static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 	}
 	p->volumes = pv;
 	p->nvolumes = (uint16_t)n;
-	p->tolerations = pk_tolerations(pk, jv_get(spec, "tolerations"), &p->ntolerations);
+	p->tolerations = pk_array(pk, jv_get(spec, "tolerations"), sizeof(struct kube_toleration),
+				  pk_toleration, &p->ntolerations);
 	return 0;
 }
 
