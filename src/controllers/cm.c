@@ -23,12 +23,14 @@ static const struct kube_kind *const kinds[CM_NKINDS] = {
 	[CM_VAS] = &KUBE_KIND_VOLUMEATTACHMENT,
 	[CM_CSIDRIVERS] = &KUBE_KIND_CSIDRIVER_T,
 	[CM_CSINODES] = &KUBE_KIND_CSINODE_T,
+	[CM_LEASES] = &KUBE_KIND_LEASE_T,
 };
 
 struct kube_informer *cm_informer(struct cm_ctx *c, enum cm_kind k)
 {
 	if (!c->inf[k]) {
-		struct kube_informer_opts o = { .kind = kinds[k], .resync_ns = c->cfg->kube.resync_ns };
+		struct kube_informer_opts o = { .kind = kinds[k], .resync_ns = c->cfg->kube.resync_ns,
+						.ns = k == CM_LEASES ? "kube-node-lease" : NULL };
 		c->inf[k] = kube_informer_new(c->kc, &o);
 		if (k == CM_PVCS)
 			kube_informer_add_index(c->inf[k], "volume", kube_index_pvc_by_volume);

@@ -1,7 +1,7 @@
 /*
- * kcsi-controller-manager: the volume controllers of kube-controller-manager that kcsi's storage
- * stack needs (attachdetach, persistentvolume-binder, pvc-protection, pv-protection) and, for
- * emulated clusters, a volume-aware scheduler (volume-scheduler).
+ * kcsi-controller-manager: the controllers of kube-controller-manager that kcsi's storage stack
+ * needs (attachdetach, persistentvolume-binder, pvc-protection, pv-protection, nodelifecycle)
+ * and, for emulated clusters, a volume-aware scheduler (volume-scheduler).
  *
  * Shape: one struct cm_ctx per process holds the kube client, the event recorder and one shared
  * informer per kind (created on first use, started once after every controller registered its
@@ -41,9 +41,14 @@ struct cm_config {
 	int64_t pv_sync_ns;       /* --pvclaimbinder-sync-period */
 	/* volume-scheduler */
 	const char *scheduler_name; /* --scheduler-name */
+	/* nodelifecycle */
+	int64_t node_monitor_period_ns;  /* --node-monitor-period */
+	int64_t node_monitor_grace_ns;   /* --node-monitor-grace-period */
+	int64_t node_startup_grace_ns;   /* --node-startup-grace-period */
 };
 
 enum cm_kind { CM_PODS, CM_NODES, CM_PVS, CM_PVCS, CM_SCS, CM_VAS, CM_CSIDRIVERS, CM_CSINODES,
+	       CM_LEASES, /* kube-node-lease only: the nodes' heartbeats */
 	       CM_NKINDS };
 
 struct cm_ctx {
@@ -87,6 +92,7 @@ extern const struct cm_controller cm_pv_binder;
 extern const struct cm_controller cm_pvc_protection;
 extern const struct cm_controller cm_pv_protection;
 extern const struct cm_controller cm_volume_scheduler;
+extern const struct cm_controller cm_nodelifecycle;
 
 /*
  * Whether --controllers enables `name`: kube-controller-manager's rules ("*" enables the default

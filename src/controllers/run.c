@@ -35,6 +35,7 @@ static const struct cm_controller *const all_controllers[] = {
 	&cm_pvc_protection,
 	&cm_pv_protection,
 	&cm_volume_scheduler,
+	&cm_nodelifecycle,
 };
 #define NCONTROLLERS (sizeof(all_controllers) / sizeof(all_controllers[0]))
 
@@ -42,7 +43,7 @@ void cm_register_flags(struct flagset *fs, struct cm_config *c)
 {
 	kube_options_register(fs, &c->kube);
 	flags_string(fs, "controllers", &c->controllers, "*",
-		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, volume-scheduler (not in '*').");
+		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, nodelifecycle, volume-scheduler (not in '*').");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
 		     "Address of the diagnostics HTTP server (/healthz, /metrics), e.g. :8080; empty disables it.");
 	flags_bool(fs, "leader-elect", &c->leader_elect, false,
@@ -61,6 +62,12 @@ void cm_register_flags(struct flagset *fs, struct cm_config *c)
 		       "How often the persistentvolume-binder looks at every claim and volume again.");
 	flags_string(fs, "scheduler-name", &c->scheduler_name, "default-scheduler",
 		     "Pods with this spec.schedulerName (or none) are placed by volume-scheduler.");
+	flags_duration(fs, "node-monitor-period", &c->node_monitor_period_ns, 5 * NSEC_PER_SEC,
+		       "How often nodelifecycle looks at every node's heartbeats, conditions and taints.");
+	flags_duration(fs, "node-monitor-grace-period", &c->node_monitor_grace_ns, 50 * NSEC_PER_SEC,
+		       "How long a node may go without a Ready heartbeat or a Lease renewal before its conditions become Unknown and it gets the unreachable taints.");
+	flags_duration(fs, "node-startup-grace-period", &c->node_startup_grace_ns, NSEC_PER_MIN,
+		       "The same for a node that has never posted a Ready condition, counted from its creation.");
 }
 
 struct cm_runtime {

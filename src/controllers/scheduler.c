@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "controllers/vs.h"
 #include "kube/objects.h"
 #include "kube/quantity.h"
 #include "kube/store.h"
@@ -153,21 +154,159 @@ static void infos_free(struct claim_info *ci, size_t n)
 	free(ci);
 }
 
-/* Why node n cannot run the pod, or NULL when it can. */
-static const char *node_unfit(const struct kube_pod *p, const struct kube_node *n,
-			      const struct claim_info *ci, size_t nci, json_t **caps, struct vsched *s)
+/* A claim's volume as NodeVolumeLimits counts it: a bound volume by its handle, an unbound
+ * claim by its name under its class's provisioner. Returns false for a volume that is not CSI. */
+static bool claim_volume(const struct kube_pvc *c, const struct kube_pv *pv,
+			 const struct kube_storageclass *sc, struct vs_volume *v, char *idbuf,
+			 size_t idlen)
 {
-	if (n->ready != KUBE_COND_TRUE)
-		return "node(s) were not ready";
-	if (n->unschedulable)
-		return "node(s) were unschedulable";
-	for (uint16_t i = 0; i < p->nnode_selector; i++)
-		if (!labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
-			return "node(s) didn't match Pod's node affinity/selector";
-	for (size_t i = 0; i < nci; i++) {
-		const struct kube_pvc *c = kube_pvc_of(ci[i].claim);
-		const struct kube_pv *pv = kube_pv_of(ci[i].pv);
-		const struct kube_storageclass *sc = kube_storageclass_of(ci[i].sc);
+	if (pv) {
+		v->driver = pv->driver;
+		v->id = pv->volume_handle;
+		return pv->driver && pv->volume_handle;
+	}
+	if (!sc || !sc->provisioner)
+		return false;
+	snprintf(idbuf, idlen, "%s/%s", c->meta.ns ? c->meta.ns : "", c->meta.name);
+	v->driver = sc->provisioner;
+	v->id = idbuf;
+	return true;
+}
+
+/* The pod's CSI volumes, appended to *v (grown as needed); each id is the list's own copy
+ * (vols_free), drivers are interned. */
+static void pod_volumes(struct vsched *s, const struct kube_pod *p, struct vs_volume **v, size_t *n,
+			size_t *cap)
+{
+	for (uint16_t i = 0; i < p->nvolumes; i++) {
+		const struct kube_pod_volume *pv = &p->volumes[i];
+		struct vs_volume x = { NULL, NULL };
+		char id[600];
+		bool ok = false;
+
+		if (pv->csi_driver) {
+			snprintf(id, sizeof(id), "%s/%s/%s", p->meta.ns ? p->meta.ns : "", p->meta.name, pv->name);
+			x = (struct vs_volume){ pv->csi_driver, xstrdup(id) };
+			ok = true;
+		} else if (pv->claim_name) {
+			struct kube_obj *co = kube_store_get(cm_store(s->cm, CM_PVCS), p->meta.ns, pv->claim_name);
+			const struct kube_pvc *c = kube_pvc_of(co);
+			struct kube_obj *vo = c && c->volume_name
+				? kube_store_get(cm_store(s->cm, CM_PVS), NULL, c->volume_name) : NULL;
+			struct kube_obj *so = c && !vo && c->storage_class
+				? kube_store_get(cm_store(s->cm, CM_SCS), NULL, c->storage_class) : NULL;
+			ok = c && claim_volume(c, kube_pv_of(vo), kube_storageclass_of(so), &x, id, sizeof(id));
+			if (ok)
+				x.id = xstrdup(x.id); /* the records are released below */
+			kube_obj_unref(vo);
+			kube_obj_unref(so);
+			kube_obj_unref(co);
+		}
+		if (!ok)
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? 2 * *cap : 8;
+			*v = xrealloc(*v, *cap * sizeof(**v));
+		}
+		(*v)[(*n)++] = x;
+	}
+}
+
+static void vols_free(struct vs_volume *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free((char *)v[i].id);
+	free(v);
+}
+
+/* CSINode allocatable.count of a driver on the node in ud (-1: none). */
+struct limit_ctx {
+	const struct kube_csinode *cn;
+};
+static int32_t csinode_limit(const char *driver, void *ud)
+{
+	const struct kube_csinode *cn = ((struct limit_ctx *)ud)->cn;
+
+	for (uint16_t i = 0; cn && i < cn->ndrivers; i++)
+		if (!strcmp(cn->drivers[i].name, driver))
+			return cn->drivers[i].allocatable;
+	return -1;
+}
+
+/* Whether this scheduler bound p to node a moment ago (the cache does not show it yet). */
+static bool assumed_on(struct vsched *s, const struct kube_pod *p, const char *node)
+{
+	int64_t now = mono_now_ns();
+
+	for (size_t i = 0; i < ASSUMED_MAX; i++) {
+		const struct assumed_pod *a = &s->assumed[i];
+		if (a->node && now - a->at <= ASSUMED_TTL && !strcmp(a->node, node) &&
+		    !strcmp(a->name, p->meta.name) && !strcmp(a->ns, p->meta.ns ? p->meta.ns : ""))
+			return true;
+	}
+	return false;
+}
+
+/* NodeVolumeLimits: whether the pod's volumes (add) would pass an attach limit of the node. */
+static bool over_limit(struct vsched *s, const struct kube_node *n, const struct vs_volume *add,
+		       size_t nadd, struct kube_obj *const *pods, size_t npods)
+{
+	struct kube_obj *co = kube_store_get(cm_store(s->cm, CM_CSINODES), NULL, n->meta.name);
+	struct limit_ctx lc = { kube_csinode_of(co) };
+	struct vs_volume *used = NULL;
+	size_t nused = 0, cap = 0;
+	bool limited = false, over;
+
+	for (size_t i = 0; i < nadd && !limited; i++)
+		limited = csinode_limit(add[i].driver, &lc) >= 0;
+	if (!limited) {
+		kube_obj_unref(co);
+		return false;
+	}
+	for (size_t i = 0; i < npods; i++) {
+		const struct kube_pod *p = kube_pod_of(pods[i]);
+		if (!p || kube_pod_terminated(p))
+			continue;
+		if (p->node_name ? !strcmp(p->node_name, n->meta.name) : assumed_on(s, p, n->meta.name))
+			pod_volumes(s, p, &used, &nused, &cap);
+	}
+	over = vs_over_limit(used, nused, add, nadd, csinode_limit, &lc) != NULL;
+	vols_free(used, nused);
+	kube_obj_unref(co);
+	return over;
+}
+
+/* Whether the class's driver asked the scheduler to track its capacity (CSIDriver
+ * spec.storageCapacity); without that CSIStorageCapacity objects are ignored, as upstream. */
+static bool tracks_capacity(struct vsched *s, const struct kube_storageclass *sc)
+{
+	struct kube_obj *o = sc->provisioner
+		? kube_store_get(cm_store(s->cm, CM_CSIDRIVERS), NULL, sc->provisioner) : NULL;
+	const struct kube_csidriver *d = kube_csidriver_of(o);
+	bool on = d && d->storage_capacity;
+
+	kube_obj_unref(o);
+	return on;
+}
+
+/* What node_unfit() reads besides the node. */
+struct fit {
+	const struct kube_pod *p;
+	const struct claim_info *ci;
+	size_t nci;
+	const struct vs_volume *vols; /* the pod's CSI volumes */
+	size_t nvols;
+	struct kube_obj **pods;
+	size_t npods;
+	json_t *caps;                 /* CSIStorageCapacity list, fetched on first need */
+};
+
+static const char *claims_unfit(struct vsched *s, struct fit *f, const struct kube_node *n)
+{
+	for (size_t i = 0; i < f->nci; i++) {
+		const struct kube_pvc *c = kube_pvc_of(f->ci[i].claim);
+		const struct kube_pv *pv = kube_pv_of(f->ci[i].pv);
+		const struct kube_storageclass *sc = kube_storageclass_of(f->ci[i].sc);
 
 		if (pv) {
 			if (!kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels, n->nlabels))
@@ -175,7 +314,7 @@ static const char *node_unfit(const struct kube_pod *p, const struct kube_node *
 			continue;
 		}
 		if (!sc || !sc->wait_for_first_consumer)
-			return "pod has unbound immediate PersistentVolumeClaims";
+			return VS_REASON_UNBOUND_IMMEDIATE;
 		if (c->selected_node) {
 			if (strcmp(c->selected_node, n->meta.name))
 				return "node(s) did not match the node already selected for a claim";
@@ -184,16 +323,47 @@ static const char *node_unfit(const struct kube_pod *p, const struct kube_node *
 		if (!kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, n->labels,
 					      n->nlabels))
 			return "node(s) didn't find available persistent volumes to bind";
-		if (!*caps) {
+		if (!tracks_capacity(s, sc))
+			continue;
+		if (!f->caps) {
 			struct kube_err e;
-			*caps = kube_list(s->cm->kc, &KUBE_RES_CSISTORAGECAPACITIES, NULL, NULL, &e);
-			if (!*caps)
-				*caps = json_object(); /* not served: no capacity tracking */
+			f->caps = kube_list(s->cm->kc, &KUBE_RES_CSISTORAGECAPACITIES, NULL, NULL, &e);
+			if (!f->caps)
+				f->caps = json_object(); /* not served: no capacity tracking */
 		}
-		if (capacity_fits(*caps, sc->meta.name, n, c->request > 0 ? c->request : 0) == 0)
+		if (capacity_fits(f->caps, sc->meta.name, n, c->request > 0 ? c->request : 0) == 0)
 			return "node(s) did not have enough free storage";
 	}
 	return NULL;
+}
+
+/* Why node n cannot run the pod (written to why), or false when it can; kube-scheduler's filter
+ * order: unschedulable, taints, node selector, volume limits, volume binding. */
+static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *n, char *why,
+		       size_t len)
+{
+	const struct kube_pod *p = f->p;
+	const struct kube_taint *t;
+	const char *r = NULL;
+
+	if (n->ready != KUBE_COND_TRUE)
+		r = "node(s) were not ready";
+	else if (n->unschedulable)
+		r = "node(s) were unschedulable";
+	else if ((t = vs_untolerated(n->taints, n->ntaints, p->tolerations, p->ntolerations))) {
+		snprintf(why, len, "node(s) had untolerated taint {%s: %s}", t->key, t->value ? t->value : "");
+		return true;
+	}
+	for (uint16_t i = 0; !r && i < p->nnode_selector; i++)
+		if (!labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
+			r = "node(s) didn't match Pod's node affinity/selector";
+	if (!r && f->nvols && over_limit(s, n, f->vols, f->nvols, f->pods, f->npods))
+		r = "node(s) exceed max volume count";
+	if (!r)
+		r = claims_unfit(s, f, n);
+	if (r)
+		snprintf(why, len, "%s", r);
+	return r != NULL;
 }
 
 static size_t pods_on(struct vsched *s, struct kube_obj *const *pods, size_t npods, const char *node)
@@ -275,6 +445,43 @@ static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const
 	return CM_DONE;
 }
 
+/* The claims of the pod, looked up (CM_RETRY while one is not in the cache yet). */
+static enum cm_result claim_infos(struct vsched *s, const struct kube_pod *p, struct claim_info *ci,
+				  size_t *nci)
+{
+	for (uint16_t i = 0; i < p->nvolumes; i++) {
+		const struct kube_pvc *c;
+
+		if (!p->volumes[i].claim_name)
+			continue;
+		ci[*nci].claim = kube_store_get(cm_store(s->cm, CM_PVCS), p->meta.ns, p->volumes[i].claim_name);
+		c = kube_pvc_of(ci[*nci].claim);
+		if (!c) {
+			KLOG_V(3, "pod %s/%s waits for claim \"%s\"", p->meta.ns, p->meta.name,
+			       p->volumes[i].claim_name);
+			return CM_RETRY;
+		}
+		if (c->volume_name)
+			ci[*nci].pv = kube_store_get(cm_store(s->cm, CM_PVS), NULL, c->volume_name);
+		if (c->storage_class && *c->storage_class)
+			ci[*nci].sc = kube_store_get(cm_store(s->cm, CM_SCS), NULL, c->storage_class);
+		(*nci)++;
+	}
+	return CM_DONE;
+}
+
+static void failed_scheduling(struct vsched *s, const struct kube_pod *p, const struct vs_reasons *why,
+			      size_t nnodes)
+{
+	struct kube_objref ref;
+	char uid[64], msg[1024];
+
+	vs_reasons_format(why, nnodes, msg, sizeof(msg));
+	kube_objref_of(&p->meta, &ref, uid, sizeof(uid));
+	kube_event(s->cm->rec, &ref, KUBE_EVENT_WARNING, "FailedScheduling", "%s", msg);
+	KLOG_V(3, "pod %s/%s: %s", p->meta.ns, p->meta.name, msg);
+}
+
 static enum cm_result sync_pod(void *self, const char *key)
 {
 	struct vsched *s = self;
@@ -283,13 +490,14 @@ static enum cm_result sync_pod(void *self, const char *key)
 	struct kube_obj *po;
 	const struct kube_pod *p;
 	struct claim_info *ci = NULL;
-	size_t nci = 0, nnodes = 0, npods = 0;
-	struct kube_obj **nodes = NULL, **pods = NULL;
-	json_t *caps = NULL;
+	size_t nci = 0, nnodes = 0, cap = 0;
+	struct kube_obj **nodes = NULL;
+	struct fit f = { 0 };
+	struct vs_volume *vols = NULL;
 	enum cm_result r = CM_DONE;
 	const struct kube_node *best = NULL;
 	size_t best_load = 0;
-	const char *why = NULL;
+	struct vs_reasons why = { 0 };
 
 	if (!slash || (size_t)(slash - key) >= sizeof(ns))
 		return CM_DONE;
@@ -302,45 +510,29 @@ static enum cm_result sync_pod(void *self, const char *key)
 		return CM_DONE;
 	}
 	ci = xcalloc(p->nvolumes + 1u, sizeof(*ci));
-	for (uint16_t i = 0; i < p->nvolumes; i++) {
-		const struct kube_pvc *c;
-
-		if (!p->volumes[i].claim_name)
-			continue;
-		ci[nci].claim = kube_store_get(cm_store(s->cm, CM_PVCS), ns, p->volumes[i].claim_name);
-		c = kube_pvc_of(ci[nci].claim);
-		if (!c) {
-			KLOG_V(3, "pod %s waits for claim \"%s\"", key, p->volumes[i].claim_name);
-			r = CM_RETRY;
-			goto out;
-		}
-		if (c->volume_name)
-			ci[nci].pv = kube_store_get(cm_store(s->cm, CM_PVS), NULL, c->volume_name);
-		if (c->storage_class && *c->storage_class)
-			ci[nci].sc = kube_store_get(cm_store(s->cm, CM_SCS), NULL, c->storage_class);
-		nci++;
-	}
+	if ((r = claim_infos(s, p, ci, &nci)) != CM_DONE)
+		goto out;
+	pod_volumes(s, p, &vols, &f.nvols, &cap);
+	f.p = p, f.ci = ci, f.nci = nci, f.vols = vols;
 	nodes = kube_store_list(cm_store(s->cm, CM_NODES), &nnodes);
-	pods = kube_store_list(cm_store(s->cm, CM_PODS), &npods);
+	f.pods = kube_store_list(cm_store(s->cm, CM_PODS), &f.npods);
 	for (size_t i = 0; i < nnodes; i++) {
 		const struct kube_node *n = kube_node_of(nodes[i]);
-		const char *w = n ? node_unfit(p, n, ci, nci, &caps, s) : "no node";
+		char w[320];
 		size_t load;
 
-		if (w) {
-			why = w;
+		if (!n)
+			continue;
+		if (node_unfit(s, &f, n, w, sizeof(w))) {
+			vs_reasons_add(&why, w);
 			continue;
 		}
-		load = pods_on(s, pods, npods, n->meta.name);
+		load = pods_on(s, f.pods, f.npods, n->meta.name);
 		if (!best || load < best_load || (load == best_load && strcmp(n->meta.name, best->meta.name) < 0))
 			best = n, best_load = load;
 	}
 	if (!best) {
-		struct kube_objref ref;
-		char uid[64];
-		kube_objref_of(&p->meta, &ref, uid, sizeof(uid));
-		kube_event(s->cm->rec, &ref, KUBE_EVENT_WARNING, "FailedScheduling",
-			   "0/%zu nodes are available: %s.", nnodes, why ? why : "no nodes");
+		failed_scheduling(s, p, &why, nnodes);
 		r = CM_RETRY;
 		goto out;
 	}
@@ -365,9 +557,10 @@ static enum cm_result sync_pod(void *self, const char *key)
 	}
 	r = all_bound ? bind_pod(s, p, best->meta.name) : CM_RETRY;
 out:
-	json_decref(caps);
+	json_decref(f.caps);
+	vols_free(vols, f.nvols);
 	kube_objs_free(nodes, nnodes);
-	kube_objs_free(pods, npods);
+	kube_objs_free(f.pods, f.npods);
 	infos_free(ci, p->nvolumes); /* unused slots are zero */
 	kube_obj_unref(po);
 	return r;
@@ -435,6 +628,8 @@ static void *vs_init(struct cm_ctx *cm)
 	cm_informer(cm, CM_NODES);
 	cm_informer(cm, CM_PVS);
 	cm_informer(cm, CM_SCS);
+	cm_informer(cm, CM_CSINODES);
+	cm_informer(cm, CM_CSIDRIVERS);
 	return s;
 }
 

@@ -15,6 +15,7 @@
  */
 #include "kube/objects.h"
 
+#include <assert.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -620,6 +621,62 @@ static struct kube_obj *csinode_decode(const jv_t *obj, char *err, size_t errlen
 	return decode2(obj, sizeof(struct kube_csinode), KUBE_KIND_CSINODE, csinode_fields, err, errlen);
 }
 
+/*
+ * Packs a JSON array whose elements become fixed-size structs: elem() fills one element from its
+ * JSON (it packs the element's strings itself, so it runs in both passes; in the sizing pass its
+ * result lands in a scratch element and is dropped).
+ */
+typedef void (*pk_elem_fn)(struct packer *pk, const jv_t *e, void *out);
+static void *pk_array(struct packer *pk, const jv_t *arr, size_t size, pk_elem_fn elem,
+		      uint16_t *count)
+{
+	_Alignas(max_align_t) char scratch[64];
+	size_t n = jv_is_array(arr) ? jv_size(arr) : 0;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	assert(size <= sizeof(scratch));
+	char *a = pk_alloc(pk, n * size, sizeof(char *));
+	const jv_t *e = jv_first(arr);
+	for (size_t i = 0; i < n; i++, e = jv_next(e))
+		elem(pk, e, a ? a + i * size : scratch);
+	*count = (uint16_t)n;
+	return a;
+}
+
+/* An entry of Node.spec.taints, every field kept (nodelifecycle writes the list back whole). */
+static void pk_taint(struct packer *pk, const jv_t *e, void *out)
+{
+	*(struct kube_taint *)out = (struct kube_taint){
+		kube_intern(jstr(e, "key") ? jstr(e, "key") : ""),
+		kube_intern(jstr(e, "value") ? jstr(e, "value") : ""),
+		kube_intern(jstr(e, "effect") ? jstr(e, "effect") : ""),
+		pk_str(pk, jstr(e, "timeAdded")),
+	};
+}
+
+/* An entry of Node.status.conditions, every field kept (nodelifecycle writes the list back). */
+static void pk_condition(struct packer *pk, const jv_t *e, void *out)
+{
+	*(struct kube_node_condition *)out = (struct kube_node_condition){
+		.type = kube_intern(jstr(e, "type") ? jstr(e, "type") : ""),
+		.status = kube_intern(jstr(e, "status") ? jstr(e, "status") : ""),
+		.reason = pk_str(pk, jstr(e, "reason")),
+		.message = pk_str(pk, jstr(e, "message")),
+		.heartbeat = pk_str(pk, jstr(e, "lastHeartbeatTime")),
+		.transition = pk_str(pk, jstr(e, "lastTransitionTime")),
+	};
+}
+
+/* An entry of Pod.spec.tolerations (volume-scheduler's TaintToleration rule). */
+static void pk_toleration(struct packer *pk, const jv_t *e, void *out)
+{
+	(void)pk;
+	*(struct kube_toleration *)out = (struct kube_toleration){
+		kube_intern(jstr(e, "key")), kube_intern(jstr(e, "operator")),
+		kube_intern(jstr(e, "value")), kube_intern(jstr(e, "effect")),
+	};
+}
+
 static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_node *n = rec;
@@ -683,6 +740,11 @@ static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err,
 	n->volumes_attached = av;
 	n->nvolumes_attached = (uint16_t)nva;
 	n->volumes_in_use = pk_strv(pk, jv_get(st, "volumesInUse"), false, &n->nvolumes_in_use);
+	n->created = pk_str(pk, jstr(jv_get(obj, "metadata"), "creationTimestamp"));
+	n->taints = pk_array(pk, jv_get(spec, "taints"), sizeof(struct kube_taint), pk_taint,
+			     &n->ntaints);
+	n->conditions = pk_array(pk, jv_get(st, "conditions"), sizeof(struct kube_node_condition),
+				 pk_condition, &n->nconditions);
 	return 0;
 }
 
@@ -922,6 +984,8 @@ static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 	}
 	p->volumes = pv;
 	p->nvolumes = (uint16_t)n;
+	p->tolerations = pk_array(pk, jv_get(spec, "tolerations"), sizeof(struct kube_toleration),
+				  pk_toleration, &p->ntolerations);
 	return 0;
 }
 
@@ -996,6 +1060,24 @@ static struct kube_obj *csisc_decode(const jv_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_csisc), KUBE_KIND_CSISC, csisc_fields, err, errlen);
 }
 
+/* ---- Lease ---- */
+
+static int lease_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_lease *l = rec;
+	if (decode_meta(pk, obj, &l->meta, err, errlen))
+		return -1;
+	const jv_t *spec = jv_get(obj, "spec");
+	l->holder = pk_str(pk, jstr(spec, "holderIdentity"));
+	l->renew_time = pk_str(pk, jstr(spec, "renewTime"));
+	return 0;
+}
+
+static struct kube_obj *lease_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_lease), KUBE_KIND_LEASE, lease_fields, err, errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
@@ -1005,6 +1087,7 @@ const struct kube_kind KUBE_KIND_STORAGECLASS = { "StorageClass", &KUBE_RES_STOR
 const struct kube_kind KUBE_KIND_POD_T = { "Pod", &KUBE_RES_PODS, pod_decode };
 const struct kube_kind KUBE_KIND_CSIDRIVER_T = { "CSIDriver", &KUBE_RES_CSIDRIVERS, csidriver_decode };
 const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY = { "CSIStorageCapacity", &KUBE_RES_CSISTORAGECAPACITIES, csisc_decode };
+const struct kube_kind KUBE_KIND_LEASE_T = { "Lease", &KUBE_RES_LEASES, lease_decode };
 
 /* ---- helpers ---- */
 

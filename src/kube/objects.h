@@ -158,6 +158,24 @@ struct kube_attached_volume { /* an entry of Node.status.volumesAttached */
 	const char *device_path;
 };
 
+/* A taint of Node.spec.taints. */
+struct kube_taint {
+	const char *key;        /* interned */
+	const char *value;      /* interned; "" when absent */
+	const char *effect;     /* interned: NoSchedule, PreferNoSchedule, NoExecute */
+	const char *time_added; /* timeAdded as written (RFC 3339); NULL when absent */
+};
+
+/* An entry of Node.status.conditions, every field as written (absent strings are NULL). */
+struct kube_node_condition {
+	const char *type;       /* interned */
+	const char *status;     /* interned: True, False, Unknown */
+	const char *reason;
+	const char *message;
+	const char *heartbeat;  /* lastHeartbeatTime */
+	const char *transition; /* lastTransitionTime */
+};
+
 struct kube_node { /* core/v1 Node */
 	struct kube_obj meta;
 	const char *csi_node_ids; /* annotation csi.volume.kubernetes.io/nodeid (a JSON map) */
@@ -173,6 +191,12 @@ struct kube_node { /* core/v1 Node */
 	uint16_t nvolumes_in_use;
 	const struct kube_attached_volume *volumes_attached; /* status.volumesAttached */
 	const char *const *volumes_in_use;                   /* status.volumesInUse */
+	/* For nodelifecycle and the volume-scheduler (kcsi-controller-manager): */
+	const char *created;                          /* metadata.creationTimestamp; NULL if absent */
+	const struct kube_taint *taints;              /* spec.taints, in order */
+	const struct kube_node_condition *conditions; /* status.conditions, in order */
+	uint16_t ntaints;
+	uint16_t nconditions;
 };
 
 enum kube_pvc_phase { KUBE_PVC_PENDING, KUBE_PVC_BOUND, KUBE_PVC_LOST };
@@ -241,6 +265,14 @@ struct kube_pod_volume {
 	bool block;              /* used as a raw device: named in a container's volumeDevices */
 };
 
+/* An entry of Pod.spec.tolerations (absent strings are NULL; all interned). */
+struct kube_toleration {
+	const char *key;
+	const char *op;     /* operator: Equal (or NULL, which means Equal) or Exists */
+	const char *value;
+	const char *effect; /* NULL or "": every effect */
+};
+
 struct kube_pod { /* core/v1 Pod */
 	struct kube_obj meta;
 	const char *node_name;        /* spec.nodeName (interned) */
@@ -254,6 +286,8 @@ struct kube_pod { /* core/v1 Pod */
 	uint16_t nnode_selector;
 	uint8_t phase;                /* enum kube_pod_phase */
 	bool ready;                   /* status.conditions[type=Ready].status == True */
+	uint16_t ntolerations;
+	const struct kube_toleration *tolerations; /* spec.tolerations (volume-scheduler) */
 };
 
 /* A pod that no longer needs its volumes: Succeeded or Failed (a deleted pod has no record). */
@@ -286,6 +320,12 @@ struct kube_csisc { /* storage.k8s.io/v1 CSIStorageCapacity (csi-provisioner --e
 	bool topology_expressions;   /* nodeTopology.matchExpressions is not empty */
 };
 
+struct kube_lease { /* coordination.k8s.io/v1 Lease (nodelifecycle: kube-node-lease/<node>) */
+	struct kube_obj meta;
+	const char *holder;     /* spec.holderIdentity; NULL when absent */
+	const char *renew_time; /* spec.renewTime as written (RFC 3339, microseconds); NULL if absent */
+};
+
 /* How an informer handles one kind. */
 struct kube_kind {
 	const char *name; /* "VolumeAttachment" */
@@ -309,6 +349,7 @@ extern const struct kube_kind KUBE_KIND_STORAGECLASS;
 extern const struct kube_kind KUBE_KIND_POD_T;
 extern const struct kube_kind KUBE_KIND_CSIDRIVER_T;
 extern const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY;
+extern const struct kube_kind KUBE_KIND_LEASE_T;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -361,6 +402,10 @@ static inline const struct kube_pod *kube_pod_of(const struct kube_obj *o)
 static inline const struct kube_csidriver *kube_csidriver_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_CSIDRIVER ? (const struct kube_csidriver *)o : NULL;
+}
+static inline const struct kube_lease *kube_lease_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_LEASE ? (const struct kube_lease *)o : NULL;
 }
 static inline const struct kube_csisc *kube_csisc_of(const struct kube_obj *o)
 {

@@ -24,7 +24,8 @@ mk_bound_claim claim-1 pv-1
 U1=$(uniq "$V1")
 
 att_start att "$T/lp.sock"
-cm_start cm --http-endpoint 127.0.0.1:0 --max-wait-for-unmount 3s -v 4
+# nodelifecycle is off: the script's nodes post no heartbeats, and would turn Unknown after 50 s.
+cm_start cm --controllers '*,-nodelifecycle' --http-endpoint 127.0.0.1:0 --max-wait-for-unmount 3s -v 4
 PORT=$(cm_http_port cm)
 check "diagnostics port logged" test -n "$PORT"
 check "/healthz answers ok" eq "$(curl -s "http://127.0.0.1:$PORT/healthz")" ok

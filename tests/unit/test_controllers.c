@@ -12,6 +12,8 @@
 #include "controllers/ad.h"
 #include "controllers/binder.h"
 #include "controllers/cm.h"
+#include "controllers/nl.h"
+#include "controllers/vs.h"
 #include "base/sha256.h"
 #include "check.h"
 
@@ -354,6 +356,383 @@ static void test_binder_match(void)
 		kube_obj_unref(pvs[i]);
 }
 
+
+/* ---- nodelifecycle: nl_plan ----
+ *
+ * Notation: conditions "Type=Status" (output: ":Reason" follows when the plan wrote one);
+ * taints "key:Effect", a key without '/' meaning node.kubernetes.io/<key>; in the output a
+ * trailing "+" marks a taint the plan added (timeAdded = now). "age" is how long ago the node
+ * last showed a sign of life; the grace period is 50 s.
+ */
+struct nl_case {
+	const char *what;
+	const char *conds[6];
+	const char *taints[6];
+	bool unschedulable;
+	int age;                 /* seconds since the last sign of life */
+	const char *want_conds;  /* NULL: unchanged */
+	const char *want_taints; /* NULL: unchanged; else the whole list */
+};
+
+static const struct nl_case nl_cases[] = {
+	{ "Ready True: the not-ready taint a node registered with goes",
+	  { "Ready=True" }, { "not-ready:NoSchedule" }, false, 1, NULL, "" },
+	{ "Ready True: both unreachable taints go, a taint of someone else stays",
+	  { "Ready=True" }, { "unreachable:NoSchedule", "example.com/gpu:NoSchedule", "unreachable:NoExecute" },
+	  false, 1, NULL, "example.com/gpu:NoSchedule" },
+	{ "Ready False: not-ready for scheduling and execution",
+	  { "Ready=False" }, { 0 }, false, 1, NULL, "not-ready:NoSchedule+ not-ready:NoExecute+" },
+	{ "Ready False after Unknown: unreachable swapped for not-ready",
+	  { "Ready=False" }, { "unreachable:NoSchedule", "unreachable:NoExecute" }, false, 1, NULL,
+	  "not-ready:NoSchedule+ not-ready:NoExecute+" },
+	{ "silent for 51 s: every condition Unknown, the unreachable taints",
+	  { "Ready=True", "MemoryPressure=False", "NetworkUnavailable=False" }, { 0 }, false, 51,
+	  "Ready=Unknown:NodeStatusUnknown MemoryPressure=Unknown:NodeStatusUnknown NetworkUnavailable=False "
+	  "DiskPressure=Unknown:NodeStatusNeverUpdated PIDPressure=Unknown:NodeStatusNeverUpdated",
+	  "unreachable:NoSchedule+ unreachable:NoExecute+" },
+	{ "silent for 49 s: still within the grace period",
+	  { "Ready=True" }, { 0 }, false, 49, NULL, NULL },
+	{ "already Unknown and tainted: nothing to write",
+	  { "Ready=Unknown", "MemoryPressure=Unknown", "DiskPressure=Unknown", "PIDPressure=Unknown" },
+	  { "unreachable:NoSchedule", "unreachable:NoExecute" }, false, 300, NULL, NULL },
+	{ "back: Ready True again, the unreachable taints go",
+	  { "Ready=True" }, { "unreachable:NoSchedule", "unreachable:NoExecute" }, false, 0, NULL, "" },
+	{ "no Ready condition yet: NoExecute untouched, NoSchedule follows the (absent) conditions",
+	  { 0 }, { "not-ready:NoSchedule", "not-ready:NoExecute" }, false, 10, NULL, "not-ready:NoExecute" },
+	{ "pressure and cordon: their NoSchedule taints",
+	  { "Ready=True", "MemoryPressure=True", "DiskPressure=False", "PIDPressure=True" }, { 0 }, true, 1,
+	  NULL, "memory-pressure:NoSchedule+ pid-pressure:NoSchedule+ unschedulable:NoSchedule+" },
+	{ "PreferNoSchedule with a managed key is not ours",
+	  { "Ready=True" }, { "not-ready:PreferNoSchedule" }, false, 1, NULL, NULL },
+	{ "a taint already there keeps its timeAdded",
+	  { "Ready=False" }, { "not-ready:NoSchedule" }, false, 1, NULL, "not-ready:NoSchedule not-ready:NoExecute+" },
+};
+
+static const char *nl_key(const char *k, char *buf, size_t len)
+{
+	if (strchr(k, '/'))
+		return k;
+	snprintf(buf, len, "node.kubernetes.io/%s", k);
+	return buf;
+}
+
+static void nl_short(const char *k, char *buf, size_t len)
+{
+	const char *p = "node.kubernetes.io/";
+	snprintf(buf, len, "%s", strncmp(k, p, strlen(p)) ? k : k + strlen(p));
+}
+
+static void run_nl_case(const struct nl_case *c)
+{
+	struct kube_node_condition conds[6];
+	struct kube_taint taints[6];
+	char ctype[6][64], cstat[6][64], tkey[6][160], teff[6][64], kb[160];
+	size_t nc = 0, nt = 0;
+	const int64_t now = NOW;
+	struct nl_plan_out out;
+	char got[1024] = "";
+
+	for (; nc < 6 && c->conds[nc]; nc++) {
+		const char *eq = strchr(c->conds[nc], '=');
+		snprintf(ctype[nc], sizeof(ctype[nc]), "%.*s", (int)(eq - c->conds[nc]), c->conds[nc]);
+		snprintf(cstat[nc], sizeof(cstat[nc]), "%s", eq + 1);
+		conds[nc] = (struct kube_node_condition){ ctype[nc], cstat[nc], NULL, NULL, "hb", "tr" };
+	}
+	for (; nt < 6 && c->taints[nt]; nt++) {
+		const char *colon = strrchr(c->taints[nt], ':');
+		char k[64];
+		snprintf(k, sizeof(k), "%.*s", (int)(colon - c->taints[nt]), c->taints[nt]);
+		snprintf(tkey[nt], sizeof(tkey[nt]), "%s", nl_key(k, kb, sizeof(kb)));
+		snprintf(teff[nt], sizeof(teff[nt]), "%s", colon + 1);
+		taints[nt] = (struct kube_taint){ tkey[nt], "", teff[nt], NULL };
+	}
+	struct nl_plan_in in = { conds, nc, taints, nt, c->unschedulable, "2020-01-01T00:00:00Z",
+				 now - (int64_t)c->age * NSEC_PER_SEC, 50 * NSEC_PER_SEC, now };
+	nl_plan(&in, &out);
+	if (!c->want_conds != !out.conds_changed) {
+		fprintf(stderr, "case \"%s\": conditions %s\n", c->what, out.conds_changed ? "changed" : "unchanged");
+		check_failures++;
+	}
+	if (c->want_conds) {
+		for (size_t i = 0; i < out.nconds; i++) {
+			const struct kube_node_condition *x = &out.conds[i];
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s=%s%s%s", i ? " " : "",
+				 x->type, x->status, x->reason ? ":" : "", x->reason ? x->reason : "");
+			if (x->reason && strcmp(x->transition, out.now)) {
+				fprintf(stderr, "case \"%s\": %s's lastTransitionTime is not now\n", c->what, x->type);
+				check_failures++;
+			}
+		}
+		if (strcmp(got, c->want_conds)) {
+			fprintf(stderr, "case \"%s\":\n  want conditions: %s\n  got:             %s\n", c->what, c->want_conds, got);
+			check_failures++;
+		}
+	}
+	if (!c->want_taints != !out.taints_changed) {
+		fprintf(stderr, "case \"%s\": taints %s\n", c->what, out.taints_changed ? "changed" : "unchanged");
+		check_failures++;
+	}
+	if (c->want_taints) {
+		got[0] = 0;
+		for (size_t i = 0; i < out.ntaints; i++) {
+			nl_short(out.taints[i].key, kb, sizeof(kb));
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s:%s%s", i ? " " : "", kb,
+				 out.taints[i].effect,
+				 out.taints[i].time_added && !strcmp(out.taints[i].time_added, out.now) ? "+" : "");
+		}
+		if (strcmp(got, c->want_taints)) {
+			fprintf(stderr, "case \"%s\":\n  want taints: %s\n  got:         %s\n", c->what, c->want_taints, got);
+			check_failures++;
+		}
+	}
+	nl_plan_out_release(&out);
+}
+
+static void test_nl_plan(void)
+{
+	for (size_t i = 0; i < sizeof(nl_cases) / sizeof(nl_cases[0]); i++)
+		run_nl_case(&nl_cases[i]);
+}
+
+/* The NeverUpdated conditions take the node's creation time as their heartbeat. */
+static void test_nl_plan_never_posted(void)
+{
+	struct nl_plan_in in = { NULL, 0, NULL, 0, false, "2020-01-01T00:00:00Z",
+				 NOW - 61 * NSEC_PER_SEC, 60 * NSEC_PER_SEC, NOW };
+	struct nl_plan_out out;
+
+	nl_plan(&in, &out);
+	CHECK_INT(out.nconds, 4);
+	CHECK_STR(out.conds[0].type, "Ready");
+	CHECK_STR(out.conds[0].reason, "NodeStatusNeverUpdated");
+	CHECK_STR(out.conds[0].message, "Kubelet never posted node status.");
+	CHECK_STR(out.conds[0].heartbeat, "2020-01-01T00:00:00Z");
+	CHECK_INT(out.ntaints, 2);
+	nl_plan_out_release(&out);
+}
+
+/* A sign of life is a change of the heartbeat or of the Lease renewal, seen by our clock. */
+static void test_nl_observe(void)
+{
+	struct nl_health h = { .seen = false };
+	const int64_t s = NSEC_PER_SEC, created = 100 * s;
+
+	nl_observe(&h, true, "t1", NULL, created, 1000 * s);
+	CHECK_INT(h.probe_ns, 1000 * s); /* first sight with Ready: counts from now */
+	nl_observe(&h, true, "t1", NULL, created, 1030 * s);
+	CHECK_INT(h.probe_ns, 1000 * s); /* nothing moved */
+	nl_observe(&h, true, "t1", "r1", created, 1040 * s);
+	CHECK_INT(h.probe_ns, 1040 * s); /* the Lease appeared */
+	nl_observe(&h, true, "t1", "r2", created, 1050 * s);
+	CHECK_INT(h.probe_ns, 1050 * s); /* renewed */
+	nl_observe(&h, true, "t2", "r2", created, 1060 * s);
+	CHECK_INT(h.probe_ns, 1060 * s); /* heartbeat */
+	nl_observe(&h, true, "t2", "r2", created, 1200 * s);
+	CHECK_INT(h.probe_ns, 1060 * s);
+
+	struct nl_health fresh = { .seen = false };
+	nl_observe(&fresh, false, NULL, NULL, created, 1000 * s);
+	CHECK_INT(fresh.probe_ns, created); /* never posted: counts from creation */
+}
+
+/* ---- volume-scheduler: TaintToleration and NodeVolumeLimits ---- */
+
+struct tol_case {
+	const char *taint; /* "key=value:Effect" */
+	const char *tol;   /* "key=value:Effect", "key:Exists:Effect"; an empty part is absent */
+	bool tolerated;
+};
+
+static const struct tol_case tol_cases[] = {
+	{ "k=v:NoSchedule", "k=v:NoSchedule", true },
+	{ "k=v:NoSchedule", "k=v:", true },            /* no effect: every effect */
+	{ "k=v:NoSchedule", "k=w:NoSchedule", false },  /* value differs */
+	{ "k=v:NoSchedule", "k=v:NoExecute", false },   /* effect differs */
+	{ "k=v:NoSchedule", "k:Exists:", true },
+	{ "k=v:NoSchedule", "j:Exists:", false },
+	{ "k=v:NoExecute", ":Exists:", true },          /* empty key + Exists: everything */
+	{ "k=v:NoExecute", ":Exists:NoSchedule", false },
+	{ "k=:NoSchedule", "k=:NoSchedule", true },     /* empty values match */
+	{ "k=v:NoSchedule", "=v:NoSchedule", false },   /* Equal without a key matches nothing */
+	{ "k=v:NoSchedule", "k:Bogus:", false },        /* unknown operator */
+};
+
+static void parse_taint(const char *s, char *k, char *v, char *e, struct kube_taint *t)
+{
+	sscanf(s, "%63[^=]", k);
+	if (s[0] == '=')
+		k[0] = 0;
+	const char *eq = strchr(s, '='), *colon = strrchr(s, ':');
+	snprintf(v, 64, "%.*s", (int)(colon - eq - 1), eq + 1);
+	snprintf(e, 64, "%s", colon + 1);
+	*t = (struct kube_taint){ k, v, e, NULL };
+}
+
+static void parse_tol(const char *s, char *k, char *v, char *e, char *op, struct kube_toleration *t)
+{
+	const char *ex = strstr(s, ":Exists:"), *bogus = strstr(s, ":Bogus:");
+	const char *sep = ex ? ex : bogus;
+	if (sep) {
+		snprintf(k, 64, "%.*s", (int)(sep - s), s);
+		snprintf(op, 64, "%s", ex ? "Exists" : "Bogus");
+		snprintf(e, 64, "%s", sep + 8 - (bogus ? 1 : 0));
+		t->key = *k ? k : NULL, t->op = op, t->value = NULL, t->effect = *e ? e : NULL;
+		return;
+	}
+	const char *eq = strchr(s, '='), *colon = strrchr(s, ':');
+	snprintf(k, 64, "%.*s", (int)(eq - s), s);
+	snprintf(v, 64, "%.*s", (int)(colon - eq - 1), eq + 1);
+	snprintf(e, 64, "%s", colon + 1);
+	t->key = *k ? k : NULL, t->op = NULL, t->value = v, t->effect = *e ? e : NULL;
+}
+
+static void test_vs_tolerations(void)
+{
+	for (size_t i = 0; i < sizeof(tol_cases) / sizeof(tol_cases[0]); i++) {
+		char tk[64], tv[64], te[64], ok[64], ov[64], oe[64], oo[64];
+		struct kube_taint t;
+		struct kube_toleration o;
+
+		parse_taint(tol_cases[i].taint, tk, tv, te, &t);
+		parse_tol(tol_cases[i].tol, ok, ov, oe, oo, &o);
+		if (vs_tolerates(&o, &t) != tol_cases[i].tolerated) {
+			fprintf(stderr, "taint %s, toleration %s: want %s\n", tol_cases[i].taint,
+				tol_cases[i].tol, tol_cases[i].tolerated ? "tolerated" : "not tolerated");
+			check_failures++;
+		}
+	}
+	/* The first taint that matters and is not tolerated; PreferNoSchedule never stops a pod. */
+	struct kube_taint ts[] = { { "soft", "", "PreferNoSchedule", NULL }, { "a", "1", "NoSchedule", NULL },
+				   { "b", "2", "NoExecute", NULL } };
+	struct kube_toleration ta = { "a", "Exists", NULL, NULL };
+	const struct kube_taint *u = vs_untolerated(ts, 3, NULL, 0);
+	CHECK(u && !strcmp(u->key, "a"));
+	u = vs_untolerated(ts, 3, &ta, 1);
+	CHECK(u && !strcmp(u->key, "b"));
+	CHECK(vs_untolerated(ts, 1, NULL, 0) == NULL);
+}
+
+struct limit_case {
+	const char *what;
+	const char *used; /* "driver/id ..." */
+	const char *add;
+	const char *limits; /* "driver=N ..." */
+	const char *want;   /* the driver over its limit, or "" */
+};
+
+static const struct limit_case limit_cases[] = {
+	{ "one slot, taken: a second volume does not fit", "d/a", "d/b", "d=1", "d" },
+	{ "one slot, taken by the same volume: fits (no new attachment)", "d/a", "d/a", "d=1", "" },
+	{ "two slots, one taken", "d/a", "d/b", "d=2", "" },
+	{ "the pod's own two new volumes pass a limit of two with one taken", "d/a", "d/b d/c", "d=2", "d" },
+	{ "a volume used by two pods counts once", "d/a d/a", "d/b", "d=2", "" },
+	{ "a volume named twice by the pod counts once", "", "d/b d/b", "d=1", "" },
+	{ "no allocatable for the driver: no limit", "d/a d/b", "d/c", "", "" },
+	{ "another driver's volumes do not count", "e/a e/b", "d/c", "d=1 e=1", "" },
+	{ "zero slots", "", "d/a", "d=0", "d" },
+	{ "the second driver is over", "", "d/a e/b e/c", "d=5 e=1", "e" },
+};
+
+static int32_t t_limit(const char *driver, void *ud)
+{
+	const char *l = ud;
+	size_t n = strlen(driver);
+
+	for (const char *p = l; (p = strstr(p, driver)); p += n)
+		if ((p == l || p[-1] == ' ') && p[n] == '=')
+			return atoi(p + n + 1);
+	return -1;
+}
+
+static size_t parse_vols(const char *s, char buf[][32], struct vs_volume *v)
+{
+	size_t n = 0;
+	char copy[256], *save = NULL;
+
+	snprintf(copy, sizeof(copy), "%s", s);
+	for (char *w = strtok_r(copy, " ", &save); w && n < 8; w = strtok_r(NULL, " ", &save), n++) {
+		snprintf(buf[n], 32, "%s", w);
+		char *slash = strchr(buf[n], '/');
+		*slash = 0;
+		v[n] = (struct vs_volume){ buf[n], slash + 1 };
+	}
+	return n;
+}
+
+static void test_vs_limits(void)
+{
+	for (size_t i = 0; i < sizeof(limit_cases) / sizeof(limit_cases[0]); i++) {
+		const struct limit_case *c = &limit_cases[i];
+		char ub[8][32], ab[8][32];
+		struct vs_volume u[8], a[8];
+		size_t nu = parse_vols(c->used, ub, u), na = parse_vols(c->add, ab, a);
+		const char *got = vs_over_limit(u, nu, a, na, t_limit, (void *)c->limits);
+
+		if (strcmp(got ? got : "", c->want)) {
+			fprintf(stderr, "case \"%s\": want \"%s\", got \"%s\"\n", c->what, c->want, got ? got : "");
+			check_failures++;
+		}
+	}
+}
+
+static void test_vs_reasons(void)
+{
+	struct vs_reasons r = { 0 };
+	char msg[512];
+
+	vs_reasons_add(&r, "node(s) were unschedulable");
+	vs_reasons_add(&r, "node(s) had untolerated taint {k: v}");
+	vs_reasons_add(&r, "node(s) were unschedulable");
+	vs_reasons_format(&r, 3, msg, sizeof(msg));
+	CHECK_STR(msg, "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s) were unschedulable.");
+	struct vs_reasons p = { 0 };
+	vs_reasons_add(&p, VS_REASON_UNBOUND_IMMEDIATE);
+	vs_reasons_add(&p, VS_REASON_UNBOUND_IMMEDIATE);
+	vs_reasons_format(&p, 2, msg, sizeof(msg));
+	CHECK_STR(msg, "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+	struct vs_reasons none = { 0 };
+	vs_reasons_format(&none, 0, msg, sizeof(msg));
+	CHECK_STR(msg, "0/0 nodes are available: no nodes.");
+}
+
+/* The records carry what the two controllers read: taints, conditions, tolerations, leases. */
+static void test_records(void)
+{
+	struct kube_obj *n = decode(&KUBE_KIND_NODE_T,
+		"{\"metadata\":{\"name\":\"n1\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\"},"
+		"\"spec\":{\"taints\":[{\"key\":\"k\",\"value\":\"v\",\"effect\":\"NoSchedule\",\"timeAdded\":\"2026-01-01T00:00:01Z\"},{\"key\":\"j\",\"effect\":\"NoExecute\"}]},"
+		"\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"lastHeartbeatTime\":\"2026-01-01T00:00:02Z\"}]}}");
+	const struct kube_node *node = kube_node_of(n);
+	CHECK(node != NULL);
+	if (node) {
+		CHECK_STR(node->created, "2026-01-01T00:00:00Z");
+		CHECK_INT(node->ntaints, 2);
+		CHECK_STR(node->taints[0].value, "v");
+		CHECK_STR(node->taints[0].time_added, "2026-01-01T00:00:01Z");
+		CHECK_STR(node->taints[1].value, "");
+		CHECK(node->taints[1].time_added == NULL);
+		CHECK_INT(node->nconditions, 1);
+		CHECK_STR(node->conditions[0].heartbeat, "2026-01-01T00:00:02Z");
+		CHECK(node->conditions[0].message == NULL);
+	}
+	kube_obj_unref(n);
+	struct kube_obj *p = decode(&KUBE_KIND_POD_T,
+		"{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"},\"spec\":{\"tolerations\":[{\"operator\":\"Exists\"},{\"key\":\"k\",\"value\":\"v\",\"effect\":\"NoSchedule\"}]}}");
+	const struct kube_pod *pod = kube_pod_of(p);
+	CHECK(pod && pod->ntolerations == 2);
+	if (pod && pod->ntolerations == 2) {
+		CHECK(pod->tolerations[0].key == NULL);
+		CHECK_STR(pod->tolerations[0].op, "Exists");
+		CHECK_STR(pod->tolerations[1].effect, "NoSchedule");
+	}
+	kube_obj_unref(p);
+	struct kube_obj *l = decode(&KUBE_KIND_LEASE_T,
+		"{\"metadata\":{\"name\":\"n1\",\"namespace\":\"kube-node-lease\"},\"spec\":{\"holderIdentity\":\"n1\",\"renewTime\":\"2026-01-01T00:00:03.123456Z\"}}");
+	const struct kube_lease *lease = kube_lease_of(l);
+	CHECK(lease && !strcmp(lease->renew_time, "2026-01-01T00:00:03.123456Z"));
+	kube_obj_unref(l);
+}
+
 int main(void)
 {
 	RUN(test_plan);
@@ -361,5 +740,12 @@ int main(void)
 	RUN(test_names);
 	RUN(test_controllers_flag);
 	RUN(test_binder_match);
+	RUN(test_nl_plan);
+	RUN(test_nl_plan_never_posted);
+	RUN(test_nl_observe);
+	RUN(test_vs_tolerations);
+	RUN(test_vs_limits);
+	RUN(test_vs_reasons);
+	RUN(test_records);
 	return CHECK_DONE();
 }

@@ -1,0 +1,83 @@
+#!/bin/bash
+# e2e: kcsi-controller-manager's nodelifecycle on kube-emulator, with a 3 s grace period. The
+# script plays the kubelet: it writes the Node's Ready condition (with lastHeartbeatTime) and its
+# Lease in kube-node-lease by hand. A node that registered with the not-ready taint and reports
+# Ready loses the taint; a Ready False node gets not-ready (NoSchedule and NoExecute); a node
+# whose heartbeat and Lease stop becomes Unknown ("Kubelet stopped posting node status.") with
+# the unreachable taints, which go again when both resume; a Lease renewal alone keeps a node
+# whose status is not updated Ready.
+set -u
+. "$(dirname "$0")/lib_emulator.sh"
+. "$(dirname "$0")/lib_attacher.sh"
+. "$(dirname "$0")/lib_cm.sh"
+
+now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+now_us() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
+heartbeat() { # NODE STATUS
+	node_status "$1" "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"$2\",\"reason\":\"KubeletReady\",\"lastHeartbeatTime\":\"$(now)\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}"
+}
+renew() { # NODE: creates or renews kube-node-lease/NODE
+	local body
+	body=$(jq -cn --arg n "$1" --arg t "$(now_us)" '{apiVersion: "coordination.k8s.io/v1", kind: "Lease",
+		metadata: {name: $n, namespace: "kube-node-lease"}, spec: {holderIdentity: $n, leaseDurationSeconds: 40, renewTime: $t}}')
+	req PATCH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/$1" \
+		"{\"spec\":{\"renewTime\":\"$(now_us)\"}}" application/merge-patch+json
+	[ "$CODE" = 200 ] && return 0
+	req POST "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases" "$body"
+	[ "$CODE" = 201 ] || { echo "lease create: $CODE $(cat "$T/out")" >&2; return 1; }
+}
+taints() { kc get node "$1" -o json | jq -r '[.spec.taints // [] | .[] | .key + ":" + .effect] | sort | join(" ")'; }
+has_taints() { [ "$(taints "$1")" = "$2" ]; }
+cond() { kc get node "$1" -o json | jq -r --arg t "$2" ".status.conditions // [] | .[] | select(.type == \$t) | $3"; }
+mk_tainted_node() { # NAME: registers as a kubelet does, with the not-ready NoSchedule taint
+	jq -n --arg n "$1" '{apiVersion: "v1", kind: "Node", metadata: {name: $n},
+		spec: {taints: [{key: "node.kubernetes.io/not-ready", effect: "NoSchedule"}]}}' | kc create -f - >/dev/null
+}
+
+emu_start
+req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-node-lease"}}'
+mk_tainted_node n1
+heartbeat n1 True
+renew n1
+mk_tainted_node n2
+heartbeat n2 False
+cm_start cm --controllers nodelifecycle --node-monitor-period 200ms --node-monitor-grace-period 3s -v 2
+
+wait_for "n1 (Ready True) loses the not-ready taint" 10 has_taints n1 ""
+wait_for "n2 (Ready False) gets not-ready NoSchedule and NoExecute" 10 \
+	has_taints n2 "node.kubernetes.io/not-ready:NoExecute node.kubernetes.io/not-ready:NoSchedule"
+check "the NoExecute taint carries timeAdded" \
+	test -n "$(kc get node n2 -o json | jq -r '.spec.taints[] | select(.effect == "NoExecute") | .timeAdded // empty')"
+
+# n1 keeps posting for 4 s (more than the grace period): it stays Ready and untainted.
+for _ in 1 2 3 4; do heartbeat n1 True; renew n1; sleep 1; done
+check "n1 stays Ready while it posts" eq "$(cond n1 Ready .status)" True
+check "n1 stays untainted" has_taints n1 ""
+
+# The Lease alone is a sign of life: Ready stays True though the status is not posted.
+for _ in 1 2 3 4 5; do renew n1; sleep 1; done
+check "renewing the Lease alone keeps n1 Ready" eq "$(cond n1 Ready .status)" True
+
+# Both stop: after the grace period every condition is Unknown and the unreachable taints come.
+wait_for "n1 Ready Unknown after the grace period" 10 eval '[ "$(cond n1 Ready .status)" = Unknown ]'
+check "reason NodeStatusUnknown" eq "$(cond n1 Ready .reason)" NodeStatusUnknown
+check "message as kube-controller-manager's" eq "$(cond n1 Ready .message)" "Kubelet stopped posting node status."
+check "MemoryPressure added as never posted" eq "$(cond n1 MemoryPressure .reason)" NodeStatusNeverUpdated
+check "PIDPressure Unknown" eq "$(cond n1 PIDPressure .status)" Unknown
+wait_for "n1 gets the unreachable taints" 10 \
+	has_taints n1 "node.kubernetes.io/unreachable:NoExecute node.kubernetes.io/unreachable:NoSchedule"
+wait_for "NodeNotReady event" 10 eval 'kc get events -A -o json | jq -e ".items[] | select(.reason == \"NodeNotReady\" and .involvedObject.name == \"n1\")" >/dev/null'
+
+# The kubelet comes back: Ready heartbeat and Lease again.
+heartbeat n1 True
+renew n1
+wait_for "n1's unreachable taints go when it is back" 10 has_taints n1 ""
+check "n1 Ready again" eq "$(cond n1 Ready .status)" True
+
+# n2 turns Ready: the not-ready taints go.
+heartbeat n2 True
+wait_for "n2's not-ready taints go when it reports Ready" 10 has_taints n2 ""
+
+cm_stop cm
+check "SIGTERM exits 0" eq "$?" 0
+cm_finish
