@@ -336,6 +336,22 @@ enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct
 
 /* ---- the worker ---- */
 
+/* Node deployment: provision this node's claim, forget another's, or wait to own it. */
+static enum prov_work node_claim(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+				 const struct kube_pvc *pvc, const struct kube_storageclass *sc)
+{
+	switch (prov_node_claim(c, key, o, pvc, sc)) {
+	case PROV_NODE_PROVISION:
+		return prov_provision(c, key, o, pvc, sc);
+	case PROV_NODE_SKIP:
+		prov_claim_done(c, key);
+		return PROV_WORK_DONE;
+	case PROV_NODE_LATER:
+		break;
+	}
+	return PROV_WORK_LATER;
+}
+
 enum prov_work prov_sync_claim(struct prov_ctrl *c, const char *key)
 {
 	char ns[256], name[256];
@@ -378,7 +394,7 @@ enum prov_work prov_sync_claim(struct prov_ctrl *c, const char *key)
 		r = PROV_WORK_RETRY;
 		break;
 	case PROV_PROVISION:
-		r = c->nd ? prov_node_claim(c, key, o, pvc, sc) : prov_provision(c, key, o, pvc, sc);
+		r = c->nd ? node_claim(c, key, o, pvc, sc) : prov_provision(c, key, o, pvc, sc);
 		break;
 	}
 	kube_obj_unref(so);

@@ -52,19 +52,6 @@ bool prov_node_pvc_wanted(struct prov_ctrl *c, const struct kube_pvc *pvc)
 	return !selected || !strcmp(pvc->selected_node, nd->node);
 }
 
-/* Not the cluster's topology: a node deployment knows only its own (NodeGetInfo). */
-void prov_node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest *req,
-			     struct csi_arena *a)
-{
-	if (!c->nd->ntopology)
-		return;
-	struct prov_term t = { (struct kube_kv *)c->nd->topology, c->nd->ntopology };
-	Csi__V1__TopologyRequirement *tr = csi_msg_new(a, &csi__v1__topology_requirement__descriptor);
-	csi_repeated_add(a, &tr->base, "requisite", prov_csi_topology(a, &t));
-	csi_repeated_add(a, &tr->base, "preferred", prov_csi_topology(a, &t));
-	req->accessibility_requirements = tr;
-}
-
 /* ---- which claims this node takes ---- */
 
 void prov_owner_forget(struct prov_ctrl *c, const char *key)
@@ -261,56 +248,50 @@ static void select_this_node(struct prov_ctrl *c, const char *key, const struct 
  * time, check room, then race for the selected-node annotation. Success shows up as an update
  * of the claim, which then provisions here.
  */
-static enum prov_work become_owner(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
-				   const struct kube_pvc *pvc, const struct kube_storageclass *sc)
+static void become_owner(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+			 const struct kube_pvc *pvc, const struct kube_storageclass *sc)
 {
 	unsigned attempts;
 	bool stale;
 
 	if (owner_wait(c, key, o, pvc, &attempts, &stale) > 0)
-		return PROV_WORK_LATER;
+		return;
 	if (stale) {
 		/* The last try's 409 said the claim changed (most likely: another node owns it
 		 * now); the cache has not shown the change yet. Its update brings the claim back. */
 		KLOG_V(5, "PVC %s: waiting for the version after %s", key, pvc->meta.rv);
 		prov_owner_backoff(c, key);
-		return PROV_WORK_LATER;
+		return;
 	}
 	KLOG_V(5, "will try to become owner of PVC %s (attempt #%u)", key, attempts);
 	if (!node_has_room(c, pvc, sc)) {
 		KLOG_V(5, "not enough capacity for PVC %s with resource version %s", key, pvc->meta.rv);
 		prov_owner_backoff(c, key);
-		return PROV_WORK_LATER;
+		return;
 	}
 	select_this_node(c, key, pvc);
-	return PROV_WORK_LATER;
 }
 
 /* upstream's checkNode: this node's claims provision here; others are left alone. */
-enum prov_work prov_node_claim(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
-			       const struct kube_pvc *pvc, const struct kube_storageclass *sc)
+enum prov_node_step prov_node_claim(struct prov_ctrl *c, const char *key,
+				    const struct kube_obj *o, const struct kube_pvc *pvc,
+				    const struct kube_storageclass *sc)
 {
 	const char *sel = pvc->selected_node;
 	if (sel && *sel) {
 		prov_owner_forget(c, key);
-		if (strcmp(sel, c->nd->node) != 0) {
-			prov_claim_done(c, key);
-			return PROV_WORK_DONE; /* another node's claim */
-		}
-		return prov_provision(c, key, o, pvc, sc);
+		return strcmp(sel, c->nd->node) ? PROV_NODE_SKIP : PROV_NODE_PROVISION;
 	}
-	if (sc->wait_for_first_consumer || !c->nd->immediate_binding) {
-		prov_claim_done(c, key);
-		return PROV_WORK_DONE;
-	}
+	if (sc->wait_for_first_consumer || !c->nd->immediate_binding)
+		return PROV_NODE_SKIP;
 	if (sc->nallowed_topologies &&
 	    !kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, c->nd->topology,
 				      (uint16_t)c->nd->ntopology)) {
 		KLOG_V(5, "ignoring PVC %s, allowed topologies is not compatible with this node", key);
-		prov_claim_done(c, key);
-		return PROV_WORK_DONE;
+		return PROV_NODE_SKIP;
 	}
-	return become_owner(c, key, o, pvc, sc);
+	become_owner(c, key, o, pvc, sc);
+	return PROV_NODE_LATER;
 }
 
 void prov_owners_clear(struct prov_ctrl *c)

@@ -67,12 +67,25 @@ static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struc
 
 /* AccessibilityRequirements: seed 004's table over the cached nodes (topology.c), or with
  * --node-deployment this node's topology. */
+/* Not the cluster's topology: a node deployment knows only its own (NodeGetInfo). */
+static void node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest *req,
+			       struct csi_arena *a)
+{
+	if (!c->nd->ntopology)
+		return;
+	struct prov_term t = { (struct kube_kv *)c->nd->topology, c->nd->ntopology };
+	Csi__V1__TopologyRequirement *tr = csi_msg_new(a, &csi__v1__topology_requirement__descriptor);
+	csi_repeated_add(a, &tr->base, "requisite", prov_csi_topology(a, &t));
+	csi_repeated_add(a, &tr->base, "preferred", prov_csi_topology(a, &t));
+	req->accessibility_requirements = tr;
+}
+
 static int accessibility(struct prov_ctrl *c, const struct kube_pvc *pvc,
 			 const struct kube_storageclass *sc, Csi__V1__CreateVolumeRequest *req,
 			 struct csi_arena *a, char *err, size_t errlen)
 {
 	if (c->nd) {
-		prov_node_accessibility(c, req, a);
+		node_accessibility(c, req, a);
 		return 0;
 	}
 	struct prov_topo_node *nodes;

@@ -7,9 +7,12 @@
  *   controller.c  informers (compact records of this driver's claims and volumes, filtered before
  *                 caching; StorageClasses; CSINodes and Nodes for topology; VolumeAttachments),
  *                 their handlers (enqueue only), the four queues and their workers, the life
- *                 cycle (prov_ctrl_new/start/stop/free), and the helpers the files below share
+ *                 cycle (prov_ctrl_new/start/stop/free); it calls the workers below
+ *   shared.c      what the workers all use (cache reads, events, keys, finalizer patches,
+ *                 secrets); it calls none of them, so no two files use each other
  *   claims.c      the "claims" worker (prov_sync_claim) and prov_provision(): preflight, prepare,
- *                 call (CreateVolume, final or in-background errors, reschedule), save
+ *                 call (CreateVolume, final or in-background errors, reschedule), save; for a
+ *                 node deployment it acts on nodedeploy.c's prov_node_claim() answer
  *   prepare.c     prov_prepare(): claim and class -> CreateVolumeRequest (checks, name,
  *                 capabilities, data source, topology, secrets, parameters)
  *   sources.c     data sources: a clone's source claim and volume, a VolumeSnapshot and its
@@ -17,7 +20,7 @@
  *   volumes.c     the "volumes" worker (PV finalizer, deletion of Released PVs) and the
  *                 "unsavedpvs" worker (PVs whose volume exists but whose object is not saved yet)
  *   nodedeploy.c  --node-deployment: which claims this node caches and takes, the wait and the
- *                 race for immediate-binding claims (its volumes: the PV filter in controller.c
+ *                 race for immediate-binding claims (the request's topology: prepare.c) (its volumes: the PV filter in controller.c
  *                 and prov_sync_volume() keep those whose affinity admits this node)
  *   capacity.c    --enable-capacity: one CSIStorageCapacity per topology segment and class (its
  *                 own informers and queue); metrics.c the counters; run.c flags -> options
@@ -477,15 +480,19 @@ int prov_cleanup_volume(struct prov_ctrl *c, const char *volume_id,
 /* Node deployment (nodedeploy.c). */
 /* The claim filter's part: only this node's claims (and clones) are cached. */
 bool prov_node_pvc_wanted(struct prov_ctrl *c, const struct kube_pvc *pvc);
-/* checkNode, then provision this node's claim or try to own an immediate one. */
-enum prov_work prov_node_claim(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
-			       const struct kube_pvc *pvc, const struct kube_storageclass *sc);
+/* What checkNode says of a claim; claims.c acts on it (provision, or forget it). */
+enum prov_node_step {
+	PROV_NODE_PROVISION, /* selected for this node: provision it here */
+	PROV_NODE_SKIP,      /* another node's, or not for node deployment: nothing to do */
+	PROV_NODE_LATER,     /* an immediate claim this node tries to own: comes back later */
+};
+/* checkNode: this node's claim, another's, or an immediate one this node tries to own. */
+enum prov_node_step prov_node_claim(struct prov_ctrl *c, const char *key,
+				    const struct kube_obj *o, const struct kube_pvc *pvc,
+				    const struct kube_storageclass *sc);
 void prov_owner_forget(struct prov_ctrl *c, const char *key);
 /* Schedules the next try after a failed one (conflict, no room, rescheduled). */
 void prov_owner_backoff(struct prov_ctrl *c, const char *key);
-/* Requisite and preferred are this node's own topology, nothing else. */
-void prov_node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest *req,
-			     struct csi_arena *a);
 void prov_owners_clear(struct prov_ctrl *c);
 
 #endif
