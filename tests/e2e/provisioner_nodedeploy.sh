@@ -97,7 +97,9 @@ check "and never asked to create a volume" bash -c "! grep -q '^CreateVolume ' '
 
 # Capacity: one object per node, owned as configured.
 wait_for "a capacity object for n2's segment" 10 bash -c "kubectl --kubeconfig '$KC' get csistoragecapacities -n default -o json | jq -e '.items[] | select(.metadata.labels[\"csi.storage.k8s.io/managed-by\"]==\"external-provisioner-n2\" and .nodeTopology.matchLabels[\"$ZK\"]==\"n2\" and .metadata.ownerReferences[0].kind==\"Pod\" and .metadata.ownerReferences[0].name==\"prov-n2\")'"
-wait_for "and one for the full node, without owner" 10 bash -c "kubectl --kubeconfig '$KC' get csistoragecapacities -n default -o json | jq -e '.items[] | select(.metadata.labels[\"csi.storage.k8s.io/managed-by\"]==\"external-provisioner-n3\" and .capacity==\"0\" and (.metadata.ownerReferences // [] | length) == 0)'"
+# the full node reports zero: no object for its segment (seed 004: only a non-zero capacity)
+wait_for "the full node's capacity was asked for its segment" 10 bash -c "grep -q '^GetCapacity .*\"n3\"' '$T/td-n3.rec'"
+check "and no object is published for it" bash -c "! kubectl --kubeconfig '$KC' get csistoragecapacities -n default -o json | jq -e '.items[] | select(.metadata.labels[\"csi.storage.k8s.io/managed-by\"]==\"external-provisioner-n3\")'"
 
 # Deletion: only the node holding the volume deletes it.
 c=${IMM[0]}
