@@ -482,6 +482,8 @@ static const struct {
 	{ "storageclasses", "parameters" },
 	{ "storageclasses", "reclaimPolicy" },
 	{ "storageclasses", "volumeBindingMode" },
+	{ "volumeattributesclasses", "driverName" },
+	{ "volumeattributesclasses", "parameters" },
 };
 
 /* The first immutable field that differs between old and proposed, or NULL. */
