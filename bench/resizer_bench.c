@@ -101,37 +101,6 @@ static void on_pvc(const struct kube_obj *old, const struct kube_obj *o, void *u
 	}
 }
 
-static long long current_rv(void)
-{
-	struct kube_list_opts lo = { .limit = 1 };
-	struct kube_err e;
-	json_t *l = kube_list(kc, &KUBE_RES_STORAGECLASSES, NULL, &lo, &e);
-	if (!l)
-		bench_die("list: %s", e.message);
-	const char *rv = json_string_value(json_object_get(json_object_get(l, "metadata"), "resourceVersion"));
-	long long v = atoll(rv ? rv : "0");
-	json_decref(l);
-	return v;
-}
-
-static int cmp64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static bool log_has(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	bool found = false;
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 int main(int argc, char **argv)
 {
 	struct flagset *fs = flags_new("resizer_bench", "resizer_bench [flags]");
@@ -196,7 +165,7 @@ int main(int argc, char **argv)
 	pid_t rsz = bench_spawn(rargv, log);
 	int64_t up_end = mono_now_ns() + 60 * NSEC_PER_SEC;
 	/* Both upstream's and kcsi's resizer log this once their caches synced. */
-	while (!log_has(log, "Starting external resizer")) {
+	while (!bench_log_has(log, "Starting external resizer")) {
 		if (mono_now_ns() > up_end || waitpid(rsz, NULL, WNOHANG) == rsz)
 			bench_die("the resizer did not start (see %s)", log);
 		sleep_ns(50 * NSEC_PER_MSEC);
@@ -220,7 +189,7 @@ int main(int argc, char **argv)
 	bench_cpu_add(&cpus, "csi-testdriver", drv);
 	bench_mem_start(&mem, rsz);
 	bench_cpu_start(&cpus);
-	long long rv0 = current_rv();
+	long long rv0 = bench_current_rv(kc);
 	t0 = mono_now_ns();
 	bench_parallel(opt.n, resize, LOADERS);
 	int64_t end = mono_now_ns() + 600 * NSEC_PER_SEC;
@@ -231,7 +200,7 @@ int main(int argc, char **argv)
 	}
 	int64_t t_all = mono_now_ns() - t0;
 	sleep_ns(500 * NSEC_PER_MSEC); /* events and late writes settle */
-	long long writes = current_rv() - rv0 - opt.n;
+	long long writes = bench_current_rv(kc) - rv0 - opt.n;
 	bench_cpu_stop(&cpus);
 	bench_mem_stop(&mem);
 	double cpu = cpus.s[0];
@@ -239,7 +208,7 @@ int main(int argc, char **argv)
 	int64_t *d = xcalloc((size_t)opt.n, sizeof(int64_t));
 	for (int i = 0; i < opt.n; i++)
 		d[i] = t_done[i] - t_patch[i];
-	qsort(d, (size_t)opt.n, sizeof(int64_t), cmp64);
+	qsort(d, (size_t)opt.n, sizeof(int64_t), bench_cmp_i64);
 	double p50 = (double)d[opt.n / 2] / 1e6;
 	double p99 = (double)d[(opt.n * 99) / 100 >= opt.n ? opt.n - 1 : (opt.n * 99) / 100] / 1e6;
 

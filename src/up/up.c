@@ -419,10 +419,10 @@ static bool probes_ready(struct up *u)
 
 static int start_controllers(struct up *u)
 {
-	char sock[PATH_MAX + 32], port_arg[3][48];
+	char sock[PATH_MAX + 32], port_arg[4][48];
 	pathf(sock, sizeof(sock), "%s/controller/csi.sock", u->dir);
-	int ports[3];
-	for (int i = 0; i < 3; i++) {
+	int ports[4];
+	for (int i = 0; i < 4; i++) {
 		ports[i] = free_port();
 		if (ports[i] < 0) {
 			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
@@ -448,6 +448,14 @@ static int start_controllers(struct up *u)
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[2], "/healthz");
+	/* The loop driver can expand; a --driver-cmd driver may not, and csi-resizer exits then. */
+	if (u->cfg->driver_cmd)
+		return 0;
+	p = start_kcsi(u, "csi-resizer", "csi-resizer", "--csi-address", sock, "--kubeconfig",
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[3], NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, ports[3], "/metrics");
 	return 0;
 }
 
@@ -505,11 +513,11 @@ static int bring_up(struct up *u)
 	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
 	static const char *const needed[] = { "kube-emulator", "csi-provisioner", "csi-attacher",
 					      "kcsi-controller-manager", "csi-node-driver-registrar",
-					      "kcsi-node", "kcsi-loopplugin" };
+					      "kcsi-node", "kcsi-loopplugin", "csi-resizer" };
 	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
 		char path[PATH_MAX + 64];
 		pathf(path, sizeof(path), "%s/%s", u->bin, needed[i]);
-		if (i == 6 && u->cfg->driver_cmd)
+		if (i >= 6 && u->cfg->driver_cmd)
 			continue;
 		if (!executable(path)) {
 			fprintf(stderr, "kcsi up: %s not found or not executable (build it with 'make build', "

@@ -3,7 +3,7 @@
  * under one work directory:
  *
  *   kube-emulator                           the API server
- *   <driver> in controller mode             + csi-provisioner, csi-attacher
+ *   <driver> in controller mode             + csi-provisioner, csi-attacher, csi-resizer (loop driver only)
  *   kcsi-controller-manager                 attach/detach, PV binder, protection, volume-scheduler
  *   per node N: <driver> in node mode       + csi-node-driver-registrar, kcsi-node
  *
