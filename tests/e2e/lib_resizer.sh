@@ -6,6 +6,7 @@
 # mk_bound CLAIM SIZE SC HANDLE [pv-spec-json]
 #                                  a claim of SIZE bound to PV "pv-CLAIM" of driver $DRV
 # resize CLAIM SIZE                sets the claim's request, as "kubectl edit" would
+# rsz_finish                       att_finish after a check of every log for sanitizer reports
 # cond_of CLAIM TYPE               the status of a claim condition ("" when absent)
 # rstatus_of CLAIM                 status.allocatedResourceStatuses.storage ("" when absent)
 rsz_start() {
@@ -44,3 +45,13 @@ resize() {
 cond_of() { pvc_field "$1" "[.status.conditions[]? | select(.type==\"$2\") | .status][0] // \"\""; }
 rstatus_of() { pvc_field "$1" '.status.allocatedResourceStatuses.storage // ""'; }
 pv_cap() { pv_field "pv-$1" .spec.capacity.storage; }
+
+# rsz_finish: fails on a sanitizer report in any component's log (the -DKCSI_SANITIZE=ON build
+# checks csi-resizer and the drivers, not only the emulator), then att_finish.
+rsz_finish() {
+	if grep -lE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T"/*.log >/dev/null 2>&1; then
+		fail "sanitizer report in $(grep -lE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T"/*.log | tr '\n' ' ')"
+		grep -hA30 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T"/*.log | head -80 >&2
+	fi
+	att_finish
+}

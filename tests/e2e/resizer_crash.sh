@@ -69,4 +69,4 @@ check "every volume was asked 200Mi then 300Mi, nothing else" eq \
 	"$N 209715200 314572800"
 echo "  $(wc -l <"$T/calls") ControllerExpandVolume calls for $((2 * N)) expansions"
 att_stop r || fail "exit on SIGTERM"
-att_finish
+rsz_finish

@@ -90,4 +90,4 @@ check "no allocatedResourceStatuses left" eq "$(rstatus_of c4)" ""
 check "no resize condition left" eq "$(pvc_field c4 '[.status.conditions[]? | select(.type|test("Resiz"))] | length')" 0
 wait_for "event VolumeResizeSuccessful" 10 has_event PersistentVolumeClaim c4 "VolumeResizeSuccessful: Resize volume succeeded"
 att_stop r2 || fail "csi-resizer exited non-zero on SIGTERM"
-att_finish
+rsz_finish

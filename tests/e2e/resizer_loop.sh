@@ -46,4 +46,4 @@ wait_for "then PV 48Mi" 20 pv_is lc 48Mi
 check "the driver's volume is 48Mi" eq "$(lp_size "$VOL")" 50331648
 check "allocatedResources 48Mi" eq "$(pvc_field lc .status.allocatedResources.storage)" 48Mi
 att_stop r1 || fail "exit on SIGTERM"
-att_finish
+rsz_finish

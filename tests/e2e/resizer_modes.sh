@@ -92,4 +92,4 @@ check "still running" alive r5
 check "one call only" eq "$(expands h-d1)" 1
 check "the claim stays gone" bash -c "! kubectl --kubeconfig '$KC' get pvc d1 -n default >/dev/null 2>&1"
 att_stop r5 || fail "exit on SIGTERM"
-att_finish
+rsz_finish

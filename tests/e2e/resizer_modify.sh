@@ -77,13 +77,15 @@ wait_for "m2 expanded" 20 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pv pv-m
 att_stop r1 || fail "exit on SIGTERM"
 td_stop
 
-# 5. A driver without MODIFY_VOLUME: classes are left alone.
+# 5. A driver without MODIFY_VOLUME: classes are left alone. (With leader election: the Lease is
+# named as upstream names it.)
 td_start --controller-caps CREATE_DELETE_VOLUME,EXPAND_VOLUME
-rsz_start r2 "$T/td.sock"
+rsz_start r2 "$T/td.sock" --leader-election --leader-election-namespace default
+wait_for "Lease external-resizer-testdriver-kcsi-dev" 20 kc get lease external-resizer-testdriver-kcsi-dev -n default
 mk_bound m3 100Mi grow h-m3
 set_vac m3 gold
 sleep 2
 check "no call without MODIFY_VOLUME" eq "$(grep -c '^ControllerModifyVolume' "$T/td.rec")" 0
 check "no status written" eq "$(mstatus m3)" ""
 att_stop r2 || fail "exit on SIGTERM"
-att_finish
+rsz_finish
