@@ -138,7 +138,9 @@ static enum kube_work_result modify(struct rsz_ctrl *c, const char *key, const s
 	case RSZ_MODIFY_PENDING: {
 		KLOG_E("Get VAC with vac name %s in VACInformer cache failed: not found", pvc->vac_name);
 		struct rsz_patch p = rsz_mark_modify(pvc, KUBE_MODIFY_PENDING, NULL, msg, sizeof(msg));
-		if (pvc->modify_status != KUBE_MODIFY_PENDING && rsz_patch_claim(c, pvc, &p, &e))
+		bool written = pvc->modify_status == KUBE_MODIFY_PENDING &&
+			       pvc->modify_target && !strcmp(pvc->modify_target, pvc->vac_name);
+		if (!written && rsz_patch_claim(c, pvc, &p, &e))
 			return KUBE_WORK_RETRY;
 		return KUBE_WORK_DONE; /* the class's arrival requeues the claim */
 	}

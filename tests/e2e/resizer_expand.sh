@@ -31,6 +31,10 @@ for f in csi-address timeout workers resync-period retry-interval-start retry-in
 	kube-api-burst kubeconfig leader-election-labels automaxprocs; do
 	check "--help lists --$f" grep -q -- "-$f" "$T/help"
 done
+out=$("$KCSI_BIN/csi-resizer" --workers 0 2>&1); rc=$?
+check "--workers 0 is refused" bash -c "[ $rc -ne 0 ] && grep -q 'workers must be greater than zero' <<<'$out'"
+out=$("$KCSI_BIN/csi-resizer" --feature-gates NoSuchGate=true 2>&1); rc=$?
+check "an unknown feature gate is refused" bash -c "[ $rc -ne 0 ] && grep -q 'unrecognized feature gate: NoSuchGate' <<<'$out'"
 check "--timeout defaults to 10s as upstream" bash -c "grep -A1 -- '-timeout duration' '$T/help' | grep -q 'default 10s'"
 
 # 2. A controller expansion that needs the node: PV grows, claim waits for the node.
