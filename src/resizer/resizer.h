@@ -63,7 +63,6 @@ struct rsz_config {
 	bool handle_inuse_error;
 	bool extra_modify_metadata;
 	bool automaxprocs;
-	struct flag_map le_labels;
 };
 void rsz_register_flags(struct flagset *fs, struct rsz_config *c);
 /* Runs until SIGTERM/SIGINT; returns the process exit code. */

@@ -29,6 +29,7 @@
 void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 {
 	c->max_grpc_log_length = -1;
+	c->le_labels = (struct flag_map){ NULL, 0 };
 	kube_options_register(fs, &c->kube);
 	flags_string(fs, "csi-address", &c->csi_address, "/run/csi/socket",
 		     "Unix socket of the CSI driver (unix:///path, unix:/path or /path).");
@@ -87,6 +88,7 @@ struct runtime {
 	struct sidecar sc;
 	struct kube_client *lec;
 	struct kube_leader *leader; /* NULL without --leader-election */
+	json_t *le_labels;          /* the Lease's labels, borrowed by the leader */
 	struct diag_server *http;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -369,6 +371,13 @@ static int start_leader(struct runtime *rt, const struct kube_client_opts *ko, c
 	};
 	if (!lo.ns || !*lo.ns)
 		lo.ns = getenv("POD_NAMESPACE");
+	for (size_t i = 0; i < cfg->le_labels.len; i++) {
+		if (!rt->le_labels)
+			rt->le_labels = json_object();
+		json_object_set_new(rt->le_labels, cfg->le_labels.items[i].key,
+				    json_string(cfg->le_labels.items[i].value));
+	}
+	lo.labels = rt->le_labels;
 	struct kube_leader *le = kube_leader_new(rt->lec, &lo);
 	if (rt->http)
 		diag_server_handle(rt->http, "/healthz/leader-election", serve_leader_health, rt);
@@ -507,6 +516,7 @@ out:
 	if (ops->cleanup)
 		ops->cleanup(ops->ud);
 	kube_leader_free(rt->leader);
+	json_decref(rt->le_labels);
 	csi_msg_free(sc->plugin_caps);
 	csi_msg_free(sc->ctrl_caps);
 	csi_conn_free(sc->csi);

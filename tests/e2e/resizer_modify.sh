@@ -80,8 +80,11 @@ td_stop
 # 5. A driver without MODIFY_VOLUME: classes are left alone. (With leader election: the Lease is
 # named as upstream names it.)
 td_start --controller-caps CREATE_DELETE_VOLUME,EXPAND_VOLUME
-rsz_start r2 "$T/td.sock" --leader-election --leader-election-namespace default
+rsz_start r2 "$T/td.sock" --leader-election --leader-election-namespace default \
+	--leader-election-labels team=storage,tier=controller
 wait_for "Lease external-resizer-testdriver-kcsi-dev" 20 kc get lease external-resizer-testdriver-kcsi-dev -n default
+check "the Lease carries --leader-election-labels" eq \
+	"$(kc get lease external-resizer-testdriver-kcsi-dev -n default -o jsonpath='{.metadata.labels.team},{.metadata.labels.tier}')" storage,controller
 mk_bound m3 100Mi grow h-m3
 set_vac m3 gold
 sleep 2
