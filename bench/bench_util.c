@@ -314,3 +314,36 @@ void bench_create_or_die(struct kube_client *c, const struct kube_resource *r, c
 	json_decref(res);
 	json_decref(obj);
 }
+
+long long bench_current_rv(struct kube_client *c)
+{
+	struct kube_list_opts lo = { .limit = 1 };
+	struct kube_err e;
+	json_t *l = kube_list(c, &KUBE_RES_STORAGECLASSES, NULL, &lo, &e);
+	if (!l)
+		bench_die("list: %s", e.message);
+	const char *rv = json_string_value(json_object_get(json_object_get(l, "metadata"),
+							   "resourceVersion"));
+	long long v = atoll(rv ? rv : "0");
+	json_decref(l);
+	return v;
+}
+
+int bench_cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+bool bench_log_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}

@@ -42,6 +42,14 @@ void bench_parallel(int n, void (*fn)(int i), int threads);
 void bench_create_or_die(struct kube_client *c, const struct kube_resource *r, const char *ns,
 			 json_t *obj);
 
+/* The API server's current resourceVersion (a one-item LIST): every successful write bumps it,
+ * so its difference over a run counts the writes of every process. Dies on an error. */
+long long bench_current_rv(struct kube_client *c);
+/* qsort comparator of int64_t values, ascending. */
+int bench_cmp_i64(const void *a, const void *b);
+/* True when a line of the file at path contains needle (a component's log line). */
+bool bench_log_has(const char *path, const char *needle);
+
 /* User + system CPU seconds of the children pid has waited for (mkfs, mount, ...); -1 when
  * unreadable. */
 double bench_children_cpu_s(pid_t pid);

@@ -52,6 +52,8 @@ static const struct emu_resource resource_table[] = {
 	{ "storage.k8s.io", "v1", "csidrivers", "csidriver", "CSIDriver", false, false, "", "", NULL },
 	{ "storage.k8s.io", "v1", "csistoragecapacities", "csistoragecapacity", "CSIStorageCapacity",
 	  true, false, "", "", NULL },
+	{ "storage.k8s.io", "v1", "volumeattributesclasses", "volumeattributesclass",
+	  "VolumeAttributesClass", false, false, "vac", "", NULL },
 	{ "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, "", "", NULL },
 	{ "events.k8s.io", "v1", "events", "event", "Event", true, false, "ev",
 	  "reason,regarding.kind,regarding.namespace,regarding.name,regarding.uid,type", NULL },

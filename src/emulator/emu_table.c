@@ -418,6 +418,16 @@ static void csisc_cells(json_t *c, const json_t *o, time_t now)
 	add_age(c, o, now);
 }
 
+static const struct column vac_cols[] = {
+	NAME_COL, { "DriverName", "string", "", 0 }, AGE_COL,
+};
+static void vac_cells(json_t *c, const json_t *o, time_t now)
+{
+	add_s(c, str(o, "metadata.name"));
+	add_s(c, str_or(o, "driverName", ""));
+	add_age(c, o, now);
+}
+
 static const struct column event_cols[] = {
 	{ "Last Seen", "string", "", 0 }, { "Type", "string", "", 0 },
 	{ "Reason", "string", "", 0 }, { "Object", "string", "", 0 },
@@ -587,6 +597,7 @@ static const struct printer printers[] = {
 	P("storage.k8s.io", "csinodes", csinode_cols, csinode_cells),
 	P("storage.k8s.io", "csidrivers", csidriver_cols, csidriver_cells),
 	P("storage.k8s.io", "csistoragecapacities", csisc_cols, csisc_cells),
+	P("storage.k8s.io", "volumeattributesclasses", vac_cols, vac_cells),
 	P("coordination.k8s.io", "leases", lease_cols, lease_cells),
 	P("events.k8s.io", "events", event_cols, event2_cells),
 	P("snapshot.storage.k8s.io", "volumesnapshots", vs_cols, vs_cells),

@@ -442,6 +442,8 @@ static const struct {
 	{ "storageclasses", "parameters" },
 	{ "storageclasses", "reclaimPolicy" },
 	{ "storageclasses", "volumeBindingMode" },
+	{ "volumeattributesclasses", "driverName" },
+	{ "volumeattributesclasses", "parameters" },
 };
 
 /* The first immutable field that differs between old and proposed, or NULL. */

@@ -36,6 +36,7 @@ const struct kube_resource KUBE_RES_STORAGECLASSES = { "storage.k8s.io", "v1", "
 const struct kube_resource KUBE_RES_PODS = { "", "v1", "pods", true };
 const struct kube_resource KUBE_RES_CSIDRIVERS = { "storage.k8s.io", "v1", "csidrivers", false };
 const struct kube_resource KUBE_RES_CSISTORAGECAPACITIES = { "storage.k8s.io", "v1", "csistoragecapacities", true };
+const struct kube_resource KUBE_RES_VOLUMEATTRIBUTESCLASSES = { "storage.k8s.io", "v1", "volumeattributesclasses", false };
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTS = { "snapshot.storage.k8s.io", "v1", "volumesnapshots", true };
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS = { "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents", false };
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES = { "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", false };

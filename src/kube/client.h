@@ -62,6 +62,7 @@ extern const struct kube_resource KUBE_RES_STORAGECLASSES;
 extern const struct kube_resource KUBE_RES_PODS;
 extern const struct kube_resource KUBE_RES_CSIDRIVERS;
 extern const struct kube_resource KUBE_RES_CSISTORAGECAPACITIES;
+extern const struct kube_resource KUBE_RES_VOLUMEATTRIBUTESCLASSES;
 extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTS;        /* snapshot.storage.k8s.io/v1 */
 extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS;
 extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES;

@@ -68,3 +68,9 @@ void jw_bool(struct jw *w, bool v)
 	before_value(w);
 	strbuf_addstr(w->sb, v ? "true" : "false");
 }
+
+void jw_null(struct jw *w)
+{
+	before_value(w);
+	strbuf_addstr(w->sb, "null");
+}

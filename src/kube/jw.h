@@ -46,6 +46,7 @@ void jw_key(struct jw *w, const char *key);
 void jw_str(struct jw *w, const char *s); /* NULL writes "" */
 void jw_int(struct jw *w, int64_t v);
 void jw_bool(struct jw *w, bool v);
+void jw_null(struct jw *w); /* a merge patch's "remove this key" */
 
 static inline void jw_kv_str(struct jw *w, const char *key, const char *s)
 {

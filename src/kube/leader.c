@@ -156,6 +156,24 @@ static json_t *new_spec(struct kube_leader *le, bool release)
 	return spec;
 }
 
+/* --leader-election-labels: set on create and kept on every update, as client-go's LeaseLock. */
+static void add_labels(struct kube_leader *le, json_t *lease)
+{
+	json_t *md = json_object_get(lease, "metadata"), *labels;
+	const char *k;
+	json_t *v;
+
+	if (!le->o.labels || !json_is_object(md))
+		return;
+	labels = json_object_get(md, "labels");
+	if (!json_is_object(labels)) {
+		labels = json_object();
+		json_object_set_new(md, "labels", labels);
+	}
+	json_object_foreach(le->o.labels, k, v)
+		json_object_set(labels, k, v);
+}
+
 /* One attempt to acquire or renew; returns true when we hold the lease afterwards. */
 static bool try_acquire_or_renew(struct kube_leader *le)
 {
@@ -171,6 +189,7 @@ static bool try_acquire_or_renew(struct kube_leader *le)
 		json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion",
 					"coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
 					le->name, "namespace", le->ns, "spec", new_spec(le, false));
+		add_labels(le, obj);
 		json_t *created = kube_create(le->client, &KUBE_RES_LEASES, le->ns, obj, &e);
 		json_decref(obj);
 		if (!created) {
@@ -189,6 +208,7 @@ static bool try_acquire_or_renew(struct kube_leader *le)
 		return false; /* held by another and not expired */
 	json_t *upd = json_deep_copy(le->lease);
 	json_object_set_new(upd, "spec", new_spec(le, false));
+	add_labels(le, upd);
 	json_t *res = kube_update(le->client, &KUBE_RES_LEASES, le->ns, upd, false, &e);
 	json_decref(upd);
 	if (!res) {

@@ -15,6 +15,7 @@
 #ifndef KCSI_KUBE_LEADER_H
 #define KCSI_KUBE_LEADER_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,6 +32,8 @@ struct kube_leader_opts {
 	void (*on_started_leading)(void *ud);
 	void (*on_stopped_leading)(void *ud); /* NULL: exit the process with an error */
 	void (*on_new_leader)(const char *identity, void *ud);
+	json_t *labels;       /* merged into the Lease's metadata.labels on every write (borrowed,
+			       * kept alive by the caller); NULL: none */
 	void *ud;
 };
 

@@ -559,6 +559,11 @@ static int pv_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, s
 	pv->node_stage_secret_ns = kube_intern(jstr(nss, "namespace"));
 	const jv_t *nps = jv_get(csi, "nodePublishSecretRef");
 	pv->node_publish_secret_name = kube_intern(jstr(nps, "name"));
+	/* csi-resizer */
+	const jv_t *ces = jv_get(csi, "controllerExpandSecretRef");
+	pv->expand_secret_name = kube_intern(jstr(ces, "name"));
+	pv->expand_secret_ns = kube_intern(jstr(ces, "namespace"));
+	pv->vac_name = kube_intern(jstr(spec, "volumeAttributesClassName"));
 	pv->node_publish_secret_ns = kube_intern(jstr(nps, "namespace"));
 	return 0;
 }
@@ -808,6 +813,48 @@ static void pvc_selector_text(const jv_t *sel, char *buf, size_t len)
 	strbuf_release(&sb);
 }
 
+static uint8_t word_index(const char *s, const char *const *words, size_t n, uint8_t other)
+{
+	if (!s)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if (!strcmp(s, words[i]))
+			return (uint8_t)i;
+	return other;
+}
+
+/* What csi-resizer reads: allocated size and its status, resize and modify conditions, classes. */
+static void pvc_resize_fields(struct kube_pvc *pvc, const jv_t *spec, const jv_t *st,
+			      const jv_t *ann)
+{
+	static const char *const resize[] = { "", "ControllerResizeInProgress",
+		"ControllerResizeInfeasible", "NodeResizePending", "NodeResizeInProgress",
+		"NodeResizeInfeasible" };
+	static const char *const conds[] = { "Resizing", "FileSystemResizePending",
+		"ControllerResizeError", "NodeResizeError", "ModifyingVolume", "ModifyVolumeError" };
+	static const char *const modify[] = { "", "Pending", "InProgress", "Infeasible" };
+	pvc->allocated = quantity_or(jv_get(st, "allocatedResources"), "storage");
+	pvc->resize_status = word_index(jstr(jv_get(st, "allocatedResourceStatuses"), "storage"),
+					resize, 6, KUBE_RESIZE_NONE);
+	size_t i;
+	const jv_t *c;
+	pvc->conds = 0; /* the record's second pass writes into memory that is not zeroed */
+	jv_array_foreach(jv_get(st, "conditions"), i, c) {
+		const char *type = jstr(c, "type"), *cs = jstr(c, "status");
+		for (size_t k = 0; type && cs && !strcmp(cs, "True") && k < 6; k++)
+			if (!strcmp(type, conds[k]))
+				pvc->conds |= (uint8_t)(1u << k);
+	}
+	pvc->resizer = kube_intern(jstr(ann, "volume.kubernetes.io/storage-resizer"));
+	pvc->vac_name = kube_intern(jstr(spec, "volumeAttributesClassName"));
+	pvc->current_vac = kube_intern(jstr(st, "currentVolumeAttributesClassName"));
+	const jv_t *mvs = jv_get(st, "modifyVolumeStatus");
+	const char *ms = jstr(mvs, "status");
+	pvc->modify_status = !jv_is_object(mvs) ? KUBE_MODIFY_NONE
+			     : ms ? word_index(ms, modify, 4, KUBE_MODIFY_OTHER) : KUBE_MODIFY_OTHER;
+	pvc->modify_target = kube_intern(jstr(mvs, "targetVolumeAttributesClassName"));
+}
+
 static int pvc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {
 	struct kube_pvc *pvc = rec;
@@ -844,16 +891,7 @@ static int pvc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 		pvc_selector_text(jv_get(spec, "selector"), sel, sizeof(sel));
 		pvc->selector = pk_str(pk, sel);
 	}
-	/* kcsi-node */
-	size_t ci;
-	const jv_t *c;
-	jv_array_foreach(jv_get(st, "conditions"), ci, c) {
-		const char *type = jstr(c, "type"), *cs = jstr(c, "status");
-		if (type && cs && !strcmp(type, "FileSystemResizePending") && !strcmp(cs, "True"))
-			pvc->fs_resize_pending = true;
-	}
-	pvc->resize_status = kube_intern(jstr(jv_get(st, "allocatedResourceStatuses"), "storage"));
-	pvc->allocated = quantity_or(jv_get(st, "allocatedResources"), "storage");
+	pvc_resize_fields(pvc, spec, st, ann);
 	return 0;
 }
 
@@ -1078,6 +1116,23 @@ static struct kube_obj *lease_decode(const jv_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_lease), KUBE_KIND_LEASE, lease_fields, err, errlen);
 }
 
+/* ---- VolumeAttributesClass ---- */
+
+static int vac_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vac *v = rec;
+	if (decode_meta(pk, obj, &v->meta, err, errlen))
+		return -1;
+	v->driver_name = kube_intern(jstr(obj, "driverName"));
+	v->parameters = pk_map(pk, jv_get(obj, "parameters"), &v->nparameters);
+	return 0;
+}
+
+static struct kube_obj *vac_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vac), KUBE_KIND_VAC, vac_fields, err, errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
@@ -1088,6 +1143,7 @@ const struct kube_kind KUBE_KIND_POD_T = { "Pod", &KUBE_RES_PODS, pod_decode };
 const struct kube_kind KUBE_KIND_CSIDRIVER_T = { "CSIDriver", &KUBE_RES_CSIDRIVERS, csidriver_decode };
 const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY = { "CSIStorageCapacity", &KUBE_RES_CSISTORAGECAPACITIES, csisc_decode };
 const struct kube_kind KUBE_KIND_LEASE_T = { "Lease", &KUBE_RES_LEASES, lease_decode };
+const struct kube_kind KUBE_KIND_VOLUMEATTRIBUTESCLASS = { "VolumeAttributesClass", &KUBE_RES_VOLUMEATTRIBUTESCLASSES, vac_decode };
 
 /* ---- helpers ---- */
 

@@ -30,7 +30,7 @@ const char *kube_intern(const char *s);
 
 enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
 		   KUBE_KIND_PVC, KUBE_KIND_SC, KUBE_KIND_POD, KUBE_KIND_CSIDRIVER,
-		   KUBE_KIND_CSISC };
+		   KUBE_KIND_CSISC, KUBE_KIND_VAC };
 
 #define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes; the other flag bits are internal */
 
@@ -133,6 +133,10 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	const char *node_stage_secret_ns;
 	const char *node_publish_secret_name; /* spec.csi.nodePublishSecretRef (interned) */
 	const char *node_publish_secret_ns;
+	/* csi-resizer: */
+	const char *expand_secret_name; /* spec.csi.controllerExpandSecretRef (interned) */
+	const char *expand_secret_ns;
+	const char *vac_name;           /* spec.volumeAttributesClassName (interned); NULL when absent */
 };
 
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
@@ -201,6 +205,20 @@ struct kube_node { /* core/v1 Node */
 
 enum kube_pvc_phase { KUBE_PVC_PENDING, KUBE_PVC_BOUND, KUBE_PVC_LOST };
 
+/* status.allocatedResourceStatuses["storage"] (csi-resizer). */
+enum kube_resize_status {
+	KUBE_RESIZE_NONE, KUBE_RESIZE_CONTROLLER_IN_PROGRESS, KUBE_RESIZE_CONTROLLER_INFEASIBLE,
+	KUBE_RESIZE_NODE_PENDING, KUBE_RESIZE_NODE_IN_PROGRESS, KUBE_RESIZE_NODE_INFEASIBLE,
+};
+/* Bits of the resize and modify condition types a claim has with status True (csi-resizer). */
+enum kube_pvc_cond_bit {
+	KUBE_PVC_RESIZING = 1, KUBE_PVC_FS_RESIZE_PENDING = 2, KUBE_PVC_CONTROLLER_RESIZE_ERROR = 4,
+	KUBE_PVC_NODE_RESIZE_ERROR = 8, KUBE_PVC_MODIFYING_VOLUME = 16, KUBE_PVC_MODIFY_VOLUME_ERROR = 32,
+};
+/* status.modifyVolumeStatus.status (csi-resizer); NONE when modifyVolumeStatus is absent. */
+enum kube_modify_status { KUBE_MODIFY_NONE, KUBE_MODIFY_PENDING, KUBE_MODIFY_IN_PROGRESS,
+			  KUBE_MODIFY_INFEASIBLE, KUBE_MODIFY_OTHER };
+
 struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	struct kube_obj meta;
 	const char *storage_class; /* spec.storageClassName (interned); NULL when absent */
@@ -223,10 +241,15 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	bool bound_by_controller; /* annotation pv.kubernetes.io/bound-by-controller present */
 	const char *selector;     /* spec.selector as label-selector text (kube/selector.h);
 				   * NULL when absent; "!" when it cannot be expressed */
-	/* kcsi-node (node expansion): */
-	bool fs_resize_pending;    /* status.conditions has FileSystemResizePending True */
-	const char *resize_status; /* status.allocatedResourceStatuses.storage (interned); NULL when absent */
-	int64_t allocated;         /* status.allocatedResources.storage; -1 when absent */
+	/* csi-resizer: */
+	int64_t allocated;        /* status.allocatedResources.storage; -1 when absent */
+	uint8_t resize_status;    /* enum kube_resize_status */
+	uint8_t conds;            /* enum kube_pvc_cond_bit */
+	uint8_t modify_status;    /* enum kube_modify_status */
+	const char *resizer;      /* annotation volume.kubernetes.io/storage-resizer (interned) */
+	const char *vac_name;     /* spec.volumeAttributesClassName (interned); NULL when absent */
+	const char *current_vac;  /* status.currentVolumeAttributesClassName (interned) */
+	const char *modify_target; /* status.modifyVolumeStatus.targetVolumeAttributesClassName */
 };
 
 struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */
@@ -326,6 +349,13 @@ struct kube_lease { /* coordination.k8s.io/v1 Lease (nodelifecycle: kube-node-le
 	const char *renew_time; /* spec.renewTime as written (RFC 3339, microseconds); NULL if absent */
 };
 
+struct kube_vac { /* storage.k8s.io/v1 VolumeAttributesClass (csi-resizer) */
+	struct kube_obj meta;
+	const char *driver_name;        /* driverName (interned) */
+	const struct kube_kv *parameters;
+	uint16_t nparameters;
+};
+
 /* How an informer handles one kind. */
 struct kube_kind {
 	const char *name; /* "VolumeAttachment" */
@@ -350,6 +380,7 @@ extern const struct kube_kind KUBE_KIND_POD_T;
 extern const struct kube_kind KUBE_KIND_CSIDRIVER_T;
 extern const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY;
 extern const struct kube_kind KUBE_KIND_LEASE_T;
+extern const struct kube_kind KUBE_KIND_VOLUMEATTRIBUTESCLASS;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -406,6 +437,10 @@ static inline const struct kube_csidriver *kube_csidriver_of(const struct kube_o
 static inline const struct kube_lease *kube_lease_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_LEASE ? (const struct kube_lease *)o : NULL;
+}
+static inline const struct kube_vac *kube_vac_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VAC ? (const struct kube_vac *)o : NULL;
 }
 static inline const struct kube_csisc *kube_csisc_of(const struct kube_obj *o)
 {

@@ -186,7 +186,8 @@ int nd_expand_volume(struct nd *nd, struct nd_driver *drv, struct nd_expand *x)
 	}
 	struct nd_resize_in in = {
 		.pv_capacity = x->pv->capacity, .pvc_capacity = pvc->capacity,
-		.pvc_request = pvc->request, .fs_resize_pending = pvc->fs_resize_pending,
+		.pvc_request = pvc->request,
+		.fs_resize_pending = (pvc->conds & KUBE_PVC_FS_RESIZE_PENDING) != 0,
 		.resize_status = pvc->resize_status, .allocated = pvc->allocated,
 		.at_mount = x->at_mount, .driver_expands = drv->expand, .readonly = x->readonly,
 		.done_size = *x->done_size, .failed_final_size = *x->failed_size,

@@ -31,7 +31,7 @@ struct nd_resize_in {
 	int64_t pvc_capacity;      /* claim status.capacity.storage */
 	int64_t pvc_request;       /* claim spec.resources.requests.storage */
 	bool fs_resize_pending;    /* claim condition FileSystemResizePending True */
-	const char *resize_status; /* claim status.allocatedResourceStatuses.storage, or NULL */
+	uint8_t resize_status;     /* enum kube_resize_status: allocatedResourceStatuses.storage */
 	int64_t allocated;         /* claim status.allocatedResources.storage */
 	bool at_mount;             /* just staged: the PV's size alone decides (offline expansion) */
 	bool driver_expands;       /* the driver has the EXPAND_VOLUME node capability */

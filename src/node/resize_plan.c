@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kube/objects.h"
 #include "kube/quantity.h"
 
 static bool streq(const char *a, const char *b)
@@ -16,9 +17,9 @@ static bool streq(const char *a, const char *b)
 	return a && b && !strcmp(a, b);
 }
 
-static bool node_stage_of_resize(const char *s)
+static bool node_stage_of_resize(uint8_t s)
 {
-	return streq(s, "NodeResizePending") || streq(s, "NodeResizeInProgress");
+	return s == KUBE_RESIZE_NODE_PENDING || s == KUBE_RESIZE_NODE_IN_PROGRESS;
 }
 
 void nd_resize_decide(const struct nd_resize_in *in, struct nd_resize_plan *out)
@@ -34,7 +35,7 @@ void nd_resize_decide(const struct nd_resize_in *in, struct nd_resize_plan *out)
 	/* A mounted volume waits for the resizer's word; a mount expands on the sizes alone. */
 	if (!in->at_mount && !in->fs_resize_pending && !node_stage_of_resize(in->resize_status))
 		return;
-	out->recovery = in->resize_status != NULL || in->allocated >= 0;
+	out->recovery = in->resize_status != KUBE_RESIZE_NONE || in->allocated >= 0;
 	/* A resizer that records allocatedResourceStatuses hands over with NodeResizePending;
 	 * anything else (controller stages, NodeResizeInfeasible, none) is not the node's turn. */
 	if (out->recovery && !node_stage_of_resize(in->resize_status))

@@ -29,6 +29,7 @@
 void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 {
 	c->max_grpc_log_length = -1;
+	c->le_labels = (struct flag_map){ NULL, 0 };
 	kube_options_register(fs, &c->kube);
 	flags_string(fs, "csi-address", &c->csi_address, "/run/csi/socket",
 		     "Unix socket of the CSI driver (unix:///path, unix:/path or /path).");
@@ -48,6 +49,35 @@ void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 		  "Feature gates as key=value pairs.");
 }
 
+int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMessage *msg,
+			const char *field, const char *ns, const char *name, char *err, size_t errlen)
+{
+	struct kube_err e;
+	json_t *secret = kube_get(kc, &KUBE_RES_SECRETS, ns, name, &e);
+	json_t *v;
+	const char *key;
+	int rc = 0;
+
+	if (!secret) {
+		snprintf(err, errlen, "error getting secret %s in namespace %s: %s", name, ns, e.message);
+		return -1;
+	}
+	json_object_foreach(json_object_get(secret, "data"), key, v) {
+		size_t len;
+		char *val = json_is_string(v) ? kube_base64_decode(json_string_value(v), &len) : NULL;
+		if (!val) {
+			snprintf(err, errlen, "secret %s/%s has a malformed value for key %s", ns, name, key);
+			rc = -1;
+			break;
+		}
+		csi_map_add(a, msg, field, key, val);
+		memset(val, 0, len); /* no copy of a secret outlives the request */
+		free(val);
+	}
+	json_decref(secret);
+	return rc;
+}
+
 enum phase {
 	PHASE_STARTING, /* main thread in a start-up wait: a signal exits at once */
 	PHASE_RUNNING,  /* main thread waits on cond: it stops the controller itself */
@@ -58,6 +88,7 @@ struct runtime {
 	struct sidecar sc;
 	struct kube_client *lec;
 	struct kube_leader *leader; /* NULL without --leader-election */
+	json_t *le_labels;          /* the Lease's labels, borrowed by the leader */
 	struct diag_server *http;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -340,6 +371,13 @@ static int start_leader(struct runtime *rt, const struct kube_client_opts *ko, c
 	};
 	if (!lo.ns || !*lo.ns)
 		lo.ns = getenv("POD_NAMESPACE");
+	for (size_t i = 0; i < cfg->le_labels.len; i++) {
+		if (!rt->le_labels)
+			rt->le_labels = json_object();
+		json_object_set_new(rt->le_labels, cfg->le_labels.items[i].key,
+				    json_string(cfg->le_labels.items[i].value));
+	}
+	lo.labels = rt->le_labels;
 	struct kube_leader *le = kube_leader_new(rt->lec, &lo);
 	if (rt->http)
 		diag_server_handle(rt->http, "/healthz/leader-election", serve_leader_health, rt);
@@ -478,6 +516,7 @@ out:
 	if (ops->cleanup)
 		ops->cleanup(ops->ud);
 	kube_leader_free(rt->leader);
+	json_decref(rt->le_labels);
 	csi_msg_free(sc->plugin_caps);
 	csi_msg_free(sc->ctrl_caps);
 	csi_conn_free(sc->csi);

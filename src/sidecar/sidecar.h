@@ -50,6 +50,7 @@ struct sidecar_config {
 	const char *metrics_path;    /* --metrics-path /metrics */
 	struct flag_map feature_gates;
 	int max_grpc_log_length;  /* set by a sidecar that has the flag; -1: no limit */
+	struct flag_map le_labels; /* --leader-election-labels, registered by a sidecar that has it */
 };
 
 /* Registers the shared flags on fs. Sidecar-specific flags are registered by the sidecar. */
@@ -101,6 +102,14 @@ bool sidecar_has_controller_service(const struct sidecar *sc);
 bool sidecar_has_accessibility_constraints(const struct sidecar *sc);
 /* True when ControllerGetCapabilities listed the RPC capability type. */
 bool sidecar_has_ctrl_cap(const struct sidecar *sc, int type);
+
+/*
+ * Reads the Secret ns/name and adds each data entry to map `field` of msg (e.g. "secrets").
+ * The values live only in the arena, freed with the request, and are never logged. 0, or -1
+ * with err naming the secret (never a value).
+ */
+int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMessage *msg,
+			const char *field, const char *ns, const char *name, char *err, size_t errlen);
 
 /* Runs the sidecar until SIGTERM/SIGINT or a fatal error; returns the process exit code. */
 int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops);

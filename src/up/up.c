@@ -435,10 +435,10 @@ static int start_livenessprobe(struct up *u, const char *name, const char *sock,
 
 static int start_controllers(struct up *u)
 {
-	char sock[PATH_MAX + 32], port_arg[4][48];
+	char sock[PATH_MAX + 32], port_arg[5][48];
 	pathf(sock, sizeof(sock), "%s/controller/csi.sock", u->dir);
-	int ports[4];
-	for (int i = 0; i < 4; i++) {
+	int ports[5];
+	for (int i = 0; i < 5; i++) {
 		ports[i] = free_port();
 		if (ports[i] < 0) {
 			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
@@ -464,6 +464,14 @@ static int start_controllers(struct up *u)
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[2], "/healthz");
+	/* The loop driver can expand; a --driver-cmd driver may not, and csi-resizer exits then. */
+	if (!u->cfg->driver_cmd) {
+		p = start_kcsi(u, "csi-resizer", "csi-resizer", "--csi-address", sock, "--kubeconfig",
+			       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[4], NULL);
+		if (!p)
+			return -1;
+		add_probe(u, p, ports[4], "/metrics");
+	}
 	return start_livenessprobe(u, "livenessprobe/controller", sock, ports[3], port_arg[3]);
 }
 
@@ -529,11 +537,11 @@ static int bring_up(struct up *u)
 	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
 	static const char *const needed[] = { "kube-emulator", "csi-provisioner", "csi-attacher",
 					      "kcsi-controller-manager", "csi-node-driver-registrar",
-					      "kcsi-node", "livenessprobe", "kcsi-loopplugin" };
+					      "kcsi-node", "livenessprobe", "kcsi-loopplugin", "csi-resizer" };
 	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
 		char path[PATH_MAX + 64];
 		pathf(path, sizeof(path), "%s/%s", u->bin, needed[i]);
-		if (i == 7 && u->cfg->driver_cmd)
+		if (i >= 7 && u->cfg->driver_cmd)
 			continue;
 		if (!executable(path)) {
 			fprintf(stderr, "kcsi up: %s not found or not executable (build it with 'make build', "

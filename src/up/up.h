@@ -3,7 +3,8 @@
  * under one work directory:
  *
  *   kube-emulator                           the API server
- *   <driver> in controller mode             + csi-provisioner, csi-attacher, livenessprobe
+ *   <driver> in controller mode             + csi-provisioner, csi-attacher, csi-resizer (loop
+ *                                             driver only), livenessprobe
  *   kcsi-controller-manager                 attach/detach, PV binder, protection, volume-scheduler
  *   per node N: <driver> in node mode       + csi-node-driver-registrar, livenessprobe, kcsi-node
  *

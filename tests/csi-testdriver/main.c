@@ -18,6 +18,8 @@
  * --probe-not-ready makes Probe answer ready=false.
  * --start-delay waits before creating the socket (clients that must wait for it).
  * --capacity BYTES and --max-volume-size BYTES are GetCapacity's answer (100 GiB, 10 GiB);
+ *   ControllerExpandVolume above --max-volume-size answers OUT_OF_RANGE, and answers
+ *   --node-expansion-required (true) otherwise; ControllerModifyVolume only records its request;
  *   --capacity-file FILE, when it exists, overrides --capacity and is read again on every call,
  *   so a test changes the driver's capacity at run time (a quantity such as "5Gi" or "0"; "fail"
  *   makes GetCapacity answer UNAVAILABLE).
@@ -63,6 +65,7 @@ static FILE *record;
 static struct flag_map fail_map, slow_map, fail_count_map;
 static const char *controller_caps;
 static bool no_controller_service, probe_not_ready;
+static bool node_expansion_required;
 static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
 /* Calls seen per method, for --fail-count (guarded by lock). */
 static struct { char method[64]; long calls; } call_counts[64];
@@ -474,13 +477,24 @@ H(ListSnapshots)
 	return 0;
 }
 
+/* Grows the volume (when known) up to --max-volume-size; above it answers OUT_OF_RANGE. */
 H(ControllerExpandVolume)
 {
 	PRO();
 	const Csi__V1__ControllerExpandVolumeRequest *q = (const void *)rq;
 	Csi__V1__ControllerExpandVolumeResponse *r = (void *)rs;
-	r->capacity_bytes = q->capacity_range ? q->capacity_range->required_bytes : 0;
-	r->node_expansion_required = 1;
+	int64_t want = q->capacity_range ? q->capacity_range->required_bytes : 0;
+	int64_t max = parse_bytes(max_volume_size_flag, 10 * GiB);
+	if (want > max)
+		return csi_ctx_error(ctx, 11, "requested %lld bytes is above the maximum volume size %lld",
+				     (long long)want, (long long)max);
+	pthread_mutex_lock(&lock);
+	struct vol *v = find_vol(q->volume_id);
+	if (v && v->bytes < want)
+		v->bytes = want;
+	pthread_mutex_unlock(&lock);
+	r->capacity_bytes = want;
+	r->node_expansion_required = node_expansion_required;
 	return 0;
 }
 
@@ -594,7 +608,9 @@ int main(int argc, char **argv)
 	flags_string(fs, "capacity-file", &capacity_file, "",
 		     "read available_capacity from this file on every GetCapacity (when it exists)");
 	flags_string(fs, "max-volume-size", &max_volume_size_flag, "10Gi",
-		     "GetCapacity's maximum_volume_size");
+		     "GetCapacity's maximum_volume_size; ControllerExpandVolume above it answers OUT_OF_RANGE");
+	flags_bool(fs, "node-expansion-required", &node_expansion_required, true,
+		   "ControllerExpandVolume's node_expansion_required");
 	flags_string(fs, "node-id", &node_id, "test-node", "NodeGetInfo's node_id");
 	flags_string(fs, "zone", &zone, "z1",
 		     "topology.kcsi.dev/zone of NodeGetInfo and of volumes created without requirements");

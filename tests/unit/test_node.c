@@ -59,8 +59,8 @@ static void test_pvc_resize_fields(void)
 	const struct kube_pvc *pvc = kube_pvc_of(o);
 	CHECK(pvc != NULL);
 	if (pvc) {
-		CHECK(pvc->fs_resize_pending);
-		CHECK_STR(pvc->resize_status, "NodeResizePending");
+		CHECK(pvc->conds & KUBE_PVC_FS_RESIZE_PENDING);
+		CHECK_INT(pvc->resize_status, KUBE_RESIZE_NODE_PENDING);
 		CHECK_INT(pvc->allocated, 32 * MiB);
 		CHECK_INT(pvc->capacity, 16 * MiB);
 	}
@@ -70,8 +70,8 @@ static void test_pvc_resize_fields(void)
 	pvc = kube_pvc_of(o);
 	CHECK(pvc != NULL);
 	if (pvc) {
-		CHECK(!pvc->fs_resize_pending);
-		CHECK(pvc->resize_status == NULL);
+		CHECK(!(pvc->conds & KUBE_PVC_FS_RESIZE_PENDING));
+		CHECK_INT(pvc->resize_status, KUBE_RESIZE_NONE);
 		CHECK_INT(pvc->allocated, -1);
 	}
 	kube_obj_unref(o);
@@ -92,12 +92,12 @@ static void test_resize_decide(void)
 		  ND_RESIZE_EXPAND, false, false },
 		{ "online, NodeResizePending (recovery semantics)",
 		  { .pv_capacity = 32 * MiB, .pvc_capacity = 16 * MiB, .pvc_request = 32 * MiB,
-		    .fs_resize_pending = true, .resize_status = "NodeResizePending",
+		    .fs_resize_pending = true, .resize_status = KUBE_RESIZE_NODE_PENDING,
 		    .allocated = 32 * MiB, .driver_expands = true },
 		  ND_RESIZE_EXPAND, true, false },
 		{ "online, NodeResizeInProgress left by an earlier try",
 		  { .pv_capacity = 32 * MiB, .pvc_capacity = 16 * MiB, .pvc_request = 32 * MiB,
-		    .resize_status = "NodeResizeInProgress", .allocated = 32 * MiB,
+		    .resize_status = KUBE_RESIZE_NODE_IN_PROGRESS, .allocated = 32 * MiB,
 		    .driver_expands = true },
 		  ND_RESIZE_EXPAND, true, false },
 		{ "condition set but PV not larger: no call",
@@ -114,12 +114,12 @@ static void test_resize_decide(void)
 		  ND_RESIZE_EXPAND, false, false },
 		{ "controller still expanding: not the node's turn",
 		  { .pv_capacity = 32 * MiB, .pvc_capacity = 16 * MiB, .pvc_request = 32 * MiB,
-		    .resize_status = "ControllerResizeInProgress", .allocated = 32 * MiB,
+		    .resize_status = KUBE_RESIZE_CONTROLLER_IN_PROGRESS, .allocated = 32 * MiB,
 		    .at_mount = true, .driver_expands = true },
 		  ND_RESIZE_NONE, true, false },
 		{ "NodeResizeInfeasible: never again by itself",
 		  { .pv_capacity = 32 * MiB, .pvc_capacity = 16 * MiB, .pvc_request = 32 * MiB,
-		    .fs_resize_pending = true, .resize_status = "NodeResizeInfeasible",
+		    .fs_resize_pending = true, .resize_status = KUBE_RESIZE_NODE_INFEASIBLE,
 		    .allocated = 32 * MiB, .driver_expands = true },
 		  ND_RESIZE_NONE, true, false },
 		{ "already expanded here, claim status on its way",
@@ -129,12 +129,12 @@ static void test_resize_decide(void)
 		  ND_RESIZE_NONE, false, false },
 		{ "a final failure for this size is not retried",
 		  { .pv_capacity = 32 * MiB, .pvc_capacity = 16 * MiB, .pvc_request = 32 * MiB,
-		    .resize_status = "NodeResizeInProgress", .allocated = 32 * MiB,
+		    .resize_status = KUBE_RESIZE_NODE_IN_PROGRESS, .allocated = 32 * MiB,
 		    .driver_expands = true, .failed_final_size = 32 * MiB },
 		  ND_RESIZE_NONE, true, false },
 		{ "a new size after a final failure, request changed again: infeasible if final",
 		  { .pv_capacity = 48 * MiB, .pvc_capacity = 16 * MiB, .pvc_request = 64 * MiB,
-		    .resize_status = "NodeResizePending", .allocated = 48 * MiB,
+		    .resize_status = KUBE_RESIZE_NODE_PENDING, .allocated = 48 * MiB,
 		    .driver_expands = true, .failed_final_size = 32 * MiB },
 		  ND_RESIZE_EXPAND, true, true },
 		{ "driver without EXPAND_VOLUME: record the size only",

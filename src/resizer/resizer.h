@@ -1,0 +1,264 @@
+/*
+ * csi-resizer: the external-resizer (v2.x), in C.
+ *
+ * Component map:
+ *   decide.c      pure decisions, no I/O: which claims need an expansion and to what size
+ *                 (upstream's expandAndRecover and its legacy path), which conditions,
+ *                 allocatedResources and allocatedResourceStatuses a step writes (as strategic
+ *                 merge patches of the claim's status), final vs infeasible vs retryable CSI
+ *                 errors, the same for VolumeAttributesClass modifications, feature gates and
+ *                 the controller-expand secret templates. tests/unit/test_resizer.c is their table.
+ *   controller.c  the I/O: informers (claims, volumes, classes, VolumeAttributesClasses, pods for
+ *                 --handle-volume-inuse-error), the claim queue, the slow set and the final-error
+ *                 set, ControllerExpandVolume, the PV and claim patches, events.
+ *   modify.c      the modify controller's I/O: its queue, ControllerModifyVolume, its patches.
+ *   run.c         flags and the struct sidecar_ops (src/sidecar does every start-up step).
+ *
+ * Ownership: struct rsz_ctrl owns its informers, queues, threads and sets; it borrows the kube
+ * client, the CSI connection and the recorder, which the caller keeps alive until
+ * rsz_ctrl_free(). Records handed to decide.c are borrowed for the call.
+ */
+#ifndef KCSI_RESIZER_RESIZER_H
+#define KCSI_RESIZER_RESIZER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/flags.h"
+#include "base/strbuf.h"
+#include "csi/client.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/hmap.h"
+#include "kube/informer.h"
+#include "kube/objects.h"
+#include "kube/workqueue.h"
+#include "sidecar/sidecar.h"
+
+/* ---- names (upstream's, facts of the interface) ---- */
+#define RSZ_ANN_RESIZER "volume.kubernetes.io/storage-resizer"
+#define RSZ_ANN_NODE_EXPANSION_NOT_REQUIRED "volume.kubernetes.io/node-expansion-not-required"
+#define RSZ_ANN_PRE_RESIZE_CAPACITY "volume.alpha.kubernetes.io/pre-resize-capacity"
+#define RSZ_PARAM_SECRET_NAME "csi.storage.k8s.io/controller-expand-secret-name"
+#define RSZ_PARAM_SECRET_NS "csi.storage.k8s.io/controller-expand-secret-namespace"
+#define RSZ_META_PVC_NAME "csi.storage.k8s.io/pvc/name"
+#define RSZ_META_PVC_NAMESPACE "csi.storage.k8s.io/pvc/namespace"
+#define RSZ_META_PV_NAME "csi.storage.k8s.io/pv/name"
+/* Event reasons. */
+#define RSZ_EV_RESIZING "Resizing"
+#define RSZ_EV_FAILED "VolumeResizeFailed"
+#define RSZ_EV_SUCCESS "VolumeResizeSuccessful"
+#define RSZ_EV_FS_REQUIRED "FileSystemResizeRequired"
+#define RSZ_EV_MODIFY "VolumeModify"
+#define RSZ_EV_MODIFY_SUCCESS "VolumeModifySuccessful"
+#define RSZ_EV_MODIFY_FAILED "VolumeModifyFailed"
+#define RSZ_FS_PENDING_MESSAGE \
+	"Waiting for user to (re-)start a pod to finish file system resize of volume on node."
+
+/* ---- flags (run.c) ---- */
+struct rsz_config {
+	struct sidecar_config sc; /* kube flags, --csi-address, --timeout, diagnostics, gates */
+	int workers;
+	bool handle_inuse_error;
+	bool extra_modify_metadata;
+	bool automaxprocs;
+};
+void rsz_register_flags(struct flagset *fs, struct rsz_config *c);
+/* Runs until SIGTERM/SIGINT; returns the process exit code. */
+int rsz_run(const struct rsz_config *c);
+
+/* ---- feature gates (decide.c) ---- */
+struct rsz_gates {
+	bool recover;            /* RecoverVolumeExpansionFailure, beta, default true */
+	bool vac;                /* VolumeAttributesClass, GA, default true */
+	bool annotate_fs_resize; /* AnnotateFsResize, alpha, default false */
+};
+/* Fills g from --feature-gates; an unknown gate is an error naming the known ones. */
+int rsz_parse_gates(const struct flag_map *m, struct rsz_gates *g, char *err, size_t errlen);
+
+/* ---- which claims (decide.c) ---- */
+/* Upstream's pvcNeedResize: Bound, a volume name, and request > status.capacity. */
+bool rsz_claim_needs_resize(const struct kube_pvc *pvc);
+enum rsz_skip {
+	RSZ_OK,
+	RSZ_NOT_OURS,      /* not a CSI volume of this driver */
+	RSZ_NOT_BOUND_TO,  /* the PV's claimRef names another claim */
+	RSZ_NO_CLASS,      /* the claim's StorageClass does not exist (or it names none) */
+	RSZ_NOT_ALLOWED,   /* the class does not set allowVolumeExpansion */
+};
+/* Upstream's pvCanBeExpanded plus the class check kube-apiserver's admission does. */
+enum rsz_skip rsz_can_expand(const struct kube_pvc *pvc, const struct kube_pv *pv,
+			     const struct kube_storageclass *sc, const char *driver);
+const char *rsz_skip_reason(enum rsz_skip s);
+
+/* What the controller knows about a claim beyond its objects. */
+struct rsz_memory {
+	bool final_error; /* the last ControllerExpandVolume ended with a final error */
+	bool slow;        /* an infeasible answer less than --retry-interval-max ago */
+};
+
+enum rsz_action {
+	RSZ_NOTHING, /* nothing to do (node expansion pending, or a spurious event) */
+	RSZ_DELAY,   /* infeasible recently: retry when the slow set lets it */
+	RSZ_EXPAND,  /* mark in progress (when update_status), then expand to new_size */
+};
+struct rsz_plan {
+	enum rsz_action action;
+	int64_t new_size;
+	bool update_status; /* write allocatedResourceStatuses and drop old resize conditions */
+};
+/*
+ * Upstream's expandAndRecover (RecoverVolumeExpansionFailure): the size to expand to, from the
+ * PV's size, the claim's request, allocatedResources and allocatedResourceStatuses.
+ * controller_expand: the driver has EXPAND_VOLUME.
+ */
+struct rsz_plan rsz_plan_recover(const struct kube_pvc *pvc, const struct kube_pv *pv,
+				 const struct rsz_memory *mem, bool controller_expand);
+/* The legacy path (gate off): upstream's pvNeedResize; expand to the request or do nothing. */
+struct rsz_plan rsz_plan_legacy(const struct kube_pvc *pvc, const struct kube_pv *pv);
+
+/* ---- CSI errors (decide.c) ---- */
+/* gRPC code of a failure before any answer of the driver (secrets, capability). */
+#define RSZ_NOT_GRPC (-1)
+/* Upstream's IsFinalError: the operation is surely not in progress in the driver. */
+bool rsz_is_final(int code);
+/* Upstream's IsResizeInfeasibleError: InvalidArgument, OutOfRange, NotFound. */
+bool rsz_is_infeasible(int code);
+/* Upstream's in-use error: FailedPrecondition (the driver cannot expand online). */
+bool rsz_is_inuse(int code);
+enum rsz_failure {
+	RSZ_FAIL_RETRY,      /* not final: forget the final-error mark, leave the slow set */
+	RSZ_FAIL_INFEASIBLE, /* ControllerResizeInfeasible + ControllerResizeError, slow set */
+	RSZ_FAIL_FINAL,      /* ControllerResizeError only, leave the slow set */
+};
+enum rsz_failure rsz_classify_failure(int code);
+
+/* ---- status patches (decide.c) ---- */
+/*
+ * One write of a claim's status, as upstream's mark* functions make it. cond_set: the
+ * condition bits (enum kube_pvc_cond_bit) written with status True; cond_drop: the ones deleted.
+ * Written as a strategic merge patch: conditions merge by type, so the claim's other conditions
+ * stay, and a dropped type is a "$patch": "delete" element (a no-op when absent).
+ */
+struct rsz_patch {
+	unsigned cond_set, cond_drop;
+	const char *messages[6];   /* per condition bit index; NULL: no message */
+	int64_t allocated;         /* status.allocatedResources.storage; -1: unchanged */
+	int resize_status;         /* enum kube_resize_status; -1 unchanged; NONE removes it */
+	int64_t capacity;          /* status.capacity.storage; -1: unchanged */
+	const char *rv;            /* metadata.resourceVersion precondition; NULL: none */
+	bool not_required_ann;     /* set the node-expansion-not-required annotation */
+	/* modify controller */
+	int modify_status;         /* enum kube_modify_status; -1 unchanged; NONE removes it */
+	const char *modify_target; /* targetVolumeAttributesClassName with modify_status */
+	const char *current_vac;   /* status.currentVolumeAttributesClassName; NULL: unchanged */
+};
+#define RSZ_PATCH_INIT { .allocated = -1, .resize_status = -1, .capacity = -1, .modify_status = -1 }
+/* The patch as JSON text; now is the lastTransitionTime of the conditions it sets. */
+void rsz_patch_json(const struct rsz_patch *p, const char *now, struct strbuf *out);
+
+/* Upstream's markControllerResizeInProgress (recover) / markPVCResizeInProgress (legacy). */
+struct rsz_patch rsz_mark_in_progress(const struct kube_pvc *pvc, const struct rsz_plan *plan,
+				      bool recover);
+/* markForPendingNodeExpansion / markPVCAsFSResizeRequired. */
+struct rsz_patch rsz_mark_node_pending(const struct kube_pvc *pvc, bool recover);
+/* markControllerExpansionInfeasible (infeasible) or markControllerExpansionFailedCondition;
+ * message is "failed to expand pvc with <error>" (in buf, which the patch points to). */
+struct rsz_patch rsz_mark_failed(const struct kube_pvc *pvc, bool infeasible, const char *error,
+				 char *buf, size_t buflen);
+/* markOverallExpansionAsFinished / markPVCResizeFinished. */
+struct rsz_patch rsz_mark_finished(const struct kube_pvc *pvc, int64_t new_size, bool recover);
+
+/* ---- secrets (decide.c) ---- */
+struct rsz_secret_ref {
+	bool set;
+	char name[254];
+	char ns[64];
+};
+/*
+ * The controller-expand secret: the PV's spec.csi.controllerExpandSecretRef (what upstream v2
+ * reads), else the class's csi.storage.k8s.io/controller-expand-secret-name/-namespace with
+ * ${pv.name}, ${pvc.name}, ${pvc.namespace} expanded (the namespace template may not use
+ * ${pvc.name}, as upstream). Only one of the two keys, an unknown token, or a result that is
+ * not a DNS-1123 name is an error.
+ */
+int rsz_secret_ref(const struct kube_pv *pv, const struct kube_pvc *pvc,
+		   const struct kube_storageclass *sc, struct rsz_secret_ref *ref, char *err,
+		   size_t errlen);
+
+/* ---- VolumeAttributesClass modification (decide.c) ---- */
+enum rsz_modify_action {
+	RSZ_MODIFY_NOTHING,
+	RSZ_MODIFY_PENDING,  /* the class does not exist (yet): modifyVolumeStatus Pending */
+	RSZ_MODIFY_START,    /* mark InProgress, event, then ControllerModifyVolume */
+	RSZ_MODIFY_CONTINUE, /* an uncertain earlier call: call again without marking */
+	RSZ_MODIFY_DELAY,    /* infeasible recently: retry when the slow set lets it */
+};
+struct rsz_modify_memory {
+	bool uncertain; /* the last call ended with a non-final error */
+	bool slow;
+};
+/* Upstream's modify(): spec.volumeAttributesClassName against the current class. */
+enum rsz_modify_action rsz_plan_modify(const struct kube_pvc *pvc, bool vac_exists,
+				       const struct rsz_modify_memory *mem);
+/* markControllerModifyVolumeStatus(InProgress|Pending|Infeasible); error for Infeasible. */
+struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *error,
+				 char *buf, size_t buflen);
+/* updateConditionBasedOnError: ModifyVolumeError with the error. */
+struct rsz_patch rsz_mark_modify_error(const struct kube_pvc *pvc, const char *error, char *buf,
+				       size_t buflen);
+/* markControllerModifyVolumeCompleted: current class = target, status and conditions cleared. */
+struct rsz_patch rsz_mark_modify_done(const struct kube_pvc *pvc, const char *target);
+
+/* ---- controller (controller.c, modify.c) ---- */
+struct rsz_ctrl_opts {
+	const char *driver;
+	struct csi_conn *csi;
+	struct kube_recorder *recorder;
+	struct rsz_gates gates;
+	int workers;
+	int64_t timeout_ns, retry_start_ns, retry_max_ns, resync_ns;
+	bool controller_expand;  /* EXPAND_VOLUME controller capability */
+	bool modify;             /* MODIFY_VOLUME and the VolumeAttributesClass gate */
+	bool snmw;               /* SINGLE_NODE_MULTI_WRITER, for the volume capability */
+	bool handle_inuse_error;
+	bool extra_modify_metadata;
+};
+
+struct rsz_ctrl {
+	struct rsz_ctrl_opts o;
+	struct kube_client *kc;
+	struct kube_informer *pvc_inf, *pv_inf, *sc_inf, *vac_inf, *pod_inf;
+	struct kube_workqueue *q, *mq;
+	pthread_mutex_t mu;        /* guards the sets below and stop */
+	struct kube_hmap final;    /* claim keys whose last expansion ended with a final error */
+	struct kube_hmap slow;     /* claim key -> infeasible time (int64 ns, boxed) */
+	struct kube_hmap inuse;    /* claim keys whose last expansion answered FailedPrecondition */
+	struct kube_hmap uncertain; /* modify: claim keys with a non-final ControllerModifyVolume */
+	struct kube_hmap mslow;    /* modify: claim key -> infeasible time */
+	bool stop;
+};
+
+struct rsz_ctrl *rsz_ctrl_new(struct kube_client *kc, const struct rsz_ctrl_opts *o);
+/* Starts informers, waits for their caches, then starts workers. */
+int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen);
+void rsz_ctrl_stop(struct rsz_ctrl *c);
+void rsz_ctrl_free(struct rsz_ctrl *c);
+
+/* Shared by controller.c and modify.c. */
+/* "ns/name" -> ns (copied into ns) and name (pointing into key). */
+void rsz_split_key(const char *key, char *ns, size_t nslen, const char **name);
+struct kube_obj *rsz_get(struct kube_informer *inf, const char *ns, const char *name);
+/* PATCH of the claim's /status (strategic merge); 0, or -1 with *e filled. */
+int rsz_patch_claim(struct rsz_ctrl *c, const struct kube_pvc *pvc, const struct rsz_patch *p,
+		    struct kube_err *e);
+void rsz_event(struct rsz_ctrl *c, const struct kube_pvc *pvc, bool warning, const char *reason,
+	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The slow sets: true while key was marked less than --retry-interval-max ago; *left_ns. */
+bool rsz_slow_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key, int64_t *left_ns);
+void rsz_slow_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
+void rsz_set_del(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
+enum kube_work_result rsz_modify_work(void *arg, const char *key);
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * csi-resizer on the shared sidecar runtime (src/sidecar): its flags (names and defaults as
+ * upstream v2.x; the help text is ours), and the ops that check the driver's capabilities as
+ * upstream's NewResizerFromClient does, build the controller, start it once leading, stop it
+ * and render its metrics.
+ */
+#include "resizer/resizer.h"
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "kube/leader.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
+{
+	sidecar_register_flags(fs, &c->sc);
+	/* Upstream's resizer waits 10 s per CSI call and names its resync flag --resync-period. */
+	flags_set_default(fs, "timeout", "10s");
+	flags_hide(fs, "resync");
+	flags_duration(fs, "resync-period", &c->sc.kube.resync_ns, 10 * NSEC_PER_MIN,
+		       "How often the informers deliver every claim again (a resync).");
+	flags_int(fs, "workers", &c->workers, 10,
+		  "Concurrent expansions, and separately concurrent modifications; must be positive.");
+	flags_bool(fs, "handle-volume-inuse-error", &c->handle_inuse_error, true,
+		   "After a driver answers FailedPrecondition (it cannot expand a volume in use), retry only while no pod uses the claim; watches pods.");
+	flags_bool(fs, "extra-modify-metadata", &c->extra_modify_metadata, false,
+		   "Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to ControllerModifyVolume's mutable parameters.");
+	flags_map(fs, "leader-election-labels", &c->sc.le_labels,
+		  "Labels of the leader-election Lease, as key=value pairs.");
+	flags_bool(fs, "automaxprocs", &c->automaxprocs, false,
+		   "Accepted for compatibility with upstream (Go's GOMAXPROCS from the cgroup quota); no effect here.");
+}
+
+struct rsz_main {
+	const struct rsz_config *cfg;
+	struct rsz_gates gates;
+	struct kube_recorder *rec;
+	struct rsz_ctrl *ctrl;
+};
+
+static void lease_name(const char *driver, char *buf, size_t len)
+{
+	kube_leader_lease_name("external-resizer", driver, buf, len);
+}
+
+/* NodeGetCapabilities on the controller's socket, as upstream's SupportsNodeResize. */
+static int node_can_expand(struct sidecar *sc, bool *yes, char *err, size_t errlen)
+{
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__NodeGetCapabilitiesRequest *req =
+		csi_msg_new(a, &csi__v1__node_get_capabilities_request__descriptor);
+	Csi__V1__NodeGetCapabilitiesResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	int rc = 0;
+
+	*yes = false;
+	if (csi_node_get_capabilities(sc->csi, req, &resp, sc->cfg->timeout_ns, &st)) {
+		snprintf(err, errlen, "failed to check if plugin supports node resize: rpc error: code = %s desc = %s",
+			 csi_code_go_name(st.code), st.message);
+		rc = -1;
+	} else {
+		for (size_t i = 0; i < resp->n_capabilities; i++)
+			if (resp->capabilities[i]->rpc && resp->capabilities[i]->rpc->type ==
+				CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME)
+				*yes = true;
+		csi_msg_free(resp);
+	}
+	csi_arena_free(a);
+	return rc;
+}
+
+static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
+{
+	struct rsz_main *m = ud;
+	const struct rsz_config *cfg = m->cfg;
+	struct rsz_ctrl_opts o = { 0 };
+	char component[300];
+	bool node;
+
+	if (!sidecar_has_controller_service(sc)) {
+		snprintf(err, errlen, "CSI driver does not support controller service");
+		return -1;
+	}
+	o.controller_expand = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME);
+	if (!o.controller_expand) {
+		if (node_can_expand(sc, &node, err, errlen))
+			return -1;
+		if (!node) {
+			snprintf(err, errlen, "CSI driver neither supports controller resize nor node resize");
+			return -1;
+		}
+		KLOG_I("The CSI driver supports node resize only, using trivial resizer to handle resize requests");
+	}
+	o.modify = m->gates.vac &&
+		   sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
+	if (m->gates.vac && !o.modify)
+		KLOG_I("The CSI driver does not support MODIFY_VOLUME: VolumeAttributesClass changes are left alone");
+	o.snmw = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
+	o.driver = sc->driver;
+	o.csi = sc->csi;
+	o.gates = m->gates;
+	o.workers = cfg->workers;
+	o.timeout_ns = cfg->sc.timeout_ns;
+	o.retry_start_ns = cfg->sc.kube.retry_start_ns;
+	o.retry_max_ns = cfg->sc.kube.retry_max_ns;
+	o.resync_ns = cfg->sc.kube.resync_ns;
+	o.handle_inuse_error = cfg->handle_inuse_error;
+	o.extra_modify_metadata = cfg->extra_modify_metadata;
+	snprintf(component, sizeof(component), "external-resizer %s", sc->driver);
+	struct kube_recorder_opts ro = { .component = component };
+	m->rec = kube_recorder_new(sc->kc, &ro);
+	o.recorder = m->rec;
+	m->ctrl = rsz_ctrl_new(sc->kc, &o);
+	return 0;
+}
+
+static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
+{
+	struct rsz_main *m = ud;
+
+	(void)sc;
+	return rsz_ctrl_start(m->ctrl, err, errlen);
+}
+
+static void stop(void *ud)
+{
+	struct rsz_main *m = ud;
+
+	rsz_ctrl_stop(m->ctrl);
+}
+
+static void cleanup(void *ud)
+{
+	struct rsz_main *m = ud;
+
+	rsz_ctrl_free(m->ctrl);
+	kube_recorder_free(m->rec);
+}
+
+static void render_metrics(void *ud, struct strbuf *out)
+{
+	struct rsz_main *m = ud;
+	struct kube_workqueue *qs[2] = { m->ctrl->q, m->ctrl->mq };
+
+	kube_workqueue_render_metrics(qs, m->ctrl->mq ? 2 : 1, out);
+}
+
+int rsz_run(const struct rsz_config *cfg)
+{
+	struct rsz_main m = { .cfg = cfg };
+	struct sidecar_ops ops = {
+		.component = "csi-resizer",
+		.lease_name = lease_name,
+		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
+		.render_metrics = render_metrics,
+		.ud = &m,
+	};
+	char err[512];
+
+	if (rsz_parse_gates(&cfg->sc.feature_gates, &m.gates, err, sizeof(err))) {
+		KLOG_E("Failed to set feature gates: %s", err);
+		return 1;
+	}
+	if (cfg->workers <= 0) {
+		KLOG_E("option -workers must be greater than zero");
+		return 1;
+	}
+	return sidecar_run(&cfg->sc, &ops);
+}

@@ -1,0 +1,97 @@
+#!/bin/bash
+# e2e: csi-resizer against csi-testdriver, what a user sees when a claim grows: the PV's capacity,
+# allocatedResources, NodeResizePending and FileSystemResizePending, the events; a class without
+# allowVolumeExpansion (nothing happens); a request above the driver's maximum (OUT_OF_RANGE:
+# ControllerResizeInfeasible, ControllerResizeError) and its recovery by lowering the request; a
+# driver that needs no node step (VolumeResizeSuccessful, capacity); the expand secret from the
+# class's templates; flags and help.
+set -u
+. "$(dirname "$0")/lib_emulator.sh"
+. "$(dirname "$0")/lib_attacher.sh"
+DRV=testdriver.kcsi.dev
+. "$(dirname "$0")/lib_provisioner.sh"
+. "$(dirname "$0")/lib_resizer.sh"
+
+expands() { grep -c "^ControllerExpandVolume .*\"volume_id\":\"$1\"" "$T/td.rec" 2>/dev/null || true; }
+
+emu_start
+mk_sc grow '{"allowVolumeExpansion":true,"parameters":{"csi.storage.k8s.io/controller-expand-secret-name":"${pvc.name}-key","csi.storage.k8s.io/controller-expand-secret-namespace":"${pvc.namespace}"}}'
+mk_sc fixed
+mk_secret c1-key password hunter2
+mk_secret c3-key password x
+mk_secret c4-key password x
+td_start --max-volume-size 1Gi
+rsz_start r1 "$T/td.sock" -v 5
+
+# 1. Help and flags as upstream.
+"$KCSI_BIN/csi-resizer" --help >"$T/help" 2>&1
+for f in csi-address timeout workers resync-period retry-interval-start retry-interval-max \
+	handle-volume-inuse-error extra-modify-metadata feature-gates leader-election \
+	leader-election-namespace http-endpoint metrics-address metrics-path kube-api-qps \
+	kube-api-burst kubeconfig leader-election-labels automaxprocs; do
+	check "--help lists --$f" grep -q -- "-$f" "$T/help"
+done
+out=$("$KCSI_BIN/csi-resizer" --workers 0 2>&1); rc=$?
+check "--workers 0 is refused" bash -c "[ $rc -ne 0 ] && grep -q 'workers must be greater than zero' <<<'$out'"
+out=$("$KCSI_BIN/csi-resizer" --feature-gates NoSuchGate=true 2>&1); rc=$?
+check "an unknown feature gate is refused" bash -c "[ $rc -ne 0 ] && grep -q 'unrecognized feature gate: NoSuchGate' <<<'$out'"
+check "--timeout defaults to 10s as upstream" bash -c "grep -A1 -- '-timeout duration' '$T/help' | grep -q 'default 10s'"
+
+# 2. A controller expansion that needs the node: PV grows, claim waits for the node.
+mk_bound c1 100Mi grow h-c1
+resize c1 200Mi
+wait_for "PV capacity 200Mi" 20 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pv pv-c1 -o jsonpath='{.spec.capacity.storage}')\" = 200Mi ]"
+wait_for "FileSystemResizePending" 10 bash -c ". '$KCSI_SRC/tests/e2e/lib_resizer.sh'; KC='$KC'; $(declare -f kc pvc_json pvc_field cond_of); [ \"\$(cond_of c1 FileSystemResizePending)\" = True ]"
+check "allocatedResources 200Mi" eq "$(pvc_field c1 .status.allocatedResources.storage)" 200Mi
+check "NodeResizePending" eq "$(rstatus_of c1)" NodeResizePending
+check "Resizing stays beside it (upstream keeps the older resize conditions)" eq "$(cond_of c1 Resizing)" True
+check "status.capacity waits for the node" eq "$(pvc_field c1 .status.capacity.storage)" 100Mi
+check "one ControllerExpandVolume" eq "$(expands h-c1)" 1
+check "required_bytes 200Mi" grep -Eq '"volume_id":"h-c1".*"required_bytes":"?209715200' "$T/td.rec"
+check "the class's templated secret was sent" grep -q '"secrets":{"password":"hunter2"}' "$T/td.rec"
+check "the secret never reaches the log" bash -c "! grep -q hunter2 '$T/r1.log'"
+check "a mount capability with the PV's fsType" grep -q '"fs_type":"ext4"' "$T/td.rec"
+wait_for "event Resizing" 10 has_event PersistentVolumeClaim c1 "Resizing: External resizer is resizing volume pv-c1"
+wait_for "event FileSystemResizeRequired" 10 has_event PersistentVolumeClaim c1 "FileSystemResizeRequired: Require file system resize of volume on node"
+sleep 1
+check "no second call once the node is pending" eq "$(expands h-c1)" 1
+
+# 3. A class without allowVolumeExpansion: nothing happens.
+mk_bound c2 100Mi fixed h-c2
+resize c2 300Mi
+sleep 2
+check "no call for a class without allowVolumeExpansion" eq "$(expands h-c2)" 0
+check "PV unchanged" eq "$(pv_cap c2)" 100Mi
+check "no status written" eq "$(rstatus_of c2)" ""
+
+# 4. Above the driver's maximum: infeasible, then recovered by lowering the request.
+mk_bound c3 100Mi grow h-c3
+resize c3 5Gi
+wait_for "ControllerResizeInfeasible" 20 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pvc c3 -o jsonpath='{.status.allocatedResourceStatuses.storage}')\" = ControllerResizeInfeasible ]"
+check "ControllerResizeError condition" eq "$(cond_of c3 ControllerResizeError)" True
+check "its message has the driver's answer" bash -c "kubectl --kubeconfig '$KC' get pvc c3 -o json | jq -r '.status.conditions[] | select(.type==\"ControllerResizeError\") | .message' | grep -q 'failed to expand pvc with rpc error: code = OutOfRange desc = requested'"
+wait_for "event VolumeResizeFailed" 10 has_event PersistentVolumeClaim c3 "VolumeResizeFailed: resize volume \"pv-c3\" by resizer \"$DRV\" failed: rpc error: code = OutOfRange"
+check "allocatedResources records the request" eq "$(pvc_field c3 .status.allocatedResources.storage)" 5Gi
+check "PV unchanged" eq "$(pv_cap c3)" 100Mi
+n=$(expands h-c3)
+sleep 1.5
+check "infeasible requests wait in the slow set (at most one more call in 1.5s)" bash -c "[ $(expands h-c3) -le $((n + 1)) ]"
+resize c3 500Mi
+wait_for "recovered to 500Mi" 20 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pv pv-c3 -o jsonpath='{.spec.capacity.storage}')\" = 500Mi ]"
+wait_for "NodeResizePending after recovery" 10 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pvc c3 -o jsonpath='{.status.allocatedResourceStatuses.storage}')\" = NodeResizePending ]"
+check "allocatedResources follows the lowered request" eq "$(pvc_field c3 .status.allocatedResources.storage)" 500Mi
+att_stop r1 || fail "csi-resizer exited non-zero on SIGTERM"
+td_stop
+
+# 5. A driver that needs no node step: finished at once.
+td_start --node-expansion-required=false
+rsz_start r2 "$T/td.sock"
+mk_bound c4 100Mi grow h-c4
+resize c4 150Mi
+wait_for "status.capacity 150Mi" 20 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pvc c4 -o jsonpath='{.status.capacity.storage}')\" = 150Mi ]"
+check "PV 150Mi" eq "$(pv_cap c4)" 150Mi
+check "no allocatedResourceStatuses left" eq "$(rstatus_of c4)" ""
+check "no resize condition left" eq "$(pvc_field c4 '[.status.conditions[]? | select(.type|test("Resiz"))] | length')" 0
+wait_for "event VolumeResizeSuccessful" 10 has_event PersistentVolumeClaim c4 "VolumeResizeSuccessful: Resize volume succeeded"
+att_stop r2 || fail "csi-resizer exited non-zero on SIGTERM"
+rsz_finish
