@@ -8,6 +8,7 @@
  * call ended with a final error, claims in the slow set (infeasible lately: retried only after
  * --retry-interval-max), and claims whose driver answered FailedPrecondition (retried only while
  * no pod uses them, with --handle-volume-inuse-error). A restart forgets them, as upstream's do.
+ * The sets' and the writes' helpers, which modify.c uses too, are in shared.c.
  */
 #include "resizer/resizer.h"
 
@@ -23,103 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- caches and sets ---- */
-
 static bool same(const char *a, const char *b)
 {
 	return a == b || (a && b && !strcmp(a, b));
-}
-
-struct kube_obj *rsz_get(struct kube_informer *inf, const char *ns, const char *name)
-{
-	return inf ? kube_store_get(kube_informer_store(inf), ns, name) : NULL;
-}
-
-void rsz_split_key(const char *key, char *ns, size_t nslen, const char **name)
-{
-	const char *slash = strchr(key, '/');
-	size_t n = slash ? (size_t)(slash - key) : 0;
-
-	snprintf(ns, nslen, "%.*s", (int)n, key);
-	*name = slash ? slash + 1 : key;
-}
-
-/* Slow-set entries hold the mono time of the mark in milliseconds (+1, never NULL). */
-bool rsz_slow_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key, int64_t *left_ns)
-{
-	pthread_mutex_lock(&c->mu);
-	uintptr_t at = (uintptr_t)kube_hmap_get(set, key);
-	int64_t left = at ? (int64_t)(at - 1) * NSEC_PER_MSEC + c->o.retry_max_ns - mono_now_ns() : 0;
-	if (at && left <= 0)
-		kube_hmap_del(set, key);
-	pthread_mutex_unlock(&c->mu);
-	if (left_ns)
-		*left_ns = left;
-	return left > 0;
-}
-
-void rsz_slow_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key)
-{
-	pthread_mutex_lock(&c->mu);
-	if (!kube_hmap_has(set, key))
-		kube_hmap_put(set, key, (void *)(uintptr_t)(mono_now_ns() / NSEC_PER_MSEC + 1));
-	pthread_mutex_unlock(&c->mu);
-}
-
-static void set_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key)
-{
-	pthread_mutex_lock(&c->mu);
-	kube_hmap_put(set, key, NULL);
-	pthread_mutex_unlock(&c->mu);
-}
-
-void rsz_set_del(struct rsz_ctrl *c, struct kube_hmap *set, const char *key)
-{
-	pthread_mutex_lock(&c->mu);
-	kube_hmap_del(set, key);
-	pthread_mutex_unlock(&c->mu);
-}
-
-static bool set_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key)
-{
-	pthread_mutex_lock(&c->mu);
-	bool has = kube_hmap_has(set, key);
-	pthread_mutex_unlock(&c->mu);
-	return has;
-}
-
-/* ---- writes ---- */
-
-int rsz_patch_claim(struct rsz_ctrl *c, const struct kube_pvc *pvc, const struct rsz_patch *p,
-		    struct kube_err *e)
-{
-	struct strbuf body = STRBUF_INIT;
-	char now[40];
-
-	rfc3339_format(time(NULL), now, sizeof(now));
-	rsz_patch_json(p, now, &body);
-	KLOG_V(5, "Patching PVC %s/%s status: %s", pvc->meta.ns, pvc->meta.name, body.buf);
-	int rc = kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns,
-				    pvc->meta.name, true, KUBE_PATCH_STRATEGIC, body.buf, e);
-	strbuf_release(&body);
-	return rc;
-}
-
-void rsz_event(struct rsz_ctrl *c, const struct kube_pvc *pvc, bool warning, const char *reason,
-	       const char *fmt, ...)
-{
-	struct kube_objref ref;
-	char uid[64], msg[1200];
-	va_list ap;
-
-	if (!c->o.recorder)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_objref_of(&pvc->meta, &ref, uid, sizeof(uid));
-	kube_event(c->o.recorder, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason,
-		   "%s", msg);
 }
 
 /* spec.capacity.storage of the PV (and, with AnnotateFsResize, the pre-resize annotation). */
@@ -266,14 +173,14 @@ static enum kube_work_result failed(struct rsz_ctrl *c, const char *key, const s
 	char msg[1300];
 
 	if (rsz_is_inuse(r->code))
-		set_add(c, &c->inuse, key);
+		rsz_set_add(c, &c->inuse, key);
 	if (c->o.gates.recover) {
 		enum rsz_failure f = rsz_classify_failure(r->code);
 		if (f == RSZ_FAIL_RETRY) {
 			rsz_set_del(c, &c->slow, key);
 			rsz_set_del(c, &c->final, key);
 		} else {
-			set_add(c, &c->final, key);
+			rsz_set_add(c, &c->final, key);
 			if (f == RSZ_FAIL_FINAL)
 				rsz_set_del(c, &c->slow, key);
 			struct rsz_patch p = rsz_mark_failed(pvc, f == RSZ_FAIL_INFEASIBLE, r->error,
@@ -308,7 +215,7 @@ static enum kube_work_result expand(struct rsz_ctrl *c, const char *key, const s
 	struct rsz_patch p = rsz_mark_in_progress(pvc, plan, recover);
 	if (rsz_patch_claim(c, pvc, &p, &e))
 		return write_failed("marking pvc as resizing failed", key, &e);
-	if (set_has(c, &c->inuse, key) && claim_in_use(c, pvc)) {
+	if (rsz_set_has(c, &c->inuse, key) && claim_in_use(c, pvc)) {
 		rsz_event(c, pvc, true, RSZ_EV_FAILED,
 			  "Unable to expand %s because CSI driver %s only supports offline expansion and volume is currently in-use",
 			  key, c->o.driver);
@@ -354,7 +261,7 @@ static enum kube_work_result plan_and_expand(struct rsz_ctrl *c, const char *key
 		/* Upstream's markForSlowRetry: an infeasible claim waits out the slow set. */
 		if (pvc->resize_status == KUBE_RESIZE_CONTROLLER_INFEASIBLE)
 			rsz_slow_add(c, &c->slow, key);
-		struct rsz_memory mem = { .final_error = set_has(c, &c->final, key),
+		struct rsz_memory mem = { .final_error = rsz_set_has(c, &c->final, key),
 					  .slow = rsz_slow_has(c, &c->slow, key, &left) };
 		plan = rsz_plan_recover(pvc, pv, &mem, c->o.controller_expand);
 	} else {

@@ -12,6 +12,7 @@
  *                 --handle-volume-inuse-error), the claim queue, the slow set and the final-error
  *                 set, ControllerExpandVolume, the PV and claim patches, events.
  *   modify.c      the modify controller's I/O: its queue, ControllerModifyVolume, its patches.
+ *   shared.c      what both controllers use: cache reads, keys, the sets, status patch, events.
  *   run.c         flags and the struct sidecar_ops (src/sidecar does every start-up step).
  *
  * Ownership: struct rsz_ctrl owns its informers, queues, threads and sets; it borrows the kube
@@ -246,7 +247,7 @@ int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen);
 void rsz_ctrl_stop(struct rsz_ctrl *c);
 void rsz_ctrl_free(struct rsz_ctrl *c);
 
-/* Shared by controller.c and modify.c. */
+/* Shared by controller.c and modify.c (shared.c), and the modify worker (modify.c). */
 /* "ns/name" -> ns (copied into ns) and name (pointing into key). */
 void rsz_split_key(const char *key, char *ns, size_t nslen, const char **name);
 struct kube_obj *rsz_get(struct kube_informer *inf, const char *ns, const char *name);
@@ -258,7 +259,10 @@ void rsz_event(struct rsz_ctrl *c, const struct kube_pvc *pvc, bool warning, con
 /* The slow sets: true while key was marked less than --retry-interval-max ago; *left_ns. */
 bool rsz_slow_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key, int64_t *left_ns);
 void rsz_slow_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
+/* The plain sets (final errors, in use): membership only. */
+void rsz_set_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
 void rsz_set_del(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
+bool rsz_set_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
 enum kube_work_result rsz_modify_work(void *arg, const char *key);
 
 #endif
