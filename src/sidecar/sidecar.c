@@ -48,6 +48,36 @@ void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 		  "Feature gates as key=value pairs.");
 }
 
+int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMessage *msg,
+			const char *field, const char *ns, const char *name, char *err,
+			size_t errlen)
+{
+	struct kube_err e;
+	json_t *secret = kube_get(kc, &KUBE_RES_SECRETS, ns, name, &e), *v;
+	const char *key;
+	int rc = 0;
+
+	if (!secret) {
+		snprintf(err, errlen, "failed to get secret %s/%s: %s", ns, name, e.message);
+		return -1;
+	}
+	json_object_foreach(json_object_get(secret, "data"), key, v) {
+		size_t len;
+		char *val = json_is_string(v) ? kube_base64_decode(json_string_value(v), &len) : NULL;
+		if (!val) {
+			snprintf(err, errlen, "secret %s/%s has a malformed value for key %s", ns, name,
+				 key);
+			rc = -1;
+			break;
+		}
+		csi_map_add(a, msg, field, key, val);
+		memset(val, 0, len);
+		free(val);
+	}
+	json_decref(secret);
+	return rc;
+}
+
 enum phase {
 	PHASE_STARTING, /* main thread in a start-up wait: a signal exits at once */
 	PHASE_RUNNING,  /* main thread waits on cond: it stops the controller itself */

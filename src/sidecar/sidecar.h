@@ -102,6 +102,14 @@ bool sidecar_has_accessibility_constraints(const struct sidecar *sc);
 /* True when ControllerGetCapabilities listed the RPC capability type. */
 bool sidecar_has_ctrl_cap(const struct sidecar *sc, int type);
 
+/*
+ * Reads Secret ns/name and adds each data entry to map `field` (e.g. "secrets") of msg. The
+ * values live only in arena a (freed with the request) and are never logged. 0, or -1 with err.
+ */
+int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMessage *msg,
+			const char *field, const char *ns, const char *name, char *err,
+			size_t errlen);
+
 /* Runs the sidecar until SIGTERM/SIGINT or a fatal error; returns the process exit code. */
 int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops);
 
