@@ -179,6 +179,30 @@ static int build_create(struct snapper *s, const struct kube_vsc *c, const struc
 
 /* ---- steps ---- */
 
+/*
+ * The being-created annotation, and with it the content's finalizer when the
+ * snapshot-controller has not added it yet (a departure: upstream leaves the finalizer to the
+ * controller, and a snapshot deleted in that window deletes its content at once while
+ * CreateSnapshot runs, leaking the driver's snapshot). Guarded by resourceVersion.
+ */
+static int mark_creating(struct snapper *s, const struct kube_vsc *c, struct kube_err *e)
+{
+	if (c->being_created && kube_obj_has_finalizer(&c->meta, SNAP_FIN_CONTENT))
+		return 0;
+	json_t *fins = json_array();
+	for (size_t i = 0; i < c->meta.nfinalizers; i++)
+		json_array_append_new(fins, json_string(c->meta.finalizers[i]));
+	if (!kube_obj_has_finalizer(&c->meta, SNAP_FIN_CONTENT))
+		json_array_append_new(fins, json_string(SNAP_FIN_CONTENT));
+	json_t *patch = json_pack("{s:{s:s,s:o,s:{s:s}}}", "metadata", "resourceVersion", c->meta.rv,
+				  "finalizers", fins, "annotations", SNAP_ANN_BEING_CREATED, "yes");
+	char *body = json_dumps(patch, JSON_COMPACT);
+	int rc = snap_patch(s->kc, &c->meta, false, body, e);
+	free(body);
+	json_decref(patch);
+	return rc;
+}
+
 static int create_snapshot(struct snapper *s, const struct kube_vsc *c)
 {
 	char err[900], msg[1100], g[1024];
@@ -209,8 +233,11 @@ static int create_snapshot(struct snapper *s, const struct kube_vsc *c)
 		goto fail;
 	}
 	/* Marked before the call: until a final answer the content may not be deleted. */
-	if (!c->being_created &&
-	    snap_patch_annotation(s->kc, &c->meta, SNAP_ANN_BEING_CREATED, "yes", &ke)) {
+	if (mark_creating(s, c, &ke)) {
+		if (kube_err_is_conflict(&ke)) {
+			rc = AGAIN;
+			goto out;
+		}
 		snprintf(msg, sizeof(msg), "Failed to create snapshot: failed to add "
 			 "VolumeSnapshotBeingCreated annotation on the content %s: \"%s\"",
 			 c->meta.name, ke.message);
