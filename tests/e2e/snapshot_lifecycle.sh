@@ -52,8 +52,9 @@ s() { echo "$S" | jq -r "$1"; }
 check "snapshot status copied from the content" eq \
 	"$(s '.status | "\(.boundVolumeSnapshotContentName) \(.readyToUse) \(.restoreSize)"')" "$VSC true 1Gi"
 check "snapshot creationTime set" bash -c "[ '$(s '.status.creationTime // ""')' != '' ]"
-check "snapshot finalizers" eq "$(s '.metadata.finalizers | sort | join(",")')" \
-	"snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection,snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"
+both_fins() { [ "$(vs_field s1 '.metadata.finalizers | sort | join(",")')" = \
+	"snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection,snapshot.storage.kubernetes.io/volumesnapshot-bound-protection" ]; }
+wait_for "snapshot finalizers as-source and bound" 10 both_fins
 no_pvc_fin() { [ "$(pvc_field c1 '.metadata.finalizers // [] | join(",")')" = "" ]; }
 wait_for "claim finalizer released once the snapshot is cut" 10 no_pvc_fin
 wait_for "event CreatingSnapshot" 10 has_event VolumeSnapshot s1 "CreatingSnapshot: Waiting for a snapshot default/s1 to be created by the CSI driver."
