@@ -12,3 +12,4 @@ run "$B/tests/loopplugin_bench" "$B/bin/kcsi-loopplugin"
 run "$B/tests/attacher_bench" --driver test
 run "$B/tests/attacher_bench" --driver loop
 run "$B/tests/controller_bench"
+run "$B/tests/snapshot_bench" --bin "$B/bin" --tests "$B/tests"
