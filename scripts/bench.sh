@@ -13,3 +13,4 @@ run "$B/tests/attacher_bench" --driver test
 run "$B/tests/attacher_bench" --driver loop
 run "$B/tests/controller_bench"
 run env KCSI_BIN="$B/bin" KCSI_TESTS="$B/tests" bench/livenessprobe_bench.sh
+run "$B/tests/snapshot_bench" --bin "$B/bin" --tests "$B/tests"

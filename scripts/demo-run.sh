@@ -40,7 +40,7 @@ run() {
 }
 k() { run "$kubectl" "$@"; }
 
-say "kcsi up: kube-emulator, csi-provisioner, csi-attacher, kcsi-controller-manager, and two nodes (kcsi-loopplugin, csi-node-driver-registrar, livenessprobe, kcsi-node)"
+say "kcsi up: kube-emulator, csi-provisioner, csi-attacher, csi-resizer, csi-snapshotter, snapshot-controller, kcsi-controller-manager, and two nodes (kcsi-loopplugin, csi-node-driver-registrar, livenessprobe, kcsi-node)"
 "$bin/kcsi" up --dir "$work/stack" --nodes 2 >"$work/up.out" 2>&1 &
 up_pid=$!
 for _ in $(seq 1 600); do
@@ -100,8 +100,18 @@ mnt=$work/stack/nodes/node-2/kubelet/pods/$uid/volumes/kubernetes.io~csi/$pv/mou
 say "The file written on node-1, read back on node-2"
 run cat "$mnt/hello.txt"
 
-say "Teardown: the pod, then the claim; the provisioner deletes the volume and the PV"
+say "A VolumeSnapshot of the claim: snapshot-controller creates its content, csi-snapshotter has the driver take it, READYTOUSE becomes true; a claim restored from it is provisioned"
+k apply -f "$src/examples/storageclass-immediate.yaml" -f "$src/examples/snapshot.yaml"
+k wait --for=jsonpath='{.status.readyToUse}'=true volumesnapshot/data-snap --timeout=60s
+k get volumesnapshot data-snap
+k get volumesnapshotcontent
+k wait --for=jsonpath='{.status.phase}'=Bound pvc/data-restored --timeout=60s
+k get pvc data-restored
+
+say "Teardown: the pod, the snapshot and the claims; the provisioner deletes the volumes and the PVs"
 k delete pod reader --timeout=60s
+k delete pvc data-restored --timeout=60s
+k delete volumesnapshot data-snap --timeout=60s
 k delete pvc data --timeout=60s
 for _ in $(seq 1 200); do
 	[ -z "$("$kubectl" get pv -o name)" ] && break

@@ -7,6 +7,7 @@
  * log line carries them (the CSI layer strips csi_secret fields when it logs requests).
  */
 #include "attacher/att.h"
+#include "sidecar/sidecar.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
@@ -96,32 +97,7 @@ char *att_node_id(struct att_ctrl *c, const char *node_name, const struct kube_v
 int att_add_secrets(struct att_ctrl *c, struct csi_arena *a, ProtobufCMessage *msg,
 		    const char *field, const char *ns, const char *name, char *err, size_t errlen)
 {
-	struct kube_err e;
-	json_t *secret = kube_get(c->kc, &KUBE_RES_SECRETS, ns, name, &e);
-	json_t *data, *v;
-	const char *key;
-	int rc = 0;
-
-	if (!secret) {
-		snprintf(err, errlen, "failed to load secret \"%s/%s\": %s", ns, name, e.message);
-		return -1;
-	}
-	data = json_object_get(secret, "data");
-	json_object_foreach(data, key, v) {
-		size_t len;
-		char *val = json_is_string(v) ? kube_base64_decode(json_string_value(v), &len) : NULL;
-		if (!val) {
-			snprintf(err, errlen, "secret \"%s/%s\" has a malformed value for key %s", ns,
-				 name, key);
-			rc = -1;
-			break;
-		}
-		csi_map_add(a, msg, field, key, val);
-		memset(val, 0, len);
-		free(val);
-	}
-	json_decref(secret);
-	return rc;
+	return sidecar_add_secrets(c->kc, a, msg, field, ns, name, err, errlen);
 }
 
 static const struct kube_kind *patched_kind(const struct kube_resource *r)

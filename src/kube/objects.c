@@ -1133,6 +1133,106 @@ static struct kube_obj *vac_decode(const jv_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_vac), KUBE_KIND_VAC, vac_fields, err, errlen);
 }
 
+/* ---- snapshot.storage.k8s.io/v1 ---- */
+
+static uint8_t snap_policy(const char *p)
+{
+	if (p && !strcmp(p, "Delete"))
+		return KUBE_SNAP_DELETE;
+	if (p && !strcmp(p, "Retain"))
+		return KUBE_SNAP_RETAIN;
+	return KUBE_SNAP_POLICY_INVALID;
+}
+
+static uint8_t cond_of(const jv_t *v)
+{
+	if (!jv_is_boolean(v))
+		return KUBE_COND_UNKNOWN;
+	return jv_is_true(v) ? KUBE_COND_TRUE : KUBE_COND_FALSE;
+}
+
+static int vs_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vs *vs = rec;
+	if (decode_meta(pk, obj, &vs->meta, err, errlen))
+		return -1;
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	const jv_t *src = jv_get(spec, "source");
+	vs->source_pvc = pk_str(pk, jstr(src, "persistentVolumeClaimName"));
+	vs->source_content = pk_str(pk, jstr(src, "volumeSnapshotContentName"));
+	vs->class_name = kube_intern(jstr(spec, "volumeSnapshotClassName"));
+	vs->has_status = jv_is_object(st);
+	vs->bound_content = pk_str(pk, jstr(st, "boundVolumeSnapshotContentName"));
+	vs->creation_time = pk_str(pk, jstr(st, "creationTime"));
+	vs->error_message = pk_str(pk, jstr(jv_get(st, "error"), "message"));
+	vs->error_time = pk_str(pk, jstr(jv_get(st, "error"), "time"));
+	vs->restore_size = jv_get(st, "restoreSize") ? quantity_or(st, "restoreSize") : -1;
+	vs->ready = cond_of(jv_get(st, "readyToUse"));
+	return 0;
+}
+
+static struct kube_obj *vs_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vs), KUBE_KIND_VS, vs_fields, err, errlen);
+}
+
+static int vsc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vsc *c = rec;
+	if (decode_meta(pk, obj, &c->meta, err, errlen))
+		return -1;
+	const jv_t *md = jv_get(obj, "metadata"), *ann = jv_get(md, "annotations");
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	const jv_t *src = jv_get(spec, "source"), *ref = jv_get(spec, "volumeSnapshotRef");
+	c->driver = kube_intern(jstr(spec, "driver"));
+	c->volume_handle = pk_str(pk, jstr(src, "volumeHandle"));
+	c->snapshot_handle = pk_str(pk, jstr(src, "snapshotHandle"));
+	c->class_name = kube_intern(jstr(spec, "volumeSnapshotClassName"));
+	c->source_volume_mode = kube_intern(jstr(spec, "sourceVolumeMode"));
+	c->policy = snap_policy(jstr(spec, "deletionPolicy"));
+	c->ref_name = pk_str(pk, jstr(ref, "name"));
+	c->ref_ns = kube_intern(jstr(ref, "namespace"));
+	c->ref_uid = pk_str(pk, jstr(ref, "uid") ? jstr(ref, "uid") : "");
+	c->deletion_secret_name = kube_intern(jstr(ann, "snapshot.storage.kubernetes.io/deletion-secret-name"));
+	c->deletion_secret_ns = kube_intern(jstr(ann, "snapshot.storage.kubernetes.io/deletion-secret-namespace"));
+	c->being_created = jv_get(ann, "snapshot.storage.kubernetes.io/volumesnapshot-being-created") != NULL;
+	c->being_deleted = jv_get(ann, "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted") != NULL;
+	c->managed_by = kube_intern(jstr(jv_get(md, "labels"), "snapshot.storage.kubernetes.io/managed-by"));
+	c->has_status = jv_is_object(st);
+	c->status_handle = pk_str(pk, jstr(st, "snapshotHandle"));
+	c->error_message = pk_str(pk, jstr(jv_get(st, "error"), "message"));
+	c->error_time = pk_str(pk, jstr(jv_get(st, "error"), "time"));
+	const jv_t *ct = jv_get(st, "creationTime"), *rs = jv_get(st, "restoreSize");
+	c->creation_time = jv_is_integer(ct) ? jv_int(ct) : -1;
+	c->restore_size = jv_is_integer(rs) ? jv_int(rs) : -1;
+	c->ready = cond_of(jv_get(st, "readyToUse"));
+	return 0;
+}
+
+static struct kube_obj *vsc_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vsc), KUBE_KIND_VSC, vsc_fields, err, errlen);
+}
+
+static int vsclass_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vsclass *c = rec;
+	if (decode_meta(pk, obj, &c->meta, err, errlen))
+		return -1;
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
+	const char *def = jstr(ann, "snapshot.storage.kubernetes.io/is-default-class");
+	c->driver = kube_intern(jstr(obj, "driver"));
+	c->parameters = pk_map(pk, jv_get(obj, "parameters"), &c->nparameters);
+	c->policy = snap_policy(jstr(obj, "deletionPolicy"));
+	c->is_default = def && !strcmp(def, "true");
+	return 0;
+}
+
+static struct kube_obj *vsclass_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vsclass), KUBE_KIND_VSCLASS, vsclass_fields, err, errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
@@ -1144,6 +1244,9 @@ const struct kube_kind KUBE_KIND_CSIDRIVER_T = { "CSIDriver", &KUBE_RES_CSIDRIVE
 const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY = { "CSIStorageCapacity", &KUBE_RES_CSISTORAGECAPACITIES, csisc_decode };
 const struct kube_kind KUBE_KIND_LEASE_T = { "Lease", &KUBE_RES_LEASES, lease_decode };
 const struct kube_kind KUBE_KIND_VOLUMEATTRIBUTESCLASS = { "VolumeAttributesClass", &KUBE_RES_VOLUMEATTRIBUTESCLASSES, vac_decode };
+const struct kube_kind KUBE_KIND_VOLUMESNAPSHOT = { "VolumeSnapshot", &KUBE_RES_VOLUMESNAPSHOTS, vs_decode };
+const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCONTENT = { "VolumeSnapshotContent", &KUBE_RES_VOLUMESNAPSHOTCONTENTS, vsc_decode };
+const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCLASS = { "VolumeSnapshotClass", &KUBE_RES_VOLUMESNAPSHOTCLASSES, vsclass_decode };
 
 /* ---- helpers ---- */
 

@@ -30,7 +30,7 @@ const char *kube_intern(const char *s);
 
 enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
 		   KUBE_KIND_PVC, KUBE_KIND_SC, KUBE_KIND_POD, KUBE_KIND_CSIDRIVER,
-		   KUBE_KIND_CSISC, KUBE_KIND_VAC };
+		   KUBE_KIND_CSISC, KUBE_KIND_VAC, KUBE_KIND_VS, KUBE_KIND_VSC, KUBE_KIND_VSCLASS };
 
 #define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes; the other flag bits are internal */
 
@@ -356,6 +356,60 @@ struct kube_vac { /* storage.k8s.io/v1 VolumeAttributesClass (csi-resizer) */
 	uint16_t nparameters;
 };
 
+/*
+ * snapshot.storage.k8s.io/v1 (snapshot-controller, csi-snapshotter). Optional strings are NULL
+ * when absent and "" when present but empty: the CRD's "exactly one source" rule needs both.
+ */
+enum kube_snap_policy { KUBE_SNAP_DELETE, KUBE_SNAP_RETAIN, KUBE_SNAP_POLICY_INVALID };
+
+struct kube_vs { /* VolumeSnapshot */
+	struct kube_obj meta;
+	const char *source_pvc;     /* spec.source.persistentVolumeClaimName */
+	const char *source_content; /* spec.source.volumeSnapshotContentName */
+	const char *class_name;     /* spec.volumeSnapshotClassName (interned) */
+	const char *bound_content;  /* status.boundVolumeSnapshotContentName */
+	const char *creation_time;  /* status.creationTime (RFC 3339 text) */
+	const char *error_message;  /* status.error.message */
+	const char *error_time;     /* status.error.time */
+	int64_t restore_size;       /* status.restoreSize in bytes; -1 when absent */
+	bool has_status;
+	uint8_t ready;              /* enum kube_cond: status.readyToUse (absent: UNKNOWN) */
+};
+
+struct kube_vsc { /* VolumeSnapshotContent (cluster-scoped) */
+	struct kube_obj meta;
+	const char *driver;          /* spec.driver (interned) */
+	const char *volume_handle;   /* spec.source.volumeHandle */
+	const char *snapshot_handle; /* spec.source.snapshotHandle */
+	const char *class_name;      /* spec.volumeSnapshotClassName (interned) */
+	const char *source_volume_mode; /* spec.sourceVolumeMode (interned) */
+	const char *ref_name;        /* spec.volumeSnapshotRef */
+	const char *ref_ns;          /* (interned) */
+	const char *ref_uid;         /* "" when not set */
+	const char *deletion_secret_name; /* annotations snapshot.storage.kubernetes.io/deletion-secret-* */
+	const char *deletion_secret_ns;
+	const char *managed_by;      /* label snapshot.storage.kubernetes.io/managed-by (interned) */
+	const char *status_handle;   /* status.snapshotHandle */
+	const char *error_message;   /* status.error.message */
+	const char *error_time;      /* status.error.time */
+	int64_t creation_time;       /* status.creationTime, ns since the epoch; -1 when absent */
+	int64_t restore_size;        /* status.restoreSize bytes; -1 when absent */
+	uint8_t policy;              /* enum kube_snap_policy: spec.deletionPolicy */
+	uint8_t ready;               /* enum kube_cond: status.readyToUse */
+	bool has_status;
+	bool being_created;          /* annotation snapshot.storage.kubernetes.io/volumesnapshot-being-created */
+	bool being_deleted;          /* annotation snapshot.storage.kubernetes.io/volumesnapshot-being-deleted */
+};
+
+struct kube_vsclass { /* VolumeSnapshotClass (cluster-scoped) */
+	struct kube_obj meta;
+	const char *driver;          /* interned */
+	const struct kube_kv *parameters;
+	uint16_t nparameters;
+	uint8_t policy;              /* enum kube_snap_policy: deletionPolicy */
+	bool is_default;             /* annotation snapshot.storage.kubernetes.io/is-default-class == "true" */
+};
+
 /* How an informer handles one kind. */
 struct kube_kind {
 	const char *name; /* "VolumeAttachment" */
@@ -381,6 +435,9 @@ extern const struct kube_kind KUBE_KIND_CSIDRIVER_T;
 extern const struct kube_kind KUBE_KIND_CSISTORAGECAPACITY;
 extern const struct kube_kind KUBE_KIND_LEASE_T;
 extern const struct kube_kind KUBE_KIND_VOLUMEATTRIBUTESCLASS;
+extern const struct kube_kind KUBE_KIND_VOLUMESNAPSHOT;
+extern const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCONTENT;
+extern const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCLASS;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -445,6 +502,18 @@ static inline const struct kube_vac *kube_vac_of(const struct kube_obj *o)
 static inline const struct kube_csisc *kube_csisc_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_CSISC ? (const struct kube_csisc *)o : NULL;
+}
+static inline const struct kube_vs *kube_vs_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VS ? (const struct kube_vs *)o : NULL;
+}
+static inline const struct kube_vsc *kube_vsc_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VSC ? (const struct kube_vsc *)o : NULL;
+}
+static inline const struct kube_vsclass *kube_vsclass_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VSCLASS ? (const struct kube_vsclass *)o : NULL;
 }
 
 #endif

@@ -59,14 +59,15 @@ int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMe
 	int rc = 0;
 
 	if (!secret) {
-		snprintf(err, errlen, "error getting secret %s in namespace %s: %s", name, ns, e.message);
+		snprintf(err, errlen, "failed to load secret \"%s/%s\": %s", ns, name, e.message);
 		return -1;
 	}
 	json_object_foreach(json_object_get(secret, "data"), key, v) {
 		size_t len;
 		char *val = json_is_string(v) ? kube_base64_decode(json_string_value(v), &len) : NULL;
 		if (!val) {
-			snprintf(err, errlen, "secret %s/%s has a malformed value for key %s", ns, name, key);
+			snprintf(err, errlen, "secret \"%s/%s\" has a malformed value for key %s", ns,
+				 name, key);
 			rc = -1;
 			break;
 		}

@@ -64,6 +64,7 @@ struct up {
 	char kubeconfig[PATH_MAX + 16];
 	char driver_name[256];
 	bool attach_required;
+	bool snapshots; /* the driver has CREATE_DELETE_SNAPSHOT: csi-snapshotter runs beside it */
 	bool temp_dir;
 	struct up_procs procs;
 	struct up_probe probes[UP_MAX_PROCS];
@@ -342,6 +343,9 @@ static int learn_driver(struct up *u, const char *sock, int64_t deadline)
 			if (cap->rpc && cap->rpc->type ==
 			    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME)
 				u->attach_required = true;
+			if (cap->rpc && cap->rpc->type ==
+			    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT)
+				u->snapshots = true;
 		}
 	}
 	rc = 0;
@@ -433,6 +437,36 @@ static int start_livenessprobe(struct up *u, const char *name, const char *sock,
 	return 0;
 }
 
+/* snapshot-controller always (it serves any driver); csi-snapshotter beside a driver that
+ * can take snapshots. */
+static int start_snapshots(struct up *u, const char *sock)
+{
+	char port_arg[2][48];
+	int ports[2];
+	for (int i = 0; i < 2; i++) {
+		ports[i] = free_port();
+		if (ports[i] < 0) {
+			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
+			return -1;
+		}
+		snprintf(port_arg[i], sizeof(port_arg[i]), "127.0.0.1:%d", ports[i]);
+	}
+	struct up_proc *p = start_kcsi(u, "snapshot-controller", "snapshot-controller", "--kubeconfig",
+				       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint",
+				       port_arg[0], NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, ports[0], "/metrics");
+	if (!u->snapshots)
+		return 0;
+	p = start_kcsi(u, "csi-snapshotter", "csi-snapshotter", "--csi-address", sock, "--kubeconfig",
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1], NULL);
+	if (!p)
+		return -1;
+	add_probe(u, p, ports[1], "/metrics");
+	return 0;
+}
+
 static int start_controllers(struct up *u)
 {
 	char sock[PATH_MAX + 32], port_arg[5][48];
@@ -472,7 +506,9 @@ static int start_controllers(struct up *u)
 			return -1;
 		add_probe(u, p, ports[4], "/metrics");
 	}
-	return start_livenessprobe(u, "livenessprobe/controller", sock, ports[3], port_arg[3]);
+	if (start_livenessprobe(u, "livenessprobe/controller", sock, ports[3], port_arg[3]))
+		return -1;
+	return start_snapshots(u, sock);
 }
 
 static int start_node(struct up *u, int i)
@@ -537,11 +573,13 @@ static int bring_up(struct up *u)
 	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
 	static const char *const needed[] = { "kube-emulator", "csi-provisioner", "csi-attacher",
 					      "kcsi-controller-manager", "csi-node-driver-registrar",
-					      "kcsi-node", "livenessprobe", "kcsi-loopplugin", "csi-resizer" };
+					      "kcsi-node", "livenessprobe", "kcsi-loopplugin", "csi-resizer",
+					      "snapshot-controller", "csi-snapshotter" };
 	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
 		char path[PATH_MAX + 64];
 		pathf(path, sizeof(path), "%s/%s", u->bin, needed[i]);
-		if (i >= 7 && u->cfg->driver_cmd)
+		/* needed[7], [8]: the loop driver and csi-resizer, which --driver-cmd does not run */
+		if ((i == 7 || i == 8) && u->cfg->driver_cmd)
 			continue;
 		if (!executable(path)) {
 			fprintf(stderr, "kcsi up: %s not found or not executable (build it with 'make build', "

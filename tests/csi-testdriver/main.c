@@ -459,9 +459,14 @@ H(DeleteSnapshot)
 H(ListSnapshots)
 {
 	PRO();
+	const Csi__V1__ListSnapshotsRequest *q = (const void *)rq;
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	pthread_mutex_lock(&lock);
 	for (struct snap *s = snaps; s; s = s->next) {
+		/* The filters csi-snapshotter uses for a pre-provisioned handle (CSI: AND-ed). */
+		if ((q->snapshot_id && *q->snapshot_id && strcmp(q->snapshot_id, s->id)) ||
+		    (q->source_volume_id && *q->source_volume_id && strcmp(q->source_volume_id, s->source)))
+			continue;
 		Csi__V1__ListSnapshotsResponse__Entry *e =
 			csi_msg_new(a, &csi__v1__list_snapshots_response__entry__descriptor);
 		e->snapshot = csi_msg_new(a, &csi__v1__snapshot__descriptor);

@@ -22,7 +22,7 @@ expect() {
 }
 
 for b in csi-attacher csi-provisioner kcsi-controller-manager kcsi-node csi-node-driver-registrar \
-	livenessprobe kcsi-loopplugin kube-emulator kcsi; do
+	livenessprobe kcsi-loopplugin kube-emulator kcsi csi-snapshotter snapshot-controller; do
 	expect 2 "not defined" "$b" --no-such-flag
 	expect 2 "" "$b" -v=lots
 	expect 0 "" "$b" --help
@@ -38,6 +38,10 @@ expect 2 "given twice" kcsi-loopplugin --mode all node --nodeid n1
 expect 2 "--watch-history must be" kube-emulator --watch-history 0
 expect 2 "at least 1s" kube-emulator --idle-timeout 10ms
 expect 2 "" kcsi --max abc controller list-volumes
+# csi-snapshotter's own checks exit 1, as upstream's main does
+expect 1 "Snapshot name prefix cannot be of length 0" csi-snapshotter --snapshot-name-prefix ""
+expect 1 "Leader election cannot happen when node-deployment is set to true" csi-snapshotter --node-deployment --leader-election
+expect 1 "greater than zero" snapshot-controller --worker-threads 0
 
 # --help says the defaults in use
 expect 0 "" kcsi-node --help

@@ -22,6 +22,7 @@ for want in 'kcsi up: ready in' 'Bound' 'Running' 'kcsi up: stopped' 'demo: done
 	grep -qF "$want" "$out" || fail "demo output lacks: $want"
 done
 grep -qE '^csi-[0-9a-f]{64} ' "$out" || fail "no VolumeAttachment shown by kubectl"
+grep -qE '^data-snap +true +data ' "$out" || fail "kubectl get volumesnapshot did not show data-snap READYTOUSE true"
 [ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] || fail "left behind after the demo: $(leftovers)"
 
 # Interrupt it while the volume is mounted, as Ctrl-C does to the process group. (env resets

@@ -97,7 +97,7 @@ mkdir -p "$T/reg"
 for sig in TERM INT; do
 	echo "== SIG$sig: start-up waits, calls in flight, serving"
 	s=$(echo "$sig" | tr A-Z a-z)
-	for bin in csi-attacher csi-provisioner; do
+	for bin in csi-attacher csi-provisioner csi-snapshotter; do
 		run "$bin-nosock-$s" "driver socket absent" "$bin" --csi-address "unix://$T/absent.sock" --kubeconfig "$KC"
 		run "$bin-dead-$s" "API server unreachable" "$bin" --csi-address "unix://$T/td.sock" --kubeconfig "$T/dead.kubeconfig"
 		run "$bin-badca-$s" "API certificate unverifiable" "$bin" --csi-address "unix://$T/td.sock" --kubeconfig "$T/badca.kubeconfig"
@@ -106,6 +106,7 @@ for sig in TERM INT; do
 	for k in dead badca; do
 		kcfg="$T/$k.kubeconfig"
 		run "cm-$k-$s" "API $k" kcsi-controller-manager --kubeconfig "$kcfg"
+		run "sctrl-$k-$s" "API $k" snapshot-controller --kubeconfig "$kcfg"
 		run "node-$k-$s" "API $k" kcsi-node --kubeconfig "$kcfg" --node-name "n-$k-$s" --root-dir "$T/root-$k-$s"
 	done
 	mkdir -p "$T/root-ok-$s/plugins_registry"

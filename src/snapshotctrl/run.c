@@ -1,0 +1,161 @@
+/*
+ * snapshot-controller on the shared sidecar runtime (src/sidecar) with no CSI driver: its
+ * flags (upstream's names and defaults), the CRD check of --retry-crd-interval-max, and the
+ * ops that build, start, stop and render the controller. Lease "snapshot-controller-leader".
+ */
+#include "snapshotctrl/snapshotctrl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "kube/options.h"
+
+#define SCTRL_LEASE "snapshot-controller-leader"
+
+void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	/* No driver: only the shared kube flags and the diagnostics server's. */
+	c->sc.csi_address = "";
+	c->sc.metrics_address = "";
+	c->sc.max_grpc_log_length = -1;
+	kube_options_register(fs, &c->sc.kube);
+	flags_deprecate(fs, "resync", "use --resync-period");
+	flags_hide(fs, "resync");
+	flags_string(fs, "http-endpoint", &c->sc.http_endpoint, "",
+		     "Address of the diagnostics HTTP server (metrics, /healthz/leader-election), e.g. :8080; empty disables it.");
+	flags_string(fs, "metrics-path", &c->sc.metrics_path, "/metrics",
+		     "HTTP path of the Prometheus metrics.");
+	flags_map(fs, "feature-gates", &c->sc.feature_gates,
+		  "Feature gates as key=value pairs (CSIVolumeGroupSnapshot is not served yet).");
+	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
+		       "How often every cached object is processed again.");
+	flags_int(fs, "worker-threads", &c->worker_threads, 10,
+		  "Workers per queue (snapshots, contents, claims); must be positive.");
+	flags_duration(fs, "retry-crd-interval-max", &c->retry_crd_max_ns, 30 * NSEC_PER_SEC,
+		       "How long to wait at start-up for the snapshot CRDs to be served before exiting.");
+	flags_bool(fs, "enable-distributed-snapshotting", &c->distributed, false,
+		   "Label each new content with the node of its volume (snapshot.storage.kubernetes.io/managed-by) for node-deployed csi-snapshotters.");
+	flags_bool(fs, "prevent-volume-mode-conversion", &c->prevent_mode_conversion, true,
+		   "Record the source volume's mode in each new content (spec.sourceVolumeMode), so that restores may not change it.");
+}
+
+struct sctrl_main {
+	const struct sctrl_config *cfg;
+	struct kube_recorder *rec;
+	struct sctrl *ctrl;
+};
+
+static void lease_name(const char *driver, char *buf, size_t len)
+{
+	(void)driver;
+	snprintf(buf, len, "%s", SCTRL_LEASE);
+}
+
+/* upstream's ensureCustomResourceDefinitionsExist: LIST limit=1 of the three kinds, backing off
+ * from 100 ms by 1.5x, for at most --retry-crd-interval-max (at least 1 s). */
+static int crds_served(struct kube_client *kc, int64_t max_ns, char *err, size_t errlen)
+{
+	const struct kube_resource *rs[] = { &KUBE_RES_VOLUMESNAPSHOTS,
+					     &KUBE_RES_VOLUMESNAPSHOTCLASSES,
+					     &KUBE_RES_VOLUMESNAPSHOTCONTENTS };
+	int64_t deadline = mono_now_ns() + (max_ns > NSEC_PER_SEC ? max_ns : NSEC_PER_SEC);
+	int64_t delay = 100 * NSEC_PER_MSEC;
+	struct kube_list_opts lo = { .limit = 1 };
+	struct kube_err e;
+
+	for (;;) {
+		size_t ok = 0;
+		for (; ok < 3; ok++) {
+			json_t *l = kube_list(kc, rs[ok], NULL, &lo, &e);
+			if (!l) {
+				KLOG_E("Failed to list v1 %s with error=%s", rs[ok]->resource, e.message);
+				break;
+			}
+			json_decref(l);
+		}
+		if (ok == 3)
+			return 0;
+		if (mono_now_ns() + delay > deadline) {
+			snprintf(err, errlen, "Exiting due to failure to ensure CRDs exist during startup: "
+				 "timed out waiting for the condition");
+			return -1;
+		}
+		sleep_ns(delay);
+		delay = delay * 3 / 2;
+	}
+}
+
+static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
+{
+	struct sctrl_main *m = ud;
+	const struct sctrl_config *cfg = m->cfg;
+	struct kube_recorder_opts ro = { .component = "snapshot-controller" };
+	struct sctrl_opts o = {
+		.workers = cfg->worker_threads, .resync_ns = cfg->resync_period_ns,
+		.retry_start_ns = cfg->sc.kube.retry_start_ns, .retry_max_ns = cfg->sc.kube.retry_max_ns,
+		.prevent_mode_conversion = cfg->prevent_mode_conversion,
+		.distributed = cfg->distributed,
+	};
+
+	if (crds_served(sc->kc, cfg->retry_crd_max_ns, err, errlen))
+		return -1;
+	KLOG_V(2, "Start NewCSISnapshotController with kubeconfig [%s] resyncPeriod [%lldms]",
+	       cfg->sc.kube.kubeconfig, (long long)(cfg->resync_period_ns / NSEC_PER_MSEC));
+	m->rec = kube_recorder_new(sc->kc, &ro);
+	o.recorder = m->rec;
+	m->ctrl = sctrl_new(sc->kc, &o);
+	return 0;
+}
+
+static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
+{
+	struct sctrl_main *m = ud;
+
+	(void)sc;
+	return sctrl_start(m->ctrl, err, errlen);
+}
+
+static void stop(void *ud)
+{
+	struct sctrl_main *m = ud;
+
+	sctrl_stop(m->ctrl);
+}
+
+static void cleanup(void *ud)
+{
+	struct sctrl_main *m = ud;
+
+	sctrl_free(m->ctrl);
+	kube_recorder_free(m->rec);
+}
+
+static void render_metrics(void *ud, struct strbuf *out)
+{
+	struct sctrl_main *m = ud;
+
+	if (m->ctrl)
+		sctrl_render_metrics(m->ctrl, out);
+}
+
+int sctrl_run(const struct sctrl_config *cfg)
+{
+	struct sctrl_main m = { .cfg = cfg };
+	struct sidecar_ops ops = {
+		.component = "snapshot-controller",
+		.lease_name = lease_name,
+		.dummy_driver = "snapshot-controller", /* no CSI driver: skip connect and discovery */
+		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
+		.render_metrics = render_metrics,
+		.ud = &m,
+	};
+
+	if (cfg->worker_threads <= 0) {
+		KLOG_E("option -worker-threads must be greater than zero");
+		return 1;
+	}
+	return sidecar_run(&cfg->sc, &ops);
+}

@@ -1,0 +1,217 @@
+/*
+ * snapshots: what the two snapshot components decide, as plain functions of records and flags.
+ *
+ * Component map (external-snapshotter v8's split, names upstream's):
+ *
+ *   snapshot-controller (src/snapshotctrl, cmd/snapshot-controller): no CSI driver. Watches
+ *     VolumeSnapshots, VolumeSnapshotContents, VolumeSnapshotClasses, claims and volumes; for a
+ *     snapshot of a claim it creates the content "snapcontent-<snapshot uid>", binds a
+ *     pre-provisioned content, copies the content's status into the snapshot, and owns the
+ *     finalizers of snapshots, contents and source claims. Lease "snapshot-controller-leader".
+ *   csi-snapshotter (src/snapshotter, cmd/csi-snapshotter): beside a driver. Watches the
+ *     contents of its driver; calls CreateSnapshot (or ListSnapshots for a pre-provisioned
+ *     handle) until ready, writes the content's status, DeleteSnapshot when a content with policy
+ *     Delete goes. Lease "external-snapshotter-leader-<driver>".
+ *   this library (src/snapshots): names, parameters, secrets, the default class, and every
+ *     "which step now" rule of both, with no I/O, so tests/unit/test_snapshots.c is tables.
+ *     Records of the three kinds live in kube/objects.h (struct kube_vs, kube_vsc, kube_vsclass).
+ *
+ * Each controller does one step per sync and lets the informer's echo of its write drive the
+ * next, so a crash between two steps leaves a state these rules continue from: the content's
+ * name is fixed by the snapshot's uid, the driver's snapshot name by the same uid, and
+ * CreateSnapshot is idempotent by name. Group snapshots will add their own plan files here.
+ *
+ * Ownership: every function borrows its records; outputs go to caller buffers.
+ */
+#ifndef KCSI_SNAPSHOTS_SNAPSHOTS_H
+#define KCSI_SNAPSHOTS_SNAPSHOTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/objects.h"
+
+/* ---- names (upstream's, facts of the interface) ---- */
+#define SNAP_GROUP "snapshot.storage.k8s.io"
+#define SNAP_API_VERSION "snapshot.storage.k8s.io/v1"
+#define SNAP_FIN_SOURCE "snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection"
+#define SNAP_FIN_BOUND "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"
+#define SNAP_FIN_CONTENT "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
+#define SNAP_FIN_PVC "snapshot.storage.kubernetes.io/pvc-as-source-protection"
+#define SNAP_ANN_BEING_CREATED "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
+#define SNAP_ANN_BEING_DELETED "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
+#define SNAP_ANN_SECRET_NAME "snapshot.storage.kubernetes.io/deletion-secret-name"
+#define SNAP_ANN_SECRET_NS "snapshot.storage.kubernetes.io/deletion-secret-namespace"
+#define SNAP_ANN_ALLOW_MODE_CHANGE "snapshot.storage.kubernetes.io/allow-volume-mode-change"
+#define SNAP_LABEL_MANAGED_BY "snapshot.storage.kubernetes.io/managed-by"
+#define SNAP_CONTENT_PREFIX "snapcontent-"
+#define SNAP_PARAM_PREFIX "csi.storage.k8s.io/"
+#define SNAP_META_VS_NAME "csi.storage.k8s.io/volumesnapshot/name"
+#define SNAP_META_VS_NS "csi.storage.k8s.io/volumesnapshot/namespace"
+#define SNAP_META_VSC_NAME "csi.storage.k8s.io/volumesnapshotcontent/name"
+
+/* ---- names, parameters, secrets, classes (names.c) ---- */
+
+/* "snapcontent-<uid>": the content a dynamic snapshot gets. */
+void snap_content_name(const struct kube_vs *vs, char *buf, size_t len);
+/*
+ * The driver's snapshot name: "<prefix>-<uid>", or with uuid_len >= 0 the uid without dashes
+ * cut to uuid_len characters. -1 with err for an empty uid or a length beyond the uid.
+ */
+int snap_csi_name(const char *prefix, const char *uid, int uuid_len, char *buf, size_t len,
+		  char *err, size_t errlen);
+/*
+ * The class parameters sent to CreateSnapshot: every csi.storage.k8s.io/ key dropped (the
+ * secret keys are known; any other such key is an error, as upstream). out holds n entries.
+ * Returns the count, or -1 with err.
+ */
+int snap_csi_params(const struct kube_kv *p, size_t n, struct kube_kv *out, char *err,
+		    size_t errlen);
+
+enum snap_secret_kind { SNAP_SECRET_CREATE, SNAP_SECRET_LIST };
+/*
+ * The class's snapshotter (or snapshotter-list) secret, templates expanded:
+ * ${volumesnapshotcontent.name} in both, ${volumesnapshot.namespace} in both,
+ * ${volumesnapshot.name} in the name only; vs_name/vs_ns NULL when there is no snapshot.
+ * Returns 1 with name/ns filled, 0 when the class names none, -1 with err (one of the pair
+ * missing, an unknown or unresolvable template, an invalid result).
+ */
+int snap_secret_ref(enum snap_secret_kind kind, const struct kube_kv *p, size_t n,
+		    const char *content, const char *vs_name, const char *vs_ns, char *name,
+		    size_t namelen, char *ns, size_t nslen, char *err, size_t errlen);
+/*
+ * The one class of `driver` annotated as the default; NULL with err when there is none or
+ * more than one (upstream's messages).
+ */
+const struct kube_vsclass *snap_default_class(const struct kube_vsclass *const *classes, size_t n,
+					      const char *driver, char *err, size_t errlen);
+/* True when the content's volumeSnapshotRef names the snapshot (namespace, name and uid). */
+bool snap_ref_is(const struct kube_vsc *c, const struct kube_vs *vs);
+/* True when a gRPC code means the driver has answered for good (not a timeout, abort, ...). */
+bool snap_csi_final(int code);
+
+/* ---- snapshot-controller: a VolumeSnapshot (vs_plan.c) ---- */
+
+/* A status error to write (readyToUse false unless keep_ready) with a Warning event. */
+struct snap_error {
+	const char *reason; /* NULL: none */
+	char message[1024];
+	bool keep_ready;    /* upstream's setReadyToFalse == false */
+};
+
+/* Exactly one of the two sources: NULL when valid, else the message. */
+const char *snap_validate_vs(const struct kube_vs *vs);
+/* Same for a content's volumeHandle / snapshotHandle. */
+const char *snap_validate_vsc(const struct kube_vsc *c);
+
+/* Which finalizers a live snapshot lacks (bound only once bound to a content with Delete). */
+void snap_finalizers_needed(const struct kube_vs *vs, const struct kube_vsc *content,
+			    bool *source, bool *bound);
+
+/* What to do for a snapshot with a deletionTimestamp. */
+struct snap_deletion {
+	bool pending;          /* a claim is being restored from it: event SnapshotDeletePending */
+	bool annotate_content; /* set volumesnapshot-being-deleted on the content */
+	bool delete_content;   /* policy Delete: DELETE the content */
+	bool remove_source;    /* drop volumesnapshot-as-source-protection */
+	bool remove_bound;     /* drop volumesnapshot-bound-protection */
+};
+/* content: the bound (or dynamic) content from the cache, NULL when absent. */
+void snap_plan_deletion(const struct kube_vs *vs, const struct kube_vsc *content, bool restoring,
+			struct snap_deletion *d);
+
+/* The content a pre-provisioned snapshot names, checked. */
+enum snap_bind {
+	SNAP_BIND_MISSING,   /* not in the cache: SnapshotContentMissing */
+	SNAP_BIND_DYNAMIC,   /* has no snapshotHandle: SnapshotContentMismatch */
+	SNAP_BIND_MISBOUND,  /* points at another snapshot: SnapshotContentMisbound */
+	SNAP_BIND_NEEDED,    /* points back without a uid: set it */
+	SNAP_BIND_OK,
+};
+enum snap_bind snap_check_preprovisioned(const struct kube_vs *vs, const struct kube_vsc *c,
+					 struct snap_error *e);
+/* The dynamic content "snapcontent-<uid>" when it exists: 0 usable, -1 (with e) not. */
+int snap_check_dynamic(const struct kube_vs *vs, const struct kube_vsc *c, struct snap_error *e);
+/* A ready, bound snapshot: its content must still exist and point back (else e is set). */
+bool snap_check_ready(const struct kube_vs *vs, const struct kube_vsc *c, struct snap_error *e);
+
+/* The snapshot status the content's status asks for, merged as upstream's updateSnapshotStatus. */
+struct snap_vs_status {
+	const char *bound;          /* boundVolumeSnapshotContentName */
+	int64_t creation_ns;        /* -1: keep the snapshot's (or none) */
+	int64_t restore_size;       /* -1: none */
+	bool ready;
+	const char *error_message;  /* NULL: none; copied with error_time */
+	const char *error_time;
+	bool changed;               /* anything differs from the snapshot's status */
+	bool created_event;         /* SnapshotCreated: creationTime appears */
+	bool ready_event;           /* SnapshotReady: readyToUse becomes true */
+};
+void snap_status_from_content(const struct kube_vs *vs, const struct kube_vsc *c,
+			      struct snap_vs_status *st);
+
+/* ---- snapshot-controller: the claim and the content to create (vs_plan.c) ---- */
+
+/*
+ * Checks the source claim and volume of a dynamic snapshot: the claim exists, is Bound, its
+ * volume exists, points back and is a CSI volume. 0, or -1 with err (upstream's messages).
+ */
+int snap_check_source(const struct kube_vs *vs, const struct kube_pvc *pvc,
+		      const struct kube_pv *pv, char *err, size_t errlen);
+/* True when a claim of the snapshot's namespace restores from it and is still Pending. */
+bool snap_restoring(const struct kube_vs *vs, const struct kube_pvc *const *claims, size_t n);
+/* True when some live snapshot of the claim has no creationTime yet (its finalizer stays). */
+bool snap_claim_in_use(const struct kube_pvc *pvc, const struct kube_vs *const *snaps, size_t n,
+		       const struct kube_vs *skip);
+
+/* ---- snapshot-controller: a VolumeSnapshotContent ---- */
+enum snap_vsc_step {
+	SNAP_VSC_NOTHING,
+	SNAP_VSC_INVALID,      /* ContentValidationError */
+	SNAP_VSC_ADD_FINALIZER,
+	SNAP_VSC_ANNOTATE_DELETE, /* its snapshot is being deleted */
+};
+/* vs: the snapshot the content's ref names (NULL when absent). The controller queues that
+ * snapshot on every content event, so its status follows the content's. */
+enum snap_vsc_step snap_plan_content(const struct kube_vsc *c, const struct kube_vs *vs);
+
+/* ---- csi-snapshotter: one content of our driver (vsc_plan.c) ---- */
+enum snap_sidecar_step {
+	SNAP_SC_NOTHING,
+	SNAP_SC_CREATE,           /* CreateSnapshot (again: same name) */
+	SNAP_SC_LIST,             /* pre-provisioned: ListSnapshots by handle */
+	SNAP_SC_DELETE,           /* DeleteSnapshot, then clear the status handle */
+	SNAP_SC_REMOVE_FINALIZER, /* deleted (or Retain): let the content go */
+	SNAP_SC_CLEAR_CREATING,   /* ready: drop a left-over being-created annotation */
+};
+enum snap_sidecar_step snap_plan_sidecar(const struct kube_vsc *c);
+
+/* ---- the writes both controllers make (io.c; the only file here that talks to the API) ---- */
+struct kube_client;
+struct kube_recorder;
+struct kube_err;
+struct strbuf;
+
+/*
+ * Merge-patches o's finalizers to its list without drop1 and drop2 and with `add` (any NULL),
+ * carrying o's resourceVersion so that a concurrent change is a 409, not a lost finalizer.
+ * 0, or -1 with *e.
+ */
+int snap_patch_finalizers(struct kube_client *kc, const struct kube_obj *o, const char *drop1,
+			  const char *drop2, const char *add, struct kube_err *e);
+/* Merge-patches one annotation of o (value NULL removes it). 0, or -1 with *e. */
+int snap_patch_annotation(struct kube_client *kc, const struct kube_obj *o, const char *key,
+			  const char *value, struct kube_err *e);
+/* A merge patch (JSON text) of o or its /status. 0, or -1 with *e. */
+int snap_patch(struct kube_client *kc, const struct kube_obj *o, bool status, const char *body,
+	       struct kube_err *e);
+/* Records an event about o (rec NULL: none). */
+void snap_event(struct kube_recorder *rec, const struct kube_obj *o, bool warning,
+		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* "rpc error: code = NotFound desc = ..." as the Go sidecars word a gRPC error. */
+void snap_grpc_error(int code, const char *message, char *out, size_t outlen);
+/* RFC 3339 in seconds, as metav1.Time is written. */
+void snap_time_text(int64_t ns, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,509 @@
+/*
+ * csi-snapshotter's I/O: the content and class informers, one served queue of content names,
+ * and for each step snap_plan_sidecar() picks the CSI call and the content writes around it.
+ * A content that is not ready yet is requeued with the queue's backoff, which is the polling.
+ */
+#include "snapshotter/snapshotter.h"
+
+#include <jansson.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "csi/msg.h"
+#include "kube/informer.h"
+#include "kube/workqueue.h"
+#include "snapshots/snapshots.h"
+
+struct snapper {
+	struct snapper_opts o;
+	struct kube_client *kc;
+	struct kube_informer *vsc_inf, *class_inf;
+	struct kube_workqueue *q;
+	char selector[300];
+	pthread_mutex_t mu;
+	bool stop;
+};
+
+#define DONE KUBE_WORK_DONE
+#define RETRY KUBE_WORK_RETRY
+#define AGAIN KUBE_WORK_AGAIN
+
+static void changed(struct snapper *s, const struct kube_obj *o)
+{
+	const struct kube_vsc *c = kube_vsc_of(o);
+
+	if (c && c->driver && !strcmp(c->driver, s->o.driver))
+		kube_workqueue_add(s->q, o->name);
+}
+
+static void on_add(const struct kube_obj *o, void *ud) { changed(ud, o); }
+static void on_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	(void)old;
+	changed(ud, o);
+}
+
+/* ---- content status writes ---- */
+
+/* upstream's updateContentErrorStatusWithEvent: one write and one event per new message. */
+static void content_error(struct snapper *s, const struct kube_vsc *c, const char *reason,
+			  const char *msg)
+{
+	char now[64];
+	struct kube_err ke;
+
+	KLOG_E("content %s: %s", c->meta.name, msg);
+	if (c->error_message && !strcmp(c->error_message, msg))
+		return;
+	snap_time_text((int64_t)time(NULL) * NSEC_PER_SEC, now, sizeof(now));
+	json_t *patch = json_pack("{s:{s:b,s:{s:s,s:s}}}", "status", "readyToUse", 0, "error",
+				  "time", now, "message", msg);
+	char *body = json_dumps(patch, JSON_COMPACT);
+	if (snap_patch(s->kc, &c->meta, true, body, &ke))
+		KLOG_E("failed to update content %s error status: %s", c->meta.name, ke.message);
+	free(body);
+	json_decref(patch);
+	snap_event(s->o.recorder, &c->meta, true, reason, "%s", msg);
+}
+
+/* upstream's updateSnapshotContentStatus: fields already set stay, readyToUse follows. */
+static int write_status(struct snapper *s, const struct kube_vsc *c, const char *handle,
+			bool ready, int64_t created_ns, int64_t size)
+{
+	struct kube_err ke;
+	json_t *st = json_object();
+
+	if (!c->status_handle)
+		json_object_set_new(st, "snapshotHandle", json_string(handle));
+	if (c->ready != (ready ? KUBE_COND_TRUE : KUBE_COND_FALSE)) {
+		json_object_set_new(st, "readyToUse", json_boolean(ready));
+		if (ready && c->error_message)
+			json_object_set_new(st, "error", json_null());
+	}
+	if (c->creation_time < 0)
+		json_object_set_new(st, "creationTime", json_integer(created_ns));
+	if (c->restore_size < 0)
+		json_object_set_new(st, "restoreSize", json_integer(size));
+	if (!json_object_size(st)) {
+		json_decref(st);
+		return 0;
+	}
+	json_t *patch = json_pack("{s:o}", "status", st);
+	char *body = json_dumps(patch, JSON_COMPACT);
+	int rc = snap_patch(s->kc, &c->meta, true, body, &ke);
+	free(body);
+	json_decref(patch);
+	if (rc)
+		KLOG_E("error updating status for volume snapshot content %s: %s", c->meta.name,
+		       ke.message);
+	return rc;
+}
+
+static int64_t timestamp_ns(const Google__Protobuf__Timestamp *t)
+{
+	if (!t || (t->seconds == 0 && t->nanos == 0))
+		return wall_now_ns();
+	return t->seconds * NSEC_PER_SEC + t->nanos;
+}
+
+/* ---- inputs ---- */
+
+static const struct kube_vsclass *class_of(struct snapper *s, const struct kube_vsc *c,
+					   struct kube_obj **hold, char *err, size_t errlen)
+{
+	*hold = c->class_name ? kube_store_get(kube_informer_store(s->class_inf), NULL, c->class_name)
+			      : NULL;
+	if (c->class_name && !*hold)
+		snprintf(err, errlen, "failed to retrieve snapshot class %s from the informer: "
+			 "\"volumesnapshotclass.snapshot.storage.k8s.io \\\"%s\\\" not found\"",
+			 c->class_name, c->class_name);
+	else if (!c->class_name && c->volume_handle)
+		snprintf(err, errlen, "failed to take snapshot %s without a snapshot class",
+			 c->meta.name);
+	else
+		return kube_vsclass_of(*hold);
+	return NULL;
+}
+
+/* Secrets of the class (create or list) into msg; 0 or -1 with err. */
+static int class_secrets(struct snapper *s, const struct kube_vsc *c, const struct kube_vsclass *cls,
+			 enum snap_secret_kind kind, struct csi_arena *a, ProtobufCMessage *msg,
+			 char *err, size_t errlen)
+{
+	char name[256], ns[128];
+	bool create = kind == SNAP_SECRET_CREATE;
+	int ref;
+
+	if (!cls)
+		return 0;
+	ref = snap_secret_ref(kind, cls->parameters, cls->nparameters, c->meta.name,
+			      create ? c->ref_name : NULL, create ? c->ref_ns : NULL, name,
+			      sizeof(name), ns, sizeof(ns), err, errlen);
+	if (ref <= 0)
+		return ref;
+	return sidecar_add_secrets(s->kc, a, msg, "secrets", ns, name, err, errlen);
+}
+
+static int build_create(struct snapper *s, const struct kube_vsc *c, const struct kube_vsclass *cls,
+			struct csi_arena *a, Csi__V1__CreateSnapshotRequest *req, char *err,
+			size_t errlen)
+{
+	struct kube_kv params[cls->nparameters + 1];
+	int n = snap_csi_params(cls->parameters, cls->nparameters, params, err, errlen);
+
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		csi_map_add(a, &req->base, "parameters", params[i].key, params[i].value);
+	if (s->o.extra_create_metadata) {
+		csi_map_add(a, &req->base, "parameters", SNAP_META_VS_NAME, c->ref_name ? c->ref_name : "");
+		csi_map_add(a, &req->base, "parameters", SNAP_META_VS_NS, c->ref_ns ? c->ref_ns : "");
+		csi_map_add(a, &req->base, "parameters", SNAP_META_VSC_NAME, c->meta.name);
+	}
+	char name[256];
+	if (snap_csi_name(s->o.name_prefix, c->ref_uid, s->o.uuid_length, name, sizeof(name), err,
+			  errlen))
+		return -1;
+	req->name = csi_arena_strdup(a, name);
+	req->source_volume_id = csi_arena_strdup(a, c->volume_handle);
+	return class_secrets(s, c, cls, SNAP_SECRET_CREATE, a, &req->base, err, errlen);
+}
+
+/* ---- steps ---- */
+
+/*
+ * The being-created annotation, and with it the content's finalizer when the
+ * snapshot-controller has not added it yet (a departure: upstream leaves the finalizer to the
+ * controller, and a snapshot deleted in that window deletes its content at once while
+ * CreateSnapshot runs, leaking the driver's snapshot). Guarded by resourceVersion.
+ */
+static int mark_creating(struct snapper *s, const struct kube_vsc *c, struct kube_err *e)
+{
+	if (c->being_created && kube_obj_has_finalizer(&c->meta, SNAP_FIN_CONTENT))
+		return 0;
+	json_t *fins = json_array();
+	for (size_t i = 0; i < c->meta.nfinalizers; i++)
+		json_array_append_new(fins, json_string(c->meta.finalizers[i]));
+	if (!kube_obj_has_finalizer(&c->meta, SNAP_FIN_CONTENT))
+		json_array_append_new(fins, json_string(SNAP_FIN_CONTENT));
+	json_t *patch = json_pack("{s:{s:s,s:o,s:{s:s}}}", "metadata", "resourceVersion", c->meta.rv,
+				  "finalizers", fins, "annotations", SNAP_ANN_BEING_CREATED, "yes");
+	char *body = json_dumps(patch, JSON_COMPACT);
+	int rc = snap_patch(s->kc, &c->meta, false, body, e);
+	free(body);
+	json_decref(patch);
+	return rc;
+}
+
+static int create_snapshot(struct snapper *s, const struct kube_vsc *c)
+{
+	char err[900], msg[1100], g[1024];
+	struct kube_obj *hold = NULL;
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__CreateSnapshotRequest *req = csi_msg_new(a, &csi__v1__create_snapshot_request__descriptor);
+	Csi__V1__CreateSnapshotResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	struct kube_err ke;
+	int rc = RETRY;
+
+	KLOG_I("createSnapshotWrapper: Creating snapshot for content %s through the plugin ...",
+	       c->meta.name);
+	const struct kube_vsclass *cls = class_of(s, c, &hold, err, sizeof(err));
+	if (!cls) {
+		snprintf(msg, sizeof(msg), "Failed to create snapshot: failed to get input parameters "
+			 "to create snapshot for content %s: \"%s\"", c->meta.name, err);
+		goto fail;
+	}
+	if (!*c->ref_uid) {
+		snprintf(msg, sizeof(msg), "Failed to create snapshot: cannot create snapshot. "
+			 "Snapshot content %s not bound to a snapshot", c->meta.name);
+		goto fail;
+	}
+	if (build_create(s, c, cls, a, req, err, sizeof(err))) {
+		snprintf(msg, sizeof(msg), "Failed to create snapshot: failed to get input parameters "
+			 "to create snapshot for content %s: \"%s\"", c->meta.name, err);
+		goto fail;
+	}
+	/* Marked before the call: until a final answer the content may not be deleted. */
+	if (mark_creating(s, c, &ke)) {
+		if (kube_err_is_conflict(&ke)) {
+			rc = AGAIN;
+			goto out;
+		}
+		snprintf(msg, sizeof(msg), "Failed to create snapshot: failed to add "
+			 "VolumeSnapshotBeingCreated annotation on the content %s: \"%s\"",
+			 c->meta.name, ke.message);
+		goto fail;
+	}
+	KLOG_V(2, "CreateSnapshot %s of volume %s for content %s", req->name, req->source_volume_id,
+	       c->meta.name);
+	if (csi_create_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
+		KLOG_I("createSnapshotWrapper: CreateSnapshot for content %s returned error: %s",
+		       c->meta.name, st.message);
+		if (snap_csi_final(st.code))
+			snap_patch_annotation(s->kc, &c->meta, SNAP_ANN_BEING_CREATED, NULL, &ke);
+		snap_grpc_error(st.code, st.message, g, sizeof(g));
+		snprintf(msg, sizeof(msg), "Failed to create snapshot: failed to take snapshot of the "
+			 "volume %s: \"%s\"", c->volume_handle, g);
+		goto fail;
+	}
+	const Csi__V1__Snapshot *snap = resp->snapshot;
+	if (!snap || !snap->snapshot_id || !*snap->snapshot_id) {
+		snprintf(msg, sizeof(msg), "Failed to create snapshot: CreateSnapshot of content %s "
+			 "returned no snapshot ID", c->meta.name);
+		goto fail;
+	}
+	if (write_status(s, c, snap->snapshot_id, snap->ready_to_use,
+			 timestamp_ns(snap->creation_time), snap->size_bytes) == 0 &&
+	    snap_patch_annotation(s->kc, &c->meta, SNAP_ANN_BEING_CREATED, NULL, &ke) == 0)
+		rc = snap->ready_to_use ? DONE : RETRY;
+	goto out;
+fail:
+	content_error(s, c, "SnapshotCreationFailed", msg);
+out:
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	kube_obj_unref(hold);
+	return rc;
+}
+
+/* A pre-provisioned handle: ListSnapshots by ID says whether it exists and is ready. */
+static int check_handle(struct snapper *s, const struct kube_vsc *c)
+{
+	char err[900], msg[1100], g[1024];
+	struct kube_obj *hold = NULL;
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__ListSnapshotsRequest *req = csi_msg_new(a, &csi__v1__list_snapshots_request__descriptor);
+	Csi__V1__ListSnapshotsResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	int rc = RETRY;
+
+	const struct kube_vsclass *cls = class_of(s, c, &hold, err, sizeof(err));
+	if (c->class_name && !cls) {
+		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: %s", err);
+		goto fail;
+	}
+	req->snapshot_id = csi_arena_strdup(a, c->snapshot_handle);
+	if (class_secrets(s, c, cls, SNAP_SECRET_LIST, a, &req->base, err, sizeof(err))) {
+		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: %s", err);
+		goto fail;
+	}
+	if (csi_list_snapshots(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
+		snap_grpc_error(st.code, st.message, g, sizeof(g));
+		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: %s", g);
+		goto fail;
+	}
+	const Csi__V1__Snapshot *snap = NULL;
+	for (size_t i = 0; i < resp->n_entries && !snap; i++)
+		if (resp->entries[i]->snapshot && resp->entries[i]->snapshot->snapshot_id &&
+		    !strcmp(resp->entries[i]->snapshot->snapshot_id, c->snapshot_handle))
+			snap = resp->entries[i]->snapshot;
+	if (!snap) {
+		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: can not find "
+			 "snapshot for snapshotID %s", c->snapshot_handle);
+		goto fail;
+	}
+	if (write_status(s, c, c->snapshot_handle, snap->ready_to_use,
+			 timestamp_ns(snap->creation_time), snap->size_bytes) == 0)
+		rc = snap->ready_to_use ? DONE : RETRY;
+	goto out;
+fail:
+	content_error(s, c, "SnapshotContentCheckandUpdateFailed", msg);
+out:
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	kube_obj_unref(hold);
+	return rc;
+}
+
+static int delete_snapshot(struct snapper *s, const struct kube_vsc *c)
+{
+	char err[600];
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__DeleteSnapshotRequest *req = csi_msg_new(a, &csi__v1__delete_snapshot_request__descriptor);
+	Csi__V1__DeleteSnapshotResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	struct kube_err ke;
+	int rc = RETRY;
+
+	req->snapshot_id = csi_arena_strdup(a, c->status_handle);
+	if (c->deletion_secret_name && c->deletion_secret_ns &&
+	    sidecar_add_secrets(s->kc, a, &req->base, "secrets", c->deletion_secret_ns,
+				c->deletion_secret_name, err, sizeof(err))) {
+		KLOG_E("failed to get input parameters to delete snapshot for content %s: %s",
+		       c->meta.name, err);
+		snap_event(s->o.recorder, &c->meta, true, "SnapshotDeleteError",
+			   "Failed to get snapshot credentials");
+		goto out;
+	}
+	KLOG_V(2, "DeleteSnapshot %s for content %s", req->snapshot_id, c->meta.name);
+	if (csi_delete_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
+		KLOG_E("failed to delete snapshot %s: %s", c->meta.name, st.message);
+		snap_event(s->o.recorder, &c->meta, true, "SnapshotDeleteError",
+			   "Failed to delete snapshot");
+		goto out;
+	}
+	/* Gone from the storage: the handle goes too, then the finalizer (next step). */
+	if (snap_patch(s->kc, &c->meta, true,
+		       "{\"status\":{\"snapshotHandle\":null,\"readyToUse\":null,\"creationTime\":null,\"restoreSize\":null}}",
+		       &ke)) {
+		snap_event(s->o.recorder, &c->meta, true, "SnapshotDeleteError",
+			   "Failed to clear content status");
+		goto out;
+	}
+	rc = DONE;
+out:
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	return rc;
+}
+
+/*
+ * A content without a status in the cache may be one this process has just written: the
+ * informer's echo can come after the next sync. Read it from the API before a first
+ * CreateSnapshot, as upstream reads before its status update, so the driver is not asked twice.
+ */
+static struct kube_obj *fresh(struct snapper *s, struct kube_obj *o)
+{
+	struct kube_err e;
+	char err[256];
+	json_t *j = kube_get(s->kc, &KUBE_RES_VOLUMESNAPSHOTCONTENTS, NULL, o->name, &e);
+	struct kube_obj *f = j ? kube_decode_json(&KUBE_KIND_VOLUMESNAPSHOTCONTENT, j, err, sizeof(err)) : NULL;
+
+	json_decref(j);
+	if (!f)
+		return o;
+	kube_obj_unref(o);
+	return f;
+}
+
+static enum kube_work_result work(void *arg, const char *key)
+{
+	struct snapper *s = arg;
+	struct kube_obj *o = kube_store_get(kube_informer_store(s->vsc_inf), NULL, key);
+	const struct kube_vsc *c = kube_vsc_of(o);
+	struct kube_err ke;
+	int rc = DONE;
+
+	if (!c || !c->driver || strcmp(c->driver, s->o.driver))
+		goto out;
+	if (!c->has_status && snap_plan_sidecar(c) == SNAP_SC_CREATE) {
+		o = fresh(s, o);
+		c = kube_vsc_of(o);
+	}
+	switch (snap_plan_sidecar(c)) {
+	case SNAP_SC_CREATE:
+		rc = create_snapshot(s, c);
+		break;
+	case SNAP_SC_LIST:
+		rc = check_handle(s, c);
+		break;
+	case SNAP_SC_DELETE:
+		rc = delete_snapshot(s, c);
+		break;
+	case SNAP_SC_REMOVE_FINALIZER:
+		if (snap_patch_finalizers(s->kc, o, SNAP_FIN_CONTENT, NULL, NULL, &ke))
+			rc = kube_err_is_conflict(&ke) ? AGAIN : kube_err_is_not_found(&ke) ? DONE : RETRY;
+		break;
+	case SNAP_SC_CLEAR_CREATING:
+		if (snap_patch_annotation(s->kc, o, SNAP_ANN_BEING_CREATED, NULL, &ke))
+			rc = RETRY;
+		break;
+	case SNAP_SC_NOTHING:
+		break;
+	}
+out:
+	kube_obj_unref(o);
+	return (enum kube_work_result)rc;
+}
+
+/* ---- life cycle ---- */
+
+struct snapper *snapper_new(struct kube_client *kc, const struct snapper_opts *o)
+{
+	struct snapper *s = xcalloc(1, sizeof(*s));
+	struct kube_informer_opts vo = { .kind = &KUBE_KIND_VOLUMESNAPSHOTCONTENT,
+					 .resync_ns = o->resync_ns };
+	struct kube_informer_opts co = { .kind = &KUBE_KIND_VOLUMESNAPSHOTCLASS,
+					 .resync_ns = o->resync_ns };
+
+	s->o = *o;
+	s->kc = kc;
+	pthread_mutex_init(&s->mu, NULL);
+	if (o->node) {
+		snprintf(s->selector, sizeof(s->selector), "%s=%s", SNAP_LABEL_MANAGED_BY, o->node);
+		vo.label_selector = s->selector;
+	}
+	s->vsc_inf = kube_informer_new(kc, &vo);
+	s->class_inf = kube_informer_new(kc, &co);
+	struct kube_handlers h = { on_add, on_update, NULL, s };
+	kube_informer_add_handlers(s->vsc_inf, &h);
+	s->q = kube_workqueue_new("csi-snapshotter-content", o->retry_start_ns, o->retry_max_ns);
+	return s;
+}
+
+int snapper_start(struct snapper *s, char *err, size_t errlen)
+{
+	char why[200];
+
+	if (kube_informer_start(s->vsc_inf) || kube_informer_start(s->class_inf)) {
+		snprintf(err, errlen, "cannot start informers");
+		return -1;
+	}
+	KLOG_I("Starting CSI snapshotter");
+	while (!kube_informer_wait_synced(s->vsc_inf, 10 * NSEC_PER_SEC) ||
+	       !kube_informer_wait_synced(s->class_inf, 10 * NSEC_PER_SEC)) {
+		pthread_mutex_lock(&s->mu);
+		bool stop = s->stop;
+		pthread_mutex_unlock(&s->mu);
+		if (stop) {
+			snprintf(err, errlen, "stopped before the caches synced");
+			return -1;
+		}
+		KLOG_I("Waiting for the VolumeSnapshotContent and VolumeSnapshotClass caches to sync");
+	}
+	malloc_trim(0);
+	struct kube_serve serve[] = { { s->q, s->o.workers, work, s } };
+	if (kube_workqueue_serve(serve, 1, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+		snprintf(err, errlen, "%s (-worker-threads=%d)", why, s->o.workers);
+		snapper_stop(s);
+		return -1;
+	}
+	return 0;
+}
+
+void snapper_stop(struct snapper *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_mutex_unlock(&s->mu);
+	kube_informer_stop(s->vsc_inf);
+	kube_informer_stop(s->class_inf);
+	kube_workqueue_shutdown(s->q);
+	kube_workqueue_wait_workers(s->q);
+	KLOG_I("Shutting down CSI snapshotter");
+}
+
+void snapper_free(struct snapper *s)
+{
+	if (!s)
+		return;
+	kube_informer_free(s->vsc_inf);
+	kube_informer_free(s->class_inf);
+	kube_workqueue_free(s->q);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+void snapper_render_metrics(struct snapper *s, struct strbuf *out)
+{
+	kube_workqueue_render_metrics(&s->q, 1, out);
+}

@@ -1,0 +1,144 @@
+/*
+ * csi-snapshotter on the shared sidecar runtime (src/sidecar): its flags (upstream's names and
+ * defaults), the checks upstream's main makes after discovery, and the ops that build, start,
+ * stop and render the controller.
+ */
+#include "snapshotter/snapshotter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "kube/leader.h"
+
+void snapper_register_flags(struct flagset *fs, struct snapper_config *c)
+{
+	sidecar_register_flags(fs, &c->sc);
+	flags_set_default(fs, "timeout", "1m0s"); /* upstream's csi-snapshotter waits longer */
+	flags_deprecate(fs, "resync", "use --resync-period");
+	flags_hide(fs, "resync");
+	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
+		       "How often every cached object is processed again.");
+	flags_int(fs, "worker-threads", &c->worker_threads, 10,
+		  "Workers taking VolumeSnapshotContents; must be positive.");
+	flags_string(fs, "snapshot-name-prefix", &c->name_prefix, "snapshot",
+		     "Prefix of the snapshot names sent to CreateSnapshot (\"<prefix>-<snapshot uid>\").");
+	flags_int(fs, "snapshot-name-uuid-length", &c->uuid_length, -1,
+		  "Cut the uid in snapshot names to this many characters, dashes removed; -1 keeps it whole.");
+	flags_string(fs, "groupsnapshot-name-prefix", &c->group_prefix, "groupsnapshot",
+		     "Prefix of group snapshot names (accepted; group snapshots are not served yet).");
+	flags_int(fs, "groupsnapshot-name-uuid-length", &c->group_uuid_length, -1,
+		  "Cut the uid in group snapshot names (accepted; group snapshots are not served yet).");
+	flags_bool(fs, "extra-create-metadata", &c->extra_create_metadata, false,
+		   "Add csi.storage.k8s.io/volumesnapshot/name, /namespace and volumesnapshotcontent/name to CreateSnapshot's parameters.");
+	flags_bool(fs, "node-deployment", &c->node_deployment, false,
+		   "Run beside a node's driver: take only contents labelled snapshot.storage.kubernetes.io/managed-by=$NODE_NAME.");
+	flags_bool(fs, "automaxprocs", &c->automaxprocs, false,
+		   "Accepted for compatibility; has no effect (kcsi sizes its threads itself).");
+	flags_int(fs, "max-grpc-log-length", &c->sc.max_grpc_log_length, -1,
+		  "Longest logged CSI request or response, in characters; -1 means no limit.");
+}
+
+struct snapper_main {
+	const struct snapper_config *cfg;
+	struct kube_recorder *rec;
+	struct snapper *ctrl;
+};
+
+static void lease_name(const char *driver, char *buf, size_t len)
+{
+	kube_leader_lease_name("external-snapshotter-leader", driver, buf, len);
+}
+
+static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
+{
+	struct snapper_main *m = ud;
+	const struct snapper_config *cfg = m->cfg;
+	char component[300];
+
+	if (!sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT)) {
+		snprintf(err, errlen, "CSI driver %s does not support ControllerCreateSnapshot",
+			 sc->driver);
+		return -1;
+	}
+	struct snapper_opts o = {
+		.driver = sc->driver, .csi = sc->csi, .workers = cfg->worker_threads,
+		.timeout_ns = cfg->sc.timeout_ns, .resync_ns = cfg->resync_period_ns,
+		.retry_start_ns = cfg->sc.kube.retry_start_ns, .retry_max_ns = cfg->sc.kube.retry_max_ns,
+		.name_prefix = cfg->name_prefix, .uuid_length = cfg->uuid_length,
+		.extra_create_metadata = cfg->extra_create_metadata,
+		.node = cfg->node_deployment ? getenv("NODE_NAME") : NULL,
+	};
+	KLOG_V(2, "Start NewCSISnapshotSideCarController with snapshotter [%s] csiAddress [%s] "
+		  "snapshotNamePrefix [%s] snapshotNameUUIDLength [%d]", sc->driver,
+	       cfg->sc.csi_address, cfg->name_prefix, cfg->uuid_length);
+	snprintf(component, sizeof(component), "csi-snapshotter %s", sc->driver);
+	struct kube_recorder_opts ro = { .component = component };
+	m->rec = kube_recorder_new(sc->kc, &ro);
+	o.recorder = m->rec;
+	m->ctrl = snapper_new(sc->kc, &o);
+	return 0;
+}
+
+static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
+{
+	struct snapper_main *m = ud;
+
+	(void)sc;
+	return snapper_start(m->ctrl, err, errlen);
+}
+
+static void stop(void *ud)
+{
+	struct snapper_main *m = ud;
+
+	snapper_stop(m->ctrl);
+}
+
+static void cleanup(void *ud)
+{
+	struct snapper_main *m = ud;
+
+	snapper_free(m->ctrl);
+	kube_recorder_free(m->rec);
+}
+
+static void render_metrics(void *ud, struct strbuf *out)
+{
+	struct snapper_main *m = ud;
+
+	if (m->ctrl)
+		snapper_render_metrics(m->ctrl, out);
+}
+
+int snapper_run(const struct snapper_config *cfg)
+{
+	struct snapper_main m = { .cfg = cfg };
+	struct sidecar_ops ops = {
+		.component = "csi-snapshotter",
+		.lease_name = lease_name,
+		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
+		.render_metrics = render_metrics,
+		.ud = &m,
+	};
+	const char *node = getenv("NODE_NAME");
+
+	if (cfg->worker_threads <= 0) {
+		KLOG_E("option -worker-threads must be greater than zero");
+		return 1;
+	}
+	if (cfg->node_deployment && cfg->sc.kube.leader_election) {
+		KLOG_E("Leader election cannot happen when node-deployment is set to true");
+		return 1;
+	}
+	if (cfg->node_deployment && (!node || !*node)) {
+		KLOG_E("The NODE_NAME environment variable must be set when using --enable-node-deployment.");
+		return 1;
+	}
+	if (!*cfg->name_prefix) {
+		KLOG_E("Snapshot name prefix cannot be of length 0");
+		return 1;
+	}
+	return sidecar_run(&cfg->sc, &ops);
+}
