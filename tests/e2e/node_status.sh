@@ -74,12 +74,7 @@ done
 kc get node bad >/dev/null 2>&1 && fail "a kcsi-node with a bad flag registered its Node"
 
 # ---- a pod with a volume on n2: READY 1/1 Running, kubectl wait returns ----
-h=$(lp_volume vol1 --cap SINGLE_NODE_WRITER,mount,ext4)
-[ -n "$h" ] || fail "create-volume failed"
-mk_pv pv1 loop.kcsi.io "$h" '{"csi":{"driver":"loop.kcsi.io","volumeHandle":"'"$h"'","fsType":"ext4"},"claimRef":{"namespace":"default","name":"c1"}}'
-mk_claim c1 pv1
-ad_attach "$h" pv1 n2
-mk_pod p1 n2 c1
+pod_with_volume p1 n2
 kc wait --for=condition=Ready pod/p1 --timeout=30s >/dev/null || fail "kubectl wait --for=condition=Ready pod/p1 failed"
 row=$(kc get pod p1 --no-headers | awk '{print $2, $3}')
 [ "$row" = "1/1 Running" ] || fail "kubectl get pods shows p1 as '$row'"
