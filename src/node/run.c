@@ -12,6 +12,7 @@
  */
 #include "node/node_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -354,6 +355,12 @@ int nd_run(struct nd_config *cfg)
 	struct nd_resource_flags rf = { .max_pods = cfg->max_pods, .capacity = &cfg->capacity,
 					.system_reserved = &cfg->system_reserved,
 					.kube_reserved = &cfg->kube_reserved };
+	unsigned char addr[16];
+	if (*cfg->node_ip && inet_pton(AF_INET, cfg->node_ip, addr) != 1 &&
+	    inet_pton(AF_INET6, cfg->node_ip, addr) != 1) {
+		KLOG_E("--node-ip %s is not an IP address", cfg->node_ip);
+		goto out;
+	}
 	nd_machine_read(&nd.machine, cfg->root_dir, cfg->node_ip);
 	if (nd_resources_build(&nd.machine, &rf, &nd.capacity, &nd.allocatable, err, sizeof(err))) {
 		KLOG_E("%s", err);

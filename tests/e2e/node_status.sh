@@ -5,7 +5,7 @@
 #     (kubeletVersion = kcsi-node --version, architecture, kernelVersion = uname -r), addresses,
 #     the kubelet's four conditions; a taint someone else put on the Node survives the updates;
 #   - flags: --max-pods, --capacity and --system-reserved shape capacity and allocatable, a
-#     malformed one stops kcsi-node at start with a clear error;
+#     malformed one (or a --node-ip that is no address) stops kcsi-node at start with a clear error;
 #   - a pod with a volume is READY 1/1 Running in `kubectl get pods`, `kubectl wait
 #     --for=condition=Ready` returns, and each container has a running status.
 : "${KCSI_SRC:?}"
@@ -66,7 +66,8 @@ jq -e '.status.capacity.pods=="3" and .status.allocatable.pods=="3" and .status.
 [ "$(jq -r '.status.addresses[] | select(.type=="InternalIP") | .address' <<<"$j")" = 192.0.2.7 ] ||
 	fail "n2 --node-ip: $(jq -c .status.addresses <<<"$j")"
 for bad in "--max-pods 0|--max-pods must be positive" "--capacity cpu=lots|--capacity cpu=lots:" \
-	"--kube-reserved gpu=1|--kube-reserved: gpu is not a resource of this node"; do
+	"--kube-reserved gpu=1|--kube-reserved: gpu is not a resource of this node" \
+	"--node-ip 10.0.0.300|--node-ip 10.0.0.300 is not an IP address"; do
 	rc=0
 	out=$(timeout 5 "$KCSI_BIN/kcsi-node" --kubeconfig "$KC" --node-name bad --root-dir "$T/bad" ${bad%%|*} 2>&1) || rc=$?
 	[ $rc -eq 1 ] && grep -qF -- "${bad#*|}" <<<"$out" || fail "kcsi-node ${bad%%|*}: exit $rc, $out"
