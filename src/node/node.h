@@ -3,11 +3,14 @@
  * `kcsi up`). It runs no containers: a pod "runs" once its CSI volumes are mounted.
  *
  * What it does, as the kubelet does it:
- *   - keeps its Node (controller-managed attach/detach annotation, labels, Ready condition) and
- *     a Lease heartbeat in kube-node-lease;
+ *   - keeps its Node (controller-managed attach/detach annotation, labels; status: capacity,
+ *     allocatable, nodeInfo, addresses, the kubelet's conditions, see status.h) and a Lease
+ *     heartbeat in kube-node-lease; it never touches the Node's taints;
  *   - watches <root-dir>/plugins_registry for registration sockets (csi-node-driver-registrar),
  *     registers each CSI driver: GetInfo, NodeGetInfo, CSINode entry, nodeid annotation,
  *     topology labels, NotifyRegistrationStatus;
+ *   - reports a pod Running and Ready, with a running status per container, once its volumes
+ *     are mounted;
  *   - mounts and unmounts the CSI volumes of the pods bound to the node (volume manager), at
  *     the kubelet's paths, reporting Node.status.volumesInUse, and rebuilds its state from the
  *     root dir and the mount table after a restart;
@@ -36,6 +39,10 @@ struct nd_config {
 	int64_t status_update_ns;   /* --node-status-update-frequency */
 	int lease_duration_s;       /* --node-lease-duration-seconds */
 	int64_t stats_period_ns;    /* --volume-stats-agg-period; <= 0 disables volume stats */
+	const char *node_ip;        /* --node-ip; "" = the default route's address */
+	int max_pods;               /* --max-pods */
+	struct flag_map capacity;   /* --capacity: the emulated machine's resources */
+	struct flag_map system_reserved, kube_reserved; /* subtracted for allocatable */
 };
 
 void nd_register_flags(struct flagset *fs, struct nd_config *c);

@@ -23,6 +23,7 @@
 #include "kube/informer.h"
 #include "kube/objects.h"
 #include "node/node.h"
+#include "node/status.h"
 
 struct nd_driver {
 	int refs;          /* guarded by nd.lock */
@@ -50,6 +51,9 @@ struct nd {
 	atomic_int stop;
 	char *registry_dir; /* <root>/plugins_registry */
 	struct nd_stats *stats; /* the last volume stats, for /metrics (stats.c) */
+	struct nd_machine machine;          /* read once at start (status.c) */
+	struct nd_resources capacity, allocatable;
+	char since[32];                     /* RFC 3339: when this process found the node Ready */
 };
 
 /* plugins.c */

@@ -1,9 +1,10 @@
 /*
  * kcsi-node start-up and the node's own object: flags -> kube client -> Node (created or
- * updated with the controller-managed attach/detach annotation, the labels, Ready) -> CSINode ->
+ * updated with the controller-managed attach/detach annotation, the labels; then its status:
+ * capacity, allocatable, nodeInfo, addresses, conditions, see status.h) -> CSINode ->
  * informers (pods, nodes, PVs, PVCs, CSIDrivers) -> volume manager (rebuilds its state from the
  * root dir first) -> plugin watcher -> heartbeat loop on the main thread (Lease renewal every
- * lease-duration/4 as the kubelet does, Ready condition every --node-status-update-frequency)
+ * lease-duration/4 as the kubelet does, the Node's status every --node-status-update-frequency)
  * until SIGTERM/SIGINT.
  *
  * Signals are blocked in every thread and taken by the main thread with sigtimedwait(); the
@@ -11,6 +12,7 @@
  */
 #include "node/node_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -49,6 +51,20 @@ void nd_register_flags(struct flagset *fs, struct nd_config *c)
 	flags_duration(fs, "volume-stats-agg-period", &c->stats_period_ns, NSEC_PER_MIN,
 		       "How often NodeGetVolumeStats is asked of every published volume for the "
 		       "kubelet_volume_stats_* metrics on /metrics; 0 disables it.");
+	flags_string(fs, "node-ip", &c->node_ip, "",
+		     "IP address reported as the Node's InternalIP and as the pods' hostIP and podIP "
+		     "(default: the address of the default route's interface, else 127.0.0.1).");
+	flags_int(fs, "max-pods", &c->max_pods, 110,
+		  "Number of pods the node can hold: its capacity and allocatable \"pods\".");
+	flags_map(fs, "capacity", &c->capacity,
+		  "Resources the node reports instead of the machine's, e.g. "
+		  "cpu=4,memory=8Gi,ephemeral-storage=100Gi; other names add extended resources.");
+	flags_map(fs, "system-reserved", &c->system_reserved,
+		  "Resources reserved for the system, subtracted from capacity for allocatable, "
+		  "e.g. cpu=500m,memory=1Gi.");
+	flags_map(fs, "kube-reserved", &c->kube_reserved,
+		  "Resources reserved for Kubernetes components, subtracted from capacity for "
+		  "allocatable, e.g. cpu=100m,memory=256Mi.");
 }
 
 static void json_merge_patch(struct nd *nd, const struct kube_resource *r, const char *name,
@@ -160,15 +176,20 @@ static int register_until_done(struct nd *nd, const sigset_t *set)
 	return 0;
 }
 
-static void node_set_ready(struct nd *nd)
+/*
+ * The whole status on every update, as a merge patch of the status subresource: it replaces the
+ * conditions (ours are all of them) and leaves spec.taints alone, which the node lifecycle
+ * controller owns (node.kubernetes.io/not-ready and unreachable).
+ */
+static void node_set_status(struct nd *nd)
 {
 	char now[RFC3339_BUFLEN];
 	rfc3339_format(time(NULL), now, sizeof(now));
-	json_t *patch = json_pack(
-		"{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", "Ready",
-		"status", "True", "reason", "KubeletReady", "message",
-		"kcsi-node is posting ready status", "lastHeartbeatTime", now, "lastTransitionTime",
-		now);
+	if (!nd->since[0])
+		snprintf(nd->since, sizeof(nd->since), "%s", now);
+	json_t *patch = json_pack("{s:o}", "status",
+				  nd_node_status(&nd->machine, &nd->capacity, &nd->allocatable,
+						 now, nd->since));
 	json_merge_patch(nd, &KUBE_RES_NODES, nd->cfg->node_name, true, patch, "update node status");
 	json_decref(patch);
 }
@@ -331,6 +352,21 @@ int nd_run(struct nd_config *cfg)
 		KLOG_E("Cannot create %s: %s", nd.registry_dir, strerror(errno));
 		goto out;
 	}
+	struct nd_resource_flags rf = { .max_pods = cfg->max_pods, .capacity = &cfg->capacity,
+					.system_reserved = &cfg->system_reserved,
+					.kube_reserved = &cfg->kube_reserved };
+	unsigned char addr[16];
+	if (*cfg->node_ip && inet_pton(AF_INET, cfg->node_ip, addr) != 1 &&
+	    inet_pton(AF_INET6, cfg->node_ip, addr) != 1) {
+		KLOG_E("--node-ip %s is not an IP address", cfg->node_ip);
+		goto out;
+	}
+	nd_machine_read(&nd.machine, cfg->root_dir, cfg->node_ip);
+	if (nd_resources_build(&nd.machine, &rf, &nd.capacity, &nd.allocatable, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		goto out;
+	}
+	KLOG_I("Node address node=\"%s\" internalIP=\"%s\"", cfg->node_name, nd.machine.node_ip);
 	kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
 	if (!kcfg) {
 		KLOG_E("%s", err);
@@ -352,7 +388,7 @@ int nd_run(struct nd_config *cfg)
 			rc = 0;
 		goto out;
 	}
-	node_set_ready(&nd);
+	node_set_status(&nd);
 	lease_renew(&nd);
 	nd_csinode_ensure(&nd);
 
@@ -393,7 +429,7 @@ int nd_run(struct nd_config *cfg)
 			next_lease = now + lease_every;
 		}
 		if (now >= next_status) {
-			node_set_ready(&nd);
+			node_set_status(&nd);
 			next_status = now + cfg->status_update_ns;
 		}
 	}

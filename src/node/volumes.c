@@ -1125,19 +1125,26 @@ out:
 	nd_driver_put(nd, drv);
 }
 
-static void set_pod_running(struct nd *nd, const struct kube_pod *pod)
+/*
+ * Reports the pod Running and Ready as the kubelet's status manager would for started
+ * containers (status.c builds it). The pod is read first: the informer's record keeps neither
+ * the containers nor the scheduler's PodScheduled time.
+ */
+static void set_pod_running(struct nd *nd, const struct kube_pod *pod, const char *uid)
 {
+	struct kube_err e;
+	json_t *obj = kube_get(nd->kc, &KUBE_RES_PODS, pod->meta.ns, pod->meta.name, &e);
+	if (!obj) {
+		KLOG_E("Failed to read pod pod=\"%s/%s\": %s", pod->meta.ns, pod->meta.name,
+		       e.message);
+		return;
+	}
 	char now[RFC3339_BUFLEN];
 	rfc3339_format(time(NULL), now, sizeof(now));
-	json_t *conds = json_array();
-	const char *types[] = { "PodScheduled", "Initialized", "ContainersReady", "Ready" };
-	for (size_t i = 0; i < 4; i++)
-		json_array_append_new(conds, json_pack("{s:s, s:s, s:s}", "type", types[i], "status",
-						       "True", "lastTransitionTime", now));
-	json_t *patch = json_pack("{s:{s:s, s:o, s:s}}", "status", "phase", "Running", "conditions",
-				  conds, "startTime", now);
+	json_t *patch = json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status",
+				  nd_pod_status(obj, uid, nd->machine.node_ip, now));
+	json_decref(obj);
 	char *body = json_dumps(patch, JSON_COMPACT);
-	struct kube_err e;
 	json_t *res = kube_patch(nd->kc, &KUBE_RES_PODS, pod->meta.ns, pod->meta.name, true,
 				 KUBE_PATCH_MERGE, body, &e);
 	if (!res)
@@ -1233,7 +1240,7 @@ static void reconcile(struct nd *nd)
 			all = m && m->published;
 		}
 		if (all)
-			set_pod_running(nd, pod);
+			set_pod_running(nd, pod, uid);
 	}
 	for (size_t i = 0; i < nhold; i++)
 		kube_obj_unref(hold[i]);

@@ -5,6 +5,8 @@
 #                     in NODE_PIDS[N:*])
 # controller_up       kcsi-loopplugin --mode controller on $T/lp.sock (pool $T/pool) and csi-attacher
 # kcsi_node_start N   (re)starts only kcsi-node for N, log in $T/nodes/N/kcsi-node.log
+# pod_with_volume P N an ext4 volume vol1 (handle in $h) as PV pv1 for claim c1, attached to node
+#                     N, and pod P of it on N
 # node_json N         the Node as JSON
 # csinode_driver N D  the CSINode entry of driver D on node N (empty when absent)
 # The EXIT trap stops them and checks that no mount under $T is left.
@@ -120,6 +122,14 @@ mk_pod() {
 		kind: "Pod", metadata: {name: $n, namespace: "default"},
 		spec: {nodeName: $node, volumes: [{name: "data", persistentVolumeClaim: {claimName: $c}}],
 		       containers: [({name: "app", image: "busybox"} + $dev)]}}' | kc create -f - >/dev/null
+}
+pod_with_volume() {
+	h=$(lp_volume vol1 --cap SINGLE_NODE_WRITER,mount,ext4)
+	[ -n "$h" ] || fail "create-volume failed"
+	mk_pv pv1 loop.kcsi.io "$h" '{"csi":{"driver":"loop.kcsi.io","volumeHandle":"'"$h"'","fsType":"ext4"},"claimRef":{"namespace":"default","name":"c1"}}'
+	mk_claim c1 pv1
+	ad_attach "$h" pv1 "$2"
+	mk_pod "$1" "$2" c1
 }
 pod_uid() { kc get pod "$1" -o jsonpath='{.metadata.uid}'; }
 pod_running() {

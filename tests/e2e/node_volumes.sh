@@ -22,12 +22,7 @@ wait_for "n1 registered" 15 csinode_has n1 loop.kcsi.io
 wait_for "n2 registered" 15 csinode_has n2 loop.kcsi.io
 
 # ---- filesystem volume, pod on n1 ----
-h=$(lp_volume vol1 --cap SINGLE_NODE_WRITER,mount,ext4)
-[ -n "$h" ] || fail "create-volume failed"
-mk_pv pv1 loop.kcsi.io "$h" '{"csi":{"driver":"loop.kcsi.io","volumeHandle":"'"$h"'","fsType":"ext4"},"claimRef":{"namespace":"default","name":"c1"}}'
-mk_claim c1 pv1
-ad_attach "$h" pv1 n1
-mk_pod p1 n1 c1
+pod_with_volume p1 n1
 wait_for "p1 Running" 30 pod_running p1
 uid=$(pod_uid p1)
 tgt=$(pod_target n1 "$uid" pv1)

@@ -2,13 +2,16 @@
  * Unit tests of kcsi-node's pure parts: the SHA-256 hex digest (base/sha256) that names the
  * kubelet's global mount directories and VolumeAttachments (a wrong digest means mounts nobody
  * finds again); node expansion's rules (which claim gets NodeExpandVolume, what a failure
- * means, the claim's status patch per outcome); the kubelet_volume_stats_* exposition.
+ * means, the claim's status patch per outcome); the kubelet_volume_stats_* exposition; the Node's
+ * and the pods' status as the scheduler and kubectl read them (capacity, allocatable, conditions,
+ * READY and Running).
  */
 #include "check.h"
 #include "base/sha256.h"
 #include "kube/objects.h"
 #include "node/resize.h"
 #include "node/stats.h"
+#include "node/status.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +290,212 @@ static void test_volume_stats_render(void)
 	strbuf_release(&out);
 }
 
+static struct nd_machine test_machine(void)
+{
+	struct nd_machine m;
+	memset(&m, 0, sizeof(m));
+	m.cpus = 8;
+	m.memory = 16LL * 1024 * 1024 * 1024 + 4096;
+	m.ephemeral = 100LL * 1024 * 1024 * 1024;
+	snprintf(m.hugepage_names[0], sizeof(m.hugepage_names[0]), "hugepages-2Mi");
+	m.nhugepages = 1;
+	snprintf(m.kernel, sizeof(m.kernel), "6.1.0-test");
+	snprintf(m.os_image, sizeof(m.os_image), "Debian GNU/Linux 12 (bookworm)");
+	snprintf(m.hostname, sizeof(m.hostname), "host-a");
+	snprintf(m.node_ip, sizeof(m.node_ip), "10.1.2.3");
+	return m;
+}
+
+static struct flag_map map_of(struct flag_kv *kv, size_t n)
+{
+	struct flag_map m = { kv, n };
+	return m;
+}
+
+/* Capacity and allocatable as the scheduler reads them, per flag combination. */
+static void test_node_resources(void)
+{
+	struct flag_kv cap[] = { { "cpu", "4" }, { "memory", "8Gi" }, { "example.com/gpu", "2" } };
+	struct flag_kv sys[] = { { "cpu", "250m" }, { "memory", "1Gi" } };
+	struct flag_kv kube[] = { { "cpu", "5" }, { "ephemeral-storage", "10Gi" } };
+	struct flag_kv bad_cpu[] = { { "cpu", "four" } };
+	struct flag_kv bad_mem[] = { { "memory", "8Qi" } };
+	struct flag_kv unknown[] = { { "gpu", "1" } };
+	struct flag_map m_cap = map_of(cap, 3), m_sys = map_of(sys, 2), m_kube = map_of(kube, 2),
+			m_bad_cpu = map_of(bad_cpu, 1), m_bad_mem = map_of(bad_mem, 1),
+			m_unknown = map_of(unknown, 1);
+	static const struct {
+		const char *what;
+		int max_pods;
+		int cap, sys, kube; /* which maps: 0 none, else index into maps[] */
+		const char *capacity, *allocatable, *err;
+	} cases[] = {
+		{ "the machine, kubelet's 110 pods", 110, 0, 0, 0,
+		  "{\"cpu\":\"8\",\"ephemeral-storage\":\"100Gi\",\"hugepages-2Mi\":\"0\",\"memory\":\"16777220Ki\",\"pods\":\"110\"}",
+		  "{\"cpu\":\"8\",\"ephemeral-storage\":\"100Gi\",\"hugepages-2Mi\":\"0\",\"memory\":\"16777220Ki\",\"pods\":\"110\"}", NULL },
+		{ "--capacity replaces and adds, --system-reserved subtracts", 3, 1, 2, 0,
+		  "{\"cpu\":\"4\",\"ephemeral-storage\":\"100Gi\",\"example.com/gpu\":\"2\",\"hugepages-2Mi\":\"0\",\"memory\":\"8Gi\",\"pods\":\"3\"}",
+		  "{\"cpu\":\"3750m\",\"ephemeral-storage\":\"100Gi\",\"example.com/gpu\":\"2\",\"hugepages-2Mi\":\"0\",\"memory\":\"7Gi\",\"pods\":\"3\"}", NULL },
+		{ "reserving more than there is leaves 0, not a negative", 110, 1, 0, 3,
+		  NULL, "{\"cpu\":\"0\",\"ephemeral-storage\":\"90Gi\",\"example.com/gpu\":\"2\",\"hugepages-2Mi\":\"0\",\"memory\":\"8Gi\",\"pods\":\"110\"}", NULL },
+		{ "--max-pods 0", 0, 0, 0, 0, NULL, NULL, "--max-pods must be positive, not 0" },
+		{ "a cpu that is no quantity", 110, 4, 0, 0, NULL, NULL, "--capacity cpu=four: " },
+		{ "a memory that is no quantity", 110, 5, 0, 0, NULL, NULL, "--capacity memory=8Qi: " },
+		{ "reserving what the node does not have", 110, 0, 6, 0, NULL, NULL,
+		  "--system-reserved: gpu is not a resource of this node" },
+	};
+	const struct flag_map *maps[] = { NULL, &m_cap, &m_sys, &m_kube, &m_bad_cpu, &m_bad_mem, &m_unknown };
+	struct nd_machine m = test_machine();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct nd_resource_flags f = { cases[i].max_pods, maps[cases[i].cap], maps[cases[i].sys],
+					       maps[cases[i].kube] };
+		struct nd_resources cap_r, alloc_r;
+		char err[256] = "";
+		int rc = nd_resources_build(&m, &f, &cap_r, &alloc_r, err, sizeof(err));
+		if (cases[i].err) {
+			CHECK_INT(rc, -1);
+			CHECK(strncmp(err, cases[i].err, strlen(cases[i].err)) == 0);
+			continue;
+		}
+		CHECK_INT(rc, 0);
+		json_t *st = nd_node_status(&m, &cap_r, &alloc_r, "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z");
+		char *c = json_dumps(json_object_get(st, "capacity"), JSON_COMPACT | JSON_SORT_KEYS);
+		char *a = json_dumps(json_object_get(st, "allocatable"), JSON_COMPACT | JSON_SORT_KEYS);
+		if (cases[i].capacity)
+			CHECK_STR(c, cases[i].capacity);
+		CHECK_STR(a, cases[i].allocatable);
+		free(c);
+		free(a);
+		json_decref(st);
+	}
+}
+
+/* The Node's identity, addresses and the kubelet's conditions. */
+static void test_node_status_shape(void)
+{
+	struct nd_machine m = test_machine();
+	struct nd_resource_flags f = { .max_pods = 110 };
+	struct nd_resources cap_r, alloc_r;
+	char err[256];
+	CHECK_INT(nd_resources_build(&m, &f, &cap_r, &alloc_r, err, sizeof(err)), 0);
+	json_t *st = nd_node_status(&m, &cap_r, &alloc_r, "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z");
+	json_t *info = json_object_get(st, "nodeInfo");
+	CHECK_STR(json_string_value(json_object_get(info, "kubeletVersion")), KCSI_VERSION);
+	CHECK_STR(json_string_value(json_object_get(info, "kernelVersion")), "6.1.0-test");
+	CHECK_STR(json_string_value(json_object_get(info, "osImage")), "Debian GNU/Linux 12 (bookworm)");
+	CHECK_STR(json_string_value(json_object_get(info, "operatingSystem")), "linux");
+	CHECK_STR(json_string_value(json_object_get(info, "architecture")), nd_goarch());
+	CHECK(json_object_get(info, "kubeProxyVersion") == NULL); /* kubelet stopped setting it */
+	char *addrs = json_dumps(json_object_get(st, "addresses"), JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK_STR(addrs, "[{\"address\":\"10.1.2.3\",\"type\":\"InternalIP\"},{\"address\":\"host-a\",\"type\":\"Hostname\"}]");
+	free(addrs);
+	size_t i;
+	json_t *c;
+	int seen = 0;
+	json_array_foreach(json_object_get(st, "conditions"), i, c) {
+		const char *type = json_string_value(json_object_get(c, "type"));
+		const char *status = json_string_value(json_object_get(c, "status"));
+		CHECK_STR(json_string_value(json_object_get(c, "lastHeartbeatTime")), "2026-01-01T00:00:10Z");
+		CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:00:00Z");
+		if (strcmp(type, "Ready") == 0) {
+			CHECK_STR(status, "True");
+			CHECK_STR(json_string_value(json_object_get(c, "reason")), "KubeletReady");
+			CHECK_STR(json_string_value(json_object_get(c, "message")), "kubelet is posting ready status");
+		} else {
+			CHECK_STR(status, "False"); /* no pressure: the scheduler's taints stay off */
+		}
+		seen++;
+	}
+	CHECK_INT(seen, 4);
+	json_decref(st);
+}
+
+/* A running pod: what `kubectl get pods` (READY, STATUS) and `kubectl wait` read. */
+static void test_pod_status(void)
+{
+	json_error_t je;
+	json_t *pod = json_loads(
+		"{\"spec\":{\"initContainers\":[{\"name\":\"init\",\"image\":\"busybox\"}],"
+		"\"containers\":[{\"name\":\"app\",\"image\":\"nginx:1\"},{\"name\":\"side\"}]},"
+		"\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\","
+		"\"lastTransitionTime\":\"2026-01-01T00:00:01Z\"}]}}", 0, &je);
+	CHECK(pod != NULL);
+	json_t *st = nd_pod_status(pod, "u-1", "10.1.2.3", "2026-01-01T00:00:05Z");
+	CHECK_STR(json_string_value(json_object_get(st, "phase")), "Running");
+	CHECK_STR(json_string_value(json_object_get(st, "podIP")), "10.1.2.3");
+	CHECK_STR(json_string_value(json_object_get(st, "hostIP")), "10.1.2.3");
+	CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(st, "podIPs"), 0), "ip")), "10.1.2.3");
+	size_t i;
+	json_t *c;
+	int ready = 0;
+	json_array_foreach(json_object_get(st, "conditions"), i, c) {
+		CHECK_STR(json_string_value(json_object_get(c, "status")), "True");
+		if (strcmp(json_string_value(json_object_get(c, "type")), "PodScheduled") == 0)
+			CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:00:01Z");
+		ready += strcmp(json_string_value(json_object_get(c, "type")), "Ready") == 0;
+	}
+	CHECK_INT(json_array_size(json_object_get(st, "conditions")), 5);
+	CHECK_INT(ready, 1);
+	json_t *cs = json_object_get(st, "containerStatuses");
+	CHECK_INT(json_array_size(cs), 2);
+	json_t *app = json_array_get(cs, 0), *side = json_array_get(cs, 1);
+	CHECK_STR(json_string_value(json_object_get(app, "containerID")), "kcsi://u-1/app");
+	CHECK_STR(json_string_value(json_object_get(app, "image")), "nginx:1");
+	CHECK(json_is_true(json_object_get(app, "ready")) && json_is_true(json_object_get(app, "started")));
+	CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(app, "state"), "running"), "startedAt")),
+		  "2026-01-01T00:00:05Z");
+	CHECK_STR(json_string_value(json_object_get(side, "image")), ""); /* no image: no crash */
+	json_t *init = json_array_get(json_object_get(st, "initContainerStatuses"), 0);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(init, "state"), "terminated"), "reason")),
+		  "Completed");
+	CHECK(json_is_false(json_object_get(init, "ready")));
+	json_decref(st);
+	json_decref(pod);
+
+	/* A pod the scheduler never touched (nodeName set by hand): PodScheduled is now. */
+	pod = json_loads("{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"x\"}]}}", 0, &je);
+	st = nd_pod_status(pod, "u-2", "10.1.2.3", "2026-01-01T00:00:05Z");
+	CHECK(json_object_get(st, "initContainerStatuses") == NULL);
+	json_array_foreach(json_object_get(st, "conditions"), i, c)
+		CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:00:05Z");
+	json_decref(st);
+	json_decref(pod);
+}
+
+/* The machine's files: the default route's interface and the OS image. */
+static void test_machine_parsers(void)
+{
+	const char *route =
+		"Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n"
+		"eth1\t0011A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\n"
+		"eth0\t00000000\t0100A8C0\t0003\t0\t0\t0\t00000000\n";
+	char iface[32];
+	CHECK(nd_route_default_iface(route, iface, sizeof(iface)));
+	CHECK_STR(iface, "eth0");
+	CHECK(!nd_route_default_iface("Iface\tDestination\n", iface, sizeof(iface)));
+	CHECK(!nd_route_default_iface("", iface, sizeof(iface)));
+	CHECK(!nd_route_default_iface(NULL, iface, sizeof(iface)));
+	/* a default route that is down does not count */
+	CHECK(!nd_route_default_iface("h\neth0\t00000000\t0100A8C0\t0002\n", iface, sizeof(iface)));
+	static const struct {
+		const char *text, *want;
+	} os[] = {
+		{ "NAME=\"Debian\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
+		  "Debian GNU/Linux 12 (bookworm)" },
+		{ "PRETTY_NAME='Alpine Linux v3.19'", "Alpine Linux v3.19" },
+		{ "PRETTY_NAME=Plain\n", "Plain" },
+		{ "NAME=x\n", "Linux" },
+		{ "PRETTY_NAME=\"\"\n", "Linux" },
+		{ "PRETTY_NAME=\"unterminated\n", "unterminated" },
+		{ NULL, "Linux" },
+	};
+	for (size_t i = 0; i < sizeof(os) / sizeof(os[0]); i++) {
+		char out[64];
+		nd_os_release_pretty(os[i].text, out, sizeof(out));
+		CHECK_STR(out, os[i].want);
+	}
+}
+
 int main(void)
 {
 	RUN(test_sha256_vectors);
@@ -295,5 +504,9 @@ int main(void)
 	RUN(test_resize_classify);
 	RUN(test_resize_patch);
 	RUN(test_volume_stats_render);
+	RUN(test_node_resources);
+	RUN(test_node_status_shape);
+	RUN(test_pod_status);
+	RUN(test_machine_parsers);
 	return CHECK_DONE();
 }
