@@ -592,7 +592,7 @@ static void test_sanity_calls(void)
 	Csi__V1__ControllerGetCapabilitiesRequest ccr = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__ControllerGetCapabilitiesResponse *ccresp = NULL;
 	CHECK_INT(csi_controller_get_capabilities(conn, &ccr, &ccresp, T, &st), 0);
-	CHECK(ccresp && ccresp->n_capabilities == 13);
+	CHECK(ccresp && ccresp->n_capabilities == 14);
 	csi_msg_free(ccresp);
 	Csi__V1__NodeGetCapabilitiesRequest ncr = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__NodeGetCapabilitiesResponse *ncresp = NULL;
