@@ -37,7 +37,7 @@ struct cli {
 };
 
 struct verb {
-	const char *service; /* identity, controller, node */
+	const char *service; /* identity, controller, group, node */
 	const char *name;
 	const char *args;    /* positional usage, e.g. "ID NODE" */
 	const char *options; /* space-separated option names it accepts; '*' suffix: repeatable */

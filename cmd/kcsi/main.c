@@ -263,7 +263,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (!known_service) {
-		fprintf(stderr, "kcsi: unknown service %s (identity, controller, node)\n", service);
+		fprintf(stderr, "kcsi: unknown service %s (identity, controller, group, node)\n",
+			service);
 		goto out;
 	}
 	if (!v->service) {

@@ -451,6 +451,88 @@ static int v_modify_volume(struct cli *c)
 	return 0;
 }
 
+/* ---- group controller ---- */
+
+static int v_group_caps(struct cli *c)
+{
+	REQ(GroupControllerGetCapabilities, group_controller_get_capabilities);
+	CALL(GroupController, GroupControllerGetCapabilities, group_controller_get_capabilities);
+	if (!c->json) {
+		struct cli_table *t = cli_table_new(1, "CAPABILITY");
+		for (size_t i = 0; i < resp->n_capabilities; i++)
+			if (resp->capabilities[i]->rpc)
+				cli_table_row(t, enum_name(
+					&csi__v1__group_controller_service_capability__rpc__type__descriptor,
+					resp->capabilities[i]->rpc->type));
+		cli_table_print(t, c->out);
+	}
+	csi_msg_free(resp);
+	return 0;
+}
+
+/* The group's line, then its members in the table of `controller list-snapshots`. */
+static void print_group(struct cli *c, const Csi__V1__VolumeGroupSnapshot *g)
+{
+	if (!g)
+		return;
+	char ts[RFC3339_BUFLEN] = "";
+	if (g->creation_time)
+		rfc3339_format((time_t)g->creation_time->seconds, ts, sizeof(ts));
+	fprintf(c->out, "GROUP_SNAPSHOT_ID   %s\nREADY_TO_USE        %s\nCREATION_TIME       %s\n",
+		g->group_snapshot_id, g->ready_to_use ? "true" : "false", ts);
+	print_snapshots(c, g->snapshots, g->n_snapshots);
+}
+
+/* Positional arguments from index `from` on into repeated string field `field`. */
+static void add_pos_strings(struct cli *c, ProtobufCMessage *m, const char *field, int from)
+{
+	for (int i = from; i < c->npos; i++)
+		csi_repeated_add(c->arena, m, field, (char *)c->pos[i]);
+}
+
+static int v_group_create(struct cli *c)
+{
+	REQ(CreateVolumeGroupSnapshot, create_volume_group_snapshot);
+	req->name = (char *)c->pos[0];
+	add_pos_strings(c, &req->base, "source_volume_ids", 1);
+	if (cli_add_kv_opts(c, &req->base, "param", "parameters", err, sizeof(err)) ||
+	    cli_add_kv_opts(c, &req->base, "secret", "secrets", err, sizeof(err)))
+		FAIL("%s", err);
+	CALL(GroupController, CreateVolumeGroupSnapshot, create_volume_group_snapshot);
+	if (!c->json)
+		print_group(c, resp->group_snapshot);
+	csi_msg_free(resp);
+	return 0;
+}
+
+static int v_group_delete(struct cli *c)
+{
+	REQ(DeleteVolumeGroupSnapshot, delete_volume_group_snapshot);
+	req->group_snapshot_id = (char *)c->pos[0];
+	add_pos_strings(c, &req->base, "snapshot_ids", 1);
+	if (cli_add_kv_opts(c, &req->base, "secret", "secrets", err, sizeof(err)))
+		FAIL("%s", err);
+	CALL(GroupController, DeleteVolumeGroupSnapshot, delete_volume_group_snapshot);
+	if (!c->json)
+		fprintf(c->out, "Deleted group snapshot %s\n", c->pos[0]);
+	csi_msg_free(resp);
+	return 0;
+}
+
+static int v_group_get(struct cli *c)
+{
+	REQ(GetVolumeGroupSnapshot, get_volume_group_snapshot);
+	req->group_snapshot_id = (char *)c->pos[0];
+	add_pos_strings(c, &req->base, "snapshot_ids", 1);
+	if (cli_add_kv_opts(c, &req->base, "secret", "secrets", err, sizeof(err)))
+		FAIL("%s", err);
+	CALL(GroupController, GetVolumeGroupSnapshot, get_volume_group_snapshot);
+	if (!c->json)
+		print_group(c, resp->group_snapshot);
+	csi_msg_free(resp);
+	return 0;
+}
+
 /* ---- node ---- */
 
 static int v_node_info(struct cli *c)
@@ -637,6 +719,15 @@ const struct verb cli_verbs[] = {
 	  v_get_volume },
 	{ "controller", "modify-volume", "ID", "mutable-param* secret*",
 	  "ControllerModifyVolume (alpha in CSI v1.9)", 1, 1, v_modify_volume },
+	{ "group", "capabilities", "", "", "GroupControllerGetCapabilities", 0, 0, v_group_caps },
+	{ "group", "create-snapshot", "NAME VOLUME_ID...", "param* secret*",
+	  "CreateVolumeGroupSnapshot: one snapshot of every volume, taken together", 2, 64,
+	  v_group_create },
+	{ "group", "delete-snapshot", "GROUP_ID [SNAPSHOT_ID...]", "secret*",
+	  "DeleteVolumeGroupSnapshot: the group and its member snapshots", 1, 64,
+	  v_group_delete },
+	{ "group", "get-snapshot", "GROUP_ID [SNAPSHOT_ID...]", "secret*",
+	  "GetVolumeGroupSnapshot", 1, 64, v_group_get },
 	{ "node", "info", "", "", "NodeGetInfo: node ID, volume limit, topology", 0, 0,
 	  v_node_info },
 	{ "node", "capabilities", "", "", "NodeGetCapabilities", 0, 0, v_node_caps },

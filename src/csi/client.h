@@ -143,6 +143,10 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	X(Controller, ControllerExpandVolume, controller_expand_volume) \
 	X(Controller, ControllerGetVolume, controller_get_volume) \
 	X(Controller, ControllerModifyVolume, controller_modify_volume) \
+	X(GroupController, GroupControllerGetCapabilities, group_controller_get_capabilities) \
+	X(GroupController, CreateVolumeGroupSnapshot, create_volume_group_snapshot) \
+	X(GroupController, DeleteVolumeGroupSnapshot, delete_volume_group_snapshot) \
+	X(GroupController, GetVolumeGroupSnapshot, get_volume_group_snapshot) \
 	X(Node, NodeStageVolume, node_stage_volume) \
 	X(Node, NodeUnstageVolume, node_unstage_volume) \
 	X(Node, NodePublishVolume, node_publish_volume) \

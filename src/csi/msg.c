@@ -506,6 +506,7 @@ int csi_code_parse(const char *name)
 const ProtobufCServiceDescriptor *const csi_services[] = {
 	&csi__v1__identity__descriptor,
 	&csi__v1__controller__descriptor,
+	&csi__v1__group_controller__descriptor,
 	&csi__v1__node__descriptor,
 	NULL,
 };

@@ -104,7 +104,7 @@ int csi_code_parse(const char *name);
  * descriptor (input/output message descriptors inside) or NULL when the schema has no such method.
  */
 const ProtobufCMethodDescriptor *csi_method_lookup(const char *path);
-/* All services of the schema, NULL-terminated: Identity, Controller, Node. */
+/* All services of the schema, NULL-terminated: Identity, Controller, GroupController, Node. */
 extern const ProtobufCServiceDescriptor *const csi_services[];
 
 #endif

@@ -116,11 +116,16 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	snprintf(what, sizeof(what), "volume %.200s", req->name);
 	struct capset cs;
 	bool thick;
+	int mthick;
 	if (lp_check_name("CreateVolume", "name", req->name, &st) ||
 	    lp_check_caps(d, what, req->volume_capabilities, req->n_volume_capabilities, &cs, &st) ||
 	    lp_parse_params(what, req->n_parameters, req->parameters, &thick, &st) ||
+	    lp_parse_mutable(what, req->n_mutable_parameters, req->mutable_parameters, &mthick,
+			     &st) ||
 	    check_topology(d, what, req->accessibility_requirements, &st))
 		return lp_fail_call(ctx, &st);
+	if (mthick >= 0) /* the spec: mutable parameters win over parameters */
+		thick = mthick == 1;
 
 	/* the content source must exist; a clone is at least as large as its source */
 	const char *src_kind = "", *src_id = "";

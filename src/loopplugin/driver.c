@@ -65,7 +65,9 @@ void lp_driver_register(struct lp_driver *d, struct csi_server *s)
 	if (d->controller) {
 		lp_register_controller_volumes(d, s);
 		lp_register_controller_publish(d, s);
+		lp_register_controller_modify(d, s);
 		lp_register_snapshots(d, s);
+		lp_register_groups(d, s);
 	}
 	if (d->node) {
 		lp_register_node_stage(d, s);

@@ -48,7 +48,9 @@ struct capset {
 void lp_register_identity(struct lp_driver *d, struct csi_server *s);
 void lp_register_controller_volumes(struct lp_driver *d, struct csi_server *s);
 void lp_register_controller_publish(struct lp_driver *d, struct csi_server *s);
+void lp_register_controller_modify(struct lp_driver *d, struct csi_server *s);
 void lp_register_snapshots(struct lp_driver *d, struct csi_server *s);
+void lp_register_groups(struct lp_driver *d, struct csi_server *s);
 void lp_register_node_stage(struct lp_driver *d, struct csi_server *s);
 void lp_register_node_publish(struct lp_driver *d, struct csi_server *s);
 void lp_register_node(struct lp_driver *d, struct csi_server *s);
@@ -98,6 +100,14 @@ int lp_parse_params(const char *what, size_t n,
 		    struct lp_status *st);
 
 /*
+ * Mutable parameters (controller_modify.c), given to CreateVolume or ControllerModifyVolume as a
+ * map<string,string> (n, entries): type=thin|thick, nothing else. *thick is 1 or 0, or -1 when
+ * the map does not name the type. INVALID_ARGUMENT for any other key or value.
+ */
+int lp_parse_mutable(const char *what, size_t n, void *entries, int *thick,
+		     struct lp_status *st);
+
+/*
  * Pagination tokens name the last entry returned ("<created_ns>:<id>"), not an index, so a
  * page boundary survives volumes (snapshots) being created or deleted between calls.
  */
@@ -139,6 +149,18 @@ int lp_target_is_volumes(const char *path, const char *dev);
 /* NOT_FOUND unless the pool knows the volume; a symlinked path is refused, never followed. */
 int lp_check_node_target(struct csi_call_ctx *ctx, struct lp_driver *d, const char *id,
 			 const char *path, const char *field);
+
+/* ---- snapshots (snapshots.c) ---- */
+
+/*
+ * When this process serves the node too and the volume's image is mounted here, freezes that
+ * filesystem (recorded under key first, see pool.h) and returns the mount point (malloc'd),
+ * else NULL. lp_thaw_volume() undoes it and frees mp; both accept what the other was given.
+ */
+char *lp_freeze_volume(struct lp_driver *d, const char *img, const char *key);
+void lp_thaw_volume(struct lp_driver *d, char *mp, const char *key);
+/* A snapshot as CreateSnapshot, ListSnapshots and the group RPCs answer it. */
+Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, const struct lp_snapshot *s);
 
 /* ---- message pieces (checks.c) ---- */
 

@@ -31,9 +31,12 @@ static int get_plugin_capabilities(struct csi_call_ctx *ctx, const ProtobufCMess
 	(void)req;
 	struct lp_driver *d = arg;
 	struct csi_arena *a = csi_ctx_arena(ctx);
-	if (d->controller)
+	if (d->controller) {
 		add_plugin_service(a, resp,
 				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
+		add_plugin_service(a, resp,
+				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
+	}
 	add_plugin_service(a, resp,
 			   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);
 	Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);

@@ -49,6 +49,16 @@ static char *id_for(const char *prefix, const char *name)
 
 char *lp_volume_id_for_name(const char *name) { return id_for("lv-", name); }
 char *lp_snapshot_id_for_name(const char *name) { return id_for("ls-", name); }
+char *lp_group_id_for_name(const char *name) { return id_for("lg-", name); }
+
+char *lp_group_member_id(const char *gid, const char *vid)
+{
+	struct strbuf key = STRBUF_INIT;
+	strbuf_addf(&key, "\001%s/%s", gid, vid);
+	char *id = id_for("ls-", key.buf);
+	strbuf_release(&key);
+	return id;
+}
 
 bool lp_id_valid(const char *id)
 {
@@ -78,6 +88,10 @@ struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st)
 	}
 	if (!err) {
 		snprintf(sub, sizeof(sub), "%s/nodes", dir);
+		err = lp_mkdir_p(sub);
+	}
+	if (!err) {
+		snprintf(sub, sizeof(sub), "%s/groups", dir);
 		err = lp_mkdir_p(sub);
 	}
 	char *real = err ? NULL : realpath(dir, NULL);
@@ -166,6 +180,8 @@ int lp_pool_recover(struct lp_pool *p, struct lp_status *st)
 	snprintf(dir, sizeof(dir), "%s/snapshots", p->dir);
 	n += sweep(dir);
 	snprintf(dir, sizeof(dir), "%s/nodes", p->dir);
+	n += sweep(dir);
+	snprintf(dir, sizeof(dir), "%s/groups", p->dir);
 	n += sweep(dir);
 	n += lp_pool_reconcile_names(p);
 	lp_pool_unlock(p);

@@ -7,7 +7,8 @@
  *     volumes/<id>.json     its metadata: name, size, access type, source, attachments
  *     volumes/<id>.formatting  present while a node formats the volume (see below)
  *     snapshots/<id>.img    a snapshot: a copy of a volume's image at one moment
- *     snapshots/<id>.json   its metadata: name, source volume, size, creation time
+ *     snapshots/<id>.json   its metadata: name, source volume, size, creation time, group
+ *     groups/<id>.json      a group snapshot: name, creation time, member snapshots and volumes
  *     nodes/<node>.json     a node service that has started on this pool (its zone)
  *     attachments/<node>/<device>  a device name in use on a node; holds the volume ID
  *     .lock                 flock()ed around changes that must see every volume at once
@@ -43,6 +44,7 @@
  *     pool_volumes.c    volumes: metadata, create, delete, grow, formatting mark, list
  *     pool_attach.c     attachments: per-node device names, attach, detach, reconciliation
  *     pool_snapshots.c  snapshots: image copy and metadata
+ *     pool_groups.c     group snapshots: the metadata that binds member snapshots together
  *     pool_records.c    node records: staged/ and frozen/
  */
 #ifndef KCSI_LOOPPLUGIN_POOL_H
@@ -85,6 +87,20 @@ struct lp_snapshot {
 	char *source_volume;
 	int64_t size;
 	int64_t created_ns;
+	char *group;          /* the group snapshot it is a member of; "" when none */
+};
+
+/*
+ * A group snapshot: member snapshot snaps[i] is the copy of volume vols[i], all taken while
+ * every member's filesystem was frozen. Strings owned by the struct (lp_group_free).
+ */
+struct lp_group {
+	char *id;
+	char *name;
+	int64_t created_ns;
+	char **snaps;
+	char **vols;
+	size_t n;
 };
 
 /* Life cycle. lp_pool_open() creates the folder layout if needed. */
@@ -113,6 +129,12 @@ bool lp_pool_node_exists(struct lp_pool *p, const char *node);
 /* IDs. The results are malloc'd. */
 char *lp_volume_id_for_name(const char *name);
 char *lp_snapshot_id_for_name(const char *name);
+char *lp_group_id_for_name(const char *name);
+/*
+ * The ID of group gid's member snapshot of volume vid. Derived from a string with a control
+ * character in it, which no CO-given snapshot name may hold, so it never collides with one.
+ */
+char *lp_group_member_id(const char *gid, const char *vid);
 /* True when id has the shape of an ID this driver hands out (no '/', not "..", short). */
 bool lp_id_valid(const char *id);
 /* The absolute path of a volume's image (malloc'd). */
@@ -139,6 +161,13 @@ int lp_volume_delete(struct lp_pool *p, const char *id, struct lp_status *st);
 /* Grows the image to new_size (never shrinks) and records it. */
 int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
 		   struct lp_status *st);
+/*
+ * Changes the volume's type and records it. Thin to thick allocates the whole image now
+ * (RESOURCE_EXHAUSTED when the pool has no room); thick to thin frees nothing (punching holes
+ * under a filesystem in use could race a write) and only makes later growth sparse.
+ */
+int lp_volume_set_thick(struct lp_pool *p, struct lp_volume *v, bool thick,
+			struct lp_status *st);
 /*
  * All volume IDs in creation order (then by ID); *ids is a malloc'd array of malloc'd strings,
  * and *created (if not NULL) the matching creation times.
@@ -179,6 +208,19 @@ int lp_snapshot_delete(struct lp_pool *p, const char *id, struct lp_status *st);
 void lp_snapshot_free(struct lp_snapshot *s);
 int lp_snapshot_list(struct lp_pool *p, char ***ids, int64_t **created, size_t *n,
 		     struct lp_status *st);
+
+/*
+ * Group snapshots. The member snapshots are made first (their metadata names the group) and
+ * the group's metadata last: it is the commit point. Member snapshots whose group has no
+ * metadata are leftovers of a creation that did not finish; a retry removes and retakes them.
+ * Deleting removes the members first and the group's metadata last, so a deletion cut short
+ * is finished by the next.
+ */
+int lp_group_load(struct lp_pool *p, const char *id, struct lp_group **out, struct lp_status *st);
+int lp_group_save(struct lp_pool *p, const struct lp_group *g, struct lp_status *st);
+/* Removes the group's metadata only; OK when there is none. */
+int lp_group_delete(struct lp_pool *p, const char *id, struct lp_status *st);
+void lp_group_free(struct lp_group *g);
 
 /*
  * Node records. What a node service has done to its own system, written where the controller

@@ -17,6 +17,7 @@ void lp_snapshot_free(struct lp_snapshot *s)
 	free(s->id);
 	free(s->name);
 	free(s->source_volume);
+	free(s->group);
 	free(s);
 }
 
@@ -39,6 +40,7 @@ int lp_snapshot_load(struct lp_pool *p, const char *id, struct lp_snapshot **out
 	s->id = lp_jstr(j, "id");
 	s->name = lp_jstr(j, "name");
 	s->source_volume = lp_jstr(j, "source_volume");
+	s->group = lp_jstr(j, "group");
 	s->size = lp_jint(j, "size");
 	s->created_ns = lp_jint(j, "created_ns");
 	json_decref(j);
@@ -57,9 +59,9 @@ int lp_snapshot_create(struct lp_pool *p, const struct lp_snapshot *s, const cha
 		return lp_fail(st, lp_code_for_errno(err), "snapshot %s (%s) of volume %s: %s", s->id,
 			       s->name, s->source_volume, strerror(err));
 	char *path = lp_pool_path(p, "snapshots", s->id, ".json");
-	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", s->id, "name", s->name,
-			      "source_volume", s->source_volume, "size", (json_int_t)s->size,
-			      "created_ns", (json_int_t)s->created_ns);
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "id", s->id, "name", s->name,
+			      "source_volume", s->source_volume, "group", s->group ? s->group : "",
+			      "size", (json_int_t)s->size, "created_ns", (json_int_t)s->created_ns);
 	err = lp_save_json(path, j);
 	json_decref(j);
 	free(path);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/xalloc.h"
@@ -200,6 +201,44 @@ int lp_volume_grow(struct lp_pool *p, struct lp_volume *v, int64_t new_size,
 	int r = lp_volume_save(p, v, st);
 	if (r)
 		v->size = old;
+	return r;
+}
+
+/* Allocates the whole image: 0 or an errno (ENOSPC before trying when the pool lacks room). */
+static int allocate_image(struct lp_pool *p, const struct lp_volume *v)
+{
+	char *img = lp_volume_image(p, v->id);
+	int fd = open(img, O_RDWR | O_CLOEXEC);
+	free(img);
+	if (fd < 0)
+		return errno;
+	struct stat sb;
+	int err = 0;
+	if (fstat(fd, &sb) < 0)
+		err = errno;
+	else if (v->size - (int64_t)sb.st_blocks * 512 > lp_pool_free_bytes(p))
+		err = ENOSPC;
+	else
+		err = posix_fallocate(fd, 0, v->size);
+	if (!err && fsync(fd) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+int lp_volume_set_thick(struct lp_pool *p, struct lp_volume *v, bool thick,
+			struct lp_status *st)
+{
+	if (thick == v->thick)
+		return 0;
+	int err = thick ? allocate_image(p, v) : 0;
+	if (err)
+		return lp_fail(st, lp_code_for_errno(err), "volume %s: allocate %lld bytes: %s",
+			       v->id, (long long)v->size, strerror(err));
+	v->thick = thick;
+	int r = lp_volume_save(p, v, st);
+	if (r)
+		v->thick = !thick;
 	return r;
 }
 

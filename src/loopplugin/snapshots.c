@@ -19,7 +19,7 @@
 #include "loopplugin/loopdev.h"
 #include "loopplugin/mount.h"
 
-static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snapshot *s)
+Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, const struct lp_snapshot *s)
 {
 	Csi__V1__Snapshot *m = csi_msg_new(a, &csi__v1__snapshot__descriptor);
 	m->snapshot_id = csi_arena_strdup(a, s->id);
@@ -29,6 +29,7 @@ static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snap
 	m->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
 	m->creation_time->seconds = s->created_ns / NSEC_PER_SEC;
 	m->creation_time->nanos = (int32_t)(s->created_ns % NSEC_PER_SEC);
+	m->group_snapshot_id = csi_arena_strdup(a, s->group ? s->group : "");
 	return m;
 }
 
@@ -36,16 +37,19 @@ static Csi__V1__Snapshot *snapshot_msg(struct csi_arena *a, const struct lp_snap
  * When the volume is mounted on this host (mode all), freezes its filesystem so the snapshot is
  * a clean copy rather than a crash-consistent one. Returns the frozen mount point (malloc'd) or
  * NULL. A controller-only driver never touches mounts and takes crash-consistent copies.
- * The freeze is recorded (durably) before FIFREEZE and the record dropped by thaw_volume()
+ * The freeze is recorded (durably) before FIFREEZE and the record dropped by lp_thaw_volume()
  * after FITHAW, so that a plugin killed in between thaws it at its next start (recover_node).
+ * (driver_int.h: the group snapshots of groups.c freeze every member this way.)
  */
-static char *freeze_volume(struct lp_driver *d, const char *img, const char *snap)
+char *lp_freeze_volume(struct lp_driver *d, const char *img, const char *snap)
 {
 	char *dev = NULL, *mp = NULL;
 	unsigned ma, mi;
 	struct lp_mount m;
 	struct stat sb;
 	struct lp_status st;
+	if (!d->node)
+		return NULL;
 	if (lp_loop_find(img, &dev) == 1 && lp_blockdev_numbers(dev, &ma, &mi) == 0 &&
 	    lp_mount_find_dev(ma, mi, &m) == 1) {
 		if (stat(m.target, &sb) < 0) {
@@ -70,7 +74,7 @@ static char *freeze_volume(struct lp_driver *d, const char *img, const char *sna
 	return mp;
 }
 
-static void thaw_volume(struct lp_driver *d, char *mp, const char *snap)
+void lp_thaw_volume(struct lp_driver *d, char *mp, const char *snap)
 {
 	if (!mp)
 		return;
@@ -171,12 +175,13 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 		s->id = xstrdup(id);
 		s->name = xstrdup(req->name);
 		s->source_volume = xstrdup(v->id);
+		s->group = xstrdup("");
 		s->size = v->size;
 		s->created_ns = wall_now_ns();
 		char *img = lp_volume_image(d->pool, v->id);
-		char *frozen = d->node ? freeze_volume(d, img, id) : NULL;
+		char *frozen = lp_freeze_volume(d, img, id);
 		int r = lp_snapshot_create(d->pool, s, img, &st);
-		thaw_volume(d, frozen, id);
+		lp_thaw_volume(d, frozen, id);
 		if (r)
 			ret = lp_fail_call(ctx, &st);
 		else
@@ -186,7 +191,7 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 	}
 	if (!ret)
 		((Csi__V1__CreateSnapshotResponse *)resp)->snapshot =
-			snapshot_msg(csi_ctx_arena(ctx), s);
+			lp_csi_snapshot(csi_ctx_arena(ctx), s);
 	lp_snapshot_free(s);
 	lp_volume_free(v);
 	lp_inflight_end(d->inflight, key);
@@ -211,8 +216,20 @@ static int delete_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 				     req->snapshot_id);
 	struct lp_status st;
 	int ret = 0;
-	if (lp_snapshot_delete(d->pool, req->snapshot_id, &st))
+	struct lp_snapshot *s = NULL;
+	struct lp_group *g = NULL;
+	/* a member goes with its group (DeleteVolumeGroupSnapshot); a leftover of an unfinished
+	 * group creation, whose group has no metadata, may go alone */
+	if (lp_snapshot_load(d->pool, req->snapshot_id, &s, NULL) == 0 && !lp_empty(s->group) &&
+	    lp_group_load(d->pool, s->group, &g, NULL) == 0)
+		ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				    "snapshot %s is a member of group snapshot %s (%s): delete the "
+				    "group snapshot instead",
+				    req->snapshot_id, g->id, g->name);
+	else if (lp_snapshot_delete(d->pool, req->snapshot_id, &st))
 		ret = lp_fail_call(ctx, &st);
+	lp_group_free(g);
+	lp_snapshot_free(s);
 	lp_inflight_end(d->inflight, key);
 	return ret;
 }
@@ -261,7 +278,7 @@ static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 		last = i;
 		Csi__V1__ListSnapshotsResponse__Entry *e =
 			csi_msg_new(a, &csi__v1__list_snapshots_response__entry__descriptor);
-		e->snapshot = snapshot_msg(a, s);
+		e->snapshot = lp_csi_snapshot(a, s);
 		csi_repeated_add(a, resp, "entries", e);
 		count++;
 		lp_snapshot_free(s);

@@ -23,6 +23,8 @@
  *   --capacity-file FILE, when it exists, overrides --capacity and is read again on every call,
  *   so a test changes the driver's capacity at run time (a quantity such as "5Gi" or "0"; "fail"
  *   makes GetCapacity answer UNAVAILABLE).
+ * Group snapshots (GroupController) are in memory too: "group-<name>" holds one member snapshot
+ *   "group-<name>-<volume>" per source volume, which ListSnapshots shows with its group.
  * --node-id and --zone are NodeGetInfo's node ID and topology.kcsi.dev/zone value ("test-node",
  *   "z1"); the zone is also the topology of volumes created without accessibility requirements.
  */
@@ -54,6 +56,7 @@ struct vol {
 struct snap {
 	struct snap *next;
 	char *id, *source;
+	char *group; /* "" unless a member of a group snapshot */
 	int64_t bytes;
 	int64_t created;
 };
@@ -151,8 +154,8 @@ H(GetPluginCapabilities)
 {
 	PRO();
 	struct csi_arena *a = csi_ctx_arena(ctx);
-	int svc[] = { 1, 2 };
-	for (int i = 0; i < 2; i++) {
+	int svc[] = { 1, 2, 3 };
+	for (int i = 0; i < 3; i++) {
 		if (svc[i] == 1 && no_controller_service)
 			continue;
 		Csi__V1__PluginCapability *c = csi_msg_new(a, &csi__v1__plugin_capability__descriptor);
@@ -419,6 +422,7 @@ H(CreateSnapshot)
 		s = xcalloc(1, sizeof(*s));
 		s->id = xstrdup(id);
 		s->source = xstrdup(q->source_volume_id);
+		s->group = xstrdup("");
 		struct vol *v = find_vol(q->source_volume_id);
 		s->bytes = v ? v->bytes : GiB;
 		s->created = (int64_t)time(NULL);
@@ -448,6 +452,7 @@ H(DeleteSnapshot)
 			*p = s->next;
 			free(s->id);
 			free(s->source);
+			free(s->group);
 			free(s);
 			break;
 		}
@@ -476,6 +481,7 @@ H(ListSnapshots)
 		e->snapshot->ready_to_use = 1;
 		e->snapshot->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
 		e->snapshot->creation_time->seconds = s->created;
+		e->snapshot->group_snapshot_id = csi_arena_strdup(a, s->group);
 		csi_repeated_add(a, rs, "entries", e);
 	}
 	pthread_mutex_unlock(&lock);
@@ -525,6 +531,109 @@ H(ControllerGetVolume)
 	}
 	pthread_mutex_unlock(&lock);
 	return v ? 0 : csi_ctx_error(ctx, 5, "volume %s not found", q->volume_id);
+}
+
+H(GroupControllerGetCapabilities)
+{
+	PRO();
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	Csi__V1__GroupControllerServiceCapability *c =
+		csi_msg_new(a, &csi__v1__group_controller_service_capability__descriptor);
+	c->type_case = CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;
+	c->rpc = csi_msg_new(a, &csi__v1__group_controller_service_capability__rpc__descriptor);
+	c->rpc->type =
+		CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT;
+	csi_repeated_add(a, rs, "capabilities", c);
+	return 0;
+}
+
+/* The group's members, as a message; NULL when the group has none (lock held). */
+static Csi__V1__VolumeGroupSnapshot *group_msg(struct csi_arena *a, const char *gid)
+{
+	Csi__V1__VolumeGroupSnapshot *g = NULL;
+	for (struct snap *s = snaps; s; s = s->next) {
+		if (strcmp(s->group, gid) != 0)
+			continue;
+		if (!g) {
+			g = csi_msg_new(a, &csi__v1__volume_group_snapshot__descriptor);
+			g->group_snapshot_id = csi_arena_strdup(a, gid);
+			g->ready_to_use = 1;
+			g->creation_time = csi_msg_new(a, &google__protobuf__timestamp__descriptor);
+			g->creation_time->seconds = s->created;
+		}
+		Csi__V1__Snapshot *m = csi_msg_new(a, &csi__v1__snapshot__descriptor);
+		m->snapshot_id = csi_arena_strdup(a, s->id);
+		m->source_volume_id = csi_arena_strdup(a, s->source);
+		m->size_bytes = s->bytes;
+		m->ready_to_use = 1;
+		m->group_snapshot_id = g->group_snapshot_id;
+		m->creation_time = g->creation_time;
+		csi_repeated_add(a, &g->base, "snapshots", m);
+	}
+	return g;
+}
+
+H(CreateVolumeGroupSnapshot)
+{
+	PRO();
+	const Csi__V1__CreateVolumeGroupSnapshotRequest *q = (const void *)rq;
+	Csi__V1__CreateVolumeGroupSnapshotResponse *r = (void *)rs;
+	struct csi_arena *a = csi_ctx_arena(ctx);
+	if (!q->name[0] || !q->n_source_volume_ids)
+		return csi_ctx_error(ctx, 3, "name and source_volume_ids are required");
+	char *gid = csi_arena_printf(a, "group-%s", q->name);
+	pthread_mutex_lock(&lock);
+	if (!(r->group_snapshot = group_msg(a, gid))) {
+		time_t now = time(NULL);
+		for (size_t i = 0; i < q->n_source_volume_ids; i++) {
+			struct snap *s = xcalloc(1, sizeof(*s));
+			s->id = xstrdup(csi_arena_printf(a, "%s-%s", gid, q->source_volume_ids[i]));
+			s->source = xstrdup(q->source_volume_ids[i]);
+			s->group = xstrdup(gid);
+			struct vol *v = find_vol(s->source);
+			s->bytes = v ? v->bytes : GiB;
+			s->created = (int64_t)now;
+			s->next = snaps;
+			snaps = s;
+		}
+		r->group_snapshot = group_msg(a, gid);
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(DeleteVolumeGroupSnapshot)
+{
+	PRO();
+	(void)rs;
+	const Csi__V1__DeleteVolumeGroupSnapshotRequest *q = (const void *)rq;
+	pthread_mutex_lock(&lock);
+	for (struct snap **p = &snaps; *p;) {
+		struct snap *s = *p;
+		if (strcmp(s->group, q->group_snapshot_id) != 0) {
+			p = &s->next;
+			continue;
+		}
+		*p = s->next;
+		free(s->id);
+		free(s->source);
+		free(s->group);
+		free(s);
+	}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+H(GetVolumeGroupSnapshot)
+{
+	PRO();
+	const Csi__V1__GetVolumeGroupSnapshotRequest *q = (const void *)rq;
+	Csi__V1__GetVolumeGroupSnapshotResponse *r = (void *)rs;
+	pthread_mutex_lock(&lock);
+	r->group_snapshot = group_msg(csi_ctx_arena(ctx), q->group_snapshot_id);
+	pthread_mutex_unlock(&lock);
+	return r->group_snapshot ? 0 : csi_ctx_error(ctx, 5, "group snapshot %s not found",
+						     q->group_snapshot_id);
 }
 
 /* Node operations only record the request. */
@@ -655,6 +764,10 @@ int main(int argc, char **argv)
 	REG(Controller, ControllerExpandVolume, ControllerExpandVolume);
 	REG(Controller, ControllerGetVolume, ControllerGetVolume);
 	REG(Controller, ControllerModifyVolume, NodeOk);
+	REG(GroupController, GroupControllerGetCapabilities, GroupControllerGetCapabilities);
+	REG(GroupController, CreateVolumeGroupSnapshot, CreateVolumeGroupSnapshot);
+	REG(GroupController, DeleteVolumeGroupSnapshot, DeleteVolumeGroupSnapshot);
+	REG(GroupController, GetVolumeGroupSnapshot, GetVolumeGroupSnapshot);
 	REG(Node, NodeStageVolume, NodeOk);
 	REG(Node, NodeUnstageVolume, NodeOk);
 	REG(Node, NodePublishVolume, NodeOk);
@@ -693,6 +806,7 @@ int main(int argc, char **argv)
 		snaps = sn->next;
 		free(sn->id);
 		free(sn->source);
+		free(sn->group);
 		free(sn);
 	}
 	pthread_mutex_unlock(&lock);

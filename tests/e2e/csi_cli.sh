@@ -119,6 +119,26 @@ expect_rc 0 "unpublish" -- K controller unpublish vol-pvc-1 node-1
 expect_rc 0 "delete-volume" -- K controller delete-volume vol-pvc-2 --secret k=v
 grep -q "Deleted volume vol-pvc-2" "$TMP/out" || fail "delete output"
 
+# group controller
+expect_rc 0 "group capabilities" -- K group capabilities
+grep -q "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT" "$TMP/out" || fail "group capabilities table"
+grep -q "GROUP_CONTROLLER_SERVICE" <(K identity capabilities) || fail "identity lacks GROUP_CONTROLLER_SERVICE"
+expect_rc 0 "group create-snapshot" -- K -o json group create-snapshot g1 vol-a vol-b --param p=q --secret k=planted-cli-s3cret
+jq_ok <(last_request CreateVolumeGroupSnapshot) "d['name']=='g1' and d['source_volume_ids']==['vol-a','vol-b'] and d['parameters']=={'p':'q'}" ||
+	fail "group create-snapshot request"
+jq_ok "$TMP/out" "d['group_snapshot']['group_snapshot_id']=='group-g1' and d['group_snapshot']['ready_to_use'] and sorted(s['source_volume_id'] for s in d['group_snapshot']['snapshots'])==['vol-a','vol-b'] and all(s['group_snapshot_id']=='group-g1' for s in d['group_snapshot']['snapshots'])" ||
+	fail "group create-snapshot json"
+expect_rc 0 "group get-snapshot" -- K group get-snapshot group-g1 group-g1-vol-a group-g1-vol-b
+grep -q "GROUP_SNAPSHOT_ID *group-g1" "$TMP/out" && grep -q "group-g1-vol-b" "$TMP/out" || fail "group get-snapshot table"
+jq_ok <(last_request GetVolumeGroupSnapshot) "d['snapshot_ids']==['group-g1-vol-a','group-g1-vol-b']" ||
+	fail "group get-snapshot request"
+expect_rc 0 "group delete-snapshot" -- K -v 5 group delete-snapshot group-g1 group-g1-vol-a group-g1-vol-b --secret k=planted-cli-s3cret
+grep -q "Deleted group snapshot group-g1" "$TMP/out" || fail "group delete-snapshot output"
+grep -q "DeleteVolumeGroupSnapshot" "$TMP/err" || fail "kcsi -v 5 did not log the group call"
+if grep -q "planted-cli-s3cret" "$TMP/err"; then fail "group secret logged by kcsi -v 5"; fi
+expect_rc 15 "group get-snapshot after delete -> NOT_FOUND" -- K group get-snapshot group-g1
+expect_rc 2 "group create-snapshot without volumes" -- K group create-snapshot g2
+
 # node
 expect_rc 14 "node info past --timeout -> DEADLINE_EXCEEDED" -- K --timeout 300ms node info
 grep -q "^DEADLINE_EXCEEDED" "$TMP/err" || fail "deadline message"
@@ -141,7 +161,7 @@ expect_rc 0 "unstage" -- K node unstage vol-pvc-1 /staging
 
 # usage, help, connection
 expect_rc 0 "kcsi --help" -- "$BIN/kcsi" --help
-for v in "identity info" "controller create-volume" "controller list-snapshots" "node expand"; do
+for v in "identity info" "controller create-volume" "controller list-snapshots" "group create-snapshot" "node expand"; do
 	grep -q "kcsi $v" "$TMP/out" || fail "--help lacks $v"
 done
 expect_rc 0 "kcsi controller --help" -- "$BIN/kcsi" controller --help

@@ -1,6 +1,7 @@
 #!/bin/bash
 # kcsi-loopplugin end to end through the kcsi CLI: a running plugin, real loop devices, mkfs and
 # mounts. Mount volumes (ext4, and xfs for online growth), block volumes, snapshots and restore,
+# group snapshots of two written volumes and their restore, ControllerModifyVolume,
 # the attach limit, error codes as kcsi exit codes (10 + gRPC code), kill -9 and restart.
 # Every step checks that nothing is left behind: losetup -a and /proc/self/mountinfo.
 set -euo pipefail
@@ -121,6 +122,60 @@ for v in "$ID" "$A2"; do k controller unpublish "$v" node-1 >/dev/null; done
 for v in "$ID" "$RID" "$A2"; do k controller delete-volume "$v" >/dev/null; done
 k controller delete-volume "$ID" >/dev/null
 k controller delete-snapshot "$SNAP" >/dev/null
+check_clean
+
+echo "== group snapshot of two written volumes, both restored, group deleted"
+G1=$(k -o json controller create-volume pvc-g1 --cap-bytes 64Mi --cap "$MNT" | json volume.volume_id)
+G2=$(k -o json controller create-volume pvc-g2 --cap-bytes 64Mi --cap "$MNT" | json volume.volume_id)
+for v in "$G1" "$G2"; do
+	k controller publish "$v" node-1 --cap "$MNT" >/dev/null
+	mkdir -p "$D/gstage-$v"
+	k node stage "$v" "$D/gstage-$v" --cap "$MNT" >/dev/null
+	k node publish "$v" "$D/pods/$v" --staging "$D/gstage-$v" --cap "$MNT" >/dev/null
+	echo "written to $v" >"$D/pods/$v/data.txt"
+done
+GRP=$(k -o json group create-snapshot grp-e2e "$G1" "$G2" | json group_snapshot.group_snapshot_id)
+[ "$(k -o json group create-snapshot grp-e2e "$G2" "$G1" | json group_snapshot.group_snapshot_id)" = "$GRP" ] \
+	|| fail "CreateVolumeGroupSnapshot is not idempotent"
+expect_exit 16 group create-snapshot grp-e2e "$G1"                  # ALREADY_EXISTS
+k -o json group get-snapshot "$GRP" >"$D/group.json"
+member() { python3 -c 'import json,sys
+g=json.load(open(sys.argv[1]))["group_snapshot"]
+print([s["snapshot_id"] for s in g["snapshots"] if s["source_volume_id"]==sys.argv[2]][0])' "$D/group.json" "$1"; }
+S1=$(member "$G1"); S2=$(member "$G2")
+[ "$(k -o json controller list-snapshots --snapshot-id "$S1" | json entries.0.snapshot.group_snapshot_id)" = "$GRP" ] \
+	|| fail "ListSnapshots does not show the member's group"
+expect_exit 19 controller delete-snapshot "$S1"                     # a member goes with its group
+! grep -q "Snapshot without freezing" "$D/plugin.log" || fail "a member was not frozen"
+for v in "$G1" "$G2"; do
+	k node unpublish "$v" "$D/pods/$v" >/dev/null
+	k node unstage "$v" "$D/gstage-$v" >/dev/null
+	k controller unpublish "$v" node-1 >/dev/null
+done
+for pair in "$S1:$G1" "$S2:$G2"; do
+	s=${pair%%:*} src=${pair#*:}
+	R=$(k -o json controller create-volume "pvc-from-$s" --from-snapshot "$s" --cap "$MNT" | json volume.volume_id)
+	k controller publish "$R" node-1 --cap "$MNT" >/dev/null
+	k node stage "$R" "$D/staging" --cap "$MNT" >/dev/null
+	k node publish "$R" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
+	grep -qx "written to $src" "$D/pods/vol/data.txt" || fail "restored member $s lacks $src's data"
+	k node unpublish "$R" "$D/pods/vol" >/dev/null
+	k node unstage "$R" "$D/staging" >/dev/null
+	k controller unpublish "$R" node-1 >/dev/null
+	k controller delete-volume "$R" >/dev/null
+done
+expect_exit 19 group delete-snapshot "$GRP" "$S1"                    # not the group's members
+k group delete-snapshot "$GRP" "$S1" "$S2" >/dev/null
+k group delete-snapshot "$GRP" >/dev/null
+expect_exit 15 group get-snapshot "$GRP"                            # NOT_FOUND
+echo "== ControllerModifyVolume: type=thick allocates the image"
+k controller modify-volume "$G1" --mutable-param type=thick >/dev/null
+[ "$(du -B1 "$D/pool/volumes/$G1.img" | cut -f1)" -ge $((64 * 1024 * 1024)) ] || fail "not allocated"
+expect_exit 13 controller modify-volume "$G1" --mutable-param iops=100  # INVALID_ARGUMENT
+expect_exit 15 controller modify-volume lv-missing --mutable-param type=thick  # NOT_FOUND
+for v in "$G1" "$G2"; do k controller delete-volume "$v" >/dev/null; rmdir "$D/gstage-$v"; done
+left=$(find "$D/pool/groups" "$D/pool/snapshots" -type f)
+[ -z "$left" ] || fail "group files left: $left"
 check_clean
 
 echo "== xfs: online expansion"

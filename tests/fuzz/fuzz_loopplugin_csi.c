@@ -9,9 +9,10 @@
  * create, snapshot, publish, list and delete, and replaying it gives the same answers.
  *
  * Which handlers run, and why none touches the system (the fuzzer runs as root):
- *   - Identity and every Controller method run on a controller-mode driver (no loop device,
- *     mount or freeze in that mode) whose pool lives in a private temporary folder; volumes are
- *     at most 16 MiB (--max-volume-size), so a thick volume or a snapshot copy stays small.
+ *   - Identity, every Controller and every GroupController method run on a controller-mode
+ *     driver (no loop device, mount or freeze in that mode) whose pool lives in a private
+ *     temporary folder; volumes are at most 16 MiB (--max-volume-size), so a thick volume or a
+ *     snapshot copy stays small.
  *     The pool records node "node-1", so ControllerPublishVolume can succeed.
  *   - Every Node method runs on a node-mode driver over a second, separate pool in which no
  *     volume ever exists: each Node call ends in its request checks (INVALID_ARGUMENT,
@@ -68,6 +69,12 @@ static const struct method {
 	{ "/csi.v1.Node/NodeExpandVolume", true },
 	{ "/csi.v1.Node/NodeGetInfo", true },
 	{ "/csi.v1.Node/NodeGetCapabilities", true },
+	/* appended, so that the selector bytes of older inputs keep their meaning */
+	{ "/csi.v1.Controller/ControllerModifyVolume", false },
+	{ "/csi.v1.GroupController/GroupControllerGetCapabilities", false },
+	{ "/csi.v1.GroupController/CreateVolumeGroupSnapshot", false },
+	{ "/csi.v1.GroupController/DeleteVolumeGroupSnapshot", false },
+	{ "/csi.v1.GroupController/GetVolumeGroupSnapshot", false },
 };
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))
 

@@ -110,8 +110,9 @@ static void test_every_secret_field_stripped(void)
 		}
 	}
 	/* Create/Delete/Publish/Unpublish/Validate/Modify/CreateSnap/DeleteSnap/ListSnap/
-	 * ControllerExpand/NodeStage/NodePublish/NodeExpand. */
-	CHECK_INT(secret_fields, 13);
+	 * ControllerExpand/CreateGroupSnap/DeleteGroupSnap/GetGroupSnap/NodeStage/NodePublish/
+	 * NodeExpand. */
+	CHECK_INT(secret_fields, 16);
 }
 
 static void test_codes(void)
@@ -147,7 +148,7 @@ static void test_method_lookup(void)
 	int n = 0;
 	for (const ProtobufCServiceDescriptor *const *s = csi_services; *s; s++)
 		n += (int)(*s)->n_methods;
-	CHECK_INT(n, 3 + 14 + 8);
+	CHECK_INT(n, 3 + 14 + 4 + 8);
 }
 
 /*

@@ -355,7 +355,7 @@ static void test_loop_fs_lifecycle(void)
 	CHECK_INT(lp_loop_find(img, &found), 0);
 
 	/* snapshot: a copy of the image; a new volume from it has the data */
-	struct lp_snapshot s = { lp_snapshot_id_for_name("snap1"), "snap1", v->id, v->size, 5 };
+	struct lp_snapshot s = { lp_snapshot_id_for_name("snap1"), "snap1", v->id, v->size, 5, "" };
 	char *simg = lp_snapshot_image(pool, s.id);
 	CHECK_INT(lp_snapshot_create(pool, &s, img, &st), 0);
 	struct lp_snapshot *sb;

@@ -592,7 +592,7 @@ static void test_sanity_calls(void)
 	Csi__V1__ControllerGetCapabilitiesRequest ccr = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__ControllerGetCapabilitiesResponse *ccresp = NULL;
 	CHECK_INT(csi_controller_get_capabilities(conn, &ccr, &ccresp, T, &st), 0);
-	CHECK(ccresp && ccresp->n_capabilities == 13);
+	CHECK(ccresp && ccresp->n_capabilities == 14);
 	csi_msg_free(ccresp);
 	Csi__V1__NodeGetCapabilitiesRequest ncr = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__NodeGetCapabilitiesResponse *ncresp = NULL;
@@ -1328,6 +1328,246 @@ static void test_modes(void)
 	start_plugin(NULL);
 }
 
+/* ---- ControllerModifyVolume and group snapshots ---- */
+
+/* Bytes allocated to a volume's image. */
+static int64_t allocated(const char *id)
+{
+	char img[500];
+	snprintf(img, sizeof(img), "%s/volumes/%s.img", pool, id);
+	struct stat sb;
+	return stat(img, &sb) == 0 ? (int64_t)sb.st_blocks * 512 : -1;
+}
+
+/* "k=v" (or NULL: no parameters) as a ControllerModifyVolume call on id. */
+static int modify(const char *id, const char *kv)
+{
+	Csi__V1__ControllerModifyVolumeRequest *r =
+		csi_msg_new(A, &csi__v1__controller_modify_volume_request__descriptor);
+	r->volume_id = csi_arena_strdup(A, id);
+	if (kv) {
+		char k[64];
+		const char *eq = strchr(kv, '=');
+		snprintf(k, sizeof(k), "%.*s", (int)(eq - kv), kv);
+		csi_map_add(A, &r->base, "mutable_parameters", k, eq + 1);
+	}
+	Csi__V1__ControllerModifyVolumeResponse *resp = NULL;
+	int rc = csi_controller_modify_volume(conn, r, &resp, T, &st);
+	csi_msg_free(resp);
+	return rc;
+}
+
+static void test_modify_volume(void)
+{
+	struct vol v;
+	CHECK_INT(create("mod1", 64 * MiB, cap(false, SNW, "ext4"), &v), 0);
+	CHECK(allocated(v.id) < 64 * MiB);
+	static const struct {
+		const char *what, *id, *kv;
+		int code;
+		const char *needle;
+		bool thick_after;
+	} cases[] = {
+		{ "no volume ID", "", "type=thick", 3, "volume_id", false },
+		{ "no mutable parameters", NULL, NULL, 3, "mutable_parameters", false },
+		{ "an unknown key", NULL, "iops=100", 3, "iops", false },
+		{ "an unknown type", NULL, "type=fat", 3, "fat", false },
+		{ "a volume that does not exist", "lv-0000000000000000", "type=thick", 5, NULL,
+		  false },
+		{ "thin to thick allocates the image", NULL, "type=thick", 0, NULL, true },
+		{ "thick again changes nothing", NULL, "type=thick", 0, NULL, true },
+		{ "thick to thin keeps the blocks", NULL, "type=thin", 0, NULL, true },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fprintf(stderr, "  modify: %s\n", cases[i].what);
+		expect(modify(cases[i].id ? cases[i].id : v.id, cases[i].kv), cases[i].code,
+		       cases[i].needle);
+		CHECK_INT(allocated(v.id) >= 64 * MiB, cases[i].thick_after);
+	}
+	/* CreateVolume takes the same mutable parameters, which win over parameters */
+	Csi__V1__CreateVolumeRequest *r = create_req("mod2", 32 * MiB, cap(false, SNW, "ext4"));
+	csi_map_add(A, &r->base, "parameters", "type", "thin");
+	csi_map_add(A, &r->base, "mutable_parameters", "type", "thick");
+	struct vol v2;
+	CHECK_INT(create_r(r, &v2), 0);
+	CHECK(allocated(v2.id) >= 32 * MiB);
+	r = create_req("mod3", 32 * MiB, cap(false, SNW, "ext4"));
+	csi_map_add(A, &r->base, "mutable_parameters", "color", "blue");
+	expect(create_r(r, NULL), 3, "color");
+	CHECK_INT(del(v.id), 0);
+	CHECK_INT(del(v2.id), 0);
+	expect(modify(v.id, "type=thick"), 5, NULL);
+}
+
+struct group {
+	char id[128];
+	char snaps[4][128];
+	char srcs[4][128];
+	size_t n;
+};
+
+static int group_create(const char *name, const char *const *vols, size_t n, const char *param,
+			struct group *g)
+{
+	Csi__V1__CreateVolumeGroupSnapshotRequest *r =
+		csi_msg_new(A, &csi__v1__create_volume_group_snapshot_request__descriptor);
+	r->name = csi_arena_strdup(A, name);
+	for (size_t i = 0; i < n; i++)
+		csi_repeated_add(A, &r->base, "source_volume_ids", csi_arena_strdup(A, vols[i]));
+	if (param)
+		csi_map_add(A, &r->base, "parameters", param, "x");
+	Csi__V1__CreateVolumeGroupSnapshotResponse *resp = NULL;
+	int rc = csi_create_volume_group_snapshot(conn, r, &resp, T, &st);
+	if (rc == 0 && g) {
+		Csi__V1__VolumeGroupSnapshot *gs = resp->group_snapshot;
+		CHECK(gs->ready_to_use && gs->creation_time && gs->creation_time->seconds > 0);
+		snprintf(g->id, sizeof(g->id), "%s", gs->group_snapshot_id);
+		g->n = gs->n_snapshots < 4 ? gs->n_snapshots : 4;
+		for (size_t i = 0; i < g->n; i++) {
+			CHECK_STR(gs->snapshots[i]->group_snapshot_id, g->id);
+			CHECK(gs->snapshots[i]->ready_to_use);
+			snprintf(g->snaps[i], 128, "%s", gs->snapshots[i]->snapshot_id);
+			snprintf(g->srcs[i], 128, "%s", gs->snapshots[i]->source_volume_id);
+		}
+	}
+	csi_msg_free(resp);
+	return rc;
+}
+
+/* Get (get true) or Delete of group id, naming snapshot IDs snaps[0..n). */
+static int group_call(bool get, const char *id, char (*snaps)[128], size_t n, size_t *members)
+{
+	ProtobufCMessage *r = csi_msg_new(
+		A, get ? &csi__v1__get_volume_group_snapshot_request__descriptor
+		       : &csi__v1__delete_volume_group_snapshot_request__descriptor);
+	Csi__V1__GetVolumeGroupSnapshotRequest *g = (void *)r;
+	Csi__V1__DeleteVolumeGroupSnapshotRequest *dl = (void *)r;
+	if (get)
+		g->group_snapshot_id = csi_arena_strdup(A, id);
+	else
+		dl->group_snapshot_id = csi_arena_strdup(A, id);
+	for (size_t i = 0; i < n; i++)
+		csi_repeated_add(A, r, "snapshot_ids", snaps[i]);
+	int rc;
+	if (get) {
+		Csi__V1__GetVolumeGroupSnapshotResponse *resp = NULL;
+		rc = csi_get_volume_group_snapshot(conn, g, &resp, T, &st);
+		if (rc == 0 && members)
+			*members = resp->group_snapshot->n_snapshots;
+		csi_msg_free(resp);
+	} else {
+		Csi__V1__DeleteVolumeGroupSnapshotResponse *resp = NULL;
+		rc = csi_delete_volume_group_snapshot(conn, dl, &resp, T, &st);
+		csi_msg_free(resp);
+	}
+	return rc;
+}
+
+/* The group_snapshot_id ListSnapshots shows for snapshot id, or "-" when it lists none. */
+static const char *listed_group(const char *id)
+{
+	Csi__V1__ListSnapshotsRequest r = CSI__V1__LIST_SNAPSHOTS_REQUEST__INIT;
+	r.snapshot_id = (char *)id;
+	Csi__V1__ListSnapshotsResponse *resp = NULL;
+	static char out[128];
+	snprintf(out, sizeof(out), "-");
+	if (csi_list_snapshots(conn, &r, &resp, T, &st) == 0 && resp->n_entries == 1)
+		snprintf(out, sizeof(out), "%s", resp->entries[0]->snapshot->group_snapshot_id);
+	csi_msg_free(resp);
+	return out;
+}
+
+static void test_group_snapshots(void)
+{
+	Csi__V1__GroupControllerGetCapabilitiesRequest cr =
+		CSI__V1__GROUP_CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__GroupControllerGetCapabilitiesResponse *cresp = NULL;
+	CHECK_INT(csi_group_controller_get_capabilities(conn, &cr, &cresp, T, &st), 0);
+	CHECK(cresp && cresp->n_capabilities == 1 && cresp->capabilities[0]->rpc &&
+	      cresp->capabilities[0]->rpc->type ==
+		      CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT);
+	csi_msg_free(cresp);
+
+	struct vol a, b;
+	CHECK_INT(create("gva", 16 * MiB, cap(false, SNW, "ext4"), &a), 0);
+	CHECK_INT(create("gvb", 16 * MiB, cap(false, SNW, "ext4"), &b), 0);
+	fill_image(a.id, MiB);
+	const char *ab[] = { a.id, b.id }, *ba[] = { b.id, a.id }, *aa[] = { a.id, a.id };
+	const char *amissing[] = { a.id, "lv-0000000000000000" }, *only_a[] = { a.id };
+	/* the sources of case i are vols[i] (nvols[i] of them) */
+	static const struct {
+		const char *what, *name;
+		const char *param;
+		int code;
+		const char *needle;
+	} cases[] = {
+		{ "no name", "", NULL, 3, "name" },
+		{ "no volumes", "grp", NULL, 3, "source_volume_ids" },
+		{ "a volume twice", "grp", NULL, 3, "twice" },
+		{ "a volume that does not exist", "grp", NULL, 5, "lv-0000000000000000" },
+		{ "an unknown parameter", "grp", "color", 3, "color" },
+		{ "two volumes", "grp", NULL, 0, NULL },
+		{ "the same again, in another order", "grp", NULL, 0, NULL },
+		{ "the same name over other volumes", "grp", NULL, 6, "other volumes" },
+	};
+	const char *const *vols[] = { ab, NULL, aa, amissing, ab, ab, ba, only_a };
+	size_t nvols[] = { 1, 0, 2, 2, 2, 2, 2, 1 };
+	struct group g = { 0 }, again = { 0 };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fprintf(stderr, "  group create: %s\n", cases[i].what);
+		expect(group_create(cases[i].name, vols[i], nvols[i], cases[i].param,
+				    g.n ? &again : &g),
+		       cases[i].code, cases[i].needle);
+	}
+	CHECK_INT(g.n, 2);
+	CHECK_STR(again.id, g.id);
+	for (size_t i = 0; i < g.n; i++) {
+		CHECK(strcmp(g.srcs[i], a.id) == 0 || strcmp(g.srcs[i], b.id) == 0);
+		CHECK(strcmp(again.snaps[0], g.snaps[i]) == 0 ||
+		      strcmp(again.snaps[1], g.snaps[i]) == 0);
+		CHECK_STR(listed_group(g.snaps[i]), g.id);
+	}
+	CHECK(strcmp(g.srcs[0], g.srcs[1]) != 0);
+
+	/* members: restorable, not deletable alone */
+	expect(del_snapshot(g.snaps[0]), 9, g.id);
+	Csi__V1__CreateVolumeRequest *r = create_req("from-member", 0, cap(false, SNW, "ext4"));
+	r->volume_content_source = csi_msg_new(A, &csi__v1__volume_content_source__descriptor);
+	r->volume_content_source->type_case = CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT;
+	r->volume_content_source->snapshot =
+		csi_msg_new(A, &csi__v1__volume_content_source__snapshot_source__descriptor);
+	r->volume_content_source->snapshot->snapshot_id = g.snaps[0];
+	struct vol restored;
+	CHECK_INT(create_r(r, &restored), 0);
+	CHECK_INT(restored.size, 16 * MiB);
+	CHECK_INT(del(restored.id), 0);
+
+	size_t members = 0;
+	char wrong[1][128] = { "ls-0000000000000000" };
+	expect(group_call(true, "", NULL, 0, NULL), 3, "group_snapshot_id");
+	expect(group_call(true, "lg-0000000000000000", NULL, 0, NULL), 5, NULL);
+	expect(group_call(true, g.id, wrong, 1, NULL), 9, "snapshot_ids");
+	expect(group_call(true, g.id, g.snaps, 2, &members), 0, NULL);
+	CHECK_INT(members, 2);
+	expect(group_call(false, "", NULL, 0, NULL), 3, "group_snapshot_id");
+	expect(group_call(false, g.id, wrong, 1, NULL), 9, "snapshot_ids");
+	expect(group_call(false, g.id, g.snaps, 2, NULL), 0, NULL);
+	expect(group_call(false, g.id, g.snaps, 2, NULL), 0, NULL); /* deleted is deleted */
+	expect(group_call(true, g.id, NULL, 0, NULL), 5, NULL);
+	for (size_t i = 0; i < g.n; i++) {
+		CHECK_STR(listed_group(g.snaps[i]), "-");
+		char img[500];
+		snprintf(img, sizeof(img), "%s/snapshots/%s.img", pool, g.snaps[i]);
+		CHECK(access(img, F_OK) < 0);
+	}
+	char meta[500];
+	snprintf(meta, sizeof(meta), "%s/groups/%s.json", pool, g.id);
+	CHECK(access(meta, F_OK) < 0);
+	CHECK_INT(del(a.id), 0);
+	CHECK_INT(del(b.id), 0);
+	check_clean();
+}
+
 static void cleanup(void)
 {
 	if (plugin > 0)
@@ -1385,6 +1625,8 @@ int main(void)
 	RUN(test_hostile_requests);
 	RUN(test_node_calls_touch_only_their_own);
 	RUN(test_sanity_calls);
+	RUN(test_modify_volume);
+	RUN(test_group_snapshots);
 	RUN(test_attach_limit_and_device_names);
 	RUN(test_concurrent_aborted);
 	RUN(test_kill9_recovery);
