@@ -11,6 +11,27 @@
  * Mode: "controller" registers Identity + Controller and never touches loop devices or mounts;
  * "node" registers Identity + Node, creates and deletes nothing in the pool (it only records
  * itself under nodes/), and does not advertise CONTROLLER_SERVICE; "all" does both.
+ *
+ * Where each RPC lives (src/loopplugin/; driver_int.h is what these files share):
+ *
+ *     driver.c              lp_driver_new/free/register: the wiring, by mode
+ *     identity.c            GetPluginInfo, GetPluginCapabilities, Probe
+ *     controller_volumes.c  CreateVolume, DeleteVolume, ControllerExpandVolume,
+ *                           ValidateVolumeCapabilities
+ *     controller_publish.c  ControllerPublishVolume, ControllerUnpublishVolume, ListVolumes,
+ *                           ControllerGetVolume, GetCapacity, ControllerGetCapabilities
+ *     snapshots.c           CreateSnapshot, DeleteSnapshot, ListSnapshots; freeze/thaw around
+ *                           the copy, lp_driver_thaw_all, a node service's recovery at start
+ *     node_stage.c          NodeStageVolume, NodeUnstageVolume
+ *     node_publish.c        NodePublishVolume, NodeUnpublishVolume
+ *     node.c                NodeGetVolumeStats, NodeExpandVolume, NodeGetInfo,
+ *                           NodeGetCapabilities
+ *     checks.c              what several share: name, capability and access-mode checks,
+ *                           parameters, sizes (lp_parse_size), pagination tokens, in-flight
+ *                           keys, "still staged", node path checks, volume/topology/condition
+ *                           messages
+ *
+ * Below them: pool.h (images and metadata), loopdev.h, mount.h, fs.h, inflight.h.
  */
 #ifndef KCSI_LOOPPLUGIN_DRIVER_H
 #define KCSI_LOOPPLUGIN_DRIVER_H

@@ -35,6 +35,15 @@
  * Thread safety: lp_pool functions may be called from many threads. Operations on one volume
  * must be serialized by the caller (see inflight.h); lp_pool_lock() serializes the pool-wide
  * ones between threads and between processes sharing the pool.
+ *
+ * Files (src/loopplugin/; pool_int.h is what they share):
+ *
+ *     pool.c            life cycle, lock, paths and IDs, lp_pool_recover's sweep, nodes/
+ *     pool_files.c      atomic writes, JSON metadata, image building, removal, listing
+ *     pool_volumes.c    volumes: metadata, create, delete, grow, formatting mark, list
+ *     pool_attach.c     attachments: per-node device names, attach, detach, reconciliation
+ *     pool_snapshots.c  snapshots: image copy and metadata
+ *     pool_records.c    node records: staged/ and frozen/
  */
 #ifndef KCSI_LOOPPLUGIN_POOL_H
 #define KCSI_LOOPPLUGIN_POOL_H

@@ -1,22 +1,52 @@
 /*
- * csi-provisioner internals.
+ * csi-provisioner internals, and the map of the component (provisioner.h is its public face).
  *
  * Decisions are plain functions of records and flags, with no I/O (decide.c, topology.c, pv.c),
- * so that table-driven unit tests read like seed 004's tables. The controller (controller.c)
- * does the I/O: informers keep compact records of the claims and volumes this driver owns (a
- * filter drops everyone else's before caching), StorageClasses, and (with topology) CSINodes and
- * Nodes; workers take claim keys, volume names, unsaved PV names and cloning-protection keys from
- * four queues, decide with the functions below, and call the driver and the API.
+ * so that table-driven unit tests read like seed 004's tables. The controller does the I/O, one
+ * concern a file:
+ *   controller.c  informers (compact records of this driver's claims and volumes, filtered before
+ *                 caching; StorageClasses; CSINodes and Nodes for topology; VolumeAttachments),
+ *                 their handlers (enqueue only), the four queues and their workers, the life
+ *                 cycle (prov_ctrl_new/start/stop/free), and the helpers the files below share
+ *   claims.c      the "claims" worker (prov_sync_claim) and prov_provision(): preflight, prepare,
+ *                 call (CreateVolume, final or in-background errors, reschedule), save
+ *   prepare.c     prov_prepare(): claim and class -> CreateVolumeRequest (checks, name,
+ *                 capabilities, data source, topology, secrets, parameters)
+ *   sources.c     data sources: a clone's source claim and volume, a VolumeSnapshot and its
+ *                 content; the cloning-protection finalizer and its worker
+ *   volumes.c     the "volumes" worker (PV finalizer, deletion of Released PVs) and the
+ *                 "unsavedpvs" worker (PVs whose volume exists but whose object is not saved yet)
+ *   nodedeploy.c  --node-deployment: which claims this node caches and takes, the wait and the
+ *                 race for immediate-binding claims (its volumes: the PV filter in controller.c
+ *                 and prov_sync_volume() keep those whose affinity admits this node)
+ *   capacity.c    --enable-capacity: one CSIStorageCapacity per topology segment and class (its
+ *                 own informers and queue); metrics.c the counters; run.c flags -> options
  *
- * With --enable-capacity the controller also owns a capacity controller (capacity.c: one
- * CSIStorageCapacity per topology segment and class, its own informers and queue). With
- * --node-deployment (struct prov_node_deployment) it takes only this node's claims, competes for
- * immediate-binding ones through the selected-node annotation and deletes only its volumes.
+ * Upstream's names and behaviours, one hop away:
+ *   shouldProvision                      decide.c prov_should_provision()
+ *   provisionClaimOperation, Provision   claims.c prov_provision()
+ *   prepareProvision                     prepare.c prov_prepare()
+ *   checkError: final or in progress     decide.c prov_check_error(), from claims.c create_failed()
+ *   claim rescheduled after a final      claims.c create_failed() -> reschedule(), which drops
+ *     error (rescheduleProvisioning)       the selected-node annotation
+ *   getPVCSource, setCloneFinalizer      sources.c prov_clone_source()
+ *   getSnapshotSource                    sources.c prov_snapshot_source()
+ *   the cloning-protection controller    sources.c prov_sync_clone_source()
+ *   handleProtectionFinalizer            volumes.c volume_work(), volume_finalizer()
+ *   shouldDelete, deleteVolumeOperation  volumes.c should_delete(), delete_volume()
+ *   cleanupVolume, unsaved PVs           volumes.c prov_cleanup_volume(), prov_sync_unsaved()
+ *   node deployment: checkNode           nodedeploy.c prov_node_claim()
+ *   node deployment's delay              nodedeploy.c owner_wait() (first try: the claim's order,
+ *                                          decide.c prov_owner_score() and prov_owner_delay();
+ *                                          after a failed try: prov_owner_backoff())
+ *   node deployment: becomeOwner         nodedeploy.c become_owner(); checkCapacity is
+ *                                          node_has_room(); the selected-node PATCH race is
+ *                                          select_this_node()
  *
  * Ownership: struct prov_ctrl owns its informers, queues, threads and maps (and the capacity
  * controller); it borrows the kube client, the CSI connection, the recorder and the option
  * structs they point to (capacity, node deployment), which the caller keeps alive until
- * prov_ctrl_free().
+ * prov_ctrl_free(). Each map belongs to one file (see struct prov_ctrl), which frees its values.
  */
 #ifndef KCSI_PROVISIONER_PROV_H
 #define KCSI_PROVISIONER_PROV_H
@@ -26,6 +56,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "csi/client.h"
 #include "csi/msg.h"
@@ -252,7 +283,7 @@ size_t prov_cap_informers(struct prov_cap *c, struct kube_informer **out);
  * when that would exceed 63 characters, the limit of a label value). */
 void prov_capacity_managed_by(const char *node, char *buf, size_t len);
 
-/* ---- distributed provisioning (controller.c) ---- */
+/* ---- distributed provisioning (decide.c; the I/O in nodedeploy.c) ---- */
 struct prov_node_deployment {
 	const char *node;                /* NODE_NAME */
 	const struct kube_kv *topology;  /* this node's NodeGetInfo accessible_topology */
@@ -286,7 +317,7 @@ uint64_t prov_owner_score(const char *claim_uid, const char *node);
  * affinity belongs to no node in particular, so no node deletes it. */
 bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, size_t n);
 
-/* ---- controller (controller.c) ---- */
+/* ---- controller (controller.c; see the map above) ---- */
 struct prov_ctrl_opts {
 	const char *driver;
 	struct csi_conn *csi;
@@ -315,5 +346,146 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen);
 void prov_ctrl_stop(struct prov_ctrl *c);
 void prov_ctrl_free(struct prov_ctrl *c);
 void prov_ctrl_render_metrics(struct prov_ctrl *c, struct strbuf *out);
+
+/* ---- inside the controller (controller.c, claims.c, prepare.c, sources.c, volumes.c,
+ *      nodedeploy.c); nothing outside src/provisioner uses these ---- */
+
+/* What a worker's sync says about its key (see kube_workqueue_serve). */
+enum prov_work {
+	PROV_WORK_DONE = KUBE_WORK_DONE,   /* finished: forget the key's backoff */
+	PROV_WORK_RETRY = KUBE_WORK_RETRY, /* failed: again with the key's backoff */
+	PROV_WORK_AGAIN = KUBE_WORK_AGAIN, /* lost a race (409): again at once */
+	PROV_WORK_LATER = KUBE_WORK_LATER, /* put back with a delay of its own (node deployment):
+					      leave its backoff */
+};
+
+struct prov_worker {
+	struct prov_ctrl *c;
+	struct kube_workqueue *q;
+	enum prov_work (*sync)(struct prov_ctrl *c, const char *key);
+	int max; /* threads */
+};
+
+struct prov_ctrl {
+	struct prov_ctrl_opts o;
+	struct kube_informer *infs[6]; /* the ones below that exist, for start/stop/free */
+	size_t ninfs;
+	struct prov_worker ws[4];
+	struct kube_client *kc;
+	struct kube_informer *pvc_inf, *pv_inf, *sc_inf, *csinode_inf, *node_inf, *va_inf;
+	struct kube_workqueue *claimq, *volq, *saveq, *cloneq;
+	struct prov_metrics *metrics;
+	pthread_mutex_t mu;          /* guards in_progress, unsaved, owners, seen_nodes, stop */
+	struct kube_hmap in_progress; /* claims.c: claim key -> struct kube_obj * (a reference) */
+	struct kube_hmap unsaved;     /* volumes.c: PV name -> its unsaved PV */
+	bool stop;
+	struct prov_cap *cap; /* --enable-capacity, else NULL */
+	/* --node-deployment (nodedeploy.c) */
+	const struct prov_node_deployment *nd; /* NULL: a central provisioner */
+	bool topo;                 /* CSI topology in use (driver capability, gate or node mode) */
+	struct kube_hmap owners;   /* claim key -> the tries to own an immediate claim */
+	struct kube_hmap seen_nodes; /* selected-node values seen on claims: the competitors */
+};
+
+/* Helpers the controller's files share (controller.c). */
+static inline bool prov_streq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+/* An Event on o (none without a recorder or an object). */
+void prov_event(struct prov_ctrl *c, const struct kube_obj *o, enum kube_event_type t,
+		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A failed call's status as upstream prints a gRPC error. */
+void prov_grpc_error(const struct csi_status *st, char *out, size_t outlen);
+/* A reference from inf's cache, or NULL (also when inf is NULL). */
+struct kube_obj *prov_store_get(struct kube_informer *inf, const char *ns, const char *name);
+/* Whether the claim's storage-provisioner annotation names this driver. */
+bool prov_ours_pvc(const struct prov_ctrl *c, const struct kube_pvc *pvc);
+/* Splits a queue key "ns/name"; -1 for a key without '/'. */
+int prov_split_key(const char *key, char *ns, size_t nslen, char *name, size_t namelen);
+/* Merge patch of o's finalizers without drop, plus add (either NULL), with_rv: guarded by the
+ * record's resourceVersion. */
+int prov_patch_finalizers(struct prov_ctrl *c, const struct kube_resource *r,
+			  const struct kube_obj *o, const char *drop, const char *add, bool with_rv,
+			  struct kube_err *e);
+/* Reads Secret ref into the map `field` of msg; the values live in the arena only. */
+int prov_add_secrets(struct prov_ctrl *c, struct csi_arena *a, ProtobufCMessage *msg,
+		     const char *field, const struct prov_secret_ref *ref, char *err,
+		     size_t errlen);
+
+/* Claims (claims.c). */
+enum prov_work prov_sync_claim(struct prov_ctrl *c, const char *key);
+/* Provisions a claim prov_should_provision() chose (central, or this node's). */
+enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+			      const struct kube_pvc *pvc, const struct kube_storageclass *sc);
+/* The claim needs no more work: forget whether its CreateVolume may be in progress. */
+void prov_claim_done(struct prov_ctrl *c, const char *key);
+void prov_claims_clear(struct prov_ctrl *c);
+
+/* What prov_prepare() resolves for one claim; the request lives in arena a. */
+struct prov_prep {
+	struct csi_arena *a;
+	Csi__V1__CreateVolumeRequest *req;
+	char name[320];
+	const char *fstype;
+	char cls[256];
+	const char *source;    /* dataSource kind for metrics */
+	bool clone, snapshot;
+	struct prov_secret_ref secrets[PROV_SECRET_KINDS];
+	int64_t requested;
+};
+/*
+ * prepareProvision (prepare.c): everything before CreateVolume, without side effects on the
+ * driver. 0, or -1 with err and in *state what the failure is (PROV_FINISHED: the claim or class
+ * is wrong; PROV_NO_CHANGE: the sources, topology or secrets may come right later).
+ */
+int prov_prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
+		 const struct kube_storageclass *sc, struct prov_prep *p, enum prov_state *state,
+		 char *err, size_t errlen);
+Csi__V1__Topology *prov_csi_topology(struct csi_arena *a, const struct prov_term *t);
+/* One VolumeCapability for an access mode bit (enum kube_access_mode): block, or mount without
+ * fsType and flags (the caller adds them). */
+Csi__V1__VolumeCapability *prov_volume_capability(struct csi_arena *a, unsigned mode_bit,
+						  bool block, bool snmw);
+
+/* Data sources (sources.c): check the source and set p->req's volume_content_source. */
+int prov_clone_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
+		      const struct kube_storageclass *sc, struct prov_prep *p, char *err,
+		      size_t errlen);
+int prov_snapshot_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
+			 const struct kube_storageclass *sc, struct prov_prep *p, char *err,
+			 size_t errlen);
+enum prov_work prov_sync_clone_source(struct prov_ctrl *c, const char *key);
+
+/* Volumes (volumes.c). */
+/* Whether a PV's state asks the "volumes" worker for something (finalizer or deletion). */
+bool prov_volume_needs_work(const struct prov_ctrl *c, const struct kube_obj *o);
+enum prov_work prov_sync_volume(struct prov_ctrl *c, const char *name);
+/* POSTs the PV (JSON text); one that exists already counts as saved. */
+int prov_save_pv(struct prov_ctrl *c, const char *pv, struct kube_err *e);
+/* Keeps a PV that prov_save_pv() could not save (e: why) for the "unsavedpvs" worker; takes pv. */
+void prov_unsaved_add(struct prov_ctrl *c, const char *name, char *pv, const char *claim_key,
+		      const struct kube_obj *claim, const char *volume_id, const char *cls,
+		      const struct prov_secret_ref *secret, const struct kube_err *e);
+bool prov_unsaved_has(struct prov_ctrl *c, const char *name);
+enum prov_work prov_sync_unsaved(struct prov_ctrl *c, const char *name);
+void prov_unsaved_clear(struct prov_ctrl *c);
+/* DeleteVolume of a volume whose PV could not be recorded (upstream's cleanupVolume). */
+int prov_cleanup_volume(struct prov_ctrl *c, const char *volume_id,
+			const struct prov_secret_ref *secret, char *err, size_t errlen);
+
+/* Node deployment (nodedeploy.c). */
+/* The claim filter's part: only this node's claims (and clones) are cached. */
+bool prov_node_pvc_wanted(struct prov_ctrl *c, const struct kube_pvc *pvc);
+/* checkNode, then provision this node's claim or try to own an immediate one. */
+enum prov_work prov_node_claim(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+			       const struct kube_pvc *pvc, const struct kube_storageclass *sc);
+void prov_owner_forget(struct prov_ctrl *c, const char *key);
+/* Schedules the next try after a failed one (conflict, no room, rescheduled). */
+void prov_owner_backoff(struct prov_ctrl *c, const char *key);
+/* Requisite and preferred are this node's own topology, nothing else. */
+void prov_node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest *req,
+			     struct csi_arena *a);
+void prov_owners_clear(struct prov_ctrl *c);
 
 #endif
