@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build build-asan build-release build-clang build-fuzz fuzz test test-unit demo bench clean
+.PHONY: all deps build build-asan build-release build-clang build-fuzz fuzz test test-unit demo bench images clean
 
 all: build
 
@@ -49,6 +49,11 @@ test-unit: build
 
 demo: build
 	bash scripts/demo.sh
+
+# One OCI image per component (FROM scratch, buildah, no daemon) from the Release build, saved as
+# build/images/<component>.oci.tar; prints the size table. See docs/deploy.md.
+images: build-release
+	bash scripts/images.sh build-release/bin build/images
 
 # Every benchmark with its defaults; prints figures, never fails on one.
 bench: build

@@ -13,6 +13,7 @@ packages=(
   openssl e2fsprogs xfsprogs util-linux mount
   curl jq procps python3
   clang libclang-rt-14-dev
+  buildah umoci
 )
 
 missing=()

@@ -40,6 +40,8 @@ static const struct emu_resource resource_table[] = {
 	  "status.podIP,status.nominatedNodeName", PENDING },
 	{ "", "v1", "secrets", "secret", "Secret", true, false, "", "type", NULL },
 	{ "", "v1", "configmaps", "configmap", "ConfigMap", true, false, "cm", "", NULL },
+	{ "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, false, "sa", "",
+	  NULL },
 	{ "", "v1", "events", "event", "Event", true, false, "ev",
 	  "involvedObject.kind,involvedObject.namespace,involvedObject.name,involvedObject.uid,"
 	  "involvedObject.apiVersion,involvedObject.resourceVersion,involvedObject.fieldPath,reason,"
@@ -64,6 +66,14 @@ static const struct emu_resource resource_table[] = {
 	  "VolumeSnapshotContent", false, true, "vsc,vscs", "", "" },
 	{ "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", "volumesnapshotclass",
 	  "VolumeSnapshotClass", false, false, "vsclass,vsclasses", "", NULL },
+	/* RBAC, stored only (nothing is authorized by it): deploy/kubernetes applies here too */
+	{ "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false,
+	  false, "", "", NULL },
+	{ "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
+	  "ClusterRoleBinding", false, false, "", "", NULL },
+	{ "rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, false, "", "", NULL },
+	{ "rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true,
+	  false, "", "", NULL },
 	/* workloads, stored only (no controller runs them): owner chains of the sidecars' pods */
 	{ "apps", "v1", "deployments", "deployment", "Deployment", true, true, "deploy", "", "" },
 	{ "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, "rs", "", "" },

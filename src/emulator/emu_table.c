@@ -582,6 +582,58 @@ static void vsclass_cells(json_t *c, const json_t *o, time_t now)
 	add_age(c, o, now);
 }
 
+/* kube-apiserver's RBAC printers: roles show when they were created, bindings what they bind */
+static const struct column role_cols[] = { NAME_COL, { "Created At", "date", "", 0 } };
+static void role_cells(json_t *c, const json_t *o, time_t now)
+{
+	(void)now;
+	add_s(c, str(o, "metadata.name"));
+	add_s(c, str(o, "metadata.creationTimestamp"));
+}
+
+static const struct column binding_cols[] = {
+	NAME_COL, { "Role", "string", "", 0 }, AGE_COL, { "Users", "string", "", 1 },
+	{ "Groups", "string", "", 1 }, { "ServiceAccounts", "string", "", 1 },
+};
+/* The binding's subjects of one kind, comma-separated (service accounts as namespace/name). */
+static void add_subjects(json_t *c, const json_t *o, const char *kind)
+{
+	struct strbuf sb = STRBUF_INIT;
+	size_t i;
+	json_t *v;
+	json_array_foreach((json_t *)at(o, "subjects"), i, v) {
+		const char *k = str(v, "kind");
+		if (!k || strcmp(k, kind))
+			continue;
+		strbuf_addf(&sb, "%s", sb.len ? "," : "");
+		if (!strcmp(kind, "ServiceAccount"))
+			strbuf_addf(&sb, "%s/", str_or(v, "namespace", ""));
+		strbuf_addf(&sb, "%s", str_or(v, "name", ""));
+	}
+	add_s(c, sb.len ? sb.buf : "");
+	strbuf_release(&sb);
+}
+static void binding_cells(json_t *c, const json_t *o, time_t now)
+{
+	char role[512];
+	snprintf(role, sizeof(role), "%s/%s", str_or(o, "roleRef.kind", ""),
+		 str_or(o, "roleRef.name", ""));
+	add_s(c, str(o, "metadata.name"));
+	add_s(c, role);
+	add_age(c, o, now);
+	add_subjects(c, o, "User");
+	add_subjects(c, o, "Group");
+	add_subjects(c, o, "ServiceAccount");
+}
+
+static const struct column sa_cols[] = { NAME_COL, { "Secrets", "integer", "", 0 }, AGE_COL };
+static void sa_cells(json_t *c, const json_t *o, time_t now)
+{
+	add_s(c, str(o, "metadata.name"));
+	add_i(c, (long long)json_array_size(at(o, "secrets")));
+	add_age(c, o, now);
+}
+
 #define P(g, plural, cols, fn) { g, plural, cols, sizeof(cols) / sizeof(cols[0]), fn }
 static const struct printer printers[] = {
 	P("", "pods", pod_cols, pod_cells),
@@ -592,6 +644,11 @@ static const struct printer printers[] = {
 	P("", "namespaces", ns_cols, ns_cells),
 	P("", "secrets", secret_cols, secret_cells),
 	P("", "configmaps", cm_cols, cm_cells),
+	P("", "serviceaccounts", sa_cols, sa_cells),
+	P("rbac.authorization.k8s.io", "clusterroles", role_cols, role_cells),
+	P("rbac.authorization.k8s.io", "roles", role_cols, role_cells),
+	P("rbac.authorization.k8s.io", "clusterrolebindings", binding_cols, binding_cells),
+	P("rbac.authorization.k8s.io", "rolebindings", binding_cols, binding_cells),
 	P("storage.k8s.io", "storageclasses", sc_cols, sc_cells),
 	P("storage.k8s.io", "volumeattachments", va_cols, va_cells),
 	P("storage.k8s.io", "csinodes", csinode_cols, csinode_cells),

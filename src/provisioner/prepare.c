@@ -51,6 +51,7 @@ static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struc
 		t->has_csinode = true;
 		for (size_t d = 0; d < cn->ndrivers; d++)
 			if (cn->drivers[d].name && !strcmp(cn->drivers[d].name, c->o.driver)) {
+				t->has_driver = true;
 				t->keys = cn->drivers[d].topology_keys;
 				t->nkeys = cn->drivers[d].ntopology_keys;
 			}

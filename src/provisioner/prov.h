@@ -189,7 +189,8 @@ struct prov_terms {
 };
 void prov_terms_free(struct prov_terms *ts);
 /* One node as the topology code sees it: the driver's keys from its CSINode (NULL, 0 when the
- * CSINode or the driver entry is absent) and the Node's labels (NULL when the Node is absent). */
+ * CSINode or the driver entry is absent) and the Node's labels (NULL when the Node is absent).
+ * has_driver: the CSINode lists the driver (it has a node ID from it), with or without keys. */
 struct prov_topo_node {
 	const char *name;
 	bool has_csinode;
@@ -198,6 +199,7 @@ struct prov_topo_node {
 	bool has_node;
 	const struct kube_kv *labels;
 	size_t nlabels;
+	bool has_driver;
 };
 struct prov_topo_input {
 	const char *pvc_name;

@@ -270,9 +270,14 @@ int prov_accessibility(const struct prov_topo_input *in, struct prov_terms *req,
 			}
 			if (nkeys > 32)
 				return fail(err, errlen, "too many topology keys");
+			/*
+			 * Seed 001: only nodes that have a node ID from the driver count; a node
+			 * with the labels but without the driver would send volumes where it
+			 * cannot be used.
+			 */
 			for (size_t i = 0; i < in->nnodes; i++) {
 				struct kube_kv segs[32];
-				if (node_term(&in->nodes[i], keys, nkeys, segs))
+				if (in->nodes[i].has_driver && node_term(&in->nodes[i], keys, nkeys, segs))
 					push(req, segs, nkeys);
 			}
 			if (req->n == 0)

@@ -52,6 +52,23 @@ apiVersion: snapshot.storage.k8s.io/v1
 kind: VolumeSnapshot
 metadata: {name: snap-1}
 spec: {volumeSnapshotClassName: loop, source: {persistentVolumeClaimName: claim-1}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: csi-loop}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: loop-runner}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: loop-runner}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: loop-runner}
+subjects:
+- {kind: ServiceAccount, name: csi-loop, namespace: default}
+- {kind: User, name: alice}
 YAML
 "${K[@]}" create -f "$T/objs.yaml" >/dev/null || fail "kubectl create -f"
 
@@ -71,6 +88,11 @@ check "volumeattachment columns" eq "$(hdr volumeattachments)" "NAME ATTACHER PV
 check "volumeattachment row" bash -c "[[ '$(row volumeattachments)' =~ ^va-1\ loop.kcsi.io\ pv-1\ node-1\ false ]]"
 check "namespaces" eq "$("${K[@]}" get ns --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')" "default=Active kube-node-lease=Active kube-public=Active kube-system=Active "
 check "volumesnapshot columns (CRD printer columns)" eq "$(hdr vs)" "NAME READYTOUSE SOURCEPVC SOURCESNAPSHOTCONTENT RESTORESIZE SNAPSHOTCLASS SNAPSHOTCONTENT CREATIONTIME AGE"
+check "serviceaccount columns" eq "$(hdr sa)" "NAME SECRETS AGE"
+check "clusterrole columns" eq "$(hdr clusterroles)" "NAME CREATED AT"
+check "clusterrole row (creation time)" bash -c "[[ '$(row clusterroles)' =~ ^loop-runner\ 20[0-9-]+T[0-9:]+Z$ ]]"
+check "clusterrolebinding -o wide" eq "$(hdr clusterrolebindings -o wide)" "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS"
+check "clusterrolebinding row" bash -c "[[ '$(row clusterrolebindings -o wide)' =~ ^loop-runner\ ClusterRole/loop-runner\ [0-9]+s\ alice\ default/csi-loop$ ]]"
 check "get -A adds the namespace" bash -c "[[ '$(row pvc -A)' =~ ^default\ claim-1\  ]]"
 check "--show-labels" bash -c "[[ '$("${K[@]}" get pvc --show-labels --no-headers)' == *app=web ]]"
 check "get by name" bash -c "[[ '$(row pvc claim-1)' =~ ^claim-1\ Pending ]]"

@@ -246,11 +246,14 @@ static const char *const zone_key[] = { "topology.kcsi.io/zone" };
 static const struct kube_kv labels_a[] = { { "topology.kcsi.io/zone", "a" } };
 static const struct kube_kv labels_b[] = { { "topology.kcsi.io/zone", "b" } };
 static const struct kube_kv labels_c[] = { { "topology.kcsi.io/zone", "c" } };
+static const struct kube_kv labels_d[] = { { "topology.kcsi.io/zone", "d" } };
 static const struct prov_topo_node cluster[] = {
-	{ "n-a", true, zone_key, 1, true, labels_a, 1 },
-	{ "n-b", true, zone_key, 1, true, labels_b, 1 },
-	{ "n-c", true, zone_key, 1, true, labels_c, 1 },
-	{ "n-nodriver", false, NULL, 0, true, labels_c, 1 },
+	{ "n-a", true, zone_key, 1, true, labels_a, 1, true },
+	{ "n-b", true, zone_key, 1, true, labels_b, 1, true },
+	{ "n-c", true, zone_key, 1, true, labels_c, 1, true },
+	{ "n-nodriver", false, NULL, 0, true, labels_c, 1, false },
+	/* labelled for zone d, but its CSINode does not list the driver: no segment (seed 001) */
+	{ "n-d-nodriver", true, NULL, 0, true, labels_d, 1, false },
 };
 
 /* "a,b" for requisite or preferred lists of one-key terms. */
@@ -288,7 +291,7 @@ static void test_topology_table(void)
 			.pvc_name = "data-web-1", .allowed = rows[i].allowed ? &allowed : NULL,
 			.nallowed = rows[i].allowed ? 1 : 0, .selected_node = rows[i].selected,
 			.strict = rows[i].strict, .immediate = rows[i].immediate, .nodes = cluster,
-			.nnodes = 4, .random = 0,
+			.nnodes = 5, .random = 0,
 		};
 		struct prov_terms rq, pf;
 		char err[256], got_r[128], got_p[128];
@@ -325,7 +328,7 @@ static void test_topology_errors_and_spreading(void)
 	struct prov_terms rq, pf;
 	char err[256];
 	struct prov_topo_input in = { .pvc_name = "c", .selected_node = "n-nodriver", .nodes = cluster,
-				      .nnodes = 4, .immediate = true };
+				      .nnodes = 5, .immediate = true };
 
 	CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), -1);
 	CHECK(strstr(err, "no topology key found for node n-nodriver") != NULL);
@@ -338,7 +341,7 @@ static void test_topology_errors_and_spreading(void)
 	in.selected_node = "gone";
 	CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), -1);
 	/* Immediate binding with nobody registered: no requirement (upstream warns). */
-	struct prov_topo_node bare[] = { { "x", false, NULL, 0, true, labels_a, 1 } };
+	struct prov_topo_node bare[] = { { "x", false, NULL, 0, true, labels_a, 1, false } };
 	struct prov_topo_input none = { .pvc_name = "c", .nodes = bare, .nnodes = 1, .immediate = true };
 	CHECK_INT(prov_accessibility(&none, &rq, &pf, err, sizeof(err)), 0);
 	CHECK_INT(rq.n, 0);
@@ -349,7 +352,7 @@ static void test_topology_errors_and_spreading(void)
 	for (int r = 0; r < 3; r++) {
 		char name[32];
 		snprintf(name, sizeof(name), "data-web-%d", r);
-		struct prov_topo_input im = { .pvc_name = name, .nodes = cluster, .nnodes = 4, .immediate = true };
+		struct prov_topo_input im = { .pvc_name = name, .nodes = cluster, .nnodes = 5, .immediate = true };
 		CHECK_INT(prov_accessibility(&im, &rq, &pf, err, sizeof(err)), 0);
 		CHECK_INT(pf.n, 3);
 		snprintf(first[r], sizeof(first[r]), "%s", pf.t[0].segs[0].value);

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds one OCI image per component FROM scratch with Debian's buildah (chroot isolation, vfs
+# storage of its own: no daemon, nothing left in /var/lib/containers) and saves each as
+# OUT/<component>.oci.tar, tagged kcsi/<component>:<version>. An image holds the stripped binary,
+# exactly the shared libraries ldd says it loads, the CA bundle for the components that talk to
+# an API server, and for kcsi-loopplugin the tools it runs with their libraries. The version is
+# the one the binary prints with --version (git describe at configure time).
+#
+#   scripts/images.sh BINDIR OUTDIR [COMPONENT...]     (default: every component)
+set -euo pipefail
+
+src="$(cd "$(dirname "$0")/.." && pwd)"
+bin=${1:?usage: images.sh BINDIR OUTDIR [COMPONENT...]}
+out=${2:?usage: images.sh BINDIR OUTDIR [COMPONENT...]}
+shift 2
+all=(csi-attacher csi-provisioner csi-resizer csi-snapshotter snapshot-controller livenessprobe
+     csi-node-driver-registrar kcsi-controller-manager kcsi-loopplugin kcsi)
+components=("$@")
+[ ${#components[@]} -gt 0 ] || components=("${all[@]}")
+
+# The components that talk to a Kubernetes API server get the CA bundle.
+needs_ca() {
+	case $1 in
+	csi-attacher|csi-provisioner|csi-resizer|csi-snapshotter|snapshot-controller|kcsi-controller-manager) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+# What kcsi-loopplugin runs (src/loopplugin/fs.c): found in /usr/sbin or /sbin inside the image.
+lp_tools=(blkid mke2fs mkfs.ext4 mkfs.xfs e2fsck resize2fs xfs_growfs xfs_repair)
+
+for tool in buildah strip ldd; do
+	command -v "$tool" >/dev/null || { echo "images: $tool not found (run scripts/deps.sh)" >&2; exit 1; }
+done
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+store="$out/storage"
+bh=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
+revision=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)
+source_url=$(git -C "$src" config --get remote.origin.url 2>/dev/null || echo kcsi)
+
+# Copies a file into the root at the same path, following links for the content.
+put() { # ROOT PATH [MODE]
+	mkdir -p "$1$(dirname "$2")"
+	cp -L "$2" "$1$2"
+	[ -z "${3:-}" ] || chmod "$3" "$1$2"
+}
+
+# Copies every shared library an ELF file loads, and the loader, into the root.
+put_libs() { # ROOT ELF
+	local lib
+	if ! ldd "$2" >/dev/null 2>&1; then
+		return 0 # a static binary
+	fi
+	if ldd "$2" | grep -q "not found"; then
+		echo "images: $2 needs a library this machine does not have:" >&2
+		ldd "$2" | grep "not found" >&2
+		exit 1
+	fi
+	for lib in $(ldd "$2" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+		[ -e "$1$lib" ] || put "$1" "$lib"
+	done
+}
+
+stage() { # COMPONENT ROOT
+	local c=$1 root=$2 t p
+	[ -x "$bin/$c" ] || { echo "images: $bin/$c not built" >&2; exit 1; }
+	mkdir -p "$root/tmp" && chmod 1777 "$root/tmp"
+	strip --strip-unneeded -o "$root/$c" "$bin/$c"
+	put_libs "$root" "$root/$c"
+	if needs_ca "$c"; then
+		put "$root" /etc/ssl/certs/ca-certificates.crt 0644
+	fi
+	if [ "$c" = kcsi-loopplugin ]; then
+		for t in "${lp_tools[@]}"; do
+			p=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v "$t") ||
+				{ echo "images: $t not found (e2fsprogs, xfsprogs, util-linux)" >&2; exit 1; }
+			put "$root" "$p"
+			put_libs "$root" "$p"
+		done
+		put "$root" /etc/mke2fs.conf 0644
+	fi
+}
+
+printf '%-28s %10s %10s  %s\n' component archive unpacked tag
+for c in "${components[@]}"; do
+	ctx="$out/ctx/$c"
+	rm -rf "$ctx"
+	mkdir -p "$ctx/rootfs"
+	stage "$c" "$ctx/rootfs"
+	version=$("$bin/$c" --version | awk '{print $2}')
+	tag="kcsi/$c:$version"
+	"${bh[@]}" bud --quiet --isolation chroot --layers=false --timestamp 0 \
+		--build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
+		--build-arg "SOURCE=$source_url" \
+		-f "$src/images/$c/Containerfile" -t "$tag" "$ctx" >/dev/null
+	rm -f "$out/$c.oci.tar"
+	"${bh[@]}" push --quiet "$tag" "oci-archive:$out/$c.oci.tar:$tag" >/dev/null
+	"${bh[@]}" rmi --force "$tag" >/dev/null
+	printf '%-28s %10s %10s  %s\n' "$c" "$(du -h "$out/$c.oci.tar" | cut -f1)" \
+		"$(du -sh "$ctx/rootfs" | cut -f1)" "$tag"
+done
+rm -rf "$store" "$out/ctx"
