@@ -108,7 +108,29 @@ k get volumesnapshotcontent
 k wait --for=jsonpath='{.status.phase}'=Bound pvc/data-restored --timeout=60s
 k get pvc data-restored
 
-say "Teardown: the pod, the snapshot and the claims; the provisioner deletes the volumes and the PVs"
+say "Expansion while the pod runs: an expandable class (xfs) and a claim of 320Mi with its pod"
+k apply -f "$src/examples/storageclass-expandable.yaml" -f "$src/examples/pvc-expandable.yaml"
+k wait --for=condition=Ready pod/grower --timeout=60s
+gpv=$("$kubectl" get pvc grow -o jsonpath='{.spec.volumeName}')
+gnode=$("$kubectl" get pod grower -o jsonpath='{.spec.nodeName}')
+guid=$("$kubectl" get pod grower -o jsonpath='{.metadata.uid}')
+gmnt=$work/stack/nodes/$gnode/kubelet/pods/$guid/volumes/kubernetes.io~csi/$gpv/mount
+run df -h "$gmnt"
+say "kubectl patch asks for 640Mi: csi-resizer calls ControllerExpandVolume and grows the PV, kcsi-node calls NodeExpandVolume (xfs_growfs) under the running pod, and the claim reports 640Mi"
+k patch pvc grow -p '{"spec":{"resources":{"requests":{"storage":"640Mi"}}}}'
+k wait --for=jsonpath='{.status.capacity.storage}'=640Mi pvc/grow --timeout=60s
+k get pvc grow
+run df -h "$gmnt"
+say "A VolumeAttributesClass (type: thick): csi-resizer calls ControllerModifyVolume and records the claim's current class"
+k apply -f "$src/examples/volumeattributesclass.yaml"
+k patch pvc grow -p '{"spec":{"volumeAttributesClassName":"kcsi-loop-thick"}}'
+k wait --for=jsonpath='{.status.currentVolumeAttributesClassName}'=kcsi-loop-thick pvc/grow --timeout=60s
+k get pvc grow
+k get volumeattributesclass
+
+say "Teardown: the pods, the snapshot and the claims; the provisioner deletes the volumes and the PVs"
+k delete pod grower --timeout=60s
+k delete pvc grow --timeout=60s
 k delete pod reader --timeout=60s
 k delete pvc data-restored --timeout=60s
 k delete volumesnapshot data-snap --timeout=60s
