@@ -19,7 +19,7 @@ ok() { echo "ok: $*"; }
 SOCK=$TMP/csi.sock
 REC=$TMP/record
 "$TESTS/${KCSI_TESTDRIVER:-csi-testdriver}" --endpoint "unix://$SOCK" --record "$REC" \
-	--slow NodeGetInfo=3s --fail DeleteSnapshot=ABORTED \
+	--slow NodeGetInfo=3s --fail DeleteSnapshot=ABORTED --max-volume-size 20Gi \
 	2>"$TMP/driver.log" &
 DRV_PID=$!
 for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

@@ -429,7 +429,7 @@ const CASES = {
     const pc = await ok(id, 'GetPluginCapabilities', {});
     const capType = (c) => c.type === 'service' ? c.service.type : c.volume_expansion.type;
     expectEqual(pc.capabilities.map(capType),
-      ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS', 'ONLINE'],
+      ['CONTROLLER_SERVICE', 'VOLUME_ACCESSIBILITY_CONSTRAINTS', 'GROUP_CONTROLLER_SERVICE', 'ONLINE'],
       'GetPluginCapabilities (oneof)');
     const capa = await ok(ctl, 'GetCapacity', { parameters: { a: 'b' } });
     expectEqual([capa.available_capacity, capa.maximum_volume_size, capa.minimum_volume_size],
