@@ -246,7 +246,12 @@ static enum cm_result bind(struct pvb *b, const struct kube_pv *pv, const struct
 		if (rc)
 			return cm_result_of(&e);
 	}
-	if (claim->phase != KUBE_PVC_BOUND || claim->capacity != pv->capacity) {
+	/*
+	 * Capacity is written only as the claim becomes Bound, as kube-controller-manager does: a
+	 * bound claim smaller than its volume is a filesystem still waiting for the node's part of
+	 * an expansion (the kubelet writes the new size when it has grown it).
+	 */
+	if (claim->phase != KUBE_PVC_BOUND) {
 		kube_quantity_format(pv->capacity > 0 ? pv->capacity : 0, true, qty, sizeof(qty));
 		p = json_pack("{s:{s:s, s:o, s:{s:s}}}", "status", "phase", "Bound", "accessModes",
 			      modes_json(pv->access_modes), "capacity", "storage", qty);

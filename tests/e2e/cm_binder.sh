@@ -92,6 +92,13 @@ wait_for "claim-late annotated once the node is chosen" 20 claim_is claim-late \
 pv pvc-dyn 1Gi ReadWriteOnce "{\"spec\":{\"storageClassName\":\"fast\",\"claimRef\":{\"namespace\":\"default\",\"name\":\"claim-dyn\",\"uid\":\"$(cj claim-dyn .metadata.uid)\"}}}"
 wait_for "claim-dyn Bound to the provisioned volume" 20 claim_is claim-dyn .spec.volumeName pvc-dyn
 wait_for "claim-dyn phase Bound" 20 claim_is claim-dyn .status.phase Bound
+check "claim-dyn's capacity is its volume's" eq "$(cj claim-dyn .status.capacity.storage)" 1Gi
+# The resizer grows the volume: the bound claim keeps its capacity until the node has grown the
+# filesystem (kube-controller-manager writes capacity only as a claim becomes Bound).
+kc patch pv pvc-dyn --type merge -p '{"spec":{"capacity":{"storage":"2Gi"}}}' >/dev/null
+kc annotate pvc claim-dyn kcsi.test/resync=1 >/dev/null
+sleep 1
+check "a bound claim keeps its capacity when its volume grows" eq "$(cj claim-dyn .status.capacity.storage)" 1Gi
 
 # Default class for a claim that names none.
 echo '{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"std","annotations":{"storageclass.kubernetes.io/is-default-class":"true"}},"provisioner":"loop.kcsi.io"}' | kc create -f - >/dev/null
