@@ -39,8 +39,9 @@
  *
  * Files (src/loopplugin/; pool_int.h is what they share):
  *
- *     pool.c            life cycle, lock, paths and IDs, lp_pool_recover's sweep, nodes/
+ *     pool.c            life cycle, lock, lp_pool_recover's sweep, nodes/
  *     pool_files.c      atomic writes, JSON metadata, image building, removal, listing
+ *     pool_paths.c      paths and IDs (below every other pool file; calls none of them)
  *     pool_volumes.c    volumes: metadata, create, delete, grow, formatting mark, list
  *     pool_attach.c     attachments: per-node device names, attach, detach, reconciliation
  *     pool_snapshots.c  snapshots: image copy and metadata

@@ -24,7 +24,7 @@ struct lp_pool {
 	int lockfd;         /* ... and flock() on .lock between processes */
 };
 
-/* ---- paths (pool.c) ---- */
+/* ---- paths (pool_paths.c) ---- */
 
 /* "<pool>/<sub>/<id><ext>", malloc'd. */
 char *lp_pool_path(const struct lp_pool *p, const char *sub, const char *id, const char *ext);

@@ -1,6 +1,6 @@
 /*
- * node_int: what the parts of kcsi-node share (run.c, plugins.c, volumes.c, expand.c, stats.c;
- * resize.h holds expand.c's pure rules). Not a public API.
+ * node_int: what the parts of kcsi-node share (run.c, plugins.c, volumes.c, expand.c, stats.c,
+ * shared.c below the last three; resize.h holds expand.c's pure rules). Not a public API.
  *
  * Ownership: struct nd owns the client, recorder, informers and the driver table. A driver
  * entry is reference-counted: nd_driver_get() returns a counted reference (or NULL) that the
@@ -65,15 +65,20 @@ void nd_driver_put(struct nd *nd, struct nd_driver *d);
 /* Creates the node's CSINode (no drivers) if missing, owned by the Node. */
 void nd_csinode_ensure(struct nd *nd);
 
+/* shared.c: below volumes.c, expand.c and stats.c, which all use it; calls none of them. */
+/* The volume capability the kubelet sends for a PV (access mode, block or mount + fsType). */
+Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv);
+/* The same from its parts (an inline volume has no PV: RWO, mount, its fsType). */
+Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t modes, bool block,
+					     const char *fs, const char *const *opts, uint16_t nopts);
+/* A Warning (or Normal) Event on the pod (or any record), reason and message as given. */
+void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
+	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* volumes.c */
 int nd_volumes_start(struct nd *nd);
 /* Stops the thread; -1 when it is stuck in a CSI call (the caller then exits at once). */
 int nd_volumes_stop(struct nd *nd);
-/* The volume capability the kubelet sends for a PV (access mode, block or mount + fsType). */
-Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv);
-/* A Warning (or Normal) Event on the pod (or any record), reason and message as given. */
-void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
-	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * expand.c: node expansion of one volume of one pod (resize.h decides). `done_size`,

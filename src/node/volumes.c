@@ -194,24 +194,6 @@ static void backoff_fail(int64_t *next_try, int64_t *delay)
 	*next_try = mono_now_ns() + *delay;
 }
 
-void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
-	      const char *fmt, ...)
-{
-	if (!about)
-		return;
-	struct kube_objref ref;
-	char uid[64];
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	kube_objref_of(about, &ref, uid, sizeof(uid));
-	kube_event(nd->rec, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason, "%s",
-		   sb.buf);
-	strbuf_release(&sb);
-}
-
 #define pod_event(nd, pod, reason, ...) \
 	nd_event((nd), (pod) ? &(pod)->meta : NULL, true, (reason), __VA_ARGS__)
 
@@ -568,41 +550,11 @@ static int add_secrets(struct nd *nd, struct csi_arena *a, ProtobufCMessage *req
 	return 0;
 }
 
-static Csi__V1__VolumeCapability *capability_of(struct csi_arena *a, uint8_t modes, bool block,
-						const char *fs, const char *const *opts,
-						uint16_t nopts)
-{
-	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
-	Csi__V1__VolumeCapability__AccessMode *am =
-		csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
-	am->mode = (modes & KUBE_RWX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
-		   : (modes == KUBE_ROX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY
-					 : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-	cap->access_mode = am;
-	if (block) {
-		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
-		cap->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
-	} else {
-		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
-		cap->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
-		cap->mount->fs_type = csi_arena_strdup(a, fs ? fs : "");
-		for (uint16_t i = 0; i < nopts; i++)
-			csi_repeated_add(a, &cap->mount->base, "mount_flags", csi_arena_strdup(a, opts[i]));
-	}
-	return cap;
-}
-
-Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv)
-{
-	return capability_of(a, pv->access_modes, pv->block, pv->fs_type, pv->mount_options,
-			     pv->nmount_options);
-}
-
 static Csi__V1__VolumeCapability *capability(struct csi_arena *a, const struct desired *d)
 {
 	if (d->pv)
 		return nd_pv_capability(a, d->pv);
-	return capability_of(a, KUBE_RWO, false, d->vol->csi_fs_type, NULL, 0);
+	return nd_capability_of(a, KUBE_RWO, false, d->vol->csi_fs_type, NULL, 0);
 }
 
 /* publish_context from the VolumeAttachment's attachmentMetadata, as the kubelet reads it. */

@@ -1,0 +1,56 @@
+/*
+ * What volumes.c, expand.c and stats.c all use: Events on pods and claims, and the volume
+ * capability the kubelet sends for a volume. It sits below the three and calls none of them.
+ */
+#include "node/node_int.h"
+
+#include <stdarg.h>
+
+#include "base/strbuf.h"
+
+void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
+	      const char *fmt, ...)
+{
+	if (!about)
+		return;
+	struct kube_objref ref;
+	char uid[64];
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	kube_objref_of(about, &ref, uid, sizeof(uid));
+	kube_event(nd->rec, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason, "%s",
+		   sb.buf);
+	strbuf_release(&sb);
+}
+
+Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t modes, bool block,
+					     const char *fs, const char *const *opts, uint16_t nopts)
+{
+	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
+	Csi__V1__VolumeCapability__AccessMode *am =
+		csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
+	am->mode = (modes & KUBE_RWX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
+		   : (modes == KUBE_ROX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY
+					 : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	cap->access_mode = am;
+	if (block) {
+		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+		cap->block = csi_msg_new(a, &csi__v1__volume_capability__block_volume__descriptor);
+	} else {
+		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+		cap->mount = csi_msg_new(a, &csi__v1__volume_capability__mount_volume__descriptor);
+		cap->mount->fs_type = csi_arena_strdup(a, fs ? fs : "");
+		for (uint16_t i = 0; i < nopts; i++)
+			csi_repeated_add(a, &cap->mount->base, "mount_flags", csi_arena_strdup(a, opts[i]));
+	}
+	return cap;
+}
+
+Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv)
+{
+	return nd_capability_of(a, pv->access_modes, pv->block, pv->fs_type, pv->mount_options,
+				pv->nmount_options);
+}
