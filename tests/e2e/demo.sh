@@ -23,6 +23,13 @@ for want in 'kcsi up: ready in' 'Bound' 'Running' 'kcsi up: stopped' 'demo: done
 done
 grep -qE '^csi-[0-9a-f]{64} ' "$out" || fail "no VolumeAttachment shown by kubectl"
 grep -qE '^data-snap +true +data ' "$out" || fail "kubectl get volumesnapshot did not show data-snap READYTOUSE true"
+grep -qE '^grow +Bound +pvc-[0-9a-f-]+ +640Mi +RWO +kcsi-loop-expandable +kcsi-loop-thick ' "$out" ||
+	fail "kubectl get pvc did not show grow at 640Mi with its VolumeAttributesClass"
+# df on the grower's mount, before and after the expansion: the filesystem itself grew
+sizes=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | awk '$1 ~ /^\/dev\/loop/ && $6 ~ /pvc-/ {print $2}' | tr '\n' ' ')
+read -r before after _ <<<"$sizes"
+[ -n "$before" ] && [ -n "$after" ] && [ "${after%M}" -gt "$(( ${before%M} + 200 ))" ] 2>/dev/null ||
+	fail "the pod's filesystem did not grow under it (df sizes: $sizes)"
 [ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] || fail "left behind after the demo: $(leftovers)"
 
 # Interrupt it while the volume is mounted, as Ctrl-C does to the process group. (env resets
