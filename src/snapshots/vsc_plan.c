@@ -27,6 +27,9 @@ enum snap_sidecar_step snap_plan_sidecar(const struct kube_vsc *c)
 		return kube_obj_has_finalizer(&c->meta, SNAP_FIN_CONTENT) ? SNAP_SC_REMOVE_FINALIZER
 									  : SNAP_SC_NOTHING;
 	}
+	/* a group's member: snapshot-controller writes the handle the group's call returned */
+	if (c->in_group && !c->status_handle)
+		return SNAP_SC_NOTHING;
 	if (c->volume_handle && !c->has_status)
 		return SNAP_SC_CREATE;
 	if (c->ready == KUBE_COND_TRUE)
