@@ -24,14 +24,7 @@
 
 #include "snapshotctrl/internal.h"
 
-/* ---- cache access ---- */
-
-struct kube_obj *sctrl_get(struct sctrl *c, int inf, const char *ns, const char *name)
-{
-	if (!name || !c->inf[inf])
-		return NULL;
-	return kube_store_get(kube_informer_store(c->inf[inf]), ns, name);
-}
+/* ---- cache indexes ---- */
 
 static size_t by_claim(const struct kube_obj *o, const char **vals, size_t max)
 {
@@ -51,17 +44,6 @@ static size_t by_namespace(const struct kube_obj *o, const char **vals, size_t m
 		return 0;
 	vals[0] = o->ns;
 	return 1;
-}
-
-struct kube_obj *sctrl_get_key(struct sctrl *c, int inf, const char *key)
-{
-	char ns[256];
-	const char *slash = strchr(key, '/');
-
-	if (!slash)
-		return NULL;
-	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-	return sctrl_get(c, inf, ns, slash + 1);
 }
 
 /* ---- handlers: queue keys only ---- */

@@ -29,7 +29,7 @@ struct sctrl {
 #define RETRY KUBE_WORK_RETRY
 #define AGAIN KUBE_WORK_AGAIN
 
-/* The cached record (one reference) or NULL; NULL name or informer: NULL. */
+/* cache.c: the cached record (one reference) or NULL; NULL name or informer: NULL. */
 struct kube_obj *sctrl_get(struct sctrl *c, int inf, const char *ns, const char *name);
 /* The same by a queue key "ns/name" (NULL for a key without a slash). */
 struct kube_obj *sctrl_get_key(struct sctrl *c, int inf, const char *key);

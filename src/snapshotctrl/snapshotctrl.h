@@ -6,7 +6,7 @@
  * dummy_driver, lease "snapshot-controller-leader"), controller.c (informers, queues, and the
  * I/O of each sync; every rule it follows is a function of src/snapshots), group.c (with
  * --feature-gates CSIVolumeGroupSnapshot=true: VolumeGroupSnapshots, their content and member
- * snapshots; internal.h is what the two sync files share).
+ * snapshots; internal.h is what the two sync files share, cache.c their cache reads).
  *
  * Informers on VolumeSnapshots, VolumeSnapshotContents, VolumeSnapshotClasses, claims and
  * volumes keep compact records; handlers only queue keys: snapshots ("ns/name"), contents

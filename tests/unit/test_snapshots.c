@@ -25,27 +25,31 @@ static struct kube_obj *decode(const struct kube_kind *k, const char *json)
 	return o;
 }
 
-/* A VolumeSnapshot "s1" in "ns" with uid UID; meta, spec and status are JSON fragments. */
-static struct kube_obj *vs(const char *meta, const char *spec, const char *status)
+/*
+ * A record of kind k: head is its first metadata members (name, namespace, uid), spec_head what
+ * its spec starts with; meta, spec and status are JSON fragments (status NULL: none).
+ */
+static struct kube_obj *rec(const struct kube_kind *k, const char *head, const char *spec_head,
+			    const char *meta, const char *spec, const char *status)
 {
 	char js[2048];
-	snprintf(js, sizeof(js),
-		 "{\"metadata\":{\"name\":\"s1\",\"namespace\":\"ns\",\"uid\":\"" UID "\","
-		 "\"resourceVersion\":\"5\"%s%s},\"spec\":{%s}%s%s%s}",
-		 *meta ? "," : "", meta, spec, status ? ",\"status\":{" : "", status ? status : "",
-		 status ? "}" : "");
-	return decode(&KUBE_KIND_VOLUMESNAPSHOT, js);
+	snprintf(js, sizeof(js), "{\"metadata\":{%s,\"resourceVersion\":\"5\"%s%s},\"spec\":{%s%s}%s%s%s}",
+		 head, *meta ? "," : "", meta, spec_head, spec, status ? ",\"status\":{" : "",
+		 status ? status : "", status ? "}" : "");
+	return decode(k, js);
+}
+
+/* A VolumeSnapshot "s1" in "ns" with uid UID. */
+static struct kube_obj *vs(const char *meta, const char *spec, const char *status)
+{
+	return rec(&KUBE_KIND_VOLUMESNAPSHOT, "\"name\":\"s1\",\"namespace\":\"ns\",\"uid\":\"" UID "\"",
+		   "", meta, spec, status);
 }
 
 static struct kube_obj *vsc(const char *meta, const char *spec, const char *status)
 {
-	char js[2048];
-	snprintf(js, sizeof(js),
-		 "{\"metadata\":{\"name\":\"snapcontent-" UID "\",\"uid\":\"" UID2 "\","
-		 "\"resourceVersion\":\"7\"%s%s},\"spec\":{\"driver\":\"d.io\",%s}%s%s%s}",
-		 *meta ? "," : "", meta, spec, status ? ",\"status\":{" : "", status ? status : "",
-		 status ? "}" : "");
-	return decode(&KUBE_KIND_VOLUMESNAPSHOTCONTENT, js);
+	return rec(&KUBE_KIND_VOLUMESNAPSHOTCONTENT, "\"name\":\"snapcontent-" UID "\",\"uid\":\"" UID2 "\"",
+		   "\"driver\":\"d.io\",", meta, spec, status);
 }
 
 #define REF_OK "\"volumeSnapshotRef\":{\"name\":\"s1\",\"namespace\":\"ns\",\"uid\":\"" UID "\"}"
@@ -463,24 +467,15 @@ static void test_sidecar_plan(void)
 
 static struct kube_obj *vgs(const char *meta, const char *spec, const char *status)
 {
-	char js[2048];
-	snprintf(js, sizeof(js),
-		 "{\"metadata\":{\"name\":\"g1\",\"namespace\":\"ns\",\"uid\":\"" GUID "\","
-		 "\"resourceVersion\":\"5\"%s%s},\"spec\":{%s}%s%s%s}",
-		 *meta ? "," : "", meta, spec, status ? ",\"status\":{" : "", status ? status : "",
-		 status ? "}" : "");
-	return decode(&KUBE_KIND_VOLUMEGROUPSNAPSHOT, js);
+	return rec(&KUBE_KIND_VOLUMEGROUPSNAPSHOT, "\"name\":\"g1\",\"namespace\":\"ns\",\"uid\":\"" GUID "\"",
+		   "", meta, spec, status);
 }
 
 static struct kube_obj *vgsc(const char *meta, const char *spec, const char *status)
 {
-	char js[2048];
-	snprintf(js, sizeof(js),
-		 "{\"metadata\":{\"name\":\"groupsnapcontent-" GUID "\",\"uid\":\"" UID2 "\","
-		 "\"resourceVersion\":\"7\"%s%s},\"spec\":{\"driver\":\"d.io\",%s}%s%s%s}",
-		 *meta ? "," : "", meta, spec, status ? ",\"status\":{" : "", status ? status : "",
-		 status ? "}" : "");
-	return decode(&KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT, js);
+	return rec(&KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT,
+		   "\"name\":\"groupsnapcontent-" GUID "\",\"uid\":\"" UID2 "\"", "\"driver\":\"d.io\",",
+		   meta, spec, status);
 }
 
 static void test_group_records(void)
@@ -540,7 +535,7 @@ static void test_group_records(void)
 	kube_obj_unref(cl);
 }
 
-/* A claim c<i> in ns labelled app=<app>, bound to pv<i> of driver drv (NULL: unbound). */
+/* A claim c<i> in ns labelled app=<app>, Bound (to the volume passed beside it) or Pending. */
 static struct kube_obj *gclaim(int i, const char *ns, const char *app, bool bound)
 {
 	char js[512];
