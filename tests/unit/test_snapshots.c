@@ -444,7 +444,7 @@ static void test_sidecar_plan(void)
 		{ "deleted without the controller's word: keep going", DEL "," FINS(F_VSC), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_NOTHING },
 		{ "unbound pre-provisioned deleted", DEL "," FINS(F_VSC), PRE "," REF_NOUID, NULL, SNAP_SC_REMOVE_FINALIZER },
 		{ "group member before its status: never CreateSnapshot", ANN("\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, NULL, SNAP_SC_NOTHING },
-		{ "group member deleted: DeleteSnapshot", DEL "," FINS(F_VSC) "," ANN(DELETING ",\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_DELETE },
+		{ "group member deleted: its group's call deletes it", DEL "," FINS(F_VSC) "," ANN(DELETING ",\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_REMOVE_FINALIZER },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct kube_obj *c = vsc(rows[i].meta, rows[i].spec, rows[i].status);
