@@ -11,6 +11,8 @@
 # content_of NAME                 "snapcontent-<uid of the snapshot>"
 # td_calls METHOD                 the recorded requests of one CSI method (JSON, one a line)
 # td_snapshots                    snapshot IDs the test driver holds
+# vgs_ready NAME                  a VolumeGroupSnapshot in "default" is readyToUse
+# group_all_gone NAME CONTENT     the group, its content and every VolumeSnapshot(Content) gone
 # sigterm_checked NAME...         SIGTERM each, check exit 0 within a second and no sanitizer report
 
 sctrl_start() {
@@ -90,4 +92,14 @@ sigterm_checked() {
 			grep -A30 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/$f.log" | head -40 >&2
 		fi
 	done
+}
+
+vgs_ready() {
+	[ "$(kc get volumegroupsnapshot "$1" -n default -o jsonpath='{.status.readyToUse}' 2>/dev/null)" = true ]
+}
+group_all_gone() {
+	! kc get volumegroupsnapshot "$1" -n default >/dev/null 2>&1 &&
+		! kc get volumegroupsnapshotcontent "$2" >/dev/null 2>&1 &&
+		[ "$(kc get volumesnapshots -A -o json | jq '.items | length')" = 0 ] &&
+		[ "$(kc get volumesnapshotcontents -o json | jq '.items | length')" = 0 ]
 }

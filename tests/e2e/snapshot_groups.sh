@@ -31,8 +31,7 @@ jq -n '{apiVersion: "groupsnapshot.storage.k8s.io/v1beta2", kind: "VolumeGroupSn
 	metadata: {name: "g1", namespace: "default"},
 	spec: {source: {selector: {matchLabels: {app: "db"}}}}}' | kc create -f - >/dev/null
 g_json() { kc get volumegroupsnapshot "$1" -n default -o json 2>/dev/null || true; }
-g_ready() { [ "$(g_json g1 | jq -r .status.readyToUse)" = true ]; }
-wait_for "g1 readyToUse" 30 g_ready
+wait_for "g1 readyToUse" 30 vgs_ready g1
 G=$(g_json g1)
 GUID=$(echo "$G" | jq -r .metadata.uid)
 GC=groupsnapcontent-$GUID
@@ -81,11 +80,7 @@ wait_for "event GroupSnapshotReady" 10 has_event VolumeGroupSnapshot g1 "GroupSn
 
 # 2. Deleting the group: members, contents, the driver's group all go.
 kc delete volumegroupsnapshot g1 -n default --wait=false >/dev/null
-gone() { ! kc get volumegroupsnapshot g1 -n default >/dev/null 2>&1 &&
-	! kc get volumegroupsnapshotcontent "$GC" >/dev/null 2>&1 &&
-	[ "$(kc get volumesnapshots -A -o json | jq '.items | length')" = 0 ] &&
-	[ "$(kc get volumesnapshotcontents -o json | jq '.items | length')" = 0 ]; }
-wait_for "group, content, members and their contents gone" 30 gone
+wait_for "group, content, members and their contents gone" 30 group_all_gone g1 "$GC"
 check "DeleteVolumeGroupSnapshot called for the group" bash -c \
 	"grep '^DeleteVolumeGroupSnapshot ' '$T/td.rec' | grep -q '\"group_snapshot_id\":\"group-groupsnapshot-$GUID\"'"
 check "the driver holds no snapshot" eq "$(td_snapshots | wc -l)" 0

@@ -33,8 +33,7 @@ jq -n '{apiVersion: "groupsnapshot.storage.k8s.io/v1beta2", kind: "VolumeGroupSn
 	metadata: {name: "g", namespace: "default"},
 	spec: {volumeGroupSnapshotClassName: "loop-group", source: {selector: {matchLabels: {app: "db"}}}}}' |
 	kc create -f - >/dev/null
-g_ready() { [ "$(kc get volumegroupsnapshot g -n default -o jsonpath='{.status.readyToUse}')" = true ]; }
-wait_for "group readyToUse" 40 g_ready
+wait_for "group readyToUse" 40 vgs_ready g
 GUID=$(kc get volumegroupsnapshot g -n default -o jsonpath='{.metadata.uid}')
 GH=$(kc get volumegroupsnapshotcontent "groupsnapcontent-$GUID" -o jsonpath='{.status.volumeGroupSnapshotHandle}')
 check "the loop driver returned a group handle" bash -c "[ -n '$GH' ]"
@@ -56,11 +55,7 @@ for c in a b; do
 done
 
 kc delete volumegroupsnapshot g -n default --wait=false >/dev/null
-gone() { ! kc get volumegroupsnapshot g -n default >/dev/null 2>&1 &&
-	! kc get volumegroupsnapshotcontent "groupsnapcontent-$GUID" >/dev/null 2>&1 &&
-	[ "$(kc get volumesnapshots -A -o json | jq '.items | length')" = 0 ] &&
-	[ "$(kc get volumesnapshotcontents -o json | jq '.items | length')" = 0 ]; }
-wait_for "group, members and contents gone" 40 gone
+wait_for "group, members and contents gone" 40 group_all_gone g "groupsnapcontent-$GUID"
 check "DeleteVolumeGroupSnapshot logged by the sidecar" grep -q "DeleteVolumeGroupSnapshot $GH" "$T/snapper.log"
 check "no snapshot image left in the pool" bash -c "[ -z \"\$(ls -A '$T/pool/snapshots' 2>/dev/null | grep '\\.img$')\" ]"
 
