@@ -66,6 +66,15 @@ static const struct emu_resource resource_table[] = {
 	  "VolumeSnapshotContent", false, true, "vsc,vscs", "", "" },
 	{ "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", "volumesnapshotclass",
 	  "VolumeSnapshotClass", false, false, "vsclass,vsclasses", "", NULL },
+	/* its group snapshot CRDs, at the version external-snapshotter v8.2+ serves (v1beta2) */
+	{ "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshots", "volumegroupsnapshot",
+	  "VolumeGroupSnapshot", true, true, "vgs", "", "" },
+	{ "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshotcontents",
+	  "volumegroupsnapshotcontent", "VolumeGroupSnapshotContent", false, true, "vgsc,vgscs", "",
+	  "" },
+	{ "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshotclasses",
+	  "volumegroupsnapshotclass", "VolumeGroupSnapshotClass", false, false,
+	  "vgsclass,vgsclasses", "", NULL },
 	/* RBAC, stored only (nothing is authorized by it): deploy/kubernetes applies here too */
 	{ "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false,
 	  false, "", "", NULL },

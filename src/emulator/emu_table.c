@@ -582,6 +582,44 @@ static void vsclass_cells(json_t *c, const json_t *o, time_t now)
 	add_age(c, o, now);
 }
 
+/* The group snapshot CRDs' additionalPrinterColumns (v1beta2). */
+static const struct column vgs_cols[] = {
+	NAME_COL, { "ReadyToUse", "boolean", "", 0 }, { "VolumeGroupSnapshotClass", "string", "", 0 },
+	{ "VolumeGroupSnapshotContent", "string", "", 0 }, { "CreationTime", "date", "", 0 },
+	AGE_COL,
+};
+static void vgs_cells(json_t *c, const json_t *o, time_t now)
+{
+	add_s(c, str(o, "metadata.name"));
+	add_raw(c, o, "status.readyToUse");
+	add_raw(c, o, "spec.volumeGroupSnapshotClassName");
+	add_raw(c, o, "status.boundVolumeGroupSnapshotContentName");
+	const char *ct = str(o, "status.creationTime");
+	if (ct)
+		add_since(c, ct, now);
+	else
+		json_array_append_new(c, json_null());
+	add_age(c, o, now);
+}
+
+static const struct column vgsc_cols[] = {
+	NAME_COL, { "ReadyToUse", "boolean", "", 0 }, { "DeletionPolicy", "string", "", 0 },
+	{ "Driver", "string", "", 0 }, { "VolumeGroupSnapshotClass", "string", "", 0 },
+	{ "VolumeGroupSnapshotNamespace", "string", "", 0 },
+	{ "VolumeGroupSnapshot", "string", "", 0 }, AGE_COL,
+};
+static void vgsc_cells(json_t *c, const json_t *o, time_t now)
+{
+	add_s(c, str(o, "metadata.name"));
+	add_raw(c, o, "status.readyToUse");
+	add_raw(c, o, "spec.deletionPolicy");
+	add_raw(c, o, "spec.driver");
+	add_raw(c, o, "spec.volumeGroupSnapshotClassName");
+	add_raw(c, o, "spec.volumeGroupSnapshotRef.namespace");
+	add_raw(c, o, "spec.volumeGroupSnapshotRef.name");
+	add_age(c, o, now);
+}
+
 /* kube-apiserver's RBAC printers: roles show when they were created, bindings what they bind */
 static const struct column role_cols[] = { NAME_COL, { "Created At", "date", "", 0 } };
 static void role_cells(json_t *c, const json_t *o, time_t now)
@@ -660,6 +698,11 @@ static const struct printer printers[] = {
 	P("snapshot.storage.k8s.io", "volumesnapshots", vs_cols, vs_cells),
 	P("snapshot.storage.k8s.io", "volumesnapshotcontents", vsc_cols, vsc_cells),
 	P("snapshot.storage.k8s.io", "volumesnapshotclasses", vsclass_cols, vsclass_cells),
+	P("groupsnapshot.storage.k8s.io", "volumegroupsnapshots", vgs_cols, vgs_cells),
+	P("groupsnapshot.storage.k8s.io", "volumegroupsnapshotcontents", vgsc_cols, vgsc_cells),
+	/* a group class prints as a snapshot class does: Driver, DeletionPolicy, Age */
+	P("groupsnapshot.storage.k8s.io", "volumegroupsnapshotclasses", vsclass_cols,
+	  vsclass_cells),
 };
 
 static const struct printer default_printer = P("", "", default_cols, default_cells);

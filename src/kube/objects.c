@@ -891,6 +891,7 @@ static int pvc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 		pvc_selector_text(jv_get(spec, "selector"), sel, sizeof(sel));
 		pvc->selector = pk_str(pk, sel);
 	}
+	pvc->labels = pk_map(pk, jv_get(jv_get(obj, "metadata"), "labels"), &pvc->nlabels);
 	pvc_resize_fields(pvc, spec, st, ann);
 	return 0;
 }
@@ -1197,6 +1198,7 @@ static int vsc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 	c->deletion_secret_ns = kube_intern(jstr(ann, "snapshot.storage.kubernetes.io/deletion-secret-namespace"));
 	c->being_created = jv_get(ann, "snapshot.storage.kubernetes.io/volumesnapshot-being-created") != NULL;
 	c->being_deleted = jv_get(ann, "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted") != NULL;
+	c->in_group = jv_get(ann, "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle") != NULL;
 	c->managed_by = kube_intern(jstr(jv_get(md, "labels"), "snapshot.storage.kubernetes.io/managed-by"));
 	c->has_status = jv_is_object(st);
 	c->status_handle = pk_str(pk, jstr(st, "snapshotHandle"));
@@ -1233,6 +1235,98 @@ static struct kube_obj *vsclass_decode(const jv_t *obj, char *err, size_t errlen
 	return decode2(obj, sizeof(struct kube_vsclass), KUBE_KIND_VSCLASS, vsclass_fields, err, errlen);
 }
 
+/* ---- groupsnapshot.storage.k8s.io/v1beta2 ---- */
+
+static int vgs_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vgs *g = rec;
+	if (decode_meta(pk, obj, &g->meta, err, errlen))
+		return -1;
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	const jv_t *src = jv_get(spec, "source"), *sel = jv_get(src, "selector");
+	if (jv_is_object(sel)) {
+		char text[1024];
+		pvc_selector_text(sel, text, sizeof(text));
+		g->selector = pk_str(pk, text);
+	}
+	g->source_content = pk_str(pk, jstr(src, "volumeGroupSnapshotContentName"));
+	g->class_name = kube_intern(jstr(spec, "volumeGroupSnapshotClassName"));
+	g->has_status = jv_is_object(st);
+	g->bound_content = pk_str(pk, jstr(st, "boundVolumeGroupSnapshotContentName"));
+	g->creation_time = pk_str(pk, jstr(st, "creationTime"));
+	g->error_message = pk_str(pk, jstr(jv_get(st, "error"), "message"));
+	g->error_time = pk_str(pk, jstr(jv_get(st, "error"), "time"));
+	g->ready = cond_of(jv_get(st, "readyToUse"));
+	return 0;
+}
+
+static struct kube_obj *vgs_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vgs), KUBE_KIND_VGS, vgs_fields, err, errlen);
+}
+
+static void pk_vgs_member(struct packer *pk, const jv_t *e, void *out)
+{
+	struct kube_vgs_member *m = out;
+	const jv_t *ct = jv_get(e, "creationTime"), *rs = jv_get(e, "restoreSize");
+	m->volume_handle = pk_str(pk, jstr(e, "volumeHandle"));
+	m->snapshot_handle = pk_str(pk, jstr(e, "snapshotHandle"));
+	m->creation_time = jv_is_integer(ct) ? jv_int(ct) : -1;
+	m->restore_size = jv_is_integer(rs) ? jv_int(rs) : -1;
+	m->ready = cond_of(jv_get(e, "readyToUse"));
+}
+
+static int vgsc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vgsc *c = rec;
+	if (decode_meta(pk, obj, &c->meta, err, errlen))
+		return -1;
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
+	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
+	const jv_t *src = jv_get(spec, "source"), *ref = jv_get(spec, "volumeGroupSnapshotRef");
+	c->driver = kube_intern(jstr(spec, "driver"));
+	c->class_name = kube_intern(jstr(spec, "volumeGroupSnapshotClassName"));
+	c->policy = snap_policy(jstr(spec, "deletionPolicy"));
+	c->ref_name = pk_str(pk, jstr(ref, "name"));
+	c->ref_ns = kube_intern(jstr(ref, "namespace"));
+	c->ref_uid = pk_str(pk, jstr(ref, "uid") ? jstr(ref, "uid") : "");
+	c->volume_handles = pk_strv(pk, jv_get(src, "volumeHandles"), false, &c->nvolume_handles);
+	c->group_handle = pk_str(pk, jstr(jv_get(src, "groupSnapshotHandles"), "volumeGroupSnapshotHandle"));
+	c->deletion_secret_name = kube_intern(jstr(ann, "groupsnapshot.storage.kubernetes.io/deletion-secret-name"));
+	c->deletion_secret_ns = kube_intern(jstr(ann, "groupsnapshot.storage.kubernetes.io/deletion-secret-namespace"));
+	c->being_deleted = jv_get(ann, "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted") != NULL;
+	c->has_status = jv_is_object(st);
+	c->status_handle = pk_str(pk, jstr(st, "volumeGroupSnapshotHandle"));
+	c->creation_time = pk_str(pk, jstr(st, "creationTime"));
+	c->error_message = pk_str(pk, jstr(jv_get(st, "error"), "message"));
+	c->ready = cond_of(jv_get(st, "readyToUse"));
+	c->members = pk_array(pk, jv_get(st, "volumeSnapshotInfoList"), sizeof(struct kube_vgs_member),
+			      pk_vgs_member, &c->nmembers);
+	return 0;
+}
+
+static struct kube_obj *vgsc_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vgsc), KUBE_KIND_VGSC, vgsc_fields, err, errlen);
+}
+
+static int vgsclass_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
+{
+	struct kube_vsclass *c = rec;
+	if (vsclass_fields(pk, obj, rec, err, errlen))
+		return -1;
+	const jv_t *ann = jv_get(jv_get(obj, "metadata"), "annotations");
+	const char *def = jstr(ann, "groupsnapshot.storage.kubernetes.io/is-default-class");
+	c->is_default = def && !strcmp(def, "true");
+	return 0;
+}
+
+static struct kube_obj *vgsclass_decode(const jv_t *obj, char *err, size_t errlen)
+{
+	return decode2(obj, sizeof(struct kube_vsclass), KUBE_KIND_VGSCLASS, vgsclass_fields, err,
+		       errlen);
+}
+
 const struct kube_kind KUBE_KIND_VOLUMEATTACHMENT = { "VolumeAttachment", &KUBE_RES_VOLUMEATTACHMENTS, va_decode };
 const struct kube_kind KUBE_KIND_PERSISTENTVOLUME = { "PersistentVolume", &KUBE_RES_PERSISTENTVOLUMES, pv_decode };
 const struct kube_kind KUBE_KIND_CSINODE_T = { "CSINode", &KUBE_RES_CSINODES, csinode_decode };
@@ -1247,6 +1341,9 @@ const struct kube_kind KUBE_KIND_VOLUMEATTRIBUTESCLASS = { "VolumeAttributesClas
 const struct kube_kind KUBE_KIND_VOLUMESNAPSHOT = { "VolumeSnapshot", &KUBE_RES_VOLUMESNAPSHOTS, vs_decode };
 const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCONTENT = { "VolumeSnapshotContent", &KUBE_RES_VOLUMESNAPSHOTCONTENTS, vsc_decode };
 const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCLASS = { "VolumeSnapshotClass", &KUBE_RES_VOLUMESNAPSHOTCLASSES, vsclass_decode };
+const struct kube_kind KUBE_KIND_VOLUMEGROUPSNAPSHOT = { "VolumeGroupSnapshot", &KUBE_RES_VOLUMEGROUPSNAPSHOTS, vgs_decode };
+const struct kube_kind KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT = { "VolumeGroupSnapshotContent", &KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS, vgsc_decode };
+const struct kube_kind KUBE_KIND_VOLUMEGROUPSNAPSHOTCLASS = { "VolumeGroupSnapshotClass", &KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES, vgsclass_decode };
 
 /* ---- helpers ---- */
 

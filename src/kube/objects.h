@@ -30,7 +30,8 @@ const char *kube_intern(const char *s);
 
 enum kube_kind_id { KUBE_KIND_VA = 1, KUBE_KIND_PV, KUBE_KIND_CSINODE, KUBE_KIND_NODE, KUBE_KIND_LEASE,
 		   KUBE_KIND_PVC, KUBE_KIND_SC, KUBE_KIND_POD, KUBE_KIND_CSIDRIVER,
-		   KUBE_KIND_CSISC, KUBE_KIND_VAC, KUBE_KIND_VS, KUBE_KIND_VSC, KUBE_KIND_VSCLASS };
+		   KUBE_KIND_CSISC, KUBE_KIND_VAC, KUBE_KIND_VS, KUBE_KIND_VSC, KUBE_KIND_VSCLASS,
+		   KUBE_KIND_VGS, KUBE_KIND_VGSC, KUBE_KIND_VGSCLASS };
 
 #define KUBE_OBJ_UID_BINARY 1 /* uid stored as 16 bytes; the other flag bits are internal */
 
@@ -250,6 +251,8 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	const char *vac_name;     /* spec.volumeAttributesClassName (interned); NULL when absent */
 	const char *current_vac;  /* status.currentVolumeAttributesClassName (interned) */
 	const char *modify_target; /* status.modifyVolumeStatus.targetVolumeAttributesClassName */
+	const struct kube_kv *labels; /* metadata.labels (group snapshot selectors) */
+	uint16_t nlabels;
 };
 
 struct kube_storageclass { /* storage.k8s.io/v1 StorageClass */
@@ -399,6 +402,8 @@ struct kube_vsc { /* VolumeSnapshotContent (cluster-scoped) */
 	bool has_status;
 	bool being_created;          /* annotation snapshot.storage.kubernetes.io/volumesnapshot-being-created */
 	bool being_deleted;          /* annotation snapshot.storage.kubernetes.io/volumesnapshot-being-deleted */
+	bool in_group;               /* annotation groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle:
+				      * a member of a group snapshot, cut by the group's call */
 };
 
 struct kube_vsclass { /* VolumeSnapshotClass (cluster-scoped) */
@@ -408,6 +413,55 @@ struct kube_vsclass { /* VolumeSnapshotClass (cluster-scoped) */
 	uint16_t nparameters;
 	uint8_t policy;              /* enum kube_snap_policy: deletionPolicy */
 	bool is_default;             /* annotation snapshot.storage.kubernetes.io/is-default-class == "true" */
+};
+/* A VolumeGroupSnapshotClass decodes into the same record (kind KUBE_KIND_VGSCLASS), its
+ * default annotation being groupsnapshot.storage.kubernetes.io/is-default-class. */
+
+struct kube_vgs { /* groupsnapshot.storage.k8s.io VolumeGroupSnapshot */
+	struct kube_obj meta;
+	/* spec.source.selector as label selector text (kube/selector.h; "" selects every claim),
+	 * NULL when absent; "!" (refused by the parser) when it cannot be expressed */
+	const char *selector;
+	const char *source_content; /* spec.source.volumeGroupSnapshotContentName */
+	const char *class_name;     /* spec.volumeGroupSnapshotClassName (interned) */
+	const char *bound_content;  /* status.boundVolumeGroupSnapshotContentName */
+	const char *creation_time;  /* status.creationTime (RFC 3339 text) */
+	const char *error_message;  /* status.error.message */
+	const char *error_time;     /* status.error.time */
+	bool has_status;
+	uint8_t ready;              /* enum kube_cond: status.readyToUse */
+};
+
+/* One entry of a group content's status.volumeSnapshotInfoList (v1beta2). */
+struct kube_vgs_member {
+	const char *volume_handle;
+	const char *snapshot_handle;
+	int64_t creation_time;      /* ns since the epoch; -1 when absent */
+	int64_t restore_size;       /* bytes; -1 when absent */
+	uint8_t ready;              /* enum kube_cond */
+};
+
+struct kube_vgsc { /* VolumeGroupSnapshotContent (cluster-scoped) */
+	struct kube_obj meta;
+	const char *driver;          /* spec.driver (interned) */
+	const char *class_name;      /* spec.volumeGroupSnapshotClassName (interned) */
+	const char *ref_name;        /* spec.volumeGroupSnapshotRef */
+	const char *ref_ns;          /* (interned) */
+	const char *ref_uid;         /* "" when not set */
+	const char *const *volume_handles;  /* spec.source.volumeHandles */
+	const char *group_handle;    /* spec.source.groupSnapshotHandles.volumeGroupSnapshotHandle */
+	const char *deletion_secret_name; /* annotations groupsnapshot.storage.kubernetes.io/deletion-secret-* */
+	const char *deletion_secret_ns;
+	const char *status_handle;   /* status.volumeGroupSnapshotHandle */
+	const char *creation_time;   /* status.creationTime (RFC 3339 text) */
+	const char *error_message;   /* status.error.message */
+	const struct kube_vgs_member *members; /* status.volumeSnapshotInfoList */
+	uint16_t nvolume_handles;
+	uint16_t nmembers;
+	uint8_t policy;              /* enum kube_snap_policy: spec.deletionPolicy */
+	uint8_t ready;               /* enum kube_cond: status.readyToUse */
+	bool has_status;
+	bool being_deleted;          /* annotation groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted */
 };
 
 /* How an informer handles one kind. */
@@ -438,6 +492,9 @@ extern const struct kube_kind KUBE_KIND_VOLUMEATTRIBUTESCLASS;
 extern const struct kube_kind KUBE_KIND_VOLUMESNAPSHOT;
 extern const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCONTENT;
 extern const struct kube_kind KUBE_KIND_VOLUMESNAPSHOTCLASS;
+extern const struct kube_kind KUBE_KIND_VOLUMEGROUPSNAPSHOT;
+extern const struct kube_kind KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT;
+extern const struct kube_kind KUBE_KIND_VOLUMEGROUPSNAPSHOTCLASS;
 
 static inline struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
@@ -514,6 +571,18 @@ static inline const struct kube_vsc *kube_vsc_of(const struct kube_obj *o)
 static inline const struct kube_vsclass *kube_vsclass_of(const struct kube_obj *o)
 {
 	return o && o->kind == KUBE_KIND_VSCLASS ? (const struct kube_vsclass *)o : NULL;
+}
+static inline const struct kube_vgs *kube_vgs_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VGS ? (const struct kube_vgs *)o : NULL;
+}
+static inline const struct kube_vgsc *kube_vgsc_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VGSC ? (const struct kube_vgsc *)o : NULL;
+}
+static inline const struct kube_vsclass *kube_vgsclass_of(const struct kube_obj *o)
+{
+	return o && o->kind == KUBE_KIND_VGSCLASS ? (const struct kube_vsclass *)o : NULL;
 }
 
 #endif

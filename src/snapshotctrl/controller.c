@@ -22,29 +22,9 @@
 #include "kube/workqueue.h"
 #include "snapshots/snapshots.h"
 
-enum { INF_VS, INF_VSC, INF_CLASS, INF_PVC, INF_PV, INF_NODE, NINF };
+#include "snapshotctrl/internal.h"
 
-struct sctrl {
-	struct sctrl_opts o;
-	struct kube_client *kc;
-	struct kube_informer *inf[NINF]; /* INF_NODE only with --enable-distributed-snapshotting */
-	struct kube_workqueue *vsq, *vscq, *claimq;
-	pthread_mutex_t mu;
-	bool stop;
-};
-
-#define DONE KUBE_WORK_DONE
-#define RETRY KUBE_WORK_RETRY
-#define AGAIN KUBE_WORK_AGAIN
-
-/* ---- cache access ---- */
-
-static struct kube_obj *get(struct sctrl *c, int inf, const char *ns, const char *name)
-{
-	if (!name || !c->inf[inf])
-		return NULL;
-	return kube_store_get(kube_informer_store(c->inf[inf]), ns, name);
-}
+/* ---- cache indexes ---- */
 
 static size_t by_claim(const struct kube_obj *o, const char **vals, size_t max)
 {
@@ -310,9 +290,9 @@ static int create_input(struct sctrl *c, const struct kube_vs *vs, const struct 
 	char why[512];
 	const struct kube_pvc *pvc;
 
-	*pvco = get(c, INF_PVC, vs->meta.ns, vs->source_pvc);
+	*pvco = sctrl_get(c, INF_PVC, vs->meta.ns, vs->source_pvc);
 	pvc = kube_pvc_of(*pvco);
-	*pvo = pvc ? get(c, INF_PV, NULL, pvc->volume_name) : NULL;
+	*pvo = pvc ? sctrl_get(c, INF_PV, NULL, pvc->volume_name) : NULL;
 	int src = snap_check_source(vs, pvc, kube_pv_of(*pvo), why, sizeof(why));
 	if (src == 0 && cls)
 		return 0;
@@ -387,14 +367,14 @@ out:
 /* Names the default class when the snapshot has none: 1 patched, 0 nothing to do, -1 error. */
 static int set_default_class(struct sctrl *c, const struct kube_vs *vs)
 {
-	struct kube_obj *pvco = get(c, INF_PVC, vs->meta.ns, vs->source_pvc), *pvo = NULL;
+	struct kube_obj *pvco = sctrl_get(c, INF_PVC, vs->meta.ns, vs->source_pvc), *pvo = NULL;
 	const struct kube_pvc *pvc = kube_pvc_of(pvco);
 	char err[512], msg[600];
 	struct kube_err ke;
 	size_t n = 0;
 	int rc = -1;
 
-	pvo = pvc ? get(c, INF_PV, NULL, pvc->volume_name) : NULL;
+	pvo = pvc ? sctrl_get(c, INF_PV, NULL, pvc->volume_name) : NULL;
 	struct kube_obj **all = kube_store_list(kube_informer_store(c->inf[INF_CLASS]), &n);
 	const struct kube_vsclass *def = NULL;
 	if (snap_check_source(vs, pvc, kube_pv_of(pvo), err, sizeof(err)) == 0)
@@ -435,7 +415,7 @@ static int sync_deleting(struct sctrl *c, const struct kube_vs *vs)
 		snap_content_name(vs, name, sizeof(name));
 		cname = name;
 	}
-	struct kube_obj *co = get(c, INF_VSC, NULL, cname);
+	struct kube_obj *co = sctrl_get(c, INF_VSC, NULL, cname);
 	struct kube_obj **claims = kube_store_by_index(kube_informer_store(c->inf[INF_PVC]), "ns",
 						       vs->meta.ns ? vs->meta.ns : "", &n);
 	bool restoring = snap_restoring(vs, (const struct kube_pvc *const *)claims, n);
@@ -546,6 +526,9 @@ static int sync_vs(struct sctrl *c, const struct kube_vs *vs)
 	char name[128];
 	int rc;
 
+	/* a member of a group snapshot: its content is made by the group's sync, pre-bound */
+	bool member = kube_obj_has_finalizer(&vs->meta, SNAP_FIN_IN_GROUP);
+
 	if (vs->meta.deletion_ts)
 		return sync_deleting(c, vs);
 	if ((msg = snap_validate_vs(vs))) {
@@ -554,7 +537,7 @@ static int sync_vs(struct sctrl *c, const struct kube_vs *vs)
 		return RETRY;
 	}
 	if (vs->class_name) {
-		clo = get(c, INF_CLASS, NULL, vs->class_name);
+		clo = sctrl_get(c, INF_CLASS, NULL, vs->class_name);
 		if (!clo) {
 			char m[600];
 			snprintf(m, sizeof(m), "Failed to get snapshot class with error failed to retrieve "
@@ -563,14 +546,18 @@ static int sync_vs(struct sctrl *c, const struct kube_vs *vs)
 			simple_error(c, vs, "GetSnapshotClassFailed", true, m);
 			return RETRY;
 		}
-	} else if (vs->source_pvc) {
+	} else if (vs->source_pvc && !member) {
 		return set_default_class(c, vs) < 0 ? RETRY : DONE;
 	}
+	if (member && !vs->bound_content)
+		return DONE; /* the group's sync names its content next */
 	if (vs->source_content) {
-		co = get(c, INF_VSC, NULL, vs->source_content);
+		co = sctrl_get(c, INF_VSC, NULL, vs->source_content);
+	} else if (member) {
+		co = sctrl_get(c, INF_VSC, NULL, vs->bound_content);
 	} else {
 		snap_content_name(vs, name, sizeof(name));
-		co = get(c, INF_VSC, NULL, name);
+		co = sctrl_get(c, INF_VSC, NULL, name);
 	}
 	const struct kube_vsc *content = kube_vsc_of(co);
 	rc = add_finalizers(c, vs, content);
@@ -578,7 +565,7 @@ static int sync_vs(struct sctrl *c, const struct kube_vs *vs)
 		goto out;
 	if (vs->ready == KUBE_COND_TRUE && vs->bound_content) {
 		struct snap_error e = { 0 };
-		struct kube_obj *bo = get(c, INF_VSC, NULL, vs->bound_content);
+		struct kube_obj *bo = sctrl_get(c, INF_VSC, NULL, vs->bound_content);
 		if (!snap_check_ready(vs, kube_vsc_of(bo), &e))
 			status_error(c, vs, &e);
 		kube_obj_unref(bo);
@@ -595,13 +582,7 @@ out:
 static enum kube_work_result vs_work(void *arg, const char *key)
 {
 	struct sctrl *c = arg;
-	char ns[256];
-	const char *slash = strchr(key, '/');
-
-	if (!slash)
-		return DONE;
-	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-	struct kube_obj *o = get(c, INF_VS, ns, slash + 1);
+	struct kube_obj *o = sctrl_get_key(c, INF_VS, key);
 	const struct kube_vs *vs = kube_vs_of(o);
 	int rc = vs ? sync_vs(c, vs) : DONE;
 	kube_obj_unref(o);
@@ -613,14 +594,14 @@ static enum kube_work_result vs_work(void *arg, const char *key)
 static enum kube_work_result vsc_work(void *arg, const char *key)
 {
 	struct sctrl *c = arg;
-	struct kube_obj *o = get(c, INF_VSC, NULL, key), *so = NULL;
+	struct kube_obj *o = sctrl_get(c, INF_VSC, NULL, key), *so = NULL;
 	const struct kube_vsc *vsc = kube_vsc_of(o);
 	struct kube_err ke;
 	int rc = DONE;
 
 	if (!vsc)
 		goto out;
-	so = vsc->ref_ns ? get(c, INF_VS, vsc->ref_ns, vsc->ref_name) : NULL;
+	so = vsc->ref_ns ? sctrl_get(c, INF_VS, vsc->ref_ns, vsc->ref_name) : NULL;
 	switch (snap_plan_content(vsc, kube_vs_of(so))) {
 	case SNAP_VSC_INVALID:
 		KLOG_E("syncContent[%s]: validation error, %s", key, snap_validate_vsc(vsc));
@@ -650,16 +631,10 @@ out:
 static enum kube_work_result claim_work(void *arg, const char *key)
 {
 	struct sctrl *c = arg;
-	char ns[256];
-	const char *slash = strchr(key, '/');
 	struct kube_err ke;
 	size_t n = 0;
 	int rc = DONE;
-
-	if (!slash)
-		return DONE;
-	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-	struct kube_obj *o = get(c, INF_PVC, ns, slash + 1);
+	struct kube_obj *o = sctrl_get_key(c, INF_PVC, key);
 	const struct kube_pvc *pvc = kube_pvc_of(o);
 	if (!pvc || !kube_obj_has_finalizer(o, SNAP_FIN_PVC))
 		goto out;
@@ -682,14 +657,15 @@ struct sctrl *sctrl_new(struct kube_client *kc, const struct sctrl_opts *o)
 	static const struct kube_kind *const kinds[NINF] = {
 		&KUBE_KIND_VOLUMESNAPSHOT, &KUBE_KIND_VOLUMESNAPSHOTCONTENT,
 		&KUBE_KIND_VOLUMESNAPSHOTCLASS, &KUBE_KIND_PERSISTENTVOLUMECLAIM,
-		&KUBE_KIND_PERSISTENTVOLUME, &KUBE_KIND_NODE_T,
+		&KUBE_KIND_PERSISTENTVOLUME, &KUBE_KIND_NODE_T, &KUBE_KIND_VOLUMEGROUPSNAPSHOT,
+		&KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT, &KUBE_KIND_VOLUMEGROUPSNAPSHOTCLASS,
 	};
 
 	c->o = *o;
 	c->kc = kc;
 	pthread_mutex_init(&c->mu, NULL);
 	for (int i = 0; i < NINF; i++) {
-		if (i == INF_NODE && !o->distributed)
+		if ((i == INF_NODE && !o->distributed) || (i >= INF_VGS && !o->groups))
 			continue;
 		struct kube_informer_opts io = { .kind = kinds[i], .resync_ns = o->resync_ns };
 		c->inf[i] = kube_informer_new(kc, &io);
@@ -706,6 +682,11 @@ struct sctrl *sctrl_new(struct kube_client *kc, const struct sctrl_opts *o)
 	c->vsq = kube_workqueue_new("snapshot-controller-snapshot", o->retry_start_ns, o->retry_max_ns);
 	c->vscq = kube_workqueue_new("snapshot-controller-content", o->retry_start_ns, o->retry_max_ns);
 	c->claimq = kube_workqueue_new("snapshot-controller-claim", o->retry_start_ns, o->retry_max_ns);
+	if (o->groups) {
+		c->vgsq = kube_workqueue_new("snapshot-controller-group-snapshot", o->retry_start_ns,
+					     o->retry_max_ns);
+		sctrl_group_handlers(c);
+	}
 	return c;
 }
 
@@ -733,8 +714,9 @@ int sctrl_start(struct sctrl *c, char *err, size_t errlen)
 	malloc_trim(0);
 	struct kube_serve serve[] = { { c->vsq, c->o.workers, vs_work, c },
 				      { c->vscq, c->o.workers, vsc_work, c },
-				      { c->claimq, c->o.workers, claim_work, c } };
-	if (kube_workqueue_serve(serve, 3, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+				      { c->claimq, c->o.workers, claim_work, c },
+				      { c->vgsq, c->o.workers, sctrl_group_work, c } };
+	if (kube_workqueue_serve(serve, c->vgsq ? 4 : 3, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
 		snprintf(err, errlen, "%s (-worker-threads=%d)", why, c->o.workers);
 		sctrl_stop(c);
 		return -1;
@@ -750,10 +732,11 @@ void sctrl_stop(struct sctrl *c)
 	for (int i = 0; i < NINF; i++)
 		if (c->inf[i])
 			kube_informer_stop(c->inf[i]);
-	struct kube_workqueue *qs[] = { c->vsq, c->vscq, c->claimq };
-	for (int i = 0; i < 3; i++)
+	struct kube_workqueue *qs[] = { c->vsq, c->vscq, c->claimq, c->vgsq };
+	int nq = c->vgsq ? 4 : 3;
+	for (int i = 0; i < nq; i++)
 		kube_workqueue_shutdown(qs[i]);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < nq; i++)
 		kube_workqueue_wait_workers(qs[i]);
 	KLOG_I("Shutting down snapshot controller");
 }
@@ -768,13 +751,15 @@ void sctrl_free(struct sctrl *c)
 	kube_workqueue_free(c->vsq);
 	kube_workqueue_free(c->vscq);
 	kube_workqueue_free(c->claimq);
+	if (c->vgsq)
+		kube_workqueue_free(c->vgsq);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
 
 void sctrl_render_metrics(struct sctrl *c, struct strbuf *out)
 {
-	struct kube_workqueue *qs[] = { c->vsq, c->vscq, c->claimq };
+	struct kube_workqueue *qs[] = { c->vsq, c->vscq, c->claimq, c->vgsq };
 
-	kube_workqueue_render_metrics(qs, 3, out);
+	kube_workqueue_render_metrics(qs, c->vgsq ? 4 : 3, out);
 }

@@ -29,7 +29,8 @@ void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
 	flags_string(fs, "metrics-path", &c->sc.metrics_path, "/metrics",
 		     "HTTP path of the Prometheus metrics.");
 	flags_map(fs, "feature-gates", &c->sc.feature_gates,
-		  "Feature gates as key=value pairs (CSIVolumeGroupSnapshot is not served yet).");
+		  "Feature gates as key=value pairs; CSIVolumeGroupSnapshot=true serves "
+		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1beta2).");
 	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
 		       "How often every cached object is processed again.");
 	flags_int(fs, "worker-threads", &c->worker_threads, 10,
@@ -99,6 +100,9 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		.prevent_mode_conversion = cfg->prevent_mode_conversion,
 		.distributed = cfg->distributed,
 	};
+	const char *gate = flag_map_get(&cfg->sc.feature_gates, "CSIVolumeGroupSnapshot");
+
+	o.groups = gate && !strcmp(gate, "true");
 
 	if (crds_served(sc->kc, cfg->retry_crd_max_ns, err, errlen))
 		return -1;

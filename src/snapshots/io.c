@@ -26,6 +26,12 @@ static const struct kube_resource *resource_of(const struct kube_obj *o)
 		return &KUBE_RES_VOLUMESNAPSHOTCONTENTS;
 	case KUBE_KIND_PVC:
 		return &KUBE_RES_PERSISTENTVOLUMECLAIMS;
+	case KUBE_KIND_VGS:
+		return &KUBE_RES_VOLUMEGROUPSNAPSHOTS;
+	case KUBE_KIND_VGSC:
+		return &KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS;
+	case KUBE_KIND_VGSCLASS:
+		return &KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES;
 	default:
 		return &KUBE_RES_VOLUMESNAPSHOTCLASSES;
 	}
@@ -40,11 +46,11 @@ int snap_patch(struct kube_client *kc, const struct kube_obj *o, bool status, co
 				  body, e);
 }
 
-static int patch_json(struct kube_client *kc, const struct kube_obj *o, json_t *patch,
-		      struct kube_err *e)
+static int patch_json(struct kube_client *kc, const struct kube_obj *o, bool status,
+		      json_t *patch, struct kube_err *e)
 {
 	char *body = json_dumps(patch, JSON_COMPACT);
-	int rc = snap_patch(kc, o, false, body, e);
+	int rc = snap_patch(kc, o, status, body, e);
 
 	free(body);
 	json_decref(patch);
@@ -70,7 +76,7 @@ int snap_patch_finalizers(struct kube_client *kc, const struct kube_obj *o, cons
 			       "finalizers", json_array_size(arr) ? arr : json_null());
 	if (!json_array_size(arr))
 		json_decref(arr);
-	return patch_json(kc, o, json_pack("{s:o}", "metadata", md), e);
+	return patch_json(kc, o, false, json_pack("{s:o}", "metadata", md), e);
 }
 
 int snap_patch_annotation(struct kube_client *kc, const struct kube_obj *o, const char *key,
@@ -79,7 +85,7 @@ int snap_patch_annotation(struct kube_client *kc, const struct kube_obj *o, cons
 	json_t *ann = json_object();
 
 	json_object_set_new(ann, key, value ? json_string(value) : json_null());
-	return patch_json(kc, o, json_pack("{s:{s:o}}", "metadata", "annotations", ann), e);
+	return patch_json(kc, o, false, json_pack("{s:{s:o}}", "metadata", "annotations", ann), e);
 }
 
 void snap_event(struct kube_recorder *rec, const struct kube_obj *o, bool warning,
@@ -106,4 +112,28 @@ void snap_grpc_error(int code, const char *message, char *out, size_t outlen)
 void snap_time_text(int64_t ns, char *buf, size_t len)
 {
 	rfc3339_format((time_t)(ns / 1000000000LL), buf, len);
+}
+
+void snap_error_status(struct kube_client *kc, struct kube_recorder *rec, const struct kube_obj *o,
+		       const char *old_message, const char *reason, const char *msg)
+{
+	char now[64];
+	struct kube_err ke;
+
+	KLOG_E("%s %s: %s", reason, o->name, msg);
+	if (old_message && !strcmp(old_message, msg))
+		return;
+	snap_time_text((int64_t)time(NULL) * NSEC_PER_SEC, now, sizeof(now));
+	json_t *patch = json_pack("{s:{s:b,s:{s:s,s:s}}}", "status", "readyToUse", 0, "error",
+				  "time", now, "message", msg);
+	if (patch_json(kc, o, true, patch, &ke))
+		KLOG_E("failed to update %s error status: %s", o->name, ke.message);
+	snap_event(rec, o, true, reason, "%s", msg);
+}
+
+int64_t snap_csi_time_ns(const Google__Protobuf__Timestamp *t)
+{
+	if (!t || (t->seconds == 0 && t->nanos == 0))
+		return wall_now_ns();
+	return t->seconds * NSEC_PER_SEC + t->nanos;
 }

@@ -47,6 +47,8 @@ static const char *const known_keys[] = {
 	"csi.storage.k8s.io/snapshotter-secret-namespace",
 	"csi.storage.k8s.io/snapshotter-list-secret-name",
 	"csi.storage.k8s.io/snapshotter-list-secret-namespace",
+	"csi.storage.k8s.io/group-snapshotter-secret-name",
+	"csi.storage.k8s.io/group-snapshotter-secret-namespace",
 };
 
 static bool known_key(const char *k)
@@ -140,23 +142,31 @@ int snap_secret_ref(enum snap_secret_kind kind, const struct kube_kv *p, size_t 
 		    const char *content, const char *vs_name, const char *vs_ns, char *name,
 		    size_t namelen, char *ns, size_t nslen, char *err, size_t errlen)
 {
-	bool list = kind == SNAP_SECRET_LIST;
-	const char *nt = param(p, n, known_keys[list ? 2 : 0]);
-	const char *st = param(p, n, known_keys[list ? 3 : 1]);
+	/* the key pair and the token words of each kind: upstream's secretParamsMap */
+	static const char *const words[][4] = {
+		[SNAP_SECRET_CREATE] = { "Snapshotter", "volumesnapshotcontent.name",
+					 "volumesnapshot.namespace", "volumesnapshot.name" },
+		[SNAP_SECRET_LIST] = { "SnapshotterList", "volumesnapshotcontent.name",
+				       "volumesnapshot.namespace", "volumesnapshot.name" },
+		[SNAP_SECRET_GROUP] = { "GroupSnapshotter", "volumegroupsnapshotcontent.name",
+					"volumegroupsnapshot.namespace", "volumegroupsnapshot.name" },
+	};
+	const char *nt = param(p, n, known_keys[2 * kind]);
+	const char *st = param(p, n, known_keys[2 * kind + 1]);
 
 	if (!nt && !st)
 		return 0;
 	if (!nt || !st) {
 		snprintf(err, errlen, "failed to get name and namespace template from params: either "
 			 "name and namespace for %s secrets specified, Both must be specified",
-			 list ? "SnapshotterList" : "Snapshotter");
+			 words[kind][0]);
 		return -1;
 	}
-	const char *const ns_tokens[][2] = { { "volumesnapshotcontent.name", content },
-					     { "volumesnapshot.namespace", vs_ns } };
-	const char *const name_tokens[][2] = { { "volumesnapshotcontent.name", content },
-					       { "volumesnapshot.namespace", vs_ns },
-					       { "volumesnapshot.name", vs_name } };
+	const char *const ns_tokens[][2] = { { words[kind][1], content },
+					     { words[kind][2], vs_ns } };
+	const char *const name_tokens[][2] = { { words[kind][1], content },
+					       { words[kind][2], vs_ns },
+					       { words[kind][3], vs_name } };
 	if (expand(st, ns_tokens, 2, ns, nslen, err, errlen))
 		return -1;
 	if (!dns1123(ns, false)) {
@@ -172,8 +182,10 @@ int snap_secret_ref(enum snap_secret_kind kind, const struct kube_kv *p, size_t 
 	return 1;
 }
 
-const struct kube_vsclass *snap_default_class(const struct kube_vsclass *const *classes, size_t n,
-					      const char *driver, char *err, size_t errlen)
+/* The default class of driver among classes; `what` words the errors ("snapshot class"). */
+static const struct kube_vsclass *default_class(const struct kube_vsclass *const *classes, size_t n,
+						const char *driver, const char *what, char *err,
+						size_t errlen)
 {
 	const struct kube_vsclass *found = NULL;
 	size_t count = 0;
@@ -187,10 +199,23 @@ const struct kube_vsclass *snap_default_class(const struct kube_vsclass *const *
 	if (count == 1)
 		return found;
 	if (count == 0)
-		snprintf(err, errlen, "cannot find default snapshot class");
+		snprintf(err, errlen, "cannot find default %s", what);
 	else
-		snprintf(err, errlen, "%zu default snapshot classes were found", count);
+		snprintf(err, errlen, "%zu default %ses were found", count, what);
 	return NULL;
+}
+
+const struct kube_vsclass *snap_default_class(const struct kube_vsclass *const *classes, size_t n,
+					      const char *driver, char *err, size_t errlen)
+{
+	return default_class(classes, n, driver, "snapshot class", err, errlen);
+}
+
+const struct kube_vsclass *snap_default_group_class(const struct kube_vsclass *const *classes,
+						    size_t n, const char *driver, char *err,
+						    size_t errlen)
+{
+	return default_class(classes, n, driver, "group snapshot class", err, errlen);
 }
 
 bool snap_ref_is(const struct kube_vsc *c, const struct kube_vs *vs)

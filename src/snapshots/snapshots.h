@@ -19,7 +19,15 @@
  * Each controller does one step per sync and lets the informer's echo of its write drive the
  * next, so a crash between two steps leaves a state these rules continue from: the content's
  * name is fixed by the snapshot's uid, the driver's snapshot name by the same uid, and
- * CreateSnapshot is idempotent by name. Group snapshots will add their own plan files here.
+ * CreateSnapshot is idempotent by name.
+ *
+ * Group snapshots (groupsnapshot.storage.k8s.io v1beta2, as external-snapshotter v8.2+ serves):
+ * group.c holds their rules. A VolumeGroupSnapshot selecting claims gets the content
+ * "groupsnapcontent-<uid>" with the claims' volume handles; csi-snapshotter calls
+ * CreateVolumeGroupSnapshot and writes the members into the content's
+ * status.volumeSnapshotInfoList; snapshot-controller then creates one VolumeSnapshot
+ * "snapshot-<sha256(group uid + volume handle)>" and its pre-bound content
+ * "snapcontent-<same digest>" per member, owned by the group.
  *
  * Ownership: every function borrows its records; outputs go to caller buffers.
  */
@@ -30,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "csi/msg.h"
 #include "kube/objects.h"
 
 /* ---- names (upstream's, facts of the interface) ---- */
@@ -69,11 +78,13 @@ int snap_csi_name(const char *prefix, const char *uid, int uuid_len, char *buf, 
 int snap_csi_params(const struct kube_kv *p, size_t n, struct kube_kv *out, char *err,
 		    size_t errlen);
 
-enum snap_secret_kind { SNAP_SECRET_CREATE, SNAP_SECRET_LIST };
+enum snap_secret_kind { SNAP_SECRET_CREATE, SNAP_SECRET_LIST, SNAP_SECRET_GROUP };
 /*
  * The class's snapshotter (or snapshotter-list) secret, templates expanded:
  * ${volumesnapshotcontent.name} in both, ${volumesnapshot.namespace} in both,
  * ${volumesnapshot.name} in the name only; vs_name/vs_ns NULL when there is no snapshot.
+ * SNAP_SECRET_GROUP: the group-snapshotter secret, its tokens ${volumegroupsnapshotcontent.name}
+ * and ${volumegroupsnapshot.namespace|name}, content and vs_* being the group's.
  * Returns 1 with name/ns filled, 0 when the class names none, -1 with err (one of the pair
  * missing, an unknown or unresolvable template, an invalid result).
  */
@@ -187,6 +198,73 @@ enum snap_sidecar_step {
 };
 enum snap_sidecar_step snap_plan_sidecar(const struct kube_vsc *c);
 
+/* ---- group snapshots: names (upstream's) and rules (group.c) ---- */
+#define SNAP_GROUP_GROUP "groupsnapshot.storage.k8s.io"
+#define SNAP_GROUP_API_VERSION "groupsnapshot.storage.k8s.io/v1beta2"
+#define SNAP_GROUP_CONTENT_PREFIX "groupsnapcontent-"
+#define SNAP_GFIN_BOUND "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection"
+#define SNAP_GFIN_CONTENT "groupsnapshot.storage.kubernetes.io/volumegroupsnapshotcontent-bound-protection"
+#define SNAP_FIN_IN_GROUP "snapshot.storage.kubernetes.io/volumesnapshot-in-group-protection"
+#define SNAP_GANN_BEING_CREATED "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-created"
+#define SNAP_GANN_BEING_DELETED "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted"
+#define SNAP_GANN_SECRET_NAME "groupsnapshot.storage.kubernetes.io/deletion-secret-name"
+#define SNAP_GANN_SECRET_NS "groupsnapshot.storage.kubernetes.io/deletion-secret-namespace"
+#define SNAP_ANN_GROUP_HANDLE "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"
+#define SNAP_META_VGS_NAME "csi.storage.k8s.io/volumegroupsnapshot/name"
+#define SNAP_META_VGS_NS "csi.storage.k8s.io/volumegroupsnapshot/namespace"
+#define SNAP_META_VGSC_NAME "csi.storage.k8s.io/volumegroupsnapshotcontent/name"
+
+/* "groupsnapcontent-<uid>": the content a dynamic group snapshot gets. */
+void snap_group_content_name(const struct kube_vgs *g, char *buf, size_t len);
+/*
+ * The member VolumeSnapshot "snapshot-<hex sha256(group uid + volume handle)>" and its content
+ * "snapcontent-<the same>": fixed by the group and the volume, so a retry finds them again.
+ * Either buffer may be NULL; 76 bytes hold each.
+ */
+void snap_group_member_names(const char *group_uid, const char *volume_handle, char *vs,
+			     size_t vslen, char *vsc, size_t vsclen);
+/* The one default group class of `driver` (annotation groupsnapshot.storage.kubernetes.io/
+ * is-default-class); NULL with err as snap_default_class. */
+const struct kube_vsclass *snap_default_group_class(const struct kube_vsclass *const *classes,
+						    size_t n, const char *driver, char *err,
+						    size_t errlen);
+
+/*
+ * The claims a group snapshot takes: those of its namespace its selector matches, each Bound to
+ * a CSI volume of one driver. claims/pvs are parallel (pvs[i] the volume of claims[i], NULL when
+ * not in the cache). Fills handles (room for n) and *driver; returns the count, or -1 with err
+ * (no claim matches, one is unbound, not CSI, or the drivers differ).
+ */
+int snap_group_volumes(const struct kube_vgs *g, const struct kube_pvc *const *claims,
+		       const struct kube_pv *const *pvs, size_t n, const char **handles,
+		       const char **driver, char *err, size_t errlen);
+/* True when the group content's volumeGroupSnapshotRef names g (namespace, name and uid). */
+bool snap_group_ref_is(const struct kube_vgsc *c, const struct kube_vgs *g);
+
+/* What snapshot-controller does next for a live group snapshot (one step per sync). */
+enum snap_group_step {
+	SNAP_G_NOTHING,
+	SNAP_G_INVALID,        /* no selector, or a pre-provisioned content (not served here) */
+	SNAP_G_CREATE_CONTENT, /* create groupsnapcontent-<uid> */
+	SNAP_G_ADD_FINALIZER,  /* volumegroupsnapshot-bound-protection */
+	SNAP_G_CREATE_MEMBERS, /* the content is ready: VolumeSnapshots and contents per member */
+	SNAP_G_STATUS,         /* copy the content's status */
+};
+/* content: groupsnapcontent-<uid> from the cache (NULL when absent); members_done: every member
+ * VolumeSnapshot exists. */
+enum snap_group_step snap_plan_group(const struct kube_vgs *g, const struct kube_vgsc *content,
+				     bool members_done);
+
+/* What csi-snapshotter does next for a group content of its driver. */
+enum snap_group_sidecar_step {
+	SNAP_GSC_NOTHING,
+	SNAP_GSC_ADD_FINALIZER,    /* volumegroupsnapshotcontent-bound-protection before the call */
+	SNAP_GSC_CREATE,           /* CreateVolumeGroupSnapshot (again: same name) */
+	SNAP_GSC_DELETE,           /* DeleteVolumeGroupSnapshot, then drop the finalizer */
+	SNAP_GSC_REMOVE_FINALIZER, /* Retain, or nothing was created */
+};
+enum snap_group_sidecar_step snap_plan_group_sidecar(const struct kube_vgsc *c);
+
 /* ---- the writes both controllers make (io.c; the only file here that talks to the API) ---- */
 struct kube_client;
 struct kube_recorder;
@@ -209,6 +287,14 @@ int snap_patch(struct kube_client *kc, const struct kube_obj *o, bool status, co
 /* Records an event about o (rec NULL: none). */
 void snap_event(struct kube_recorder *rec, const struct kube_obj *o, bool warning,
 		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/*
+ * upstream's update*ErrorStatusWithEvent for contents and groups: status readyToUse false and
+ * error {time, message}, and a Warning event, once per new message (old_message: the object's).
+ */
+void snap_error_status(struct kube_client *kc, struct kube_recorder *rec, const struct kube_obj *o,
+		       const char *old_message, const char *reason, const char *msg);
+/* A CSI creation_time in ns since the epoch; now when the driver left it unset. */
+int64_t snap_csi_time_ns(const Google__Protobuf__Timestamp *t);
 /* "rpc error: code = NotFound desc = ..." as the Go sidecars word a gRPC error. */
 void snap_grpc_error(int code, const char *message, char *out, size_t outlen);
 /* RFC 3339 in seconds, as metav1.Time is written. */

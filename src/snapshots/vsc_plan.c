@@ -22,11 +22,16 @@ static bool should_delete(const struct kube_vsc *c)
 enum snap_sidecar_step snap_plan_sidecar(const struct kube_vsc *c)
 {
 	if (should_delete(c)) {
-		if (c->policy == KUBE_SNAP_DELETE && c->status_handle)
+		/* a group's member goes with DeleteVolumeGroupSnapshot: drivers may refuse to
+		 * delete it alone (the loop driver does, as the CSI spec allows) */
+		if (c->policy == KUBE_SNAP_DELETE && c->status_handle && !c->in_group)
 			return SNAP_SC_DELETE;
 		return kube_obj_has_finalizer(&c->meta, SNAP_FIN_CONTENT) ? SNAP_SC_REMOVE_FINALIZER
 									  : SNAP_SC_NOTHING;
 	}
+	/* a group's member: snapshot-controller writes the handle the group's call returned */
+	if (c->in_group && !c->status_handle)
+		return SNAP_SC_NOTHING;
 	if (c->volume_handle && !c->has_status)
 		return SNAP_SC_CREATE;
 	if (c->ready == KUBE_COND_TRUE)

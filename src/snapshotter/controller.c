@@ -22,19 +22,7 @@
 #include "kube/workqueue.h"
 #include "snapshots/snapshots.h"
 
-struct snapper {
-	struct snapper_opts o;
-	struct kube_client *kc;
-	struct kube_informer *vsc_inf, *class_inf;
-	struct kube_workqueue *q;
-	char selector[300];
-	pthread_mutex_t mu;
-	bool stop;
-};
-
-#define DONE KUBE_WORK_DONE
-#define RETRY KUBE_WORK_RETRY
-#define AGAIN KUBE_WORK_AGAIN
+#include "snapshotter/internal.h"
 
 static void changed(struct snapper *s, const struct kube_obj *o)
 {
@@ -57,21 +45,7 @@ static void on_update(const struct kube_obj *old, const struct kube_obj *o, void
 static void content_error(struct snapper *s, const struct kube_vsc *c, const char *reason,
 			  const char *msg)
 {
-	char now[64];
-	struct kube_err ke;
-
-	KLOG_E("content %s: %s", c->meta.name, msg);
-	if (c->error_message && !strcmp(c->error_message, msg))
-		return;
-	snap_time_text((int64_t)time(NULL) * NSEC_PER_SEC, now, sizeof(now));
-	json_t *patch = json_pack("{s:{s:b,s:{s:s,s:s}}}", "status", "readyToUse", 0, "error",
-				  "time", now, "message", msg);
-	char *body = json_dumps(patch, JSON_COMPACT);
-	if (snap_patch(s->kc, &c->meta, true, body, &ke))
-		KLOG_E("failed to update content %s error status: %s", c->meta.name, ke.message);
-	free(body);
-	json_decref(patch);
-	snap_event(s->o.recorder, &c->meta, true, reason, "%s", msg);
+	snap_error_status(s->kc, s->o.recorder, &c->meta, c->error_message, reason, msg);
 }
 
 /* upstream's updateSnapshotContentStatus: fields already set stay, readyToUse follows. */
@@ -105,13 +79,6 @@ static int write_status(struct snapper *s, const struct kube_vsc *c, const char 
 		KLOG_E("error updating status for volume snapshot content %s: %s", c->meta.name,
 		       ke.message);
 	return rc;
-}
-
-static int64_t timestamp_ns(const Google__Protobuf__Timestamp *t)
-{
-	if (!t || (t->seconds == 0 && t->nanos == 0))
-		return wall_now_ns();
-	return t->seconds * NSEC_PER_SEC + t->nanos;
 }
 
 /* ---- inputs ---- */
@@ -262,7 +229,7 @@ static int create_snapshot(struct snapper *s, const struct kube_vsc *c)
 		goto fail;
 	}
 	if (write_status(s, c, snap->snapshot_id, snap->ready_to_use,
-			 timestamp_ns(snap->creation_time), snap->size_bytes) == 0 &&
+			 snap_csi_time_ns(snap->creation_time), snap->size_bytes) == 0 &&
 	    snap_patch_annotation(s->kc, &c->meta, SNAP_ANN_BEING_CREATED, NULL, &ke) == 0)
 		rc = snap->ready_to_use ? DONE : RETRY;
 	goto out;
@@ -312,7 +279,7 @@ static int check_handle(struct snapper *s, const struct kube_vsc *c)
 		goto fail;
 	}
 	if (write_status(s, c, c->snapshot_handle, snap->ready_to_use,
-			 timestamp_ns(snap->creation_time), snap->size_bytes) == 0)
+			 snap_csi_time_ns(snap->creation_time), snap->size_bytes) == 0)
 		rc = snap->ready_to_use ? DONE : RETRY;
 	goto out;
 fail:
@@ -447,6 +414,8 @@ struct snapper *snapper_new(struct kube_client *kc, const struct snapper_opts *o
 	struct kube_handlers h = { on_add, on_update, NULL, s };
 	kube_informer_add_handlers(s->vsc_inf, &h);
 	s->q = kube_workqueue_new("csi-snapshotter-content", o->retry_start_ns, o->retry_max_ns);
+	if (o->groups)
+		snapper_group_new(s);
 	return s;
 }
 
@@ -454,13 +423,16 @@ int snapper_start(struct snapper *s, char *err, size_t errlen)
 {
 	char why[200];
 
-	if (kube_informer_start(s->vsc_inf) || kube_informer_start(s->class_inf)) {
+	if (kube_informer_start(s->vsc_inf) || kube_informer_start(s->class_inf) ||
+	    (s->gq && (kube_informer_start(s->vgsc_inf) || kube_informer_start(s->vgsclass_inf)))) {
 		snprintf(err, errlen, "cannot start informers");
 		return -1;
 	}
 	KLOG_I("Starting CSI snapshotter");
 	while (!kube_informer_wait_synced(s->vsc_inf, 10 * NSEC_PER_SEC) ||
-	       !kube_informer_wait_synced(s->class_inf, 10 * NSEC_PER_SEC)) {
+	       !kube_informer_wait_synced(s->class_inf, 10 * NSEC_PER_SEC) ||
+	       (s->gq && (!kube_informer_wait_synced(s->vgsc_inf, 10 * NSEC_PER_SEC) ||
+			  !kube_informer_wait_synced(s->vgsclass_inf, 10 * NSEC_PER_SEC)))) {
 		pthread_mutex_lock(&s->mu);
 		bool stop = s->stop;
 		pthread_mutex_unlock(&s->mu);
@@ -471,8 +443,9 @@ int snapper_start(struct snapper *s, char *err, size_t errlen)
 		KLOG_I("Waiting for the VolumeSnapshotContent and VolumeSnapshotClass caches to sync");
 	}
 	malloc_trim(0);
-	struct kube_serve serve[] = { { s->q, s->o.workers, work, s } };
-	if (kube_workqueue_serve(serve, 1, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+	struct kube_serve serve[] = { { s->q, s->o.workers, work, s },
+				      { s->gq, s->o.workers, snapper_group_work, s } };
+	if (kube_workqueue_serve(serve, s->gq ? 2 : 1, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
 		snprintf(err, errlen, "%s (-worker-threads=%d)", why, s->o.workers);
 		snapper_stop(s);
 		return -1;
@@ -487,8 +460,15 @@ void snapper_stop(struct snapper *s)
 	pthread_mutex_unlock(&s->mu);
 	kube_informer_stop(s->vsc_inf);
 	kube_informer_stop(s->class_inf);
+	if (s->gq) {
+		kube_informer_stop(s->vgsc_inf);
+		kube_informer_stop(s->vgsclass_inf);
+		kube_workqueue_shutdown(s->gq);
+	}
 	kube_workqueue_shutdown(s->q);
 	kube_workqueue_wait_workers(s->q);
+	if (s->gq)
+		kube_workqueue_wait_workers(s->gq);
 	KLOG_I("Shutting down CSI snapshotter");
 }
 
@@ -499,11 +479,18 @@ void snapper_free(struct snapper *s)
 	kube_informer_free(s->vsc_inf);
 	kube_informer_free(s->class_inf);
 	kube_workqueue_free(s->q);
+	if (s->gq) {
+		kube_informer_free(s->vgsc_inf);
+		kube_informer_free(s->vgsclass_inf);
+		kube_workqueue_free(s->gq);
+	}
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
 void snapper_render_metrics(struct snapper *s, struct strbuf *out)
 {
-	kube_workqueue_render_metrics(&s->q, 1, out);
+	struct kube_workqueue *qs[] = { s->q, s->gq };
+
+	kube_workqueue_render_metrics(qs, s->gq ? 2 : 1, out);
 }

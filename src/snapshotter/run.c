@@ -7,9 +7,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "csi/msg.h"
 #include "kube/leader.h"
 
 void snapper_register_flags(struct flagset *fs, struct snapper_config *c)
@@ -27,9 +29,9 @@ void snapper_register_flags(struct flagset *fs, struct snapper_config *c)
 	flags_int(fs, "snapshot-name-uuid-length", &c->uuid_length, -1,
 		  "Cut the uid in snapshot names to this many characters, dashes removed; -1 keeps it whole.");
 	flags_string(fs, "groupsnapshot-name-prefix", &c->group_prefix, "groupsnapshot",
-		     "Prefix of group snapshot names (accepted; group snapshots are not served yet).");
+		     "Prefix of the driver's group snapshot names (with --feature-gates CSIVolumeGroupSnapshot=true).");
 	flags_int(fs, "groupsnapshot-name-uuid-length", &c->group_uuid_length, -1,
-		  "Cut the uid in group snapshot names (accepted; group snapshots are not served yet).");
+		  "Length of the group snapshot's uid (dashes removed) in the driver's group snapshot names; -1 keeps the whole uid.");
 	flags_bool(fs, "extra-create-metadata", &c->extra_create_metadata, false,
 		   "Add csi.storage.k8s.io/volumesnapshot/name, /namespace and volumesnapshotcontent/name to CreateSnapshot's parameters.");
 	flags_bool(fs, "node-deployment", &c->node_deployment, false,
@@ -51,6 +53,29 @@ static void lease_name(const char *driver, char *buf, size_t len)
 	kube_leader_lease_name("external-snapshotter-leader", driver, buf, len);
 }
 
+/* GroupControllerGetCapabilities lists CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT. */
+static bool group_capable(struct sidecar *sc, int64_t timeout_ns)
+{
+	Csi__V1__GroupControllerGetCapabilitiesRequest req =
+		CSI__V1__GROUP_CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+	Csi__V1__GroupControllerGetCapabilitiesResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	bool yes = false;
+
+	if (csi_group_controller_get_capabilities(sc->csi, &req, &resp, timeout_ns, &st) != 0) {
+		KLOG_E("error determining if driver supports create/delete group snapshot "
+		       "operations: %s", st.message);
+		return false;
+	}
+	for (size_t i = 0; i < resp->n_capabilities; i++)
+		if (resp->capabilities[i]->rpc &&
+		    resp->capabilities[i]->rpc->type ==
+			    CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)
+			yes = true;
+	csi_msg_free(resp);
+	return yes;
+}
+
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 {
 	struct snapper_main *m = ud;
@@ -69,7 +94,14 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		.name_prefix = cfg->name_prefix, .uuid_length = cfg->uuid_length,
 		.extra_create_metadata = cfg->extra_create_metadata,
 		.node = cfg->node_deployment ? getenv("NODE_NAME") : NULL,
+		.group_prefix = cfg->group_prefix, .group_uuid_length = cfg->group_uuid_length,
 	};
+	const char *gate = flag_map_get(&cfg->sc.feature_gates, "CSIVolumeGroupSnapshot");
+	if (gate && !strcmp(gate, "true")) {
+		o.groups = group_capable(sc, cfg->sc.timeout_ns);
+		if (!o.groups)
+			KLOG_W("CSI driver %s does not support group snapshot creation", sc->driver);
+	}
 	KLOG_V(2, "Start NewCSISnapshotSideCarController with snapshotter [%s] csiAddress [%s] "
 		  "snapshotNamePrefix [%s] snapshotNameUUIDLength [%d]", sc->driver,
 	       cfg->sc.csi_address, cfg->name_prefix, cfg->uuid_length);

@@ -5,7 +5,10 @@
  * Files: run.c (flags, the shared sidecar start-up with the CREATE_DELETE_SNAPSHOT check,
  * lease "external-snapshotter-leader-<driver>"), controller.c (informers on the driver's
  * VolumeSnapshotContents and on VolumeSnapshotClasses, one served queue of content names, and
- * the CSI calls and content writes of one sync; the step is snap_plan_sidecar()'s).
+ * the CSI calls and content writes of one sync; the step is snap_plan_sidecar()'s), group.c
+ * (with --feature-gates CSIVolumeGroupSnapshot=true and the driver's GroupController
+ * capability: VolumeGroupSnapshotContents, CreateVolumeGroupSnapshot and
+ * DeleteVolumeGroupSnapshot; the step is snap_plan_group_sidecar()'s).
  *
  * Idempotence: the driver's snapshot name comes from the snapshot's uid, and the content carries
  * snapshot.storage.kubernetes.io/volumesnapshot-being-created from before CreateSnapshot until
@@ -33,7 +36,7 @@ struct snapper_config {
 	int worker_threads;         /* --worker-threads 10 */
 	const char *name_prefix;    /* --snapshot-name-prefix snapshot */
 	int uuid_length;            /* --snapshot-name-uuid-length -1 */
-	const char *group_prefix;   /* --groupsnapshot-name-prefix groupsnapshot (group snapshots: later) */
+	const char *group_prefix;   /* --groupsnapshot-name-prefix groupsnapshot */
 	int group_uuid_length;      /* --groupsnapshot-name-uuid-length -1 */
 	bool extra_create_metadata; /* --extra-create-metadata */
 	bool node_deployment;       /* --node-deployment: only contents labelled with $NODE_NAME */
@@ -52,6 +55,10 @@ struct snapper_opts {
 	int uuid_length;
 	bool extra_create_metadata;
 	const char *node;           /* --node-deployment: this node's name, else NULL */
+	bool groups;                /* --feature-gates CSIVolumeGroupSnapshot=true and the driver's
+				     * CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT */
+	const char *group_prefix;
+	int group_uuid_length;
 	struct kube_recorder *recorder;
 };
 

@@ -27,7 +27,7 @@ check "pv/status discovery entry" eq "$(jqo '[.resources[].name]|index("persiste
 req GET /apis/storage.k8s.io/v1
 check "volumeattachments discovered" eq "$(jqo '.resources[]|select(.name=="volumeattachments")|.verbs|index("watch") != null')" "true"
 req GET /apis
-check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "apps,coordination.k8s.io,events.k8s.io,rbac.authorization.k8s.io,snapshot.storage.k8s.io,storage.k8s.io"
+check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "apps,coordination.k8s.io,events.k8s.io,groupsnapshot.storage.k8s.io,rbac.authorization.k8s.io,snapshot.storage.k8s.io,storage.k8s.io"
 
 curl -s -D "$T/h" -o "$T/out" -H "Authorization: Bearer s3cret" -H "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf" "$S/openapi/v2"
 check "/openapi/v2 as protobuf: an empty document kubectl 1.20 can parse" bash -c "grep -qi '^Content-Type: application/octet-stream' '$T/h' && test ! -s '$T/out'"

@@ -53,6 +53,27 @@ kind: VolumeSnapshot
 metadata: {name: snap-1}
 spec: {volumeSnapshotClassName: loop, source: {persistentVolumeClaimName: claim-1}}
 ---
+apiVersion: groupsnapshot.storage.k8s.io/v1beta2
+kind: VolumeGroupSnapshot
+metadata: {name: group-1}
+spec: {volumeGroupSnapshotClassName: loop-group, source: {selector: {matchLabels: {app: web}}}}
+---
+apiVersion: groupsnapshot.storage.k8s.io/v1beta2
+kind: VolumeGroupSnapshotContent
+metadata: {name: groupsnapcontent-1}
+spec:
+  deletionPolicy: Delete
+  driver: loop.kcsi.io
+  volumeGroupSnapshotClassName: loop-group
+  volumeGroupSnapshotRef: {name: group-1, namespace: default}
+  source: {volumeHandles: [vol-1, vol-2]}
+---
+apiVersion: groupsnapshot.storage.k8s.io/v1beta2
+kind: VolumeGroupSnapshotClass
+metadata: {name: loop-group}
+driver: loop.kcsi.io
+deletionPolicy: Retain
+---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: csi-loop}
@@ -88,6 +109,11 @@ check "volumeattachment columns" eq "$(hdr volumeattachments)" "NAME ATTACHER PV
 check "volumeattachment row" bash -c "[[ '$(row volumeattachments)' =~ ^va-1\ loop.kcsi.io\ pv-1\ node-1\ false ]]"
 check "namespaces" eq "$("${K[@]}" get ns --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')" "default=Active kube-node-lease=Active kube-public=Active kube-system=Active "
 check "volumesnapshot columns (CRD printer columns)" eq "$(hdr vs)" "NAME READYTOUSE SOURCEPVC SOURCESNAPSHOTCONTENT RESTORESIZE SNAPSHOTCLASS SNAPSHOTCONTENT CREATIONTIME AGE"
+check "volumegroupsnapshot columns" eq "$(hdr vgs)" "NAME READYTOUSE VOLUMEGROUPSNAPSHOTCLASS VOLUMEGROUPSNAPSHOTCONTENT CREATIONTIME AGE"
+check "volumegroupsnapshot row" bash -c "[[ '$(row vgs)' =~ ^group-1\ loop-group\ [0-9]+s$ ]]"
+check "volumegroupsnapshotcontent columns" eq "$(hdr vgsc)" "NAME READYTOUSE DELETIONPOLICY DRIVER VOLUMEGROUPSNAPSHOTCLASS VOLUMEGROUPSNAPSHOTNAMESPACE VOLUMEGROUPSNAPSHOT AGE"
+check "volumegroupsnapshotcontent row" bash -c "[[ '$(row vgsc)' =~ ^groupsnapcontent-1\ Delete\ loop.kcsi.io\ loop-group\ default\ group-1\ [0-9]+s$ ]]"
+check "volumegroupsnapshotclass row" bash -c "[[ '$(row vgsclass)' =~ ^loop-group\ loop.kcsi.io\ Retain\ [0-9]+s$ ]]"
 check "serviceaccount columns" eq "$(hdr sa)" "NAME SECRETS AGE"
 check "clusterrole columns" eq "$(hdr clusterroles)" "NAME CREATED AT"
 check "clusterrole row (creation time)" bash -c "[[ '$(row clusterroles)' =~ ^loop-runner\ 20[0-9-]+T[0-9:]+Z$ ]]"

@@ -11,6 +11,9 @@
 # content_of NAME                 "snapcontent-<uid of the snapshot>"
 # td_calls METHOD                 the recorded requests of one CSI method (JSON, one a line)
 # td_snapshots                    snapshot IDs the test driver holds
+# vgs_ready NAME                  a VolumeGroupSnapshot in "default" is readyToUse
+# group_all_gone NAME CONTENT     the group, its content and every VolumeSnapshot(Content) gone
+# sigterm_checked NAME...         SIGTERM each, check exit 0 within a second and no sanitizer report
 
 sctrl_start() {
 	"$KCSI_BIN/snapshot-controller" --kubeconfig "$KC" --retry-interval-start 200ms \
@@ -70,4 +73,33 @@ td_calls() { grep "^$1 " "$T/td.rec" | cut -d' ' -f2- || true; }
 td_snapshots() {
 	"$KCSI_BIN/kcsi" --endpoint "unix://$T/td.sock" -o json controller list-snapshots |
 		jq -r '.entries[]?.snapshot.snapshot_id'
+}
+
+sigterm_checked() {
+	local n f start rc
+	for n in "$@"; do
+		start=$SECONDS
+		kill -TERM "${ATT_PIDS[$n]}"
+		rc=0
+		wait "${ATT_PIDS[$n]}" || rc=$?
+		unset "ATT_PIDS[$n]"
+		check "$n exits 0 on SIGTERM" eq "$rc" 0
+		check "$n exits within a second" bash -c "[ $((SECONDS - start)) -le 1 ]"
+	done
+	for f in "$@"; do
+		if grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/$f.log"; then
+			fail "sanitizer report in $f.log"
+			grep -A30 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/$f.log" | head -40 >&2
+		fi
+	done
+}
+
+vgs_ready() {
+	[ "$(kc get volumegroupsnapshot "$1" -n default -o jsonpath='{.status.readyToUse}' 2>/dev/null)" = true ]
+}
+group_all_gone() {
+	! kc get volumegroupsnapshot "$1" -n default >/dev/null 2>&1 &&
+		! kc get volumegroupsnapshotcontent "$2" >/dev/null 2>&1 &&
+		[ "$(kc get volumesnapshots -A -o json | jq '.items | length')" = 0 ] &&
+		[ "$(kc get volumesnapshotcontents -o json | jq '.items | length')" = 0 ]
 }

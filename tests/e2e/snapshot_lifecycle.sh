@@ -118,20 +118,6 @@ check "snapshot bound to pre-1" eq "$(vs_field s4 .status.boundVolumeSnapshotCon
 curl -s "http://127.0.0.1:$SPORT/metrics" >"$T/m"
 check "workqueue metrics of the content queue" grep -q 'workqueue_adds_total{name="csi-snapshotter-content"}' "$T/m"
 check "CSI call metrics" grep -q 'csi_sidecar_operations_seconds_count{.*method_name="/csi.v1.Controller/CreateSnapshot"' "$T/m"
-for n in snapper sctrl; do
-	start=$SECONDS
-	kill -TERM "${ATT_PIDS[$n]}"
-	rc=0
-	wait "${ATT_PIDS[$n]}" || rc=$?
-	unset "ATT_PIDS[$n]"
-	check "$n exits 0 on SIGTERM" eq "$rc" 0
-	check "$n exits within a second" bash -c "[ $((SECONDS - start)) -le 1 ]"
-done
-for f in snapper sctrl; do
-	if grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/$f.log"; then
-		fail "sanitizer report in $f.log"
-		grep -A30 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T/$f.log" | head -40 >&2
-	fi
-done
+sigterm_checked snapper sctrl
 [ "$FAILS" -eq 0 ] || { tail -40 "$T/sctrl.log" >&2; tail -40 "$T/snapper.log" >&2; }
 finish

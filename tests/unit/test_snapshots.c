@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define UID "6a3f4b1e-0000-4000-8000-000000000001"
 #define UID2 "6a3f4b1e-0000-4000-8000-000000000002"
@@ -24,27 +25,31 @@ static struct kube_obj *decode(const struct kube_kind *k, const char *json)
 	return o;
 }
 
-/* A VolumeSnapshot "s1" in "ns" with uid UID; meta, spec and status are JSON fragments. */
-static struct kube_obj *vs(const char *meta, const char *spec, const char *status)
+/*
+ * A record of kind k: head is its first metadata members (name, namespace, uid), spec_head what
+ * its spec starts with; meta, spec and status are JSON fragments (status NULL: none).
+ */
+static struct kube_obj *rec(const struct kube_kind *k, const char *head, const char *spec_head,
+			    const char *meta, const char *spec, const char *status)
 {
 	char js[2048];
-	snprintf(js, sizeof(js),
-		 "{\"metadata\":{\"name\":\"s1\",\"namespace\":\"ns\",\"uid\":\"" UID "\","
-		 "\"resourceVersion\":\"5\"%s%s},\"spec\":{%s}%s%s%s}",
-		 *meta ? "," : "", meta, spec, status ? ",\"status\":{" : "", status ? status : "",
-		 status ? "}" : "");
-	return decode(&KUBE_KIND_VOLUMESNAPSHOT, js);
+	snprintf(js, sizeof(js), "{\"metadata\":{%s,\"resourceVersion\":\"5\"%s%s},\"spec\":{%s%s}%s%s%s}",
+		 head, *meta ? "," : "", meta, spec_head, spec, status ? ",\"status\":{" : "",
+		 status ? status : "", status ? "}" : "");
+	return decode(k, js);
+}
+
+/* A VolumeSnapshot "s1" in "ns" with uid UID. */
+static struct kube_obj *vs(const char *meta, const char *spec, const char *status)
+{
+	return rec(&KUBE_KIND_VOLUMESNAPSHOT, "\"name\":\"s1\",\"namespace\":\"ns\",\"uid\":\"" UID "\"",
+		   "", meta, spec, status);
 }
 
 static struct kube_obj *vsc(const char *meta, const char *spec, const char *status)
 {
-	char js[2048];
-	snprintf(js, sizeof(js),
-		 "{\"metadata\":{\"name\":\"snapcontent-" UID "\",\"uid\":\"" UID2 "\","
-		 "\"resourceVersion\":\"7\"%s%s},\"spec\":{\"driver\":\"d.io\",%s}%s%s%s}",
-		 *meta ? "," : "", meta, spec, status ? ",\"status\":{" : "", status ? status : "",
-		 status ? "}" : "");
-	return decode(&KUBE_KIND_VOLUMESNAPSHOTCONTENT, js);
+	return rec(&KUBE_KIND_VOLUMESNAPSHOTCONTENT, "\"name\":\"snapcontent-" UID "\",\"uid\":\"" UID2 "\"",
+		   "\"driver\":\"d.io\",", meta, spec, status);
 }
 
 #define REF_OK "\"volumeSnapshotRef\":{\"name\":\"s1\",\"namespace\":\"ns\",\"uid\":\"" UID "\"}"
@@ -438,6 +443,8 @@ static void test_sidecar_plan(void)
 		{ "deleted while CreateSnapshot unanswered: create on", DEL "," FINS(F_VSC) "," ANN(DELETING "," CREATING), DYN "," REF_OK, NULL, SNAP_SC_CREATE },
 		{ "deleted without the controller's word: keep going", DEL "," FINS(F_VSC), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_NOTHING },
 		{ "unbound pre-provisioned deleted", DEL "," FINS(F_VSC), PRE "," REF_NOUID, NULL, SNAP_SC_REMOVE_FINALIZER },
+		{ "group member before its status: never CreateSnapshot", ANN("\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, NULL, SNAP_SC_NOTHING },
+		{ "group member deleted: its group's call deletes it", DEL "," FINS(F_VSC) "," ANN(DELETING ",\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_REMOVE_FINALIZER },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct kube_obj *c = vsc(rows[i].meta, rows[i].spec, rows[i].status);
@@ -449,6 +456,226 @@ static void test_sidecar_plan(void)
 	/* Timeouts, aborts and unavailability may still cut a snapshot: not final. */
 	CHECK(!snap_csi_final(4) && !snap_csi_final(14) && !snap_csi_final(10));
 	CHECK(snap_csi_final(3) && snap_csi_final(5) && snap_csi_final(9));
+}
+
+/* ---- group snapshots ---- */
+#define GUID "6a3f4b1e-0000-4000-8000-0000000000aa"
+#define GREF_OK "\"volumeGroupSnapshotRef\":{\"name\":\"g1\",\"namespace\":\"ns\",\"uid\":\"" GUID "\"}"
+#define G_BOUND "\"" SNAP_GFIN_BOUND "\""
+#define G_VGSC "\"" SNAP_GFIN_CONTENT "\""
+#define SEL_APP "\"source\":{\"selector\":{\"matchLabels\":{\"app\":\"db\"}}}"
+
+static struct kube_obj *vgs(const char *meta, const char *spec, const char *status)
+{
+	return rec(&KUBE_KIND_VOLUMEGROUPSNAPSHOT, "\"name\":\"g1\",\"namespace\":\"ns\",\"uid\":\"" GUID "\"",
+		   "", meta, spec, status);
+}
+
+static struct kube_obj *vgsc(const char *meta, const char *spec, const char *status)
+{
+	return rec(&KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT,
+		   "\"name\":\"groupsnapcontent-" GUID "\",\"uid\":\"" UID2 "\"", "\"driver\":\"d.io\",",
+		   meta, spec, status);
+}
+
+static void test_group_records(void)
+{
+	struct kube_obj *g = vgs("", "\"source\":{\"selector\":{\"matchLabels\":{\"app\":\"db\"},"
+				 "\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"In\",\"values\":[\"a\",\"b\"]}]}},"
+				 "\"volumeGroupSnapshotClassName\":\"gold\"", NULL);
+	CHECK_STR(kube_vgs_of(g)->selector, "app=db,tier in (a,b)");
+	CHECK_STR(kube_vgs_of(g)->class_name, "gold");
+	char name[128];
+	snap_group_content_name(kube_vgs_of(g), name, sizeof(name));
+	CHECK_STR(name, "groupsnapcontent-" GUID);
+	kube_obj_unref(g);
+
+	struct kube_obj *c = vgsc("", "\"deletionPolicy\":\"Retain\",\"source\":{\"volumeHandles\":[\"v1\",\"v2\"]}," GREF_OK,
+				  "\"volumeGroupSnapshotHandle\":\"gh\",\"readyToUse\":true,\"volumeSnapshotInfoList\":["
+				  "{\"volumeHandle\":\"v1\",\"snapshotHandle\":\"s1\",\"readyToUse\":true,\"restoreSize\":1024,"
+				  "\"creationTime\":1700000000000000000}]");
+	const struct kube_vgsc *vc = kube_vgsc_of(c);
+	CHECK_INT(vc->nvolume_handles, 2);
+	CHECK_STR(vc->volume_handles[1], "v2");
+	CHECK_INT(vc->policy, KUBE_SNAP_RETAIN);
+	CHECK_STR(vc->status_handle, "gh");
+	CHECK_INT(vc->nmembers, 1);
+	CHECK_STR(vc->members[0].snapshot_handle, "s1");
+	CHECK_INT(vc->members[0].restore_size, 1024);
+	CHECK_INT(vc->members[0].ready, KUBE_COND_TRUE);
+	kube_obj_unref(c);
+
+	/* member names are upstream's digest of the group's uid and the volume handle */
+	char vs[80], vsc[80];
+	snap_group_member_names("uid", "vol", vs, sizeof(vs), vsc, sizeof(vsc));
+	CHECK_STR(vs, "snapshot-59a84980f8ef4826da54c7ced3605cf80e85f6bb08948be904a09383f8317b93");
+	CHECK_STR(vsc + strlen("snapcontent-"), vs + strlen("snapshot-"));
+	char vs2[80];
+	snap_group_member_names("uid", "vol2", vs2, sizeof(vs2), NULL, 0);
+	CHECK(strcmp(vs, vs2) != 0);
+
+	/* group classes: their own default annotation, their own parameters' secret keys */
+	struct kube_obj *cl = decode(&KUBE_KIND_VOLUMEGROUPSNAPSHOTCLASS,
+		"{\"metadata\":{\"name\":\"g\",\"annotations\":{\"groupsnapshot.storage.kubernetes.io/is-default-class\":\"true\"}},"
+		"\"driver\":\"d.io\",\"deletionPolicy\":\"Delete\",\"parameters\":{\"csi.storage.k8s.io/group-snapshotter-secret-name\":"
+		"\"s-${volumegroupsnapshot.name}\",\"csi.storage.k8s.io/group-snapshotter-secret-namespace\":\"${volumegroupsnapshot.namespace}\","
+		"\"speed\":\"fast\"}}");
+	const struct kube_vsclass *k = kube_vgsclass_of(cl), *ks[] = { k };
+	char err[256], sn[64], sns[64];
+	CHECK(snap_default_group_class(ks, 1, "d.io", err, sizeof(err)) == k);
+	CHECK(snap_default_group_class(ks, 1, "other.io", err, sizeof(err)) == NULL);
+	CHECK_STR(err, "cannot find default group snapshot class");
+	struct kube_kv out[4];
+	CHECK_INT(snap_csi_params(k->parameters, k->nparameters, out, err, sizeof(err)), 1);
+	CHECK_STR(out[0].key, "speed");
+	CHECK_INT(snap_secret_ref(SNAP_SECRET_GROUP, k->parameters, k->nparameters, "gc", "g1", "ns",
+				  sn, sizeof(sn), sns, sizeof(sns), err, sizeof(err)), 1);
+	CHECK_STR(sn, "s-g1");
+	CHECK_STR(sns, "ns");
+	kube_obj_unref(cl);
+}
+
+/* A claim c<i> in ns labelled app=<app>, Bound (to the volume passed beside it) or Pending. */
+static struct kube_obj *gclaim(int i, const char *ns, const char *app, bool bound)
+{
+	char js[512];
+	snprintf(js, sizeof(js), "{\"metadata\":{\"name\":\"c%d\",\"namespace\":\"%s\",\"labels\":{\"app\":\"%s\"}},"
+		 "\"spec\":{%s}%s}", i, ns, app, bound ? "\"volumeName\":\"pv\"" : "",
+		 bound ? ",\"status\":{\"phase\":\"Bound\"}" : "");
+	return decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM, js);
+}
+
+static struct kube_obj *gpv(int i, const char *driver)
+{
+	char js[512];
+	snprintf(js, sizeof(js), "{\"metadata\":{\"name\":\"pv%d\"},\"spec\":{\"csi\":{\"driver\":\"%s\","
+		 "\"volumeHandle\":\"vol-%d\"}}}", i, driver, i);
+	return decode(&KUBE_KIND_PERSISTENTVOLUME, js);
+}
+
+static void test_group_volumes(void)
+{
+	static const struct {
+		const char *what;
+		const char *ns[3], *app[3], *driver[3];
+		bool bound[3];
+		int want;
+		const char *msg; /* the error's start, or the handles joined */
+	} rows[] = {
+		{ "two of three selected", { "ns", "ns", "ns" }, { "db", "web", "db" }, { "d.io", "d.io", "d.io" },
+		  { true, true, true }, 2, "vol-0,vol-2" },
+		{ "other namespace ignored", { "ns", "other", "ns" }, { "db", "db", "web" }, { "d.io", "d.io", "d.io" },
+		  { true, true, true }, 1, "vol-0" },
+		{ "none selected", { "ns", "ns", "ns" }, { "web", "web", "web" }, { "d.io", "d.io", "d.io" },
+		  { true, true, true }, -1, "label selector app=db for group snapshot not applied to any PVC" },
+		{ "an unbound member", { "ns", "ns", "ns" }, { "db", "db", "web" }, { "d.io", "d.io", "d.io" },
+		  { true, false, true }, -1, "the PVC c1 is not yet bound to a PV" },
+		{ "two drivers", { "ns", "ns", "ns" }, { "db", "db", "web" }, { "d.io", "e.io", "d.io" },
+		  { true, true, true }, -1, "the volumes of group snapshot ns/g1 belong to more than one CSI driver" },
+	};
+	struct kube_obj *g = vgs("", SEL_APP, NULL);
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		struct kube_obj *co[3], *po[3];
+		const struct kube_pvc *claims[3];
+		const struct kube_pv *pvs[3];
+		for (int i = 0; i < 3; i++) {
+			co[i] = gclaim(i, rows[r].ns[i], rows[r].app[i], rows[r].bound[i]);
+			po[i] = gpv(i, rows[r].driver[i]);
+			claims[i] = kube_pvc_of(co[i]);
+			pvs[i] = kube_pv_of(po[i]);
+		}
+		const char *handles[3], *driver;
+		char err[256], got[256] = "";
+		int n = snap_group_volumes(kube_vgs_of(g), claims, pvs, 3, handles, &driver, err,
+					   sizeof(err));
+		for (int i = 0; i < n; i++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "", handles[i]);
+		if (n != rows[r].want)
+			fprintf(stderr, "row %s: %d %s\n", rows[r].what, n, n < 0 ? err : got);
+		CHECK_INT(n, rows[r].want);
+		if (n > 0) {
+			CHECK_STR(got, rows[r].msg);
+			CHECK_STR(driver, "d.io");
+		} else {
+			CHECK(!strncmp(err, rows[r].msg, strlen(rows[r].msg)));
+		}
+		for (int i = 0; i < 3; i++) {
+			kube_obj_unref(co[i]);
+			kube_obj_unref(po[i]);
+		}
+	}
+	kube_obj_unref(g);
+	/* a group without a selector is refused with a clear error */
+	g = vgs("", "\"source\":{}", NULL);
+	const char *h[1], *d;
+	char err[256];
+	CHECK_INT(snap_group_volumes(kube_vgs_of(g), NULL, NULL, 0, h, &d, err, sizeof(err)), -1);
+	CHECK(strstr(err, "none given") != NULL);
+	kube_obj_unref(g);
+}
+
+static void test_group_plan(void)
+{
+#define GREADY "\"volumeGroupSnapshotHandle\":\"gh\",\"readyToUse\":true,\"creationTime\":\"2026-01-01T00:00:00Z\""
+	static const struct {
+		const char *what, *g_meta, *g_spec, *g_status;
+		const char *c_spec, *c_status; /* c_spec NULL: no content */
+		bool members_done;
+		enum snap_group_step want;
+	} rows[] = {
+		{ "new group: create its content", "", SEL_APP, NULL, NULL, NULL, false, SNAP_G_CREATE_CONTENT },
+		{ "pre-provisioned: not served", "", "\"source\":{\"volumeGroupSnapshotContentName\":\"x\"}", NULL, NULL, NULL, false, SNAP_G_INVALID },
+		{ "content made: finalizer first", "", SEL_APP, NULL, GREF_OK, NULL, false, SNAP_G_ADD_FINALIZER },
+		{ "content not cut: bind the name", FINS(G_BOUND), SEL_APP, NULL, GREF_OK, NULL, false, SNAP_G_STATUS },
+		{ "bound, waiting for the driver", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\",\"readyToUse\":false",
+		  GREF_OK, NULL, false, SNAP_G_NOTHING },
+		{ "content ready: members", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\"",
+		  GREF_OK, GREADY, false, SNAP_G_CREATE_MEMBERS },
+		{ "members made: ready", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\"",
+		  GREF_OK, GREADY, true, SNAP_G_STATUS },
+		{ "settled", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\",\"readyToUse\":true,"
+		  "\"creationTime\":\"2026-01-01T00:00:00Z\"", GREF_OK, GREADY, true, SNAP_G_NOTHING },
+		{ "a stranger's content under the name", "", SEL_APP, NULL,
+		  "\"volumeGroupSnapshotRef\":{\"name\":\"g2\",\"namespace\":\"ns\",\"uid\":\"" UID "\"}", NULL, false, SNAP_G_NOTHING },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kube_obj *g = vgs(rows[i].g_meta, rows[i].g_spec, rows[i].g_status);
+		struct kube_obj *c = rows[i].c_spec ? vgsc("", rows[i].c_spec, rows[i].c_status) : NULL;
+		enum snap_group_step got = snap_plan_group(kube_vgs_of(g), kube_vgsc_of(c), rows[i].members_done);
+		if (got != rows[i].want)
+			fprintf(stderr, "row %s: %d\n", rows[i].what, got);
+		CHECK_INT(got, rows[i].want);
+		kube_obj_unref(g);
+		kube_obj_unref(c);
+	}
+}
+
+static void test_group_sidecar_plan(void)
+{
+#define GDELETING "\"annotations\":{\"" SNAP_GANN_BEING_DELETED "\":\"yes\"}"
+#define GDEL_POLICY "\"deletionPolicy\":\"Delete\",\"source\":{\"volumeHandles\":[\"v1\"]}," GREF_OK
+#define GRET_POLICY "\"deletionPolicy\":\"Retain\",\"source\":{\"volumeHandles\":[\"v1\"]}," GREF_OK
+	static const struct {
+		const char *what, *meta, *spec, *status;
+		enum snap_group_sidecar_step want;
+	} rows[] = {
+		{ "new: finalizer before the call", "", GDEL_POLICY, NULL, SNAP_GSC_ADD_FINALIZER },
+		{ "then CreateVolumeGroupSnapshot", FINS(G_VGSC), GDEL_POLICY, NULL, SNAP_GSC_CREATE },
+		{ "not ready: ask again", FINS(G_VGSC), GDEL_POLICY, "\"volumeGroupSnapshotHandle\":\"gh\",\"readyToUse\":false", SNAP_GSC_CREATE },
+		{ "ready", FINS(G_VGSC), GDEL_POLICY, GREADY, SNAP_GSC_NOTHING },
+		{ "deleted, Delete: DeleteVolumeGroupSnapshot", DEL "," FINS(G_VGSC) "," GDELETING, GDEL_POLICY, GREADY, SNAP_GSC_DELETE },
+		{ "deleted, Retain: let it go", DEL "," FINS(G_VGSC) "," GDELETING, GRET_POLICY, GREADY, SNAP_GSC_REMOVE_FINALIZER },
+		{ "deleted, never cut", DEL "," FINS(G_VGSC) "," GDELETING, GDEL_POLICY, NULL, SNAP_GSC_REMOVE_FINALIZER },
+		{ "deleted without the controller's word: wait", DEL "," FINS(G_VGSC), GDEL_POLICY, GREADY, SNAP_GSC_NOTHING },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kube_obj *c = vgsc(rows[i].meta, rows[i].spec, rows[i].status);
+		enum snap_group_sidecar_step got = snap_plan_group_sidecar(kube_vgsc_of(c));
+		if (got != rows[i].want)
+			fprintf(stderr, "row %s: %d\n", rows[i].what, got);
+		CHECK_INT(got, rows[i].want);
+		kube_obj_unref(c);
+	}
 }
 
 int main(void)
@@ -466,5 +693,9 @@ int main(void)
 	RUN(test_source);
 	RUN(test_content_plan);
 	RUN(test_sidecar_plan);
+	RUN(test_group_records);
+	RUN(test_group_volumes);
+	RUN(test_group_plan);
+	RUN(test_group_sidecar_plan);
 	return CHECK_DONE();
 }
