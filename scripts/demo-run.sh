@@ -128,7 +128,15 @@ k wait --for=jsonpath='{.status.currentVolumeAttributesClassName}'=kcsi-loop-thi
 k get pvc grow
 k get volumeattributesclass
 
+say "A group snapshot of the two claims labelled app=demo: the driver takes both at once (CreateVolumeGroupSnapshot), snapshot-controller makes one VolumeSnapshot per member"
+k label pvc data grow app=demo
+k apply -f "$src/examples/groupsnapshot.yaml"
+k wait --for=jsonpath='{.status.readyToUse}'=true volumegroupsnapshot/demo-group --timeout=60s
+k get volumegroupsnapshot
+k get volumesnapshot
+
 say "Teardown: the pods, the snapshot and the claims; the provisioner deletes the volumes and the PVs"
+k delete volumegroupsnapshot demo-group --timeout=60s
 k delete pod grower --timeout=60s
 k delete pvc grow --timeout=60s
 k delete pod reader --timeout=60s

@@ -451,16 +451,19 @@ static int start_snapshots(struct up *u, const char *sock)
 		}
 		snprintf(port_arg[i], sizeof(port_arg[i]), "127.0.0.1:%d", ports[i]);
 	}
+	/* group snapshots are behind upstream's gate; the local stack turns it on */
 	struct up_proc *p = start_kcsi(u, "snapshot-controller", "snapshot-controller", "--kubeconfig",
 				       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint",
-				       port_arg[0], NULL);
+				       port_arg[0], "--feature-gates", "CSIVolumeGroupSnapshot=true",
+				       NULL);
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[0], "/metrics");
 	if (!u->snapshots)
 		return 0;
 	p = start_kcsi(u, "csi-snapshotter", "csi-snapshotter", "--csi-address", sock, "--kubeconfig",
-		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1], NULL);
+		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1],
+		       "--feature-gates", "CSIVolumeGroupSnapshot=true", NULL);
 	if (!p)
 		return -1;
 	add_probe(u, p, ports[1], "/metrics");

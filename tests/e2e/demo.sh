@@ -25,6 +25,7 @@ grep -qE '^csi-[0-9a-f]{64} ' "$out" || fail "no VolumeAttachment shown by kubec
 grep -qE '^data-snap +true +data ' "$out" || fail "kubectl get volumesnapshot did not show data-snap READYTOUSE true"
 grep -qE '^grow +Bound +pvc-[0-9a-f-]+ +640Mi +RWO +kcsi-loop-expandable +kcsi-loop-thick ' "$out" ||
 	fail "kubectl get pvc did not show grow at 640Mi with its VolumeAttributesClass"
+grep -qE '^demo-group +true ' "$out" || fail "kubectl get volumegroupsnapshot did not show demo-group READYTOUSE true"
 # df on the grower's mount, before and after the expansion: the filesystem itself grew
 sizes=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | awk '$1 ~ /^\/dev\/loop/ && $6 ~ /pvc-/ {print $2}' | tr '\n' ' ')
 read -r before after _ <<<"$sizes"
