@@ -36,6 +36,9 @@ struct up_config {
 	const char *listen;     /* the emulator's address */
 	int verbosity;          /* -v given to every component */
 	int64_t ready_timeout_ns;
+	const char *kubeconfig; /* an existing API server instead of kube-emulator; NULL: none */
+	bool no_controllers;    /* with kubeconfig: the cluster's own controllers and scheduler */
+	bool distributed;       /* --provisioning=distributed: no controller-mode driver */
 };
 
 /* Returns the process exit code: 0 after a clean stop, 1 when the stack could not start. */
