@@ -16,6 +16,11 @@
  *   D/nodes/N/plugins/<driver>/csi.sock, D/nodes/N/kubelet/   a node's driver socket and root dir
  *   D/ready                 written once the stack is ready (for scripts)
  *
+ * --provisioning=distributed: no controller-mode driver; each node's driver runs all services at
+ * D/nodes/N/csi.sock with its own csi-provisioner --node-deployment (and csi-attacher).
+ * --kubeconfig: no kube-emulator; the objects kcsi up makes on that API server (CSIDriver, each
+ * node's Node, CSINode, Lease) are listed and deleted, newest first, after the processes stop.
+ *
  * up_run() blocks until SIGINT or SIGTERM, then stops every process, unmounts whatever is still
  * mounted under D, detaches loop devices whose image lives under D, and (for a temporary D that
  * the caller did not name) removes D.
