@@ -22,7 +22,7 @@ int cli_up_main(int argc, char **argv)
 	flags_string(fs, "driver", &c.driver, "loop", "Driver to run: loop (kcsi-loopplugin)");
 	flags_string(fs, "driver-cmd", &c.driver_cmd, "",
 		     "Run this CSI driver instead, through /bin/sh; {endpoint}, {nodeid} and {mode} "
-		     "(controller or node) are replaced, e.g. 'mydriver --endpoint {endpoint} --nodeid {nodeid}'");
+		     "(controller, node, or all with --provisioning=distributed) are replaced, e.g. 'mydriver --endpoint {endpoint} --nodeid {nodeid}'");
 	flags_string(fs, "bin-dir", &c.bin_dir, "", "Folder of the kcsi binaries; default the folder of this kcsi");
 	flags_string(fs, "listen", &c.listen, "127.0.0.1:0", "Address of the API server (kube-emulator)");
 	flags_string(fs, "kubeconfig", &c.kubeconfig, "",
