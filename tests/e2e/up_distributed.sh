@@ -11,26 +11,14 @@ FAILS=0
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 t=$(mktemp -d /tmp/kcsi-up-dist.XXXXXX)
 d=$t/stack
-up_pid=
+. "$(dirname "$0")/lib_up.sh"
 cleanup() {
-	[ -n "$up_pid" ] && kill -TERM "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null
-	grep -F " $t/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
-	losetup -a | grep -F "$t/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
+	release_below "$t"
 	rm -rf "$t"
 }
 trap cleanup EXIT
-wait_for() {
-	local n=$(($1 * 20))
-	shift
-	for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-	return 1
-}
-phase_is() { [ "$($kubectl get "$1" -o jsonpath='{.status.phase}')" = "$2" ]; }
-no_objects() { [ -z "$($kubectl get "$@" -o name 2>/dev/null)" ]; }
 
-"$KCSI_BIN/kcsi" up --dir "$d" --nodes 2 --provisioning=distributed >"$d.out" 2>&1 &
-up_pid=$!
-wait_for 30 test -f "$d/ready" || { cat "$d.out" >&2; fail "kcsi up --provisioning=distributed not ready"; exit 1; }
+start_up "$d" --nodes 2 --provisioning=distributed || exit 1
 grep -q "driver/controller" "$d.out" && fail "distributed started a controller-mode driver"
 for n in node-1 node-2; do
 	grep -q "csi-provisioner/$n .*running" "$d.out" || fail "no csi-provisioner/$n"
@@ -75,9 +63,7 @@ mountpoint -q "$mnt" || fail "the volume is not mounted on node-2 at $mnt"
 $kubectl delete pod app --timeout=30s >/dev/null || fail "deleting pod/app"
 $kubectl delete pvc local --timeout=30s >/dev/null || fail "deleting pvc/local"
 wait_for 20 no_objects pv || fail "the PV was not deleted by its node's provisioner"
-kill -TERM "$up_pid"
-wait "$up_pid" || fail "kcsi up exited non-zero on SIGTERM"
-up_pid=
+stop_up || fail "kcsi up exited non-zero on SIGTERM"
 [ "$(grep -cF " $t/" /proc/self/mountinfo)" = 0 ] || fail "mounts left"
 [ "$(losetup -a | grep -cF "$t/")" = 0 ] || fail "loop devices left"
 

@@ -7,46 +7,14 @@
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}"
 . "$(dirname "$0")/lib_emulator.sh"
+. "$(dirname "$0")/lib_up.sh"
 kubectl=${KUBECTL:-kubectl}
-up_pid=
 up_cleanup() {
-	[ -n "$up_pid" ] && kill -TERM "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null
-	grep -F " $T/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
-	losetup -a | grep -F "$T/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
+	release_below "$T"
 	emu_cleanup
 }
 trap up_cleanup EXIT
 
-# start_up DIR [args...]: kcsi up in the background, waits for DIR/ready (30 s).
-start_up() {
-	local dir=$1
-	shift
-	"$KCSI_BIN/kcsi" up --dir "$dir" "$@" >"$dir.out" 2>&1 &
-	up_pid=$!
-	for _ in $(seq 1 600); do
-		[ -f "$dir/ready" ] && return 0
-		kill -0 "$up_pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	fail "kcsi up $* did not become ready"
-	cat "$dir.out" >&2
-	return 1
-}
-stop_up() {
-	kill -TERM "$up_pid"
-	wait "$up_pid"
-	local rc=$?
-	up_pid=
-	return $rc
-}
-wait_for() {
-	local n=$(($1 * 20))
-	shift
-	for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-	return 1
-}
-phase_is() { [ "$($kubectl get "$1" -o jsonpath='{.status.phase}')" = "$2" ]; }
-no_objects() { [ -z "$($kubectl get "$@" -o name 2>/dev/null)" ]; }
 
 emu_start
 export KUBECONFIG=$KC
