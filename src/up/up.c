@@ -37,6 +37,7 @@
 #include "csi/client.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/leader.h"
 #include "up/proc.h"
 
 #define LOOP_DRIVER "loop.kcsi.io"
@@ -74,7 +75,7 @@ struct up {
 		const struct kube_resource *res;
 		const char *ns;
 		char name[256];
-	} created[1 + 3 * 16];
+	} created[2 + 3 * 16]; /* CSIDriver, attacher Lease, 3 per node */
 	int ncreated;
 	struct up_procs procs;
 	struct up_probe probes[UP_MAX_PROCS];
@@ -560,8 +561,14 @@ static int start_controllers(struct up *u)
 			     "*,volume-scheduler");
 	START_PROBED(u, "snapshot-controller", "snapshot-controller", "/metrics", "--kubeconfig",
 		     u->kubeconfig, KUBE_QPS, KUBE_BURST);
-	if (u->cfg->distributed)
+	if (u->cfg->distributed) {
+		/* The nodes' attachers elect their leader through this Lease: ours to delete too. */
+		char lease[256];
+		kube_leader_lease_name("external-attacher-leader", u->driver_name, lease, sizeof(lease));
+		if (u->attach_required)
+			remember(u, &KUBE_RES_LEASES, "default", lease);
 		return 0;
+	}
 	char sock[PATH_MAX + 32];
 	pathf(sock, sizeof(sock), "%s/controller/csi.sock", u->dir);
 	return start_controller_sidecars(u, sock);

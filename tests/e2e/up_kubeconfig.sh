@@ -3,7 +3,8 @@
 # not start (a kube-emulator started here): a claim and a pod from examples/ end Running with the
 # volume mounted; after SIGTERM nothing kcsi up created is left there (Node, CSINode, node Lease,
 # CSIDriver, PV, VolumeAttachment). A Node of the same name already there is refused and kept;
-# --no-controllers starts no kcsi-controller-manager and needs --kubeconfig.
+# --no-controllers starts no kcsi-controller-manager and needs --kubeconfig; a distributed run
+# leaves no Lease either.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}"
 . "$(dirname "$0")/lib_emulator.sh"
@@ -59,13 +60,15 @@ $kubectl get node node-1 >/dev/null 2>&1 || fail "kcsi up deleted a Node it did 
 no_objects csidrivers || fail "the refused run left its CSIDriver"
 $kubectl delete node node-1 >/dev/null
 
-# ---- 3. --no-controllers: the cluster's own controllers do the work ----
+# ---- 3. --no-controllers (the cluster's own controllers do the work), distributed: the
+# attachers' leader Lease goes too ----
 d=$T/nocm
-if start_up "$d" --nodes 1 --kubeconfig "$KC" --no-controllers; then
+if start_up "$d" --nodes 1 --kubeconfig "$KC" --no-controllers --provisioning=distributed; then
 	grep -q "kcsi-controller-manager" "$d.out" && fail "--no-controllers started kcsi-controller-manager"
-	grep -q "csi-provisioner .*running" "$d.out" || fail "--no-controllers did not start csi-provisioner"
+	grep -q "csi-provisioner/node-1 .*running" "$d.out" || fail "no csi-provisioner/node-1 in the distributed run"
 	stop_up || fail "kcsi up --no-controllers exited non-zero"
 	no_objects nodes || fail "Nodes left after --no-controllers: $($kubectl get nodes -o name)"
+	no_objects leases -A || fail "Leases left after a distributed run: $($kubectl get leases -A -o name)"
 fi
 "$KCSI_BIN/kcsi" up --no-controllers >/dev/null 2>"$T/err" && fail "--no-controllers accepted without --kubeconfig"
 grep -q -- "--no-controllers needs --kubeconfig" "$T/err" || fail "unclear error: $(cat "$T/err")"
