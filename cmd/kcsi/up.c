@@ -22,9 +22,20 @@ int cli_up_main(int argc, char **argv)
 	flags_string(fs, "driver", &c.driver, "loop", "Driver to run: loop (kcsi-loopplugin)");
 	flags_string(fs, "driver-cmd", &c.driver_cmd, "",
 		     "Run this CSI driver instead, through /bin/sh; {endpoint}, {nodeid} and {mode} "
-		     "(controller or node) are replaced, e.g. 'mydriver --endpoint {endpoint} --nodeid {nodeid}'");
+		     "(controller, node, or all with --provisioning=distributed) are replaced, e.g. 'mydriver --endpoint {endpoint} --nodeid {nodeid}'");
 	flags_string(fs, "bin-dir", &c.bin_dir, "", "Folder of the kcsi binaries; default the folder of this kcsi");
 	flags_string(fs, "listen", &c.listen, "127.0.0.1:0", "Address of the API server (kube-emulator)");
+	flags_string(fs, "kubeconfig", &c.kubeconfig, "",
+		     "Run against this existing API server instead of starting kube-emulator; the Nodes, "
+		     "CSINodes, node Leases and CSIDriver kcsi up creates there are deleted at exit");
+	flags_bool(fs, "no-controllers", &c.no_controllers, false,
+		   "With --kubeconfig: do not start kcsi-controller-manager; the cluster's own "
+		   "kube-controller-manager and kube-scheduler attach, bind and schedule");
+	const char *provisioning = NULL;
+	flags_string(fs, "provisioning", &provisioning, "central",
+		     "central: one controller-mode driver with csi-provisioner and csi-attacher; "
+		     "distributed: every node's driver runs all services with its own csi-provisioner "
+		     "--node-deployment (and csi-attacher), for drivers whose volumes live on one node");
 	flags_int(fs, "component-v", &c.verbosity, 2, "Log verbosity (-v) of every component");
 	flags_duration(fs, "ready-timeout", &c.ready_timeout_ns, 30 * NSEC_PER_SEC,
 		       "How long to wait for the stack to be ready before giving up");
@@ -33,8 +44,9 @@ int cli_up_main(int argc, char **argv)
 	int code = 0;
 	switch (flags_parse(fs, argc, argv, &rest, err, sizeof(err))) {
 	case FLAGS_HELP:
-		printf("kcsi up: run kube-emulator and the whole CSI stack (provisioner, attacher,\n"
-		       "controller-manager, and per node a driver, registrar and kcsi-node) until Ctrl-C.\n\n");
+		printf("kcsi up: run kube-emulator (or use --kubeconfig's API server) and the whole CSI\n"
+		       "stack (provisioner, attacher, controller-manager, and per node a driver, registrar\n"
+		       "and kcsi-node) until Ctrl-C.\n\n");
 		flags_print_usage(fs, stdout);
 		goto out;
 	case FLAGS_VERSION:
@@ -70,6 +82,20 @@ int cli_up_main(int argc, char **argv)
 	}
 	if (!*c.driver_cmd)
 		c.driver_cmd = NULL;
+	if (!*c.kubeconfig)
+		c.kubeconfig = NULL;
+	if (c.no_controllers && !c.kubeconfig) {
+		fprintf(stderr, "kcsi up: --no-controllers needs --kubeconfig (kube-emulator has no "
+				"controllers of its own)\n");
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (strcmp(provisioning, "central") && strcmp(provisioning, "distributed")) {
+		fprintf(stderr, "kcsi up: --provisioning %s: want central or distributed\n", provisioning);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	c.distributed = !strcmp(provisioning, "distributed");
 	code = up_run(&c);
 out:
 	flags_free(fs);

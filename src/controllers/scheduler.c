@@ -482,6 +482,58 @@ static void failed_scheduling(struct vsched *s, const struct kube_pod *p, const 
 	KLOG_V(3, "pod %s/%s: %s", p->meta.ns, p->meta.name, msg);
 }
 
+/* A PV's node affinity as a label selector reads: "zone in (b), disk exists or host in (h)". */
+static void affinity_text(const struct kube_pv *pv, char *buf, size_t len)
+{
+	static const char *const ops[] = { "in", "notin", "exists", "!exists", "gt", "lt" };
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (uint16_t t = 0; t < pv->nnode_affinity && at < len; t++) {
+		const struct kube_node_selector_term *term = &pv->node_affinity[t];
+		for (uint16_t r = 0; r < term->nreqs && at < len; r++) {
+			const struct kube_node_selector_req *q = &term->reqs[r];
+			at += (size_t)snprintf(buf + at, len - at, "%s%s %s", r ? ", " : t ? " or " : "",
+					       q->key, q->op < 6 ? ops[q->op] : "?");
+			for (uint16_t v = 0; v < q->nvalues && at < len; v++)
+				at += (size_t)snprintf(buf + at, len - at, "%s%s%s", v ? "," : " (",
+						       q->values[v], v + 1 == q->nvalues ? ")" : "");
+		}
+	}
+}
+
+/*
+ * A pod that fits no node, whose bound volume's node affinity matches no Node at all, can never
+ * run until such a node appears (a node-local volume whose node is gone, or a topology no node
+ * advertises). The pod's FailedScheduling only counts nodes; this Warning on the claim names the
+ * PV and its affinity, which a user can compare with `kubectl get nodes --show-labels`.
+ */
+static void warn_unreachable_volumes(struct vsched *s, const struct fit *f,
+				     struct kube_obj *const *nodes, size_t nnodes)
+{
+	for (size_t i = 0; i < f->nci; i++) {
+		const struct kube_pv *pv = kube_pv_of(f->ci[i].pv);
+		bool any = false;
+
+		if (!pv || !pv->nnode_affinity)
+			continue;
+		for (size_t k = 0; k < nnodes && !any; k++) {
+			const struct kube_node *n = kube_node_of(nodes[k]);
+			any = n && kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels,
+							    n->nlabels);
+		}
+		if (any)
+			continue;
+		struct kube_objref ref;
+		char uid[64], aff[512];
+		affinity_text(pv, aff, sizeof(aff));
+		kube_objref_of(f->ci[i].claim, &ref, uid, sizeof(uid));
+		kube_event(s->cm->rec, &ref, KUBE_EVENT_WARNING, "VolumeNodeAffinityConflict",
+			   "PersistentVolume %s can be used only on nodes with %s, and no Node matches",
+			   pv->meta.name, aff);
+	}
+}
+
 static enum cm_result sync_pod(void *self, const char *key)
 {
 	struct vsched *s = self;
@@ -533,6 +585,7 @@ static enum cm_result sync_pod(void *self, const char *key)
 	}
 	if (!best) {
 		failed_scheduling(s, p, &why, nnodes);
+		warn_unreachable_volumes(s, &f, nodes, nnodes);
 		r = CM_RETRY;
 		goto out;
 	}

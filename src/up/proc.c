@@ -72,6 +72,8 @@ int up_proc_start(struct up_proc *p, char *err, size_t errlen)
 			dup2(null, 0);
 		dup2(fd, 1);
 		dup2(fd, 2);
+		if (p->env[0])
+			putenv(p->env); /* the child's copy of p; it lives until execv */
 		execv(p->argv[0], p->argv);
 		dprintf(2, "kcsi up: exec %s: %s\n", p->argv[0], strerror(errno));
 		_exit(127);

@@ -30,6 +30,7 @@ struct up_proc {
 	int64_t start_ns;    /* monotonic time of the last start */
 	int64_t restart_at;  /* monotonic time of the next start; 0 when none is due */
 	int tier;            /* stop order: higher tiers stop first (clients before their servers) */
+	char env[128];       /* "NAME=value" added to the child's environment, or "" */
 };
 
 struct up_procs {

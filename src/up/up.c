@@ -37,6 +37,7 @@
 #include "csi/client.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/leader.h"
 #include "up/proc.h"
 
 #define LOOP_DRIVER "loop.kcsi.io"
@@ -66,11 +67,22 @@ struct up {
 	bool attach_required;
 	bool snapshots; /* the driver has CREATE_DELETE_SNAPSHOT: csi-snapshotter runs beside it */
 	bool temp_dir;
+	bool external; /* --kubeconfig: someone else's API server, which outlives us */
+	struct kube_config *kcfg;
+	struct kube_client *kc;
+	/* Objects this run made on an external API server, deleted in reverse order at exit. */
+	struct up_created {
+		const struct kube_resource *res;
+		const char *ns;
+		char name[256];
+	} created[2 + 3 * 16]; /* CSIDriver, attacher Lease, 3 per node */
+	int ncreated;
 	struct up_procs procs;
 	struct up_probe probes[UP_MAX_PROCS];
 	int nprobes;
 	sigset_t sigs;
 	int64_t t0;
+	char node_env[32]; /* while set, start_kcsi() gives the child NODE_NAME=<it> */
 };
 
 static volatile int stop_signal;
@@ -195,6 +207,8 @@ static struct up_proc *start_kcsi(struct up *u, const char *name, const char *bi
 	}
 	p->tier = !strcmp(binary, "kube-emulator") ? TIER_APISERVER
 		  : !strcmp(binary, "kcsi-loopplugin") ? TIER_DRIVER : TIER_CLIENT;
+	if (u->node_env[0])
+		snprintf(p->env, sizeof(p->env), "NODE_NAME=%s", u->node_env);
 	if (up_proc_start(p, err, sizeof(err))) {
 		fprintf(stderr, "kcsi up: %s\n", err);
 		return NULL;
@@ -241,8 +255,10 @@ static struct up_proc *start_driver(struct up *u, const char *name, const char *
 	if (!u->cfg->driver_cmd) {
 		char pool[PATH_MAX + 8];
 		pathf(pool, sizeof(pool), "%s/pool", u->dir);
+		/* Distributed: each node's volumes are reachable on that node only (its own zone). */
 		return start_kcsi(u, name, "kcsi-loopplugin", "--mode", mode, "--endpoint", endpoint,
-				  "--nodeid", nodeid, "--pool-dir", pool, NULL);
+				  "--nodeid", nodeid, "--pool-dir", pool, "--zone",
+				  u->cfg->distributed ? nodeid : "local", NULL);
 	}
 	char *cmd = expand_driver_cmd(u->cfg->driver_cmd, endpoint, nodeid, mode);
 	const char *args[] = { "/bin/sh", "-c", cmd, NULL };
@@ -357,6 +373,40 @@ out:
 	return rc;
 }
 
+static void remember(struct up *u, const struct kube_resource *res, const char *ns,
+		     const char *name)
+{
+	int max = (int)(sizeof(u->created) / sizeof(u->created[0]));
+	if (!u->external || u->ncreated >= max)
+		return;
+	struct up_created *c = &u->created[u->ncreated++];
+	c->res = res;
+	c->ns = ns;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+}
+
+/*
+ * Deletes what this run created on an external API server, newest first: a node's Lease and
+ * CSINode before its Node, the CSIDriver last. Runs after every process stopped, so no kcsi-node
+ * writes its Node again. Gone already (404) is fine; anything else is reported.
+ */
+static int delete_created(struct up *u)
+{
+	int failed = 0;
+	for (int i = u->ncreated - 1; i >= 0; i--) {
+		struct up_created *c = &u->created[i];
+		struct kube_err e;
+		if (kube_delete(u->kc, c->res, c->ns, c->name, NULL, NULL, &e) &&
+		    !kube_err_is_not_found(&e)) {
+			fprintf(stderr, "kcsi up: could not delete %s %s: %s\n", c->res->resource, c->name,
+				e.message);
+			failed++;
+		}
+	}
+	u->ncreated = 0;
+	return failed;
+}
+
 /*
  * The CSIDriver object a driver's deployment would create: attachRequired from the driver's
  * PUBLISH_UNPUBLISH_VOLUME capability, pod info on mount so drivers see who mounts.
@@ -376,7 +426,38 @@ static int create_csidriver(struct up *u, struct kube_client *kc)
 		fprintf(stderr, "kcsi up: creating CSIDriver %s: %s\n", u->driver_name, e.message);
 		return -1;
 	}
+	if (r) /* one that was there before is not ours to delete */
+		remember(u, &KUBE_RES_CSIDRIVERS, NULL, u->driver_name);
 	json_decref(r);
+	return 0;
+}
+
+/*
+ * On an external API server, node-1..N must be new: a Node of that name belongs to a real kubelet
+ * (or to another kcsi up), and deleting it at exit would take it from its owner. Each node's
+ * Node, CSINode and Lease (written by kcsi-node) are then ours to delete.
+ */
+static int claim_node_names(struct up *u)
+{
+	for (int i = 1; i <= u->cfg->nodes; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "node-%d", i);
+		struct kube_err e;
+		json_t *n = kube_get(u->kc, &KUBE_RES_NODES, NULL, name, &e);
+		json_decref(n);
+		if (n) {
+			fprintf(stderr, "kcsi up: Node %s already exists on that cluster; kcsi up runs only "
+					"nodes it creates (remove it, or use another cluster)\n", name);
+			return -1;
+		}
+		if (!kube_err_is_not_found(&e)) {
+			fprintf(stderr, "kcsi up: reading Node %s: %s\n", name, e.message);
+			return -1;
+		}
+		remember(u, &KUBE_RES_NODES, NULL, name);
+		remember(u, &KUBE_RES_CSINODES, NULL, name);
+		remember(u, &KUBE_RES_LEASES, "kube-node-lease", name);
+	}
 	return 0;
 }
 
@@ -422,132 +503,159 @@ static bool probes_ready(struct up *u)
 
 /* ---- start-up ---- */
 
+/* A free 127.0.0.1 port as "127.0.0.1:P" in arg (48 bytes); returns P or -1 (reported). */
+static int port_arg(char *arg)
+{
+	int port = free_port();
+	if (port < 0)
+		fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
+	else
+		snprintf(arg, 48, "127.0.0.1:%d", port);
+	return port;
+}
+
+/* Starts a sidecar and registers its HTTP endpoint (path) as a readiness probe. */
+#define START_PROBED(u, name, binary, path, ...)                                                \
+	do {                                                                                     \
+		char arg_[48];                                                                   \
+		int port_ = port_arg(arg_);                                                      \
+		struct up_proc *p_ = port_ < 0 ? NULL                                            \
+					       : start_kcsi(u, name, binary, __VA_ARGS__,         \
+							    "--http-endpoint", arg_, NULL);      \
+		if (!p_)                                                                         \
+			return -1;                                                               \
+		add_probe(u, p_, port_, path);                                                   \
+	} while (0)
+
 /*
- * One livenessprobe per driver instance, as a driver's pod carries one: its /healthz is the
- * driver's Probe, so "ready" also means every driver says it is ready.
+ * The sidecars of one controller-mode driver instance at sock: provisioner, attacher, resizer
+ * (loop driver: a --driver-cmd driver may not expand, and csi-resizer exits then), snapshotter
+ * (when the driver takes snapshots) and a livenessprobe. Central layout only.
  */
-static int start_livenessprobe(struct up *u, const char *name, const char *sock, int port,
-			       const char *port_arg)
+static int start_controller_sidecars(struct up *u, const char *sock)
 {
-	struct up_proc *p = start_kcsi(u, name, "livenessprobe", "--csi-address", sock,
-				       "--http-endpoint", port_arg, NULL);
-	if (!p)
-		return -1;
-	add_probe(u, p, port, "/healthz");
+	START_PROBED(u, "csi-provisioner", "csi-provisioner", "/metrics", "--csi-address", sock,
+		     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates",
+		     "Topology=true", "--extra-create-metadata");
+	START_PROBED(u, "csi-attacher", "csi-attacher", "/metrics", "--csi-address", sock,
+		     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST);
+	if (!u->cfg->driver_cmd)
+		START_PROBED(u, "csi-resizer", "csi-resizer", "/metrics", "--csi-address", sock,
+			     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST);
+	if (u->snapshots)
+		START_PROBED(u, "csi-snapshotter", "csi-snapshotter", "/metrics", "--csi-address",
+			     sock, "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
+			     "--feature-gates", "CSIVolumeGroupSnapshot=true");
+	/* One livenessprobe per driver instance, as a driver's pod carries one: its /healthz is the
+	 * driver's Probe, so "ready" also means every driver says it is ready. */
+	START_PROBED(u, "livenessprobe/controller", "livenessprobe", "/healthz", "--csi-address", sock);
 	return 0;
 }
 
-/* snapshot-controller always (it serves any driver); csi-snapshotter beside a driver that
- * can take snapshots. */
-static int start_snapshots(struct up *u, const char *sock)
-{
-	char port_arg[2][48];
-	int ports[2];
-	for (int i = 0; i < 2; i++) {
-		ports[i] = free_port();
-		if (ports[i] < 0) {
-			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
-			return -1;
-		}
-		snprintf(port_arg[i], sizeof(port_arg[i]), "127.0.0.1:%d", ports[i]);
-	}
-	/* group snapshots are behind upstream's gate; the local stack turns it on */
-	struct up_proc *p = start_kcsi(u, "snapshot-controller", "snapshot-controller", "--kubeconfig",
-				       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint",
-				       port_arg[0], "--feature-gates", "CSIVolumeGroupSnapshot=true",
-				       NULL);
-	if (!p)
-		return -1;
-	add_probe(u, p, ports[0], "/metrics");
-	if (!u->snapshots)
-		return 0;
-	p = start_kcsi(u, "csi-snapshotter", "csi-snapshotter", "--csi-address", sock, "--kubeconfig",
-		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1],
-		       "--feature-gates", "CSIVolumeGroupSnapshot=true", NULL);
-	if (!p)
-		return -1;
-	add_probe(u, p, ports[1], "/metrics");
-	return 0;
-}
-
+/* Cluster-wide controllers: kcsi-controller-manager (unless the cluster brings its own) and
+ * snapshot-controller (it serves any driver); then the controller-mode sidecars if central. */
 static int start_controllers(struct up *u)
 {
-	char sock[PATH_MAX + 32], port_arg[5][48];
+	if (!u->cfg->no_controllers)
+		START_PROBED(u, "kcsi-controller-manager", "kcsi-controller-manager", "/healthz",
+			     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--controllers",
+			     "*,volume-scheduler");
+	/* group snapshots are behind upstream's gate; the local stack turns it on */
+	START_PROBED(u, "snapshot-controller", "snapshot-controller", "/metrics", "--kubeconfig",
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates",
+		     "CSIVolumeGroupSnapshot=true");
+	if (u->cfg->distributed) {
+		/* The nodes' attachers elect their leader through this Lease: ours to delete too. */
+		char lease[256];
+		kube_leader_lease_name("external-attacher-leader", u->driver_name, lease, sizeof(lease));
+		if (u->attach_required)
+			remember(u, &KUBE_RES_LEASES, "default", lease);
+		return 0;
+	}
+	char sock[PATH_MAX + 32];
 	pathf(sock, sizeof(sock), "%s/controller/csi.sock", u->dir);
-	int ports[5];
-	for (int i = 0; i < 5; i++) {
-		ports[i] = free_port();
-		if (ports[i] < 0) {
-			fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
-			return -1;
-		}
-		snprintf(port_arg[i], sizeof(port_arg[i]), "127.0.0.1:%d", ports[i]);
-	}
-	struct up_proc *p;
-	p = start_kcsi(u, "csi-provisioner", "csi-provisioner", "--csi-address", sock,
-		       "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", "Topology=true",
-		       "--extra-create-metadata", "--http-endpoint", port_arg[0], NULL);
-	if (!p)
-		return -1;
-	add_probe(u, p, ports[0], "/metrics");
-	p = start_kcsi(u, "csi-attacher", "csi-attacher", "--csi-address", sock, "--kubeconfig",
-		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[1], NULL);
-	if (!p)
-		return -1;
-	add_probe(u, p, ports[1], "/metrics");
-	p = start_kcsi(u, "kcsi-controller-manager", "kcsi-controller-manager", "--kubeconfig",
-		       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--controllers", "*,volume-scheduler", "--http-endpoint",
-		       port_arg[2], NULL);
-	if (!p)
-		return -1;
-	add_probe(u, p, ports[2], "/healthz");
-	/* The loop driver can expand; a --driver-cmd driver may not, and csi-resizer exits then. */
-	if (!u->cfg->driver_cmd) {
-		p = start_kcsi(u, "csi-resizer", "csi-resizer", "--csi-address", sock, "--kubeconfig",
-			       u->kubeconfig, KUBE_QPS, KUBE_BURST, "--http-endpoint", port_arg[4], NULL);
-		if (!p)
-			return -1;
-		add_probe(u, p, ports[4], "/metrics");
-	}
-	if (start_livenessprobe(u, "livenessprobe/controller", sock, ports[3], port_arg[3]))
-		return -1;
-	return start_snapshots(u, sock);
+	return start_controller_sidecars(u, sock);
 }
 
-static int start_node(struct up *u, int i)
+/*
+ * A node's driver socket. Central: where kubelet's convention puts it, under the driver's name
+ * (known by then). Distributed: the node drivers start before anyone knows the name, so below the
+ * node's own folder.
+ */
+static void node_sock(struct up *u, const char *node, char *sock, size_t len)
 {
-	char node[32], base[PATH_MAX], plugdir[PATH_MAX + 300], sock[PATH_MAX + 320];
-	char reg[PATH_MAX + 64], root[PATH_MAX + 64], name[96], port_arg[48], lvp_arg[48];
+	if (u->cfg->distributed)
+		pathf(sock, len, "%s/nodes/%s/csi.sock", u->dir, node);
+	else
+		pathf(sock, len, "%s/nodes/%s/plugins/%s/csi.sock", u->dir, node, u->driver_name);
+}
+
+/* Starts node i's driver instance: node mode, or all services when distributed. */
+static int start_node_driver(struct up *u, int i)
+{
+	char node[32], sock[PATH_MAX + 320], dir[PATH_MAX + 320], name[64];
 	snprintf(node, sizeof(node), "node-%d", i);
-	pathf(base, sizeof(base), "%s/nodes/%s", u->dir, node);
-	pathf(plugdir, sizeof(plugdir), "%s/plugins/%s", base, u->driver_name);
-	pathf(sock, sizeof(sock), "%s/csi.sock", plugdir);
-	pathf(root, sizeof(root), "%s/kubelet", base);
-	pathf(reg, sizeof(reg), "%s/plugins_registry", root);
-	if (mkdirs(plugdir) || mkdirs(reg)) {
-		fprintf(stderr, "kcsi up: mkdir %s: %s\n", plugdir, strerror(errno));
+	node_sock(u, node, sock, sizeof(sock));
+	snprintf(dir, sizeof(dir), "%s", sock);
+	*strrchr(dir, '/') = '\0';
+	if (mkdirs(dir)) {
+		fprintf(stderr, "kcsi up: mkdir %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
-	int port = free_port(), lvp_port = free_port();
-	if (port < 0 || lvp_port < 0) {
-		fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
-		return -1;
-	}
-	snprintf(port_arg, sizeof(port_arg), "127.0.0.1:%d", port);
-	snprintf(lvp_arg, sizeof(lvp_arg), "127.0.0.1:%d", lvp_port);
+	unlink(sock);
 	snprintf(name, sizeof(name), "driver/%s", node);
-	if (!start_driver(u, name, sock, node, "node"))
-		return -1;
-	snprintf(name, sizeof(name), "csi-node-driver-registrar/%s", node);
-	struct up_proc *p = start_kcsi(u, name, "csi-node-driver-registrar", "--csi-address", sock,
-				       "--kubelet-registration-path", sock,
-				       "--plugin-registration-path", reg, "--http-endpoint", port_arg,
-				       NULL);
+	return start_driver(u, name, sock, node, u->cfg->distributed ? "all" : "node") ? 0 : -1;
+}
+
+/*
+ * Distributed: the node's own csi-provisioner --node-deployment (NODE_NAME = the node) and, when
+ * the driver needs ControllerPublish, a csi-attacher. Every node's attacher would act on every
+ * VolumeAttachment of the driver, so they elect one leader; the loop driver's controller service
+ * publishes for any node from any instance (the pool is shared).
+ */
+static int start_node_controller_sidecars(struct up *u, const char *node, const char *sock)
+{
+	char name[96], arg[48];
+	snprintf(u->node_env, sizeof(u->node_env), "%s", node);
+	snprintf(name, sizeof(name), "csi-provisioner/%s", node);
+	int port = port_arg(arg);
+	struct up_proc *p = port < 0 ? NULL
+				     : start_kcsi(u, name, "csi-provisioner", "--csi-address", sock,
+						  "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
+						  "--feature-gates", "Topology=true",
+						  "--extra-create-metadata", "--node-deployment",
+						  "--http-endpoint", arg, NULL);
+	u->node_env[0] = '\0';
 	if (!p)
 		return -1;
-	add_probe(u, p, port, "/healthz");
+	add_probe(u, p, port, "/metrics");
+	if (!u->attach_required)
+		return 0;
+	snprintf(name, sizeof(name), "csi-attacher/%s", node);
+	START_PROBED(u, name, "csi-attacher", "/metrics", "--csi-address", sock, "--kubeconfig",
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--leader-election",
+		     "--leader-election-namespace", "default");
+	return 0;
+}
+
+/* Node i's registrar, livenessprobe and kcsi-node (its driver already runs). */
+static int start_node_sidecars(struct up *u, int i)
+{
+	char node[32], sock[PATH_MAX + 320], reg[PATH_MAX + 64], root[PATH_MAX + 64], name[96];
+	snprintf(node, sizeof(node), "node-%d", i);
+	node_sock(u, node, sock, sizeof(sock));
+	pathf(root, sizeof(root), "%s/nodes/%s/kubelet", u->dir, node);
+	pathf(reg, sizeof(reg), "%s/plugins_registry", root);
+	if (mkdirs(reg)) {
+		fprintf(stderr, "kcsi up: mkdir %s: %s\n", reg, strerror(errno));
+		return -1;
+	}
+	snprintf(name, sizeof(name), "csi-node-driver-registrar/%s", node);
+	START_PROBED(u, name, "csi-node-driver-registrar", "/healthz", "--csi-address", sock,
+		     "--kubelet-registration-path", sock, "--plugin-registration-path", reg);
 	snprintf(name, sizeof(name), "livenessprobe/%s", node);
-	if (start_livenessprobe(u, name, sock, lvp_port, lvp_arg))
+	START_PROBED(u, name, "livenessprobe", "/healthz", "--csi-address", sock);
+	if (u->cfg->distributed && start_node_controller_sidecars(u, node, sock))
 		return -1;
 	snprintf(name, sizeof(name), "kcsi-node/%s", node);
 	return start_kcsi(u, name, "kcsi-node", "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
@@ -570,10 +678,22 @@ static void print_status(struct up *u)
 	}
 }
 
-/* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
-static int bring_up(struct up *u)
+/* Whether this run starts the given binary at all. */
+static bool needs_binary(const struct up *u, const char *b)
 {
-	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
+	if (!strcmp(b, "kube-emulator"))
+		return !u->external;
+	if (!strcmp(b, "kcsi-controller-manager"))
+		return !u->cfg->no_controllers;
+	if (!strcmp(b, "kcsi-loopplugin"))
+		return !u->cfg->driver_cmd;
+	if (!strcmp(b, "csi-resizer"))
+		return !u->cfg->driver_cmd && !u->cfg->distributed;
+	return true;
+}
+
+static int check_binaries_and_dirs(struct up *u)
+{
 	static const char *const needed[] = { "kube-emulator", "csi-provisioner", "csi-attacher",
 					      "kcsi-controller-manager", "csi-node-driver-registrar",
 					      "kcsi-node", "livenessprobe", "kcsi-loopplugin", "csi-resizer",
@@ -581,10 +701,7 @@ static int bring_up(struct up *u)
 	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
 		char path[PATH_MAX + 64];
 		pathf(path, sizeof(path), "%s/%s", u->bin, needed[i]);
-		/* needed[7], [8]: the loop driver and csi-resizer, which --driver-cmd does not run */
-		if ((i == 7 || i == 8) && u->cfg->driver_cmd)
-			continue;
-		if (!executable(path)) {
+		if (needs_binary(u, needed[i]) && !executable(path)) {
 			fprintf(stderr, "kcsi up: %s not found or not executable (build it with 'make build', "
 					"or point --bin-dir at the kcsi binaries)\n", path);
 			return -1;
@@ -599,54 +716,83 @@ static int bring_up(struct up *u)
 			return -1;
 		}
 	}
-	pathf(u->kubeconfig, sizeof(u->kubeconfig), "%s/kubeconfig", u->dir);
-	unlink(u->kubeconfig);
 	pathf(sub, sizeof(sub), "%s/ready", u->dir);
 	unlink(sub);
+	return 0;
+}
 
-	if (!start_kcsi(u, "kube-emulator", "kube-emulator", "--listen", u->cfg->listen,
-			"--write-kubeconfig", u->kubeconfig, NULL))
-		return -1;
-	pathf(sub, sizeof(sub), "%s/controller/csi.sock", u->dir);
-	unlink(sub);
-	if (!start_driver(u, "driver/controller", sub, "controller", "controller"))
-		return -1;
-	if (wait_for_file(u, u->kubeconfig, "server:", deadline) || learn_driver(u, sub, deadline))
-		return -1;
-
+/*
+ * The API server: ours (kube-emulator, its kubeconfig in D) or the --kubeconfig one; then the
+ * client kcsi up itself uses. Returns 0, or -1 (reported).
+ */
+static int start_apiserver(struct up *u, int64_t deadline)
+{
+	if (u->external) {
+		if (!realpath(u->cfg->kubeconfig, u->kubeconfig)) {
+			fprintf(stderr, "kcsi up: --kubeconfig %s: %s\n", u->cfg->kubeconfig, strerror(errno));
+			return -1;
+		}
+	} else {
+		pathf(u->kubeconfig, sizeof(u->kubeconfig), "%s/kubeconfig", u->dir);
+		unlink(u->kubeconfig);
+		if (!start_kcsi(u, "kube-emulator", "kube-emulator", "--listen", u->cfg->listen,
+				"--write-kubeconfig", u->kubeconfig, NULL) ||
+		    wait_for_file(u, u->kubeconfig, "server:", deadline))
+			return -1;
+	}
 	char err[512];
-	struct kube_config *kcfg = kube_config_from_kubeconfig(u->kubeconfig, err, sizeof(err));
-	if (!kcfg) {
-		fprintf(stderr, "kcsi up: %s\n", err);
-		return -1;
-	}
+	u->kcfg = kube_config_from_kubeconfig(u->kubeconfig, err, sizeof(err));
 	struct kube_client_opts ko = { .component = "kcsi-up", .qps = -1 };
-	struct kube_client *kc = kube_client_new(kcfg, &ko, err, sizeof(err));
-	int rc = -1;
-	if (!kc) {
+	if (u->kcfg)
+		u->kc = kube_client_new(u->kcfg, &ko, err, sizeof(err));
+	if (!u->kc) {
 		fprintf(stderr, "kcsi up: %s\n", err);
-		kube_config_free(kcfg);
 		return -1;
 	}
-	if (create_csidriver(u, kc) || start_controllers(u))
-		goto out;
+	return 0;
+}
+
+/*
+ * The driver instance(s) that answer GetPluginInfo before anything else can start: the
+ * controller-mode one (central), or every node's (distributed; node-1's is asked).
+ */
+static int start_first_drivers(struct up *u, char *sock, size_t len)
+{
+	if (!u->cfg->distributed) {
+		pathf(sock, len, "%s/controller/csi.sock", u->dir);
+		unlink(sock);
+		return start_driver(u, "driver/controller", sock, "controller", "controller") ? 0 : -1;
+	}
 	for (int i = 1; i <= u->cfg->nodes; i++)
-		if (start_node(u, i))
-			goto out;
-	while (!probes_ready(u) || !nodes_ready(u, kc)) {
+		if (start_node_driver(u, i))
+			return -1;
+	node_sock(u, "node-1", sock, len);
+	return 0;
+}
+
+/* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
+static int bring_up(struct up *u)
+{
+	int64_t deadline = u->t0 + u->cfg->ready_timeout_ns;
+	char sock[PATH_MAX + 320];
+	if (check_binaries_and_dirs(u) || start_first_drivers(u, sock, sizeof(sock)) ||
+	    start_apiserver(u, deadline) || learn_driver(u, sock, deadline))
+		return -1;
+	if (create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
+		return -1;
+	for (int i = 1; i <= u->cfg->nodes; i++)
+		if ((!u->cfg->distributed && start_node_driver(u, i)) || start_node_sidecars(u, i))
+			return -1;
+	while (!probes_ready(u) || !nodes_ready(u, u->kc)) {
 		if (tick(u, false))
-			goto out;
+			return -1;
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: the stack was not ready within %llds; see the logs in %s/logs\n",
 				(long long)(u->cfg->ready_timeout_ns / NSEC_PER_SEC), u->dir);
-			goto out;
+			return -1;
 		}
 	}
-	rc = 0;
-out:
-	kube_client_free(kc);
-	kube_config_free(kcfg);
-	return rc;
+	return 0;
 }
 
 /* ---- tear-down ---- */
@@ -789,6 +935,7 @@ int up_run(const struct up_config *cfg)
 {
 	struct up *u = xcalloc(1, sizeof(*u));
 	u->cfg = cfg;
+	u->external = cfg->kubeconfig && *cfg->kubeconfig;
 	u->t0 = mono_now_ns();
 	sigemptyset(&u->sigs);
 	sigaddset(&u->sigs, SIGINT);
@@ -862,6 +1009,10 @@ int up_run(const struct up_config *cfg)
 	fflush(stdout);
 	up_procs_stop_all(&u->procs, STOP_GRACE_NS);
 	up_procs_release(&u->procs);
+	if (u->ncreated && delete_created(u))
+		code = 1;
+	kube_client_free(u->kc);
+	kube_config_free(u->kcfg);
 	int left = up_cleanup_dir(u->dir);
 	if (left) {
 		fprintf(stderr, "kcsi up: %d mount(s) or loop device(s) under %s could not be released\n",

@@ -16,6 +16,11 @@
  *   D/nodes/N/plugins/<driver>/csi.sock, D/nodes/N/kubelet/   a node's driver socket and root dir
  *   D/ready                 written once the stack is ready (for scripts)
  *
+ * --provisioning=distributed: no controller-mode driver; each node's driver runs all services at
+ * D/nodes/N/csi.sock with its own csi-provisioner --node-deployment (and csi-attacher).
+ * --kubeconfig: no kube-emulator; the objects kcsi up makes on that API server (CSIDriver, each
+ * node's Node, CSINode, Lease) are listed and deleted, newest first, after the processes stop.
+ *
  * up_run() blocks until SIGINT or SIGTERM, then stops every process, unmounts whatever is still
  * mounted under D, detaches loop devices whose image lives under D, and (for a temporary D that
  * the caller did not name) removes D.
@@ -36,6 +41,9 @@ struct up_config {
 	const char *listen;     /* the emulator's address */
 	int verbosity;          /* -v given to every component */
 	int64_t ready_timeout_ns;
+	const char *kubeconfig; /* an existing API server instead of kube-emulator; NULL: none */
+	bool no_controllers;    /* with kubeconfig: the cluster's own controllers and scheduler */
+	bool distributed;       /* --provisioning=distributed: no controller-mode driver */
 };
 
 /* Returns the process exit code: 0 after a clean stop, 1 when the stack could not start. */

@@ -164,6 +164,21 @@ check "lim-b still waits" eq "$(pod_node lim-b)" ""
 kc delete pod lim-a lim-c --grace-period=0 --force >/dev/null 2>&1
 wait_for "lim-b placed once the first volume's pods are gone" 20 pod_on lim-b node-l
 
+# A bound volume pinned to a zone no Node has: the pod's FailedScheduling names the affinity
+# conflict on every node, and the claim gets a Warning naming the PV's affinity.
+jq -n '{apiVersion: "v1", kind: "PersistentVolume", metadata: {name: "pv-gone"},
+	spec: {capacity: {storage: "1Gi"}, accessModes: ["ReadWriteOnce"], storageClassName: "",
+	claimRef: {namespace: "default", name: "claim-gone"},
+	csi: {driver: "loop.kcsi.io", volumeHandle: "h-gone"},
+	nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: "zone", operator: "In", values: ["gone"]}]}]}}}}' |
+	kc create -f - >/dev/null
+mk_bound_claim claim-gone pv-gone
+mk_pod app-gone "" claim-gone
+wait_for "FailedScheduling: volume node affinity conflict" 20 has_event app-gone FailedScheduling "node(s) had volume node affinity conflict"
+wait_for "Warning on the claim naming the PV's affinity" 20 has_event claim-gone VolumeNodeAffinityConflict \
+	"PersistentVolume pv-gone can be used only on nodes with zone in (gone), and no Node matches"
+check "app-gone not placed" eq "$(pod_node app-gone)" ""
+
 cm_stop cm
 check "SIGTERM exits 0" eq "$?" 0
 cm_finish

@@ -10,12 +10,10 @@ kubectl=${KUBECTL:-kubectl}
 FAILS=0
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 t=$(mktemp -d /tmp/kcsi-up-test.XXXXXX)
-up_pid=
+. "$(dirname "$0")/lib_up.sh"
 cleanup() {
-	[ -n "$up_pid" ] && kill -TERM "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null
 	# Whatever a failed run left: unmount and detach only what lives under this test's folder.
-	grep -F " $t/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
-	losetup -a | grep -F "$t/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
+	release_below "$t"
 	rm -rf "$t"
 }
 trap cleanup EXIT
@@ -26,37 +24,6 @@ leftovers() {
 }
 NONE="procs=0 loops=0 mounts=0"
 
-# start_up DIR [args...]: starts kcsi up in the background, waits for DIR/ready (30 s).
-start_up() {
-	local dir=$1
-	shift
-	"$KCSI_BIN/kcsi" up --dir "$dir" "$@" >"$dir.out" 2>&1 &
-	up_pid=$!
-	for _ in $(seq 1 600); do
-		[ -f "$dir/ready" ] && return 0
-		kill -0 "$up_pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	fail "kcsi up $* did not become ready"
-	cat "$dir.out" >&2
-	return 1
-}
-stop_up() {
-	kill -"${1:-TERM}" "$up_pid"
-	wait "$up_pid"
-	local rc=$?
-	up_pid=
-	return $rc
-}
-# wait_for SECONDS CMD...: polls CMD every 50 ms.
-wait_for() {
-	local n=$(($1 * 20))
-	shift
-	for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-	return 1
-}
-phase_is() { [ "$($kubectl get "$1" -o jsonpath='{.status.phase}')" = "$2" ]; }
-no_objects() { [ -z "$($kubectl get "$1" -o name 2>/dev/null)" ]; }
 
 # ---- 1. the whole life of a volume, driven by kubectl ----
 d=$t/stack
