@@ -337,8 +337,10 @@ static const char *claims_unfit(struct vsched *s, struct fit *f, const struct ku
 	return NULL;
 }
 
+static size_t pods_on(struct vsched *s, struct kube_obj *const *pods, size_t npods, const char *node);
+
 /* Why node n cannot run the pod (written to why), or false when it can; kube-scheduler's filter
- * order: unschedulable, taints, node selector, volume limits, volume binding. */
+ * order: unschedulable, taints, node selector, allocatable pods, volume limits, volume binding. */
 static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *n, char *why,
 		       size_t len)
 {
@@ -357,6 +359,10 @@ static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *
 	for (uint16_t i = 0; !r && i < p->nnode_selector; i++)
 		if (!labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
 			r = "node(s) didn't match Pod's node affinity/selector";
+	/* NodeResourcesFit's pod count: the node's allocatable pods, as kube-scheduler checks */
+	if (!r && n->allocatable_pods >= 0 &&
+	    pods_on(s, f->pods, f->npods, n->meta.name) >= (size_t)n->allocatable_pods)
+		r = "Too many pods";
 	if (!r && f->nvols && over_limit(s, n, f->vols, f->nvols, f->pods, f->npods))
 		r = "node(s) exceed max volume count";
 	if (!r)

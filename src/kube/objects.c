@@ -573,6 +573,15 @@ static struct kube_obj *pv_decode(const jv_t *obj, char *err, size_t errlen)
 	return decode2(obj, sizeof(struct kube_pv), KUBE_KIND_PV, pv_fields, err, errlen);
 }
 
+/* A quantity of a map (status.capacity, allocatable, ...) in its unit; -1 when absent or bad. */
+static int64_t quantity_or(const jv_t *map, const char *key)
+{
+	const char *q = jstr(map, key);
+	char err[128];
+	int64_t v;
+	return (q && kube_quantity_parse(q, &v, err, sizeof(err)) == 0) ? v : -1;
+}
+
 /* ---- CSINode and Node ---- */
 
 static int csinode_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
@@ -714,6 +723,7 @@ static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err,
 	n->controller_managed = cm && !strcmp(cm, "true");
 	const jv_t *spec = jv_get(obj, "spec"), *st = jv_get(obj, "status");
 	n->unschedulable = jv_is_true(jv_get(spec, "unschedulable"));
+	n->allocatable_pods = quantity_or(jv_get(st, "allocatable"), "pods");
 	size_t i2;
 	const jv_t *e;
 	jv_array_foreach(jv_get(spec, "taints"), i2, e) {
@@ -759,14 +769,6 @@ static struct kube_obj *node_decode(const jv_t *obj, char *err, size_t errlen)
 }
 
 /* ---- PersistentVolumeClaim and StorageClass ---- */
-
-static int64_t quantity_or(const jv_t *map, const char *key)
-{
-	const char *q = jstr(map, key);
-	char err[128];
-	int64_t v;
-	return (q && kube_quantity_parse(q, &v, err, sizeof(err)) == 0) ? v : -1;
-}
 
 /*
  * A LabelSelector (matchLabels, matchExpressions) as selector text: "k=v,k in (a,b),!k".

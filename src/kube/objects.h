@@ -191,6 +191,7 @@ struct kube_node { /* core/v1 Node */
 	bool controller_managed;  /* annotation volumes.kubernetes.io/controller-managed-attach-detach == "true" */
 	bool out_of_service;      /* taint node.kubernetes.io/out-of-service (any effect) */
 	bool unschedulable;       /* spec.unschedulable */
+	int64_t allocatable_pods; /* status.allocatable.pods; -1 when absent (volume-scheduler) */
 	uint8_t ready;            /* enum kube_cond: status.conditions[type=Ready].status */
 	uint16_t nvolumes_attached;
 	uint16_t nvolumes_in_use;

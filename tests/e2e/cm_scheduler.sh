@@ -164,6 +164,17 @@ check "lim-b still waits" eq "$(pod_node lim-b)" ""
 kc delete pod lim-a lim-c --grace-period=0 --force >/dev/null 2>&1
 wait_for "lim-b placed once the first volume's pods are gone" 20 pod_on lim-b node-l
 
+# Allocatable pods: node-p takes one pod (status.allocatable.pods 1, as a kubelet with --max-pods 1
+# reports); the second waits with kube-scheduler's NodeResourcesFit reason.
+mk_mnode node-p
+kc label node node-p zone=p >/dev/null
+node_status node-p '{"status":{"allocatable":{"pods":"1"},"capacity":{"pods":"1"}}}'
+sel_pod pods-a p '[]'
+wait_for "pods-a placed on node-p" 20 pod_on pods-a node-p
+sel_pod pods-b p '[]'
+wait_for "FailedScheduling: Too many pods" 20 has_event pods-b FailedScheduling "1 Too many pods"
+check "pods-b not placed" eq "$(pod_node pods-b)" ""
+
 # A bound volume pinned to a zone no Node has: the pod's FailedScheduling names the affinity
 # conflict on every node, and the claim gets a Warning naming the PV's affinity.
 jq -n '{apiVersion: "v1", kind: "PersistentVolume", metadata: {name: "pv-gone"},
