@@ -21,7 +21,7 @@ expect() {
 	echo "  $bin $*: exit $rc"
 }
 
-for b in csi-attacher csi-provisioner kcsi-controller-manager kcsi-node csi-node-driver-registrar \
+for b in csi-attacher csi-provisioner csi-resizer kcsi-controller-manager kcsi-node csi-node-driver-registrar \
 	livenessprobe kcsi-loopplugin kube-emulator kcsi csi-snapshotter snapshot-controller; do
 	expect 2 "not defined" "$b" --no-such-flag
 	expect 2 "" "$b" -v=lots

@@ -97,7 +97,7 @@ mkdir -p "$T/reg"
 for sig in TERM INT; do
 	echo "== SIG$sig: start-up waits, calls in flight, serving"
 	s=$(echo "$sig" | tr A-Z a-z)
-	for bin in csi-attacher csi-provisioner csi-snapshotter; do
+	for bin in csi-attacher csi-provisioner csi-snapshotter csi-resizer; do
 		run "$bin-nosock-$s" "driver socket absent" "$bin" --csi-address "unix://$T/absent.sock" --kubeconfig "$KC"
 		run "$bin-dead-$s" "API server unreachable" "$bin" --csi-address "unix://$T/td.sock" --kubeconfig "$T/dead.kubeconfig"
 		run "$bin-badca-$s" "API certificate unverifiable" "$bin" --csi-address "unix://$T/td.sock" --kubeconfig "$T/badca.kubeconfig"
