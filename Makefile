@@ -2,12 +2,17 @@
 JOBS ?= $(shell nproc)
 SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build build-asan build-release build-clang build-fuzz fuzz test test-unit demo bench images clean
+# The peers nobody here wrote (upstream sidecars, csi-sanity, Kubernetes v1.36.1, etcd), built from
+# their Go modules as tests/peers/go.mod pins them, cached outside the tree; see scripts/peers.sh.
+.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-unit demo bench images clean
 
 all: build
 
 deps:
 	bash scripts/deps.sh
+
+peers: deps
+	bash scripts/peers.sh
 
 build: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -38,7 +43,7 @@ fuzz: build-fuzz
 
 # Unit and e2e suites in the normal build, then again under ASan+UBSan; the Release and clang
 # builds; a 20 s fuzz smoke run of every harness. Fails if any fails.
-test: build build-asan build-release build-clang build-fuzz
+test: build build-asan build-release build-clang build-fuzz peers
 	@ctest --test-dir build --output-on-failure; normal=$$?; \
 	$(SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure; sanitized=$$?; \
 	FUZZ_SECONDS=20 bash scripts/fuzz.sh build-fuzz; fuzzed=$$?; \
@@ -60,4 +65,4 @@ bench: build
 	bash scripts/bench.sh
 
 clean:
-	rm -rf build build-asan build-release build-clang build-fuzz
+	rm -rf build build-asan build-release build-clang build-fuzz build-peers

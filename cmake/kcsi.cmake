@@ -57,7 +57,8 @@ function(kcsi_unit_test name)
 endfunction()
 
 # kcsi_e2e_test(<name> <script> [TIMEOUT seconds] [SLOW])
-# Registers a shell scenario; it gets KCSI_BIN (the binaries) and KCSI_SRC (the source tree).
+# Registers a shell scenario; it gets KCSI_BIN (the binaries), KCSI_SRC (the source tree),
+# KCSI_PEERS (the peers scripts/peers.sh built) and, first on PATH, the peers' kubectl v1.36.1.
 # SLOW scenarios (long crash/kill loops, many objects) run in the normal build only: the sanitizer
 # build would add minutes to CI and finds nothing there that the short scenarios do not reach.
 function(kcsi_e2e_test name script)
@@ -70,5 +71,5 @@ function(kcsi_e2e_test name script)
   endif()
   add_test(NAME e2e.${name} COMMAND bash ${script})
   set_tests_properties(e2e.${name} PROPERTIES LABELS e2e TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "KCSI_BIN=${CMAKE_BINARY_DIR}/bin;KCSI_SRC=${CMAKE_SOURCE_DIR};KCSI_TESTS=${CMAKE_BINARY_DIR}/tests")
+    ENVIRONMENT "KCSI_BIN=${CMAKE_BINARY_DIR}/bin;KCSI_SRC=${CMAKE_SOURCE_DIR};KCSI_TESTS=${CMAKE_BINARY_DIR}/tests;KCSI_PEERS=${CMAKE_SOURCE_DIR}/build-peers/bin;PATH=${CMAKE_SOURCE_DIR}/build-peers/kubectl:$ENV{PATH}")
 endfunction()

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian package that kcsi's build, tests and demo need. Idempotent: it asks dpkg
 # what is missing and runs apt-get (update + install) only when something is. Needs root.
-# Then the Node.js packages of tests/interop (@grpc/grpc-js, pinned by its package-lock.json),
-# with `npm ci` only when node_modules is missing or older than the lock file.
+# Go (for the peers that scripts/peers.sh builds from their modules) is the machine's own, at
+# /usr/local/go; Debian's golang is too old for them, so this script only checks that it is there.
+# kubectl: any >= 1.30 on PATH; otherwise the demo and the tests take v1.36.1 from the peers
+# (scripts/peers.sh kubectl). Debian's kubernetes-client (1.20) lacks `kubectl wait --for=jsonpath`.
 set -euo pipefail
 
 packages=(
@@ -11,7 +13,7 @@ packages=(
   libnghttp2-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   libmicrohttpd-dev
   openssl e2fsprogs xfsprogs util-linux mount
-  curl jq procps python3
+  curl jq procps python3 iproute2 iptables
   clang libclang-rt-14-dev
   buildah umoci
 )
@@ -22,16 +24,9 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-if ! command -v kubectl >/dev/null 2>&1; then
-  missing+=(kubernetes-client)
-fi
-# Node.js for tests/interop: Debian's, unless a node and npm are on PATH already.
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#packages[@]} packages present$(command -v kubectl >/dev/null && echo ', kubectl on PATH')," \
-    "node $(node --version) and npm $(npm --version) on PATH"
+  echo "deps: all ${#packages[@]} packages present"
 else
   if [ "$(id -u)" -ne 0 ]; then
     echo "deps: missing packages: ${missing[*]}" >&2
@@ -45,14 +40,9 @@ else
   echo "deps: installed: ${missing[*]}"
 fi
 
-interop="$(cd "$(dirname "$0")/.." && pwd)/tests/interop"
-if [ ! -d "$interop/node_modules" ] || [ "$interop/package-lock.json" -nt "$interop/node_modules" ]; then
-  wanted=$(node -p "Object.entries(require('$interop/package.json').dependencies)
-    .map(e => e.join('@')).join(' ')")
-  echo "deps: installing tests/interop's Node.js packages: $wanted (npm ci)"
-  (cd "$interop" && npm ci --no-audit --no-fund)
-  touch "$interop/node_modules"
-  echo "deps: installed tests/interop/node_modules"
+if [ -x /usr/local/go/bin/go ] || command -v go >/dev/null 2>&1; then
+  echo "deps: $(PATH=/usr/local/go/bin:$PATH go version)"
 else
-  echo "deps: tests/interop/node_modules up to date with its package-lock.json"
+  echo "deps: Go is missing (expected at /usr/local/go): scripts/peers.sh cannot build the test peers" >&2
+  exit 1
 fi

@@ -4,93 +4,93 @@
 # repository holds only go.mod and go.sum, never their source), plus kcsi's own Go test programs
 # in tests/peers (the grpc-go interoperability peer).
 #
-#   scripts/peers.sh [OUT]     build what is missing; OUT (default build-peers) gets bin/ with
-#                              every binary, linked from the cache
+#   scripts/peers.sh [--out DIR] [NAME...]
+#       builds what is missing of NAME... (default: all) and links them into DIR/bin (default
+#       build-peers/bin); DIR/kubectl/ holds only kubectl, for a PATH that should take no other
+#       peer. NAME is one of the names below or "own" (kcsi's Go programs in tests/peers).
 #
-# Third-party binaries go to a cache outside the work tree, keyed by the hash of go.mod and go.sum:
-# ${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}/<key>/bin. A key that is complete (its .done
-# exists) is not rebuilt, so a second `make test` costs nothing here; a changed pin builds anew.
-# Go's module and build caches ($GOMODCACHE, $GOCACHE) are Go's own, also outside the tree.
-# kcsi's own Go programs are rebuilt every time into OUT/bin (go build's cache makes that cheap).
+# Third-party binaries go to a cache outside the work tree, one file each, keyed by the module
+# graph tests/peers resolves (`go list -m all`, so only a changed version changes the key):
+# ${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}/<key>/. A binary already there is not rebuilt, so a
+# warm run costs seconds; an interrupted build resumes with what is missing. Go's module and
+# build caches ($GOMODCACHE, $GOCACHE) are Go's own, also outside the tree. kcsi's own Go programs
+# are rebuilt every time into DIR/bin (go build's cache makes that cheap).
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 mod="$src/tests/peers"
-out="$(realpath -m "${1:-$src/build-peers}")"
+out="$src/build-peers"
+if [ "${1:-}" = "--out" ]; then out="$(realpath -m "$2")"; shift 2; fi
 export PATH="/usr/local/go/bin:$PATH"
 command -v go >/dev/null || { echo "peers: go is not installed (expected at /usr/local/go)" >&2; exit 1; }
+cd "$mod"
+export GOFLAGS=-mod=readonly # a go.sum that does not match fails, never silently re-resolves
 
-key=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
+# name  module  package-in-module  version-ldflags
+k8s_ld='-X k8s.io/component-base/version.gitVersion=$V -X k8s.io/component-base/version.gitMajor=$MAJ -X k8s.io/component-base/version.gitMinor=$MIN -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$V'
+peers=(
+	"kubectl k8s.io/kubernetes cmd/kubectl $k8s_ld"
+	"kube-apiserver k8s.io/kubernetes cmd/kube-apiserver $k8s_ld"
+	"kube-controller-manager k8s.io/kubernetes cmd/kube-controller-manager $k8s_ld"
+	"kube-scheduler k8s.io/kubernetes cmd/kube-scheduler $k8s_ld"
+	"kubelet k8s.io/kubernetes cmd/kubelet $k8s_ld"
+	"etcd go.etcd.io/etcd/server/v3 . "
+	"csi-sanity github.com/kubernetes-csi/csi-test/v5 cmd/csi-sanity -X main.version=\$V"
+	"csi-attacher github.com/kubernetes-csi/external-attacher/v4 cmd/csi-attacher -X main.version=\$V"
+	"csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 cmd/csi-provisioner -X main.version=\$V"
+	"csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 cmd/csi-snapshotter -X main.version=\$V"
+	"snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 cmd/snapshot-controller -X main.version=\$V"
+)
+
+graph=$(go list -m all)
+key=$( { go version; echo "$graph"; printf '%s\n' "${peers[@]}"; } | sha256sum | cut -c1-16)
 cache="${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}/$key"
+mkdir -p "$cache" "$out/bin" "$out/kubectl"
 
-# The versions the binaries report. Each is the version go.mod resolves for the module, so a
-# change of pin changes the version string with it.
-modver() { (cd "$mod" && go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' "$1"); }
+# The version a module resolves to in tests/peers (its replacement's, where go.mod replaces it).
+modver() { go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' "$1"; }
 
-build_third_party() {
-	local tmp k8s ldk8s v
-	tmp="$cache.tmp.$$"
-	rm -rf "$tmp"
-	mkdir -p "$tmp/bin"
-	cd "$mod"
-	# -mod=readonly: a go.sum that does not match fails here, never silently re-resolves.
-	local flags=(-mod=readonly -trimpath)
-	k8s=$(modver k8s.io/kubernetes)
-	ldk8s="-s -w -X k8s.io/component-base/version.gitVersion=$k8s"
-	ldk8s+=" -X k8s.io/component-base/version.gitMajor=$(echo "$k8s" | cut -d. -f1 | tr -d v)"
-	ldk8s+=" -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2)"
-	ldk8s+=" -X k8s.io/component-base/version.gitTreeState=clean"
-	ldk8s+=" -X k8s.io/client-go/pkg/version.gitVersion=$k8s"
-	for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
-		echo "peers: building $c $k8s"
-		go build "${flags[@]}" -ldflags "$ldk8s" -o "$tmp/bin/$c" "k8s.io/kubernetes/cmd/$c"
-	done
-	v=$(modver go.etcd.io/etcd/server/v3)
-	echo "peers: building etcd $v"
-	go build "${flags[@]}" -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$v" \
-		-o "$tmp/bin/etcd" go.etcd.io/etcd/server/v3
-	local sidecars=(
-		"csi-attacher github.com/kubernetes-csi/external-attacher/v4 cmd/csi-attacher"
-		"csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 cmd/csi-provisioner"
-		"csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 cmd/csi-snapshotter"
-		"snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 cmd/snapshot-controller"
-		"csi-sanity github.com/kubernetes-csi/csi-test/v5 cmd/csi-sanity"
-	)
-	local line name m pkg
-	for line in "${sidecars[@]}"; do
-		read -r name m pkg <<<"$line"
-		v=$(modver "$m")
-		echo "peers: building $name $v"
-		go build "${flags[@]}" -ldflags "-s -w -X main.version=$v" -o "$tmp/bin/$name" "$m/$pkg"
-	done
-	(cd "$mod" && go list -m -f '{{.Path}} {{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' \
-		k8s.io/kubernetes go.etcd.io/etcd/server/v3 github.com/kubernetes-csi/external-attacher/v4 \
-		github.com/kubernetes-csi/external-provisioner/v6 github.com/kubernetes-csi/external-snapshotter/v8 \
-		github.com/kubernetes-csi/csi-test/v5 google.golang.org/grpc) >"$tmp/VERSIONS"
-	touch "$tmp/.done"
-	rm -rf "$cache"
-	mv "$tmp" "$cache"
+build_one() {
+	local name=$1 m=$2 pkg=$3 ld=$4 V MAJ MIN t0
+	V=$(modver "$m")
+	MAJ=$(echo "$V" | cut -d. -f1 | tr -d v)
+	MIN=$(echo "$V" | cut -d. -f2)
+	ld=${ld//\$MAJ/$MAJ}
+	ld=${ld//\$MIN/$MIN}
+	ld=${ld//\$V/$V}
+	t0=$(date +%s)
+	echo "peers: building $name $V"
+	[ "$pkg" = . ] && pkg=$m || pkg=$m/$pkg
+	go build -trimpath -ldflags "-s -w $ld" -o "$cache/.$name.tmp" "$pkg"
+	mv "$cache/.$name.tmp" "$cache/$name"
+	echo "$name $m $V" >"$cache/$name.version"
+	echo "peers: built $name in $(( $(date +%s) - t0 )) s"
 }
 
-start=$(date +%s)
-if [ -f "$cache/.done" ]; then
-	echo "peers: cached in $cache"
-else
-	echo "peers: building into $cache (cold: about 25 min on 2 cores; see README)"
-	build_third_party
-	echo "peers: third-party peers built in $(( $(date +%s) - start )) s"
-fi
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(all)
+selected() { local w; for w in "${want[@]}"; do [ "$w" = all ] || [ "$w" = "$1" ] && return 0; done; return 1; }
 
-mkdir -p "$out/bin"
-for f in "$cache"/bin/*; do
-	ln -sfn "$f" "$out/bin/$(basename "$f")"
+start=$(date +%s)
+built=0
+for line in "${peers[@]}"; do
+	read -r name m pkg ld <<<"$line"
+	selected "$name" || continue
+	if [ ! -x "$cache/$name" ]; then
+		build_one "$name" "$m" "$pkg" "$ld"
+		built=$((built + 1))
+	fi
+	ln -sfn "$cache/$name" "$out/bin/$name"
 done
-cp "$cache/VERSIONS" "$out/VERSIONS"
+[ -e "$out/bin/kubectl" ] && ln -sfn "$cache/kubectl" "$out/kubectl/kubectl"
+cat "$cache"/*.version >"$out/VERSIONS" 2>/dev/null || true
+[ $built -eq 0 ] || echo "peers: $built built into $cache in $(( $(date +%s) - start )) s"
 
 # kcsi's own Go test programs: every main package under tests/peers.
-cd "$mod"
-for d in $(go list -mod=readonly -f '{{if eq .Name "main"}}{{.Dir}}{{end}}' ./...); do
-	echo "peers: building $(basename "$d") (tests/peers)"
-	go build -mod=readonly -trimpath -o "$out/bin/$(basename "$d")" "$d"
-done
-echo "peers: ready in $out/bin ($(( $(date +%s) - start )) s)"
+if selected own; then
+	for d in $(go list -f '{{if eq .Name "main"}}{{.Dir}}{{end}}' ./... 2>/dev/null); do
+		echo "peers: building $(basename "$d") (kcsi's, tests/peers)"
+		go build -trimpath -o "$out/bin/$(basename "$d")" "$d"
+	done
+fi
+echo "peers: ready in $out/bin ($(( $(date +%s) - start )) s; cache $cache)"
