@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Fails when two files of src/ depend on each other: the rule is that a file only uses what is
-# below it. Two views of "uses", both needed:
-#   includes  module A (A.c and A.h) includes B.h while module B (B.c or B.h) includes A.h,
-#             both modules with a .c file;
-#   symbols   (with a build's lib dir) A.c calls or reads something B.c defines and B.c
-#             something A.c defines, which a header shared by both (one API over two .c files,
-#             an internal header) hides from the include view.
+# Fails when files of src/ depend on each other in a circle of any length (A uses B, B uses C,
+# C uses A): the rule is that a file only uses what is below it. Two views of "uses", both needed:
+#   includes  module A (A.c and A.h) includes B.h, both modules with a .c file;
+#   symbols   (with a build's lib dir) A.c calls or reads something B.c defines, which a header
+#             shared by several files (one API over many .c files, an internal header) hides
+#             from the include view.
+# scripts/cycles.py finds the circles (strongly connected components) and prints the shortest
+# one through each.
 # And one unit must stay replaceable: kube/http.h (the HTTP/1.1 transport) is included by
 # kube/client.c alone, so informers, watches and the rest see only the client's API.
 #   scripts/include_cycles.sh SRC_DIR [LIB_DIR]      e.g. scripts/include_cycles.sh src build/lib
@@ -24,14 +25,11 @@ all_edges=$(cd "$src" && find . -name '*.[ch]' | sed 's|^\./||' | sort | while r
 done | sort -u)
 edges=$(awk 'NR == FNR { m[$1] = 1; next } ($1 in m) && ($2 in m)' <(echo "$modules") - <<<"$all_edges")
 
-# Prints "A B" once for every pair of lines "A B" and "B A" in the edge list $1.
-both_ways() {
-	awk '{ e[$1 " " $2] = 1 } END { for (k in e) { split(k, p, " ");
-		if (p[1] < p[2] && ((p[2] " " p[1]) in e)) print k } }' <<<"$1" | sort
-}
-while read -r a b; do
-	[ -n "$a" ] && { echo "include circle: $a and $b include each other's header" >&2; fail=1; }
-done <<<"$(both_ways "$edges")"
+# Prints one line per circle in the edge list $1 ("a -> b -> a").
+circles() { python3 "$(dirname "$0")/cycles.py" <<<"$1" || true; }
+while read -r c; do
+	[ -n "$c" ] && { echo "include circle: $c" >&2; fail=1; }
+done <<<"$(circles "$edges")"
 
 while read -r a b; do
 	if [ "$b" = kube/http ] && [ "$a" != kube/client ] && [[ "$a" != kube/http_* ]]; then
@@ -53,9 +51,9 @@ object_uses() {
 	done | awk "$USE_AWK" | sort -u
 }
 if [ -n "$lib" ]; then
-	while read -r a b; do
-		[ -n "$a" ] && { echo "call circle: $a and $b each use a function of the other" >&2; fail=1; }
-	done <<<"$(both_ways "$(object_uses "$lib")")"
+	while read -r c; do
+		[ -n "$c" ] && { echo "call circle: $c (each uses a function or variable of the next)" >&2; fail=1; }
+	done <<<"$(circles "$(object_uses "$lib")")"
 fi
 [ $fail -eq 0 ] && echo "no circles among $(wc -l <<<"$edges") include edges${lib:+ and the calls in $lib}"
 exit $fail

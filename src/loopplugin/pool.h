@@ -39,7 +39,9 @@
  *
  * Files (src/loopplugin/; pool_int.h is what they share):
  *
- *     pool.c            life cycle, lock, lp_pool_recover's sweep, nodes/
+ *     pool.c            life cycle, lock, free space, nodes/ (calls no other pool file
+ *                       but pool_paths.c and pool_files.c)
+ *     pool_recover.c    lp_pool_recover's sweep at start (the top: calls pool_attach.c)
  *     pool_files.c      atomic writes, JSON metadata, image building, removal, listing
  *     pool_paths.c      paths and IDs (below every other pool file; calls none of them)
  *     pool_volumes.c    volumes: metadata, create, delete, grow, formatting mark, list
