@@ -46,7 +46,7 @@
 #define ASSUMED_MAX 256
 #define ASSUMED_TTL (30 * NSEC_PER_SEC)
 struct assumed_pod {
-	char ns[128], name[256];
+	char ns[128], name[256], uid[64];
 	const char *node; /* interned; NULL for a free slot */
 	int64_t at;
 };
@@ -255,11 +255,14 @@ static bool assumed_anywhere(const struct kube_pod *p, void *ud)
 {
 	struct vsched *s = ud;
 	int64_t now = mono_now_ns();
+	char uid[64];
 
+	kube_obj_uid(&p->meta, uid, sizeof(uid));
 	for (size_t i = 0; i < ASSUMED_MAX; i++) {
 		const struct assumed_pod *a = &s->assumed[i];
+		/* the uid too: a pod deleted and made again under its name is not the one bound */
 		if (a->node && now - a->at <= ASSUMED_TTL && !strcmp(a->name, p->meta.name) &&
-		    !strcmp(a->ns, p->meta.ns ? p->meta.ns : ""))
+		    !strcmp(a->ns, p->meta.ns ? p->meta.ns : "") && !strcmp(a->uid, uid))
 			return true;
 	}
 	return false;
@@ -447,6 +450,7 @@ static void assume(struct vsched *s, const struct kube_pod *p, const char *node)
 	struct assumed_pod *a = &s->assumed[s->next_assumed++ % ASSUMED_MAX];
 	snprintf(a->ns, sizeof(a->ns), "%s", p->meta.ns ? p->meta.ns : "");
 	snprintf(a->name, sizeof(a->name), "%s", p->meta.name);
+	kube_obj_uid(&p->meta, a->uid, sizeof(a->uid));
 	a->node = kube_intern(node);
 	a->at = mono_now_ns();
 }
