@@ -696,8 +696,8 @@ static void pod_left(struct vsched *s, const struct kube_pod *gone)
 	struct kube_obj **pods;
 	char key[512];
 
-	if (!gone || !gone->nvolumes)
-		return;
+	if (!gone || !gone->nvolumes || !gone->node_name || !*gone->node_name)
+		return; /* a pod never placed held no claim */
 	pods = kube_store_list(cm_store(s->cm, CM_PODS), &n);
 	for (size_t i = 0; i < n; i++) {
 		const struct kube_pod *p = kube_pod_of(pods[i]);
