@@ -12,6 +12,9 @@
  *     allowedTopologies and, if CSIStorageCapacity objects exist for the class, one of those that
  *     covers the node has room for the request;
  *   - an unbound claim of an Immediate class: no node fits yet (the pod waits for the binder).
+ * and no other scheduled pod uses a ReadWriteOncePod claim of the pod (kube-scheduler's
+ * VolumeRestrictions: on any node, so no node fits while one does; a pod placed by hand with
+ * spec.nodeName is kcsi-node's and the driver's to refuse).
  * Among fitting nodes the one running the fewest pods wins (ties: name order), which spreads
  * pods. The chosen node goes into selected-node of the WaitForFirstConsumer claims that have none;
  * the pod is bound (POST pods/<name>/binding, or a spec.nodeName patch where the API server has no
@@ -43,7 +46,7 @@
 #define ASSUMED_MAX 256
 #define ASSUMED_TTL (30 * NSEC_PER_SEC)
 struct assumed_pod {
-	char ns[128], name[256];
+	char ns[128], name[256], uid[64];
 	const char *node; /* interned; NULL for a free slot */
 	int64_t at;
 };
@@ -247,6 +250,45 @@ static bool assumed_on(struct vsched *s, const struct kube_pod *p, const char *n
 	return false;
 }
 
+/* Whether this scheduler bound p a moment ago, to any node (vs_rwop_user's placed()). */
+static bool assumed_anywhere(const struct kube_pod *p, void *ud)
+{
+	struct vsched *s = ud;
+	int64_t now = mono_now_ns();
+	char uid[64];
+
+	kube_obj_uid(&p->meta, uid, sizeof(uid));
+	for (size_t i = 0; i < ASSUMED_MAX; i++) {
+		const struct assumed_pod *a = &s->assumed[i];
+		/* the uid too: a pod deleted and made again under its name is not the one bound */
+		if (a->node && now - a->at <= ASSUMED_TTL && !strcmp(a->name, p->meta.name) &&
+		    !strcmp(a->ns, p->meta.ns ? p->meta.ns : "") && !strcmp(a->uid, uid))
+			return true;
+	}
+	return false;
+}
+
+/* VolumeRestrictions: whether another scheduled pod uses one of the pod's ReadWriteOncePod
+ * claims (ci: its claims, looked up). */
+static bool rwop_in_use(struct vsched *s, const struct kube_pod *p, const struct claim_info *ci,
+			size_t nci, struct kube_obj *const *pods, size_t npods)
+{
+	for (size_t i = 0; i < nci; i++) {
+		const struct kube_pvc *c = kube_pvc_of(ci[i].claim);
+		const struct kube_pod *other;
+
+		if (!c || !(c->access_modes & KUBE_RWOP))
+			continue;
+		other = vs_rwop_user(p, c->meta.name, pods, npods, assumed_anywhere, s);
+		if (other) {
+			KLOG_V(3, "pod %s/%s: claim \"%s\" (ReadWriteOncePod) is used by pod %s/%s",
+			       p->meta.ns, p->meta.name, c->meta.name, other->meta.ns, other->meta.name);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* NodeVolumeLimits: whether the pod's volumes (add) would pass an attach limit of the node. */
 static bool over_limit(struct vsched *s, const struct kube_node *n, const struct vs_volume *add,
 		       size_t nadd, struct kube_obj *const *pods, size_t npods)
@@ -299,6 +341,7 @@ struct fit {
 	struct kube_obj **pods;
 	size_t npods;
 	json_t *caps;                 /* CSIStorageCapacity list, fetched on first need */
+	bool rwop_in_use;             /* a ReadWriteOncePod claim of the pod has another user */
 };
 
 static const char *claims_unfit(struct vsched *s, struct fit *f, const struct kube_node *n)
@@ -340,7 +383,8 @@ static const char *claims_unfit(struct vsched *s, struct fit *f, const struct ku
 static size_t pods_on(struct vsched *s, struct kube_obj *const *pods, size_t npods, const char *node);
 
 /* Why node n cannot run the pod (written to why), or false when it can; kube-scheduler's filter
- * order: unschedulable, taints, node selector, allocatable pods, volume limits, volume binding. */
+ * order: unschedulable, taints, node selector, allocatable pods, volume restrictions, volume
+ * limits, volume binding. */
 static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *n, char *why,
 		       size_t len)
 {
@@ -363,6 +407,8 @@ static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *
 	if (!r && n->allocatable_pods >= 0 &&
 	    pods_on(s, f->pods, f->npods, n->meta.name) >= (size_t)n->allocatable_pods)
 		r = "Too many pods";
+	if (!r && f->rwop_in_use)
+		r = VS_REASON_RWOP_CONFLICT;
 	if (!r && f->nvols && over_limit(s, n, f->vols, f->nvols, f->pods, f->npods))
 		r = "node(s) exceed max volume count";
 	if (!r)
@@ -404,6 +450,7 @@ static void assume(struct vsched *s, const struct kube_pod *p, const char *node)
 	struct assumed_pod *a = &s->assumed[s->next_assumed++ % ASSUMED_MAX];
 	snprintf(a->ns, sizeof(a->ns), "%s", p->meta.ns ? p->meta.ns : "");
 	snprintf(a->name, sizeof(a->name), "%s", p->meta.name);
+	kube_obj_uid(&p->meta, a->uid, sizeof(a->uid));
 	a->node = kube_intern(node);
 	a->at = mono_now_ns();
 }
@@ -574,6 +621,7 @@ static enum cm_result sync_pod(void *self, const char *key)
 	f.p = p, f.ci = ci, f.nci = nci, f.vols = vols;
 	nodes = kube_store_list(cm_store(s->cm, CM_NODES), &nnodes);
 	f.pods = kube_store_list(cm_store(s->cm, CM_PODS), &f.npods);
+	f.rwop_in_use = rwop_in_use(s, p, ci, nci, f.pods, f.npods);
 	for (size_t i = 0; i < nnodes; i++) {
 		const struct kube_node *n = kube_node_of(nodes[i]);
 		char w[320];
@@ -637,10 +685,50 @@ static void pod_add(const struct kube_obj *o, void *ud)
 	kube_obj_key(o, key, sizeof(key));
 	kube_workqueue_add(s->pool.q, key);
 }
+/*
+ * A pod that leaves (deleted, or terminated) may free a ReadWriteOncePod claim: wake the pending
+ * pods of its namespace that name one of its claims, as kube-scheduler requeues on a pod's
+ * deletion, rather than let them wait out their backoff.
+ */
+static void pod_left(struct vsched *s, const struct kube_pod *gone)
+{
+	size_t n;
+	struct kube_obj **pods;
+	char key[512];
+
+	if (!gone || !gone->nvolumes || !gone->node_name || !*gone->node_name)
+		return; /* a pod never placed held no claim */
+	pods = kube_store_list(cm_store(s->cm, CM_PODS), &n);
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pod *p = kube_pod_of(pods[i]);
+		bool shares = false;
+
+		if (!ours(s, p) || p == gone || !p->meta.ns || !gone->meta.ns ||
+		    strcmp(p->meta.ns, gone->meta.ns))
+			continue;
+		for (uint16_t v = 0; v < p->nvolumes && !shares; v++)
+			for (uint16_t w = 0; w < gone->nvolumes && !shares; w++)
+				shares = p->volumes[v].claim_name && gone->volumes[w].claim_name &&
+					 !strcmp(p->volumes[v].claim_name, gone->volumes[w].claim_name);
+		if (shares) {
+			kube_obj_key(pods[i], key, sizeof(key));
+			kube_workqueue_add(s->pool.q, key);
+		}
+	}
+	kube_objs_free(pods, n);
+}
+
 static void pod_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
 {
-	(void)old;
+	const struct kube_pod *was = kube_pod_of(old), *now = kube_pod_of(o);
+
 	pod_add(o, ud);
+	if (was && now && !kube_pod_terminated(was) && kube_pod_terminated(now))
+		pod_left(ud, now);
+}
+static void pod_delete(const struct kube_obj *last, void *ud)
+{
+	pod_left(ud, kube_pod_of(last));
 }
 
 /* A claim changed (bound, annotated): wake the pending pods of its namespace that use it. */
@@ -673,7 +761,7 @@ static void claim_update(const struct kube_obj *old, const struct kube_obj *o, v
 static void *vs_init(struct cm_ctx *cm)
 {
 	struct vsched *s = xcalloc(1, sizeof(*s));
-	struct kube_handlers ph = { pod_add, pod_update, NULL, s };
+	struct kube_handlers ph = { pod_add, pod_update, pod_delete, s };
 	struct kube_handlers ch = { claim_changed, claim_update, NULL, s };
 
 	s->cm = cm;

@@ -8,6 +8,8 @@
  *   vs_over_limit()   kube-scheduler's NodeVolumeLimits (CSI): per driver, the unique volumes
  *                     the node's pods already use plus the pod's volumes not among them must not
  *                     pass the driver's CSINode allocatable.count
+ *   vs_rwop_user()    kube-scheduler's VolumeRestrictions for ReadWriteOncePod: a claim with that
+ *                     access mode is used by one scheduled pod at most, on whichever node
  *   vs_reasons_*()    the FailedScheduling message: each reason with its count of nodes
  */
 #ifndef KCSI_CONTROLLERS_VS_H
@@ -39,6 +41,21 @@ struct vs_volume {
  */
 const char *vs_over_limit(const struct vs_volume *used, size_t nused, const struct vs_volume *add,
 			  size_t nadd, int32_t (*limit)(const char *driver, void *ud), void *ud);
+
+/*
+ * The pod that already uses the ReadWriteOncePod claim `claim` of pod p, or NULL: a pod of
+ * pods[0..n) other than p, in p's namespace, naming the claim in its volumes, scheduled
+ * (spec.nodeName, or placed(pod, ud): this scheduler bound it a moment ago and the cache does not
+ * show it yet; placed may be NULL) and not terminated. A terminating pod (deletionTimestamp)
+ * still counts: the kubelet has not unmounted its volumes yet. The node does not matter, so the
+ * answer holds for every node: kube-scheduler's VolumeRestrictions, whose reason is
+ * VS_REASON_RWOP_CONFLICT. The caller checks the claim's access modes.
+ */
+#define VS_REASON_RWOP_CONFLICT "node(s) unavailable due to PersistentVolumeClaim with " \
+	"ReadWriteOncePod access mode already in-use by another pod"
+const struct kube_pod *vs_rwop_user(const struct kube_pod *p, const char *claim,
+				    struct kube_obj *const *pods, size_t n,
+				    bool (*placed)(const struct kube_pod *pod, void *ud), void *ud);
 
 /* ---- FailedScheduling's message ---- */
 

@@ -1,4 +1,5 @@
-/* vs_rules: volume-scheduler's TaintToleration and NodeVolumeLimits rules (see vs.h). */
+/* vs_rules: volume-scheduler's TaintToleration, NodeVolumeLimits and VolumeRestrictions
+ * (ReadWriteOncePod) rules (see vs.h). */
 #include "controllers/vs.h"
 
 #include <stdio.h>
@@ -99,6 +100,33 @@ const char *vs_over_limit(const struct vs_volume *used, size_t nused, const stru
 				fresh++;
 		if (fresh && count_unique(used, nused, d) + fresh > (size_t)max)
 			return d;
+	}
+	return NULL;
+}
+
+static bool names_claim(const struct kube_pod *p, const char *claim)
+{
+	for (uint16_t i = 0; i < p->nvolumes; i++)
+		if (p->volumes[i].claim_name && !strcmp(p->volumes[i].claim_name, claim))
+			return true;
+	return false;
+}
+
+const struct kube_pod *vs_rwop_user(const struct kube_pod *p, const char *claim,
+				    struct kube_obj *const *pods, size_t n,
+				    bool (*placed)(const struct kube_pod *pod, void *ud), void *ud)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pod *o = kube_pod_of(pods[i]);
+
+		if (!o || o == p || !same(o->meta.ns, p->meta.ns) || kube_pod_terminated(o))
+			continue;
+		if (same(o->meta.name, p->meta.name))
+			continue; /* p itself, as another record of the cache */
+		if (empty(o->node_name) && !(placed && placed(o, ud)))
+			continue;
+		if (names_claim(o, claim))
+			return o;
 	}
 	return NULL;
 }

@@ -88,6 +88,22 @@ static const struct emu_resource resource_table[] = {
 	{ "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, "rs", "", "" },
 	{ "apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, true, "sts", "", "" },
 	{ "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, "ds", "", "" },
+	/*
+	 * Stored only, for kube-scheduler: it lists and watches these (Services, ReplicationControllers
+	 * and the apps kinds for default topology spreading, PodDisruptionBudgets for preemption, the
+	 * resource.k8s.io kinds for DynamicResources) and schedules nothing until every list answers.
+	 */
+	{ "", "v1", "services", "service", "Service", true, true, "svc", "", "" },
+	{ "", "v1", "replicationcontrollers", "replicationcontroller", "ReplicationController", true,
+	  true, "rc", "", "" },
+	{ "policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true,
+	  true, "pdb", "", "" },
+	{ "resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", false, false, "",
+	  "", NULL },
+	{ "resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", true, true, "",
+	  "", "" },
+	{ "resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", false, false,
+	  "", "", NULL },
 };
 #pragma GCC diagnostic pop
 

@@ -485,19 +485,23 @@ static struct kube_obj *va_decode(const jv_t *obj, char *err, size_t errlen)
 
 /* ---- PersistentVolume ---- */
 
+static uint8_t access_mode(const char *s)
+{
+	if (!s) return 0;
+	if (!strcmp(s, "ReadWriteOnce")) return KUBE_RWO;
+	if (!strcmp(s, "ReadOnlyMany")) return KUBE_ROX;
+	if (!strcmp(s, "ReadWriteMany")) return KUBE_RWX;
+	if (!strcmp(s, "ReadWriteOncePod")) return KUBE_RWOP;
+	return 0;
+}
+
 static uint8_t access_modes(const jv_t *arr)
 {
 	uint8_t m = 0;
 	size_t i;
 	const jv_t *v;
-	jv_array_foreach(arr, i, v) {
-		const char *s = jv_str(v);
-		if (!s) continue;
-		if (!strcmp(s, "ReadWriteOnce")) m |= KUBE_RWO;
-		else if (!strcmp(s, "ReadOnlyMany")) m |= KUBE_ROX;
-		else if (!strcmp(s, "ReadWriteMany")) m |= KUBE_RWX;
-		else if (!strcmp(s, "ReadWriteOncePod")) m |= KUBE_RWOP;
-	}
+	jv_array_foreach(arr, i, v)
+		m |= access_mode(jv_str(v));
 	return m;
 }
 
@@ -537,6 +541,7 @@ static int pv_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, s
 	int64_t bytes;
 	pv->capacity = (cap && kube_quantity_parse(cap, &bytes, qerr, sizeof(qerr)) == 0) ? bytes : -1;
 	pv->access_modes = access_modes(jv_get(spec, "accessModes"));
+	pv->first_access_mode = access_mode(jv_str(jv_first(jv_get(spec, "accessModes"))));
 	const char *mode = jstr(spec, "volumeMode");
 	pv->block = mode && !strcmp(mode, "Block");
 	const char *rp = jstr(spec, "persistentVolumeReclaimPolicy");

@@ -117,6 +117,8 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	uint16_t nvolume_attributes;
 	uint16_t nmount_options;
 	uint8_t access_modes;      /* enum kube_access_mode bits */
+	uint8_t first_access_mode; /* spec.accessModes[0] (one bit; 0 when absent or unknown): the
+				    * one the kubelet turns into the CSI access mode */
 	bool block;                /* spec.volumeMode == Block */
 	bool read_only;            /* spec.csi.readOnly */
 	uint8_t reclaim;           /* 0 Delete, 1 Retain, 2 Recycle */

@@ -301,3 +301,37 @@ int lp_mount_count_root(const char *root, unsigned major, unsigned minor)
 		return -1;
 	return a.n;
 }
+
+struct other_arg {
+	unsigned major, minor;
+	const char *root;
+	const char *const *skip;
+	size_t nskip;
+	char *out;
+	size_t outlen;
+	int found;
+};
+
+static bool other_cb(struct lp_mount *m, void *arg)
+{
+	struct other_arg *a = arg;
+	if (m->major != a->major || m->minor != a->minor || (a->root && strcmp(m->root, a->root)))
+		return false;
+	for (size_t i = 0; i < a->nskip; i++)
+		if (a->skip[i] && strcmp(m->target, a->skip[i]) == 0)
+			return false;
+	snprintf(a->out, a->outlen, "%s", m->target);
+	a->found = 1;
+	return true;
+}
+
+int lp_mount_find_other(unsigned major, unsigned minor, const char *root, const char *const *skip,
+			size_t nskip, char *out, size_t outlen)
+{
+	struct other_arg a = { major, minor, root, skip, nskip, out, outlen, 0 };
+	if (outlen)
+		out[0] = '\0';
+	if (each_mount(other_cb, &a) < 0)
+		return -1;
+	return a.found;
+}

@@ -41,6 +41,15 @@ int lp_mount_count_dev(unsigned major, unsigned minor);
 int lp_mount_count_root(const char *root, unsigned major, unsigned minor);
 
 /*
+ * Finds a mount of the filesystem major:minor (with root given: only mounts of that subtree, as
+ * lp_mount_count_root) whose mount point is none of skip[0..nskip): 1 with its mount point in
+ * out (truncated to outlen), 0 when there is none, -1 when mountinfo cannot be read. How the
+ * node service finds the other targets a volume is published at.
+ */
+int lp_mount_find_other(unsigned major, unsigned minor, const char *root, const char *const *skip,
+			size_t nskip, char *out, size_t outlen);
+
+/*
  * Mount flags from CSI mount_flags ("noatime", "ro", "nodev", ...). Known flags become
  * MS_* bits; unknown ones are passed to the filesystem as data ("discard", "nobarrier").
  * Returns 0, or -1 when a flag is not allowed for a CSI volume (bind, move, remount, ...).

@@ -1,6 +1,8 @@
 /*
  * node_publish: NodePublishVolume (a bind mount of the staging path, or of the loop device onto
- * a file for block volumes) and NodeUnpublishVolume.
+ * a file for block volumes) and NodeUnpublishVolume. A volume published in
+ * SINGLE_NODE_SINGLE_WRITER mode (a ReadWriteOncePod claim, from a kubelet that read the
+ * SINGLE_NODE_MULTI_WRITER node capability) is published at one target path at a time.
  */
 #include "loopplugin/driver_int.h"
 
@@ -30,6 +32,35 @@ static int mkdir_parents(const char *path)
 	}
 	free(d);
 	return 0;
+}
+
+/*
+ * SINGLE_NODE_SINGLE_WRITER: one target path on the node (the CSI spec's second NodePublishVolume
+ * table for a plugin with the SINGLE_NODE_MULTI_WRITER capability: a second target is
+ * FAILED_PRECONDITION, the same target with the same arguments is idempotent and checked before
+ * this). The other targets are read from mountinfo: mounts of the volume's filesystem (or, for a
+ * block volume, bind mounts of its loop device node) at any path but the staging path and this
+ * target. Only the request's mode is known: a publish in another mode left no record.
+ */
+static int single_writer_check(struct csi_call_ctx *ctx, const char *id, int mode, unsigned ma,
+			       unsigned mi, const char *root, const char *staging,
+			       const char *target)
+{
+	if (mode != CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER)
+		return 0;
+	const char *skip[2] = { target, staging };
+	char other[4096];
+	int found = lp_mount_find_other(ma, mi, root, skip, staging ? 2 : 1, other, sizeof(other));
+	if (found < 0)
+		return csi_ctx_error(ctx, LP_INTERNAL,
+				     "volume %s: cannot read /proc/self/mountinfo to find its other "
+				     "targets", id);
+	if (found == 0)
+		return 0;
+	return csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+			     "volume %s is already published at %s; its access mode "
+			     "SINGLE_NODE_SINGLE_WRITER allows one target path on the node "
+			     "(NodeUnpublishVolume it there first)", id, other);
 }
 
 /* Is target already what this publish asks for? 1 yes, 0 nothing there, <0 conflict. */
@@ -109,6 +140,9 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		}
 		if (c == 1)
 			goto out;
+		if ((ret = single_writer_check(ctx, v->id, cs.mode, major(sb.st_dev), minor(sb.st_dev),
+					       root, NULL, target)))
+			goto out;
 		mkdir_parents(target);
 		int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
 		if (fd < 0) {
@@ -140,6 +174,8 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			goto out;
 		}
 		if (c == 1)
+			goto out;
+		if ((ret = single_writer_check(ctx, v->id, cs.mode, ma, mi, NULL, staging, target)))
 			goto out;
 		mkdir_parents(target);
 		if (mkdir(target, 0750) < 0 && errno != EEXIST) {

@@ -71,7 +71,7 @@ static int call_expand(struct nd *nd, struct nd_driver *drv, const struct nd_exp
 	req->staging_target_path = x->staging_path ? csi_arena_strdup(a, x->staging_path) : NULL;
 	req->capacity_range = csi_msg_new(a, &csi__v1__capacity_range__descriptor);
 	req->capacity_range->required_bytes = size;
-	req->volume_capability = nd_pv_capability(a, x->pv);
+	req->volume_capability = nd_pv_capability(a, x->pv, drv->snmw);
 	Csi__V1__NodeExpandVolumeResponse *resp = NULL;
 	int rc = csi_node_expand_volume(drv->conn, req, &resp, nd->cfg->timeout_ns, st);
 	csi_msg_free(resp);

@@ -36,6 +36,7 @@ struct nd_driver {
 	bool expand;           /* EXPAND_VOLUME */
 	bool volume_stats;     /* GET_VOLUME_STATS */
 	bool volume_condition; /* VOLUME_CONDITION */
+	bool snmw;             /* SINGLE_NODE_MULTI_WRITER: gets SINGLE_NODE_SINGLE/MULTI_WRITER */
 };
 
 #define ND_MAX_DRIVERS 64
@@ -66,11 +67,20 @@ void nd_driver_put(struct nd *nd, struct nd_driver *d);
 void nd_csinode_ensure(struct nd *nd);
 
 /* shared.c: below volumes.c, expand.c and stats.c, which all use it; calls none of them. */
-/* The volume capability the kubelet sends for a PV (access mode, block or mount + fsType). */
-Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv);
+/*
+ * The CSI access mode the kubelet sends for a Kubernetes one (one enum kube_access_mode bit; 0
+ * is taken as ReadWriteOnce) to a driver with (snmw) or without the SINGLE_NODE_MULTI_WRITER
+ * node capability.
+ */
+int nd_csi_access_mode(uint8_t mode, bool snmw);
+/* The volume capability the kubelet sends for a PV: its first access mode, block or mount +
+ * fsType and mount options. */
+Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv,
+					     bool snmw);
 /* The same from its parts (an inline volume has no PV: RWO, mount, its fsType). */
-Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t modes, bool block,
-					     const char *fs, const char *const *opts, uint16_t nopts);
+Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t mode, bool snmw,
+					     bool block, const char *fs, const char *const *opts,
+					     uint16_t nopts);
 /* A Warning (or Normal) Event on the pod (or any record), reason and message as given. */
 void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -368,6 +368,7 @@ static int install_driver(struct nd *nd, const Pluginregistration__PluginInfo *i
 	d->volume_stats = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS);
 	d->volume_condition =
 		has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION);
+	d->snmw = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
 	csi_msg_free(caps);
 
 	/* CSINode entry: topology keys sorted, as the kubelet writes them. */
@@ -402,8 +403,9 @@ static int install_driver(struct nd *nd, const Pluginregistration__PluginInfo *i
 		nd_driver_put(nd, d);
 		return -1;
 	}
-	KLOG_I("Registered CSI driver driver=\"%s\" endpoint=\"%s\" nodeID=\"%s\" stageUnstage=%d",
-	       d->name, d->endpoint, d->node_id, d->stage_unstage);
+	KLOG_I("Registered CSI driver driver=\"%s\" endpoint=\"%s\" nodeID=\"%s\" stageUnstage=%d "
+	       "singleNodeMultiWriter=%d",
+	       d->name, d->endpoint, d->node_id, d->stage_unstage, d->snmw);
 	driver_add(nd, d);
 	return 0;
 }

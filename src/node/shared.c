@@ -1,6 +1,12 @@
 /*
  * What volumes.c, expand.c and stats.c all use: Events on pods and claims, and the volume
  * capability the kubelet sends for a volume. It sits below the three and calls none of them.
+ *
+ * The access mode is the kubelet's (pkg/volume/csi): the PV's first access mode, read against
+ * whether the driver advertises the SINGLE_NODE_MULTI_WRITER node capability. Such a driver
+ * learns the number of writers on the node: ReadWriteOnce becomes SINGLE_NODE_MULTI_WRITER and
+ * ReadWriteOncePod SINGLE_NODE_SINGLE_WRITER, which the driver must publish at one target only
+ * (the CSI spec's NodePublishVolume table: FAILED_PRECONDITION for a second target).
  */
 #include "node/node_int.h"
 
@@ -26,15 +32,32 @@ void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const c
 	strbuf_release(&sb);
 }
 
-Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t modes, bool block,
-					     const char *fs, const char *const *opts, uint16_t nopts)
+int nd_csi_access_mode(uint8_t mode, bool snmw)
+{
+	switch (mode) {
+	case KUBE_ROX:
+		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+	case KUBE_RWX:
+		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
+	case KUBE_RWOP:
+		/* A driver that cannot tell one writer from many gets the old mode, and only the
+		 * scheduler keeps a second pod away. */
+		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER
+			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	default: /* ReadWriteOnce, and a PV without access modes (the kubelet's default) */
+		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
+			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	}
+}
+
+Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t mode, bool snmw,
+					     bool block, const char *fs, const char *const *opts,
+					     uint16_t nopts)
 {
 	Csi__V1__VolumeCapability *cap = csi_msg_new(a, &csi__v1__volume_capability__descriptor);
 	Csi__V1__VolumeCapability__AccessMode *am =
 		csi_msg_new(a, &csi__v1__volume_capability__access_mode__descriptor);
-	am->mode = (modes & KUBE_RWX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
-		   : (modes == KUBE_ROX) ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY
-					 : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	am->mode = nd_csi_access_mode(mode, snmw);
 	cap->access_mode = am;
 	if (block) {
 		cap->access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
@@ -49,8 +72,9 @@ Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t modes, 
 	return cap;
 }
 
-Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv)
+Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv,
+					     bool snmw)
 {
-	return nd_capability_of(a, pv->access_modes, pv->block, pv->fs_type, pv->mount_options,
-				pv->nmount_options);
+	return nd_capability_of(a, pv->first_access_mode, snmw, pv->block, pv->fs_type,
+				pv->mount_options, pv->nmount_options);
 }

@@ -550,11 +550,12 @@ static int add_secrets(struct nd *nd, struct csi_arena *a, ProtobufCMessage *req
 	return 0;
 }
 
-static Csi__V1__VolumeCapability *capability(struct csi_arena *a, const struct desired *d)
+static Csi__V1__VolumeCapability *capability(struct csi_arena *a, const struct desired *d,
+					     const struct nd_driver *drv)
 {
 	if (d->pv)
-		return nd_pv_capability(a, d->pv);
-	return nd_capability_of(a, KUBE_RWO, false, d->vol->csi_fs_type, NULL, 0);
+		return nd_pv_capability(a, d->pv, drv->snmw);
+	return nd_capability_of(a, KUBE_RWO, drv->snmw, false, d->vol->csi_fs_type, NULL, 0);
 }
 
 /* publish_context from the VolumeAttachment's attachmentMetadata, as the kubelet reads it. */
@@ -591,7 +592,7 @@ static int stage(struct nd *nd, struct nd_driver *drv, const struct desired *d,
 	Csi__V1__NodeStageVolumeRequest *req = csi_msg_new(a, &csi__v1__node_stage_volume_request__descriptor);
 	req->volume_id = csi_arena_strdup(a, d->handle);
 	req->staging_target_path = dev->staging;
-	req->volume_capability = capability(a, d);
+	req->volume_capability = capability(a, d, drv);
 	for (uint16_t i = 0; i < d->pv->nvolume_attributes; i++)
 		csi_map_add(a, &req->base, "volume_context", d->pv->volume_attributes[i].key,
 			    d->pv->volume_attributes[i].value);
@@ -620,7 +621,7 @@ static int publish(struct nd *nd, struct nd_driver *drv, const struct desired *d
 	req->volume_id = csi_arena_strdup(a, d->handle);
 	req->target_path = csi_arena_strdup(a, target);
 	req->staging_target_path = staging ? csi_arena_strdup(a, staging) : NULL;
-	req->volume_capability = capability(a, d);
+	req->volume_capability = capability(a, d, drv);
 	req->readonly = d->readonly;
 	if (d->pv) {
 		for (uint16_t i = 0; i < d->pv->nvolume_attributes; i++)

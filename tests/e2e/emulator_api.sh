@@ -27,7 +27,16 @@ check "pv/status discovery entry" eq "$(jqo '[.resources[].name]|index("persiste
 req GET /apis/storage.k8s.io/v1
 check "volumeattachments discovered" eq "$(jqo '.resources[]|select(.name=="volumeattachments")|.verbs|index("watch") != null')" "true"
 req GET /apis
-check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "apps,coordination.k8s.io,events.k8s.io,groupsnapshot.storage.k8s.io,rbac.authorization.k8s.io,snapshot.storage.k8s.io,storage.k8s.io"
+check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "apps,coordination.k8s.io,events.k8s.io,groupsnapshot.storage.k8s.io,policy,rbac.authorization.k8s.io,resource.k8s.io,snapshot.storage.k8s.io,storage.k8s.io"
+# what kube-scheduler lists and watches before it schedules anything (issue 35)
+for path in /api/v1/services /api/v1/replicationcontrollers /apis/policy/v1/poddisruptionbudgets \
+	/apis/resource.k8s.io/v1/deviceclasses /apis/resource.k8s.io/v1/resourceclaims \
+	/apis/resource.k8s.io/v1/resourceslices; do
+	req GET "$path"
+	check "$path lists" eq "$(jqo '.items|length')" "0"
+done
+req GET /apis/resource.k8s.io/v1
+check "resourceclaims discovered, namespaced, with status" eq "$(jqo '[.resources[]|select(.name|startswith("resourceclaims"))|"\(.name) \(.namespaced)"]|join(",")')" "resourceclaims true,resourceclaims/status true"
 
 curl -s -D "$T/h" -o "$T/out" -H "Authorization: Bearer s3cret" -H "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf" "$S/openapi/v2"
 check "/openapi/v2 as protobuf: an empty document kubectl 1.20 can parse" bash -c "grep -qi '^Content-Type: application/octet-stream' '$T/h' && test ! -s '$T/out'"

@@ -2,6 +2,7 @@
 # kcsi-loopplugin end to end through the kcsi CLI: a running plugin, real loop devices, mkfs and
 # mounts. Mount volumes (ext4, and xfs for online growth), block volumes, snapshots and restore,
 # group snapshots of two written volumes and their restore, ControllerModifyVolume,
+# SINGLE_NODE_SINGLE_WRITER published at one target path only (mount and block),
 # the attach limit, error codes as kcsi exit codes (10 + gRPC code), kill -9 and restart.
 # Every step checks that nothing is left behind: losetup -a and /proc/self/mountinfo.
 set -euo pipefail
@@ -76,6 +77,25 @@ k node publish "$ID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/nul
 k node publish "$ID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
 echo "kept across unstage" >"$D/pods/vol/data.txt"
 sync
+
+echo "== SINGLE_NODE_SINGLE_WRITER: one target path on the node (CSI spec, NodePublishVolume)"
+SNSW="SINGLE_NODE_SINGLE_WRITER,mount,ext4"
+expect_exit 19 node publish "$ID" "$D/pods/one" --staging "$D/staging" --cap "$SNSW"   # FAILED_PRECONDITION
+echo "$out" | grep -qF "already published at $D/pods/vol;" || fail "the refusal does not name the other target: $out"
+[ ! -e "$D/pods/one" ] || fail "a refused publish left its target"
+k node publish "$ID" "$D/pods/multi" --staging "$D/staging" --cap "SINGLE_NODE_MULTI_WRITER,mount,ext4" >/dev/null
+grep -q "kept across unstage" "$D/pods/multi/data.txt" || fail "SINGLE_NODE_MULTI_WRITER at a second target"
+k node unpublish "$ID" "$D/pods/multi" >/dev/null
+k node unpublish "$ID" "$D/pods/vol" >/dev/null
+k node publish "$ID" "$D/pods/one" --staging "$D/staging" --cap "$SNSW" >/dev/null
+k node publish "$ID" "$D/pods/one" --staging "$D/staging" --cap "$SNSW" >/dev/null   # idempotent
+expect_exit 19 node publish "$ID" "$D/pods/two" --staging "$D/staging" --cap "$SNSW"
+echo "$out" | grep -qF "already published at $D/pods/one;" || fail "second SNSW target: $out"
+[ "$(grep -cF " $D/pods/" /proc/self/mountinfo)" = 1 ] || fail "not exactly one target mounted"
+k node unpublish "$ID" "$D/pods/one" >/dev/null
+k node publish "$ID" "$D/pods/two" --staging "$D/staging" --cap "$SNSW" >/dev/null   # free again
+k node unpublish "$ID" "$D/pods/two" >/dev/null
+k node publish "$ID" "$D/pods/vol" --staging "$D/staging" --cap "$MNT" >/dev/null
 
 echo "== unpublish, unstage, stage again, read back"
 k node unpublish "$ID" "$D/pods/vol" >/dev/null
@@ -209,6 +229,9 @@ k controller publish "$B" node-1 --cap "$BLK" >/dev/null
 k node stage "$B" "$D/staging" --cap "$BLK" >/dev/null
 k node publish "$B" "$D/pods/blk" --staging "$D/staging" --cap "$BLK" >/dev/null
 [ -b "$D/pods/blk" ] || fail "block target is not a block device"
+expect_exit 19 node publish "$B" "$D/pods/blk2" --staging "$D/staging" --cap "SINGLE_NODE_SINGLE_WRITER,block"
+echo "$out" | grep -qF "already published at $D/pods/blk;" || fail "block SNSW refusal: $out"
+[ ! -e "$D/pods/blk2" ] || fail "a refused block publish left its target"
 echo "raw data on the device" | dd of="$D/pods/blk" bs=512 seek=8 conv=fsync status=none
 k node unpublish "$B" "$D/pods/blk" >/dev/null
 k node unstage "$B" "$D/staging" >/dev/null

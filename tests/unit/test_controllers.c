@@ -695,6 +695,98 @@ static void test_vs_reasons(void)
 	CHECK_STR(msg, "0/0 nodes are available: no nodes.");
 }
 
+/*
+ * VolumeRestrictions (ReadWriteOncePod): who else uses claim "c" of pod d/p. A pod is written
+ * "namespace name node phase claims [deleting]", "-" for no node and for Running; claims are
+ * comma-separated; assumed names the pods this scheduler bound a moment ago (not in the cache yet).
+ */
+struct rwop_case {
+	const char *what;
+	const char *pods[4];
+	const char *assumed;
+	const char *want; /* the user's name, "" for none */
+};
+
+static const struct rwop_case rwop_cases[] = {
+	{ "a scheduled pod uses the claim", { "d a1 node-1 - x,c" }, "", "a1" },
+	{ "on another node too", { "d a1 node-2 - c" }, "", "a1" },
+	{ "a pending pod does not count", { "d a2 - - c" }, "", "" },
+	{ "unless this scheduler just bound it", { "d a2 - - c" }, "a2", "a2" },
+	{ "a terminated pod gave it back", { "d a1 node-1 Succeeded c", "d a4 node-1 Failed c" }, "", "" },
+	{ "a terminating pod still has it mounted", { "d a1 node-1 - c deleting" }, "", "a1" },
+	{ "a claim of that name in another namespace", { "e a1 node-1 - c" }, "", "" },
+	{ "another claim", { "d a1 node-1 - x,y" }, "", "" },
+	{ "the pod itself, as another record", { "d p node-1 - c" }, "", "" },
+	{ "the first user found", { "d a0 - - c", "d a1 node-1 - c" }, "", "a1" },
+	{ "no pods", { NULL }, "", "" },
+};
+
+static struct kube_obj *mkpod(const char *spec)
+{
+	char ns[32], name[32], node[32], phase[32], claims[64], del[32] = "", buf[2048], vols[1024];
+	size_t at = 0;
+	int n = sscanf(spec, "%31s %31s %31s %31s %63s %31s", ns, name, node, phase, claims, del);
+
+	if (n < 5)
+		return NULL;
+	vols[0] = '\0';
+	char *save = NULL;
+	for (char *c = strtok_r(claims, ",", &save); c; c = strtok_r(NULL, ",", &save))
+		at += (size_t)snprintf(vols + at, sizeof(vols) - at,
+				       "%s{\"name\":\"v-%s\",\"persistentVolumeClaim\":{\"claimName\":\"%s\"}}",
+				       at ? "," : "", c, c);
+	snprintf(buf, sizeof(buf),
+		 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"uid\":\"u-%s\"%s},"
+		 "\"spec\":{%s%s%s\"volumes\":[%s]},\"status\":{\"phase\":\"%s\"}}",
+		 name, ns, name, del[0] ? ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"" : "",
+		 strcmp(node, "-") ? "\"nodeName\":\"" : "", strcmp(node, "-") ? node : "",
+		 strcmp(node, "-") ? "\"," : "", vols, strcmp(phase, "-") ? phase : "Running");
+	return decode(&KUBE_KIND_POD_T, buf);
+}
+
+static bool t_assumed(const struct kube_pod *p, void *ud)
+{
+	return strstr((const char *)ud, p->meta.name) != NULL;
+}
+
+static void test_vs_rwop(void)
+{
+	struct kube_obj *self = mkpod("d p - Pending c");
+	const struct kube_pod *p = kube_pod_of(self);
+
+	CHECK(p != NULL);
+	for (size_t i = 0; p && i < sizeof(rwop_cases) / sizeof(rwop_cases[0]); i++) {
+		const struct rwop_case *c = &rwop_cases[i];
+		struct kube_obj *pods[5] = { self };
+		size_t n = 1;
+
+		for (size_t k = 0; k < 4 && c->pods[k]; k++)
+			if ((pods[n] = mkpod(c->pods[k])))
+				n++;
+		const struct kube_pod *got = vs_rwop_user(p, "c", pods, n, t_assumed, (void *)c->assumed);
+		if (strcmp(got ? got->meta.name : "", c->want)) {
+			fprintf(stderr, "case \"%s\": want \"%s\", got \"%s\"\n", c->what, c->want,
+				got ? got->meta.name : "");
+			check_failures++;
+		}
+		for (size_t k = 1; k < n; k++)
+			kube_obj_unref(pods[k]);
+	}
+	/* Without a placed() callback only spec.nodeName counts. */
+	struct kube_obj *pods[2] = { self, mkpod("d a2 - - c") };
+	CHECK(vs_rwop_user(p, "c", pods, 2, NULL, NULL) == NULL);
+	kube_obj_unref(pods[1]);
+	kube_obj_unref(self);
+	/* The reason is kube-scheduler's, word for word, as FailedScheduling prints it. */
+	struct vs_reasons r = { 0 };
+	char msg[512];
+	vs_reasons_add(&r, VS_REASON_RWOP_CONFLICT);
+	vs_reasons_add(&r, VS_REASON_RWOP_CONFLICT);
+	vs_reasons_format(&r, 2, msg, sizeof(msg));
+	CHECK_STR(msg, "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim "
+		       "with ReadWriteOncePod access mode already in-use by another pod.");
+}
+
 /* The records carry what the two controllers read: taints, conditions, tolerations, leases. */
 static void test_records(void)
 {
@@ -746,6 +838,7 @@ int main(void)
 	RUN(test_vs_tolerations);
 	RUN(test_vs_limits);
 	RUN(test_vs_reasons);
+	RUN(test_vs_rwop);
 	RUN(test_records);
 	return CHECK_DONE();
 }

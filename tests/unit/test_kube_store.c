@@ -81,7 +81,7 @@ static void test_pv_csinode_node(void)
 {
 	struct kube_obj *o = decode(&KUBE_KIND_PERSISTENTVOLUME,
 		"{\"metadata\":{\"name\":\"pv-1\",\"uid\":\"not-a-uuid\",\"resourceVersion\":\"7\"},"
-		"\"spec\":{\"capacity\":{\"storage\":\"10Gi\"},\"accessModes\":[\"ReadWriteOnce\",\"ReadOnlyMany\"],"
+		"\"spec\":{\"capacity\":{\"storage\":\"10Gi\"},\"accessModes\":[\"ReadOnlyMany\",\"ReadWriteOnce\"],"
 		"\"volumeMode\":\"Block\",\"mountOptions\":[\"noatime\",\"discard\"],"
 		"\"storageClassName\":\"fast\",\"persistentVolumeReclaimPolicy\":\"Retain\","
 		"\"claimRef\":{\"namespace\":\"default\",\"name\":\"claim-1\"},"
@@ -105,6 +105,8 @@ static void test_pv_csinode_node(void)
 		CHECK_STR(pv->mount_options[1], "discard");
 		CHECK_INT(pv->capacity, 10LL << 30);
 		CHECK_INT(pv->access_modes, KUBE_RWO | KUBE_ROX);
+		/* the kubelet's CSI access mode comes from the first one, not from the set */
+		CHECK_INT(pv->first_access_mode, KUBE_ROX);
 		CHECK(pv->block);
 		CHECK_INT(pv->reclaim, 1);
 		CHECK_INT(pv->phase, KUBE_PV_BOUND);

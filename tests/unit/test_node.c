@@ -4,11 +4,12 @@
  * finds again); node expansion's rules (which claim gets NodeExpandVolume, what a failure
  * means, the claim's status patch per outcome); the kubelet_volume_stats_* exposition; the Node's
  * and the pods' status as the scheduler and kubectl read them (capacity, allocatable, conditions,
- * READY and Running).
+ * READY and Running); the CSI access mode the volume manager sends (one writer or many).
  */
 #include "check.h"
 #include "base/sha256.h"
 #include "kube/objects.h"
+#include "node/node_int.h"
 #include "node/resize.h"
 #include "node/stats.h"
 #include "node/status.h"
@@ -496,6 +497,59 @@ static void test_machine_parsers(void)
 	}
 }
 
+/*
+ * The kubelet's access-mode mapping (pkg/volume/csi): the PV's first access mode, read against
+ * the driver's SINGLE_NODE_MULTI_WRITER node capability. Only with it does ReadWriteOncePod
+ * reach the driver as SINGLE_NODE_SINGLE_WRITER, which the driver publishes at one target.
+ */
+static void test_access_mode(void)
+{
+	enum { SNW = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER,
+	       SNSW = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER,
+	       SNMW = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER,
+	       ROX = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY,
+	       RWX = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER };
+	static const struct {
+		uint8_t mode;
+		bool snmw;
+		int want;
+	} cases[] = {
+		{ KUBE_RWOP, true, SNSW }, { KUBE_RWOP, false, SNW },
+		{ KUBE_RWO, true, SNMW },  { KUBE_RWO, false, SNW },
+		{ KUBE_ROX, true, ROX },   { KUBE_ROX, false, ROX },
+		{ KUBE_RWX, true, RWX },   { KUBE_RWX, false, RWX },
+		{ 0, true, SNMW },         { 0, false, SNW }, /* no access mode: ReadWriteOnce */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int got = nd_csi_access_mode(cases[i].mode, cases[i].snmw);
+		if (got != cases[i].want) {
+			fprintf(stderr, "case %zu: mode %u snmw %d: got %d, want %d\n", i,
+				cases[i].mode, cases[i].snmw, got, cases[i].want);
+			check_failures++;
+		}
+	}
+	/* A PV's capability: its first access mode wins over the others it lists. */
+	json_error_t je;
+	json_t *j = json_loads("{\"metadata\":{\"name\":\"pv\"},\"spec\":{\"accessModes\":"
+			       "[\"ReadWriteOncePod\",\"ReadWriteMany\"],\"volumeMode\":\"Block\","
+			       "\"csi\":{\"driver\":\"d\",\"volumeHandle\":\"h\"}}}", 0, &je);
+	char err[128];
+	struct kube_obj *o = kube_decode_json(&KUBE_KIND_PERSISTENTVOLUME, j, err, sizeof(err));
+	json_decref(j);
+	const struct kube_pv *pv = kube_pv_of(o);
+	CHECK(pv != NULL);
+	if (pv) {
+		struct csi_arena *a = csi_arena_new();
+		Csi__V1__VolumeCapability *cap = nd_pv_capability(a, pv, true);
+		CHECK_INT(cap->access_mode->mode, SNSW);
+		CHECK(cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
+		cap = nd_pv_capability(a, pv, false);
+		CHECK_INT(cap->access_mode->mode, SNW);
+		csi_arena_free(a);
+	}
+	kube_obj_unref(o);
+}
+
 int main(void)
 {
 	RUN(test_sha256_vectors);
@@ -508,5 +562,6 @@ int main(void)
 	RUN(test_node_status_shape);
 	RUN(test_pod_status);
 	RUN(test_machine_parsers);
+	RUN(test_access_mode);
 	return CHECK_DONE();
 }
