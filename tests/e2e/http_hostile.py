@@ -19,6 +19,7 @@ Only 127.0.0.1/localhost: the tool refuses any other host.
       Prints one line of key=value figures (see report()).
 """
 import os
+import resource
 import selectors
 import socket
 import sys
@@ -301,6 +302,10 @@ def storm(addr, path, pid, seconds):
 
 
 def main():
+    # a thousand sockets and more: the soft file limit may be 1,024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     mode = sys.argv[1]
