@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -41,6 +42,8 @@
 #define DIAG_RESERVED_FDS 256
 /* Accepted but not yet taken connections the kernel keeps (it caps this at somaxconn). */
 #define DIAG_LISTEN_BACKLOG 4096
+/* Open connections after which memory is given back once they have gone (connection_notify). */
+#define DIAG_TRIM_AFTER 128
 
 struct diag_route {
 	char *path;
@@ -57,6 +60,9 @@ struct diag_server {
 	struct diag_route routes[DIAG_MAX_ROUTES];
 	size_t nroutes;
 	size_t suspended; /* replies handed out and not finished (guarded by lock) */
+	/* the server's thread only: */
+	size_t conns;     /* open connections */
+	size_t conns_high; /* the most open since memory was last given back */
 };
 
 /* One deferred request; its connection's request context from the handler's call to completion. */
@@ -255,6 +261,31 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	return queue(conn, status, ctype, data, len);
 }
 
+/*
+ * Connections come and go on the server's thread. A crowd of them (a thousand idle clients)
+ * leaves their freed memory inside malloc's heap, where it stays resident: once the crowd has
+ * gone (a quarter of its peak left), the heap's free pages go back to the system.
+ */
+static void connection_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+			      enum MHD_ConnectionNotificationCode toe)
+{
+	struct diag_server *s = cls;
+
+	(void)conn;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		if (++s->conns > s->conns_high)
+			s->conns_high = s->conns;
+		return;
+	}
+	assert(s->conns > 0);
+	s->conns--;
+	if (s->conns_high >= DIAG_TRIM_AFTER && s->conns <= s->conns_high / 4) {
+		malloc_trim(0);
+		s->conns_high = s->conns;
+	}
+}
+
 /* libmicrohttpd's messages (a client that sent garbage, the connection limit) are not ours to
  * print at every hostile connection: they go to -v=4. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -311,6 +342,7 @@ struct diag_server *diag_server_start(const char *address, char *err, size_t err
 				     0, NULL, NULL, answer, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				     MHD_OPTION_LISTEN_SOCKET, fd,
 				     MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+				     MHD_OPTION_NOTIFY_CONNECTION, connection_notify, s,
 				     MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
 				     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DIAG_CONN_MEMORY,
 				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DIAG_IDLE_TIMEOUT_S,

@@ -5,6 +5,7 @@
 #
 # free_port                      a free TCP port on 127.0.0.1
 # wait_port PORT PID             waits until PORT accepts, failing if PID ends first
+# settle PID                     waits until PID's thread count is steady (start-up is over)
 # hostile NAME PID PORT PATH     kcsi's listener: every legitimate request answered 200 within
 #                                1 s, threads and file descriptors bounded and back down after,
 #                                memory bounded and back down (not in a sanitizer build: ASan
@@ -30,6 +31,19 @@ wait_port() {
 	return 1
 }
 
+# settle PID: waits (up to 10 s) until PID's thread count has not changed for a second, so that a
+# component still starting its controllers is not counted against the storm
+settle() {
+	local last=-1 now same=0 i
+	for i in $(seq 1 100); do
+		now=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null)
+		if [ "$now" = "$last" ]; then same=$((same + 1)); else same=0; fi
+		[ $same -ge 10 ] && return 0
+		last=$now
+		sleep 0.1
+	done
+}
+
 sanitized() { grep -q __asan_init "$1" 2>/dev/null; }
 
 # storm NAME KIND PID PORT PATH: runs it, sets h_<key> for each figure
@@ -45,6 +59,7 @@ storm() {
 }
 
 hostile_upstream() {
+	settle "$2"
 	storm "$1" upstream "$2" "$3" "$4"
 	kill -0 "$2" 2>/dev/null || fail "upstream $1 died under the storm"
 }
@@ -52,6 +67,7 @@ hostile_upstream() {
 hostile() {
 	local name=$1 pid=$2 bin
 	bin=$(readlink -f "/proc/$pid/exe")
+	settle "$pid"
 	storm "$name" kcsi "$pid" "$3" "$4"
 	kill -0 "$pid" 2>/dev/null || { fail "$name died under the storm"; return; }
 	[ "$h_probes" -ge 10 ] && [ "$h_ok" -eq "$h_probes" ] ||
