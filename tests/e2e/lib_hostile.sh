@@ -11,6 +11,8 @@
 #                                memory bounded and back down (not in a sanitizer build: ASan
 #                                keeps freed memory in quarantine)
 # hostile_upstream NAME PID PORT PATH   the same storm against upstream's binary: figures only
+# reopen NAME KIND PORT PATH     64 silent connections re-opened as they drop, 8 probes a second
+#                                apart (issue 34's case); kcsi must answer 8 of 8
 # Each prints "hostile NAME (kcsi|upstream): key=value ..." for the README's hardening table.
 HOSTILE_SECS=${HOSTILE_SECS:-8}
 HOSTILE_PY="$KCSI_SRC/tests/e2e/http_hostile.py"
@@ -87,4 +89,12 @@ hostile() {
 		fail "$name: RSS $h_rss_kb_before -> $h_rss_kb_peak KiB under the storm"
 	[ "$h_rss_kb_after" -le $((h_rss_kb_before + 8192)) ] ||
 		fail "$name: RSS $h_rss_kb_before -> $h_rss_kb_after KiB after the storm"
+}
+
+reopen() {
+	local out
+	out=$(timeout 60 python3 "$HOSTILE_PY" reopen "127.0.0.1:$3" "$4" 64 8 2>&1 | tail -1)
+	echo "reopen $1 ($2): $out"
+	[ "$2" = upstream ] && return
+	case "$out" in answered=8\ probes=8\ *) ;; *) fail "$1: 64 re-opened silent connections: $out" ;; esac
 }

@@ -2,7 +2,7 @@
 # (sourced after lib_proc.sh and lib_hostile.sh): kube-emulator ($KC) and csi-testdriver ($SOCK),
 # and listener NAME PATH BIN FLAG...: starts BIN with FLAG... where @PORT@ stands for a free port,
 # waits for that port, runs the storm (hostile, or hostile_upstream when NAME starts with
-# "upstream "), and stops it.
+# "upstream ") and, when REOPEN is set, the 64 re-opened silent connections, and stops it.
 "$KCSI_BIN/kube-emulator" --listen 127.0.0.1:0 --write-kubeconfig "$T/kubeconfig" >"$T/emu.log" 2>&1 &
 PIDS+=($!)
 wait_for "kube-emulator" 10 test -s "$T/kubeconfig"
@@ -21,8 +21,10 @@ listener() {
 	pid=$!; PIDS+=($pid)
 	if wait_port "$port" $pid; then
 		case "$name" in
-		upstream\ *) hostile_upstream "$name" $pid "$port" "$path" ;;
-		*) hostile "$name" $pid "$port" "$path" ;;
+		upstream\ *) hostile_upstream "$name" $pid "$port" "$path"
+			[ -n "${REOPEN:-}" ] && reopen "$name" upstream "$port" "$path" ;;
+		*) hostile "$name" $pid "$port" "$path"
+			[ -n "${REOPEN:-}" ] && reopen "$name" kcsi "$port" "$path" ;;
 		esac
 	else
 		tail -5 "$log"
