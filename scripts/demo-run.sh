@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The kcsi demo: `kcsi up` runs the whole storage stack on this machine, then only kubectl talks to
 # it, applying the manifests in examples/ as a user would. Every step shows what the controllers
-# did with `kubectl get` / `kubectl describe`. Ctrl-C at any moment stops the stack and leaves
-# nothing behind (kcsi up unmounts and detaches what is still in use).
+# did with `kubectl get` / `kubectl describe`. Ctrl-C at any moment, or a step that fails, stops
+# the stack and leaves nothing behind (kcsi up unmounts and detaches what is still in use); a
+# failed step makes the demo exit with its status.
 #
 #   KCSI_BIN   folder of the kcsi binaries (default: build/bin)
 #   KUBECTL    kubectl to use (default: kubectl on PATH)
@@ -13,16 +14,24 @@ kubectl=${KUBECTL:-kubectl}
 work=$(mktemp -d /tmp/kcsi-demo.XXXXXX)
 up_pid=
 cur_pid=
+# Runs on every exit: the end, a failed step (set -e), Ctrl-C. Nothing in it may stop it half-way,
+# so errexit is off here: a step that failed has already been reaped, and kill then fails.
 stop() {
+	set +e
 	trap - EXIT INT TERM
-	[ -n "$cur_pid" ] && kill -TERM "$cur_pid" 2>/dev/null
+	if [ -n "$cur_pid" ]; then kill -TERM "$cur_pid" 2>/dev/null; fi
 	if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
 		kill -TERM "$up_pid" 2>/dev/null || true
 		wait "$up_pid" 2>/dev/null || true
 	fi
 	rm -rf "$work"
 }
-trap stop EXIT
+on_exit() {
+	local rc=$?
+	[ "$rc" -eq 0 ] || echo "demo: a step failed (exit $rc); stopping kcsi up" >&2
+	stop
+}
+trap on_exit EXIT
 trap 'echo; echo "demo: interrupted"; stop; exit 130' INT TERM
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -33,8 +42,8 @@ run() {
 	printf '$ %s\n' "$*"
 	"$@" &
 	cur_pid=$!
-	wait "$cur_pid"
-	local rc=$?
+	local rc=0
+	wait "$cur_pid" || rc=$? # not a bare wait: set -e would leave before cur_pid is cleared
 	cur_pid=
 	return $rc
 }

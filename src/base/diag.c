@@ -4,6 +4,12 @@
  * Routes live in a small fixed array guarded by a mutex: a sidecar registers two or three paths,
  * so a linear search is the simplest correct thing. Responses are built in memory per request;
  * nothing here streams.
+ *
+ * A deferred route suspends its connection (libmicrohttpd stops polling it) until
+ * diag_reply_finish() stores the answer and resumes it; libmicrohttpd then calls answer() again
+ * for the same request, which finds the reply in the request's context and queues it. The reply
+ * is freed when the request completes. The server's mutex orders the two threads: the handler's
+ * return (suspend, unless already finished) and diag_reply_finish() (resume, if suspended).
  */
 #include "base/diag.h"
 #include "base/xalloc.h"
@@ -11,6 +17,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -20,14 +27,28 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <dirent.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
+
 #define DIAG_MAX_ROUTES 16
+/* Memory for one request's head and the answer's headers: a GET from a prober fits in 1 KiB. */
+#define DIAG_CONN_MEMORY (16 * 1024)
+#define DIAG_IDLE_TIMEOUT_S 30
+/* Files the rest of the program may still open when its servers hold every connection. */
+#define DIAG_RESERVED_FDS 256
+/* Accepted but not yet taken connections the kernel keeps (it caps this at somaxconn). */
+#define DIAG_LISTEN_BACKLOG 4096
+/* Open connections after which memory is given back once they have gone (connection_notify). */
+#define DIAG_TRIM_AFTER 128
 
 struct diag_route {
 	char *path;
-	diag_handler_fn fn;
+	diag_handler_fn fn;       /* or: */
+	diag_deferred_fn deferred;
 	void *ud;
 };
 
@@ -38,6 +59,21 @@ struct diag_server {
 	pthread_mutex_t lock;
 	struct diag_route routes[DIAG_MAX_ROUTES];
 	size_t nroutes;
+	size_t suspended; /* replies handed out and not finished (guarded by lock) */
+	/* the server's thread only: */
+	size_t conns;     /* open connections */
+	size_t conns_high; /* the most open since memory was last given back */
+};
+
+/* One deferred request; its connection's request context from the handler's call to completion. */
+struct diag_reply {
+	struct diag_server *s;
+	struct MHD_Connection *conn;
+	/* Guarded by s->lock: */
+	bool done;      /* diag_reply_finish() ran */
+	bool suspended; /* the connection is suspended, waiting for it */
+	int status;
+	char *body;
 };
 
 int diag_split_address(const char *address, char *host, size_t hostlen, int *port)
@@ -101,7 +137,7 @@ static int listen_socket(const char *address, int *port_out, char *err, size_t e
 		if (fd < 0)
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 64) == 0)
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, DIAG_LISTEN_BACKLOG) == 0)
 			break;
 		snprintf(err, errlen, "cannot listen on %s: %s", address, strerror(errno));
 		close(fd);
@@ -118,42 +154,9 @@ static int listen_socket(const char *address, int *port_out, char *err, size_t e
 	return fd;
 }
 
-static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
-			      const char *method, const char *version, const char *upload_data,
-			      size_t *upload_size, void **con_cls)
+static enum MHD_Result queue(struct MHD_Connection *conn, int status, const char *ctype,
+				  char *data, size_t len)
 {
-	struct diag_server *s = cls;
-	struct strbuf body = STRBUF_INIT;
-	const char *ctype = "text/plain; charset=utf-8";
-	diag_handler_fn fn = NULL;
-	void *ud = NULL;
-	int status;
-
-	(void)version;
-	(void)upload_data;
-	(void)con_cls;
-	*upload_size = 0;
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-		status = MHD_HTTP_METHOD_NOT_ALLOWED;
-		strbuf_addstr(&body, "method not allowed\n");
-	} else {
-		pthread_mutex_lock(&s->lock);
-		for (size_t i = 0; i < s->nroutes; i++) {
-			if (strcmp(s->routes[i].path, url) == 0) {
-				fn = s->routes[i].fn;
-				ud = s->routes[i].ud;
-			}
-		}
-		pthread_mutex_unlock(&s->lock);
-		if (fn) {
-			status = fn(ud, &body, &ctype);
-		} else {
-			status = MHD_HTTP_NOT_FOUND;
-			strbuf_addstr(&body, "404 page not found\n");
-		}
-	}
-	size_t len;
-	char *data = strbuf_detach(&body, &len);
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", ctype);
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
@@ -161,9 +164,169 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
 	return ret;
 }
 
-/* max_conns == 0: one polling thread serves every connection in turn. */
-static struct diag_server *start(const char *address, unsigned max_conns, char *err,
-				 size_t errlen)
+/* A deferred route's request: the handler finished it at once, or the connection waits. */
+static enum MHD_Result defer(struct diag_server *s, struct MHD_Connection *conn,
+			     const struct diag_route *rt, void **con_cls)
+{
+	struct diag_reply *r = xcalloc(1, sizeof(*r));
+
+	r->s = s;
+	r->conn = conn;
+	*con_cls = r;
+	rt->deferred(rt->ud, r);
+	pthread_mutex_lock(&s->lock);
+	if (!r->done) {
+		r->suspended = true;
+		s->suspended++;
+		MHD_suspend_connection(conn);
+		pthread_mutex_unlock(&s->lock);
+		return MHD_YES;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return queue(conn, r->status, "text/plain; charset=utf-8", xstrdup(r->body),
+		     strlen(r->body));
+}
+
+void diag_reply_finish(struct diag_reply *r, int status, const char *body)
+{
+	struct diag_server *s = r->s;
+
+	pthread_mutex_lock(&s->lock);
+	assert(!r->done);
+	r->status = status;
+	r->body = xstrdup(body);
+	r->done = true;
+	if (r->suspended) {
+		s->suspended--;
+		MHD_resume_connection(r->conn);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			      enum MHD_RequestTerminationCode toe)
+{
+	struct diag_reply *r = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (!r)
+		return;
+	free(r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+			      const char *method, const char *version, const char *upload_data,
+			      size_t *upload_size, void **con_cls)
+{
+	struct diag_server *s = cls;
+	struct diag_reply *r = *con_cls;
+	struct strbuf body = STRBUF_INIT;
+	const char *ctype = "text/plain; charset=utf-8";
+	struct diag_route rt = { 0 };
+	int status;
+
+	(void)version;
+	(void)upload_data;
+	*upload_size = 0;
+	if (r) { /* resumed: the deferred answer is in */
+		pthread_mutex_lock(&s->lock);
+		assert(r->done);
+		status = r->status;
+		strbuf_addstr(&body, r->body);
+		pthread_mutex_unlock(&s->lock);
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		status = MHD_HTTP_METHOD_NOT_ALLOWED;
+		strbuf_addstr(&body, "method not allowed\n");
+	} else {
+		pthread_mutex_lock(&s->lock);
+		for (size_t i = 0; i < s->nroutes; i++)
+			if (strcmp(s->routes[i].path, url) == 0)
+				rt = s->routes[i];
+		pthread_mutex_unlock(&s->lock);
+		if (rt.deferred)
+			return defer(s, conn, &rt, con_cls);
+		if (rt.fn) {
+			status = rt.fn(rt.ud, &body, &ctype);
+		} else {
+			status = MHD_HTTP_NOT_FOUND;
+			strbuf_addstr(&body, "404 page not found\n");
+		}
+	}
+	size_t len;
+	char *data = strbuf_detach(&body, &len);
+	return queue(conn, status, ctype, data, len);
+}
+
+/*
+ * Connections come and go on the server's thread. A crowd of them (a thousand idle clients)
+ * leaves their freed memory inside malloc's heap, where it stays resident: once the crowd has
+ * gone (a quarter of its peak left), the heap's free pages go back to the system.
+ */
+static void connection_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+			      enum MHD_ConnectionNotificationCode toe)
+{
+	struct diag_server *s = cls;
+
+	(void)conn;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		if (++s->conns > s->conns_high)
+			s->conns_high = s->conns;
+		return;
+	}
+	assert(s->conns > 0);
+	s->conns--;
+	if (s->conns_high >= DIAG_TRIM_AFTER && s->conns <= s->conns_high / 4) {
+		malloc_trim(0);
+		s->conns_high = s->conns;
+	}
+}
+
+/* libmicrohttpd's messages (a client that sent garbage, the connection limit) are not ours to
+ * print at every hostile connection: they go to -v=4. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	KLOG_V(4, "libmicrohttpd: %s", buf);
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* As many connections as the process may open files, less a reserve for its other work. */
+static unsigned connection_limit(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct rlimit rl;
+
+	pthread_once(&once, raise_nofile);
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > (1u << 20))
+		return 1u << 20;
+	if (rl.rlim_cur <= 2 * DIAG_RESERVED_FDS)
+		return (unsigned)rl.rlim_cur / 2;
+	return (unsigned)rl.rlim_cur - DIAG_RESERVED_FDS;
+}
+
+struct diag_server *diag_server_start(const char *address, char *err, size_t errlen)
 {
 	struct diag_server *s;
 	int port, fd = listen_socket(address, &port, err, errlen);
@@ -174,18 +337,16 @@ static struct diag_server *start(const char *address, unsigned max_conns, char *
 	pthread_mutex_init(&s->lock, NULL);
 	s->fd = fd;
 	s->port = port;
-	if (max_conns == 0)
-		s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-					     NULL, NULL, answer, s, MHD_OPTION_LISTEN_SOCKET, fd,
-					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-					     MHD_OPTION_END);
-	else /* idle keep-alive clients must not hold the few threads for long */
-		s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-						     MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
-					     0, NULL, NULL, answer, s, MHD_OPTION_LISTEN_SOCKET, fd,
-					     MHD_OPTION_CONNECTION_LIMIT, max_conns,
-					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)5,
-					     MHD_OPTION_END);
+	s->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+					     MHD_USE_ERROR_LOG,
+				     0, NULL, NULL, answer, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				     MHD_OPTION_LISTEN_SOCKET, fd,
+				     MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+				     MHD_OPTION_NOTIFY_CONNECTION, connection_notify, s,
+				     MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+				     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DIAG_CONN_MEMORY,
+				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DIAG_IDLE_TIMEOUT_S,
+				     MHD_OPTION_END);
 	if (!s->daemon) {
 		snprintf(err, errlen, "cannot start HTTP server on %s", address);
 		close(fd);
@@ -196,24 +357,25 @@ static struct diag_server *start(const char *address, unsigned max_conns, char *
 	return s;
 }
 
-struct diag_server *diag_server_start(const char *address, char *err, size_t errlen)
-{
-	return start(address, 0, err, errlen);
-}
-
-struct diag_server *diag_server_start_threaded(const char *address, unsigned max_conns,
-					       char *err, size_t errlen)
-{
-	assert(max_conns > 0);
-	return start(address, max_conns, err, errlen);
-}
-
 void diag_server_handle(struct diag_server *s, const char *path, diag_handler_fn fn, void *ud)
 {
 	pthread_mutex_lock(&s->lock);
 	if (s->nroutes < DIAG_MAX_ROUTES) {
 		s->routes[s->nroutes].path = xstrdup(path);
 		s->routes[s->nroutes].fn = fn;
+		s->routes[s->nroutes].ud = ud;
+		s->nroutes++;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void diag_server_handle_deferred(struct diag_server *s, const char *path, diag_deferred_fn fn,
+				 void *ud)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->nroutes < DIAG_MAX_ROUTES) {
+		s->routes[s->nroutes].path = xstrdup(path);
+		s->routes[s->nroutes].deferred = fn;
 		s->routes[s->nroutes].ud = ud;
 		s->nroutes++;
 	}
@@ -229,6 +391,11 @@ void diag_server_stop(struct diag_server *s)
 {
 	if (!s)
 		return;
+	pthread_mutex_lock(&s->lock);
+	/* libmicrohttpd cannot stop with a suspended connection; the owner of the replies finishes
+	 * them first */
+	assert(s->suspended == 0);
+	pthread_mutex_unlock(&s->lock);
 	MHD_stop_daemon(s->daemon);
 	close(s->fd);
 	for (size_t i = 0; i < s->nroutes; i++)

@@ -18,7 +18,9 @@
  *   - Bounds on what clients can make the server hold: CSI_SERVER_MAX_CONNS connections,
  *     CSI_SERVER_MAX_STREAMS concurrent streams per connection (SETTINGS), opts.max_recv_bytes
  *     per request, CSI_SERVER_MAX_BUFFERED request bytes across all streams, header blocks of
- *     CSI_WIRE_MAX_HEADER_LIST bytes.
+ *     CSI_WIRE_MAX_HEADER_LIST bytes, CSI_SERVER_MAX_OUTBOUND frames queued for a peer that
+ *     does not read them (then it is not read either: nghttp2 would queue an RST_STREAM for
+ *     every stream it opens past the limit, without bound).
  *   - Stop: new streams are refused (GOAWAY), calls in flight get opts.grace_ns to finish, then
  *     every connection is closed; workers finish the handler they run and leave.
  */
@@ -53,6 +55,8 @@
 #define CSI_SERVER_MAX_STREAMS 128
 #define CSI_SERVER_MAX_BUFFERED (64u << 20)
 #define CSI_SERVER_MAX_PATH 512
+/* Frames queued for one peer above which its connection is not read until it reads some. */
+#define CSI_SERVER_MAX_OUTBOUND 4096
 /* How long a stopping server keeps writing answers already queued after the grace period. */
 #define CSI_SERVER_DRAIN_NS (200 * NSEC_PER_MSEC)
 
@@ -845,10 +849,12 @@ static void *io_main(void *arg)
 		int first_conn = n;
 		for (struct sconn *cn = s->conns; cn; cn = cn->next) {
 			pc[n] = cn;
+			bool backed_up = nghttp2_session_get_outbound_queue_size(cn->sess) >=
+					 CSI_SERVER_MAX_OUTBOUND;
 			p[n++] = (struct pollfd){
 				.fd = cn->fd,
-				.events = (short)(POLLIN | (nghttp2_session_want_write(cn->sess) ?
-							    POLLOUT : 0)) };
+				.events = (short)((backed_up ? 0 : POLLIN) |
+						  (nghttp2_session_want_write(cn->sess) ? POLLOUT : 0)) };
 		}
 		pthread_mutex_unlock(&s->lock);
 		int r = poll(p, (nfds_t)n, s->io_exit ? 20 : -1);

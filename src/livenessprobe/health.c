@@ -1,11 +1,14 @@
 /*
- * livenessprobe's /healthz: one CSI Probe per request, bounded by --probe-timeout.
+ * livenessprobe's /healthz: a CSI Probe per request, bounded by --probe-timeout, sent by one
+ * prober thread so that the HTTP server's thread never waits for the driver.
  *
- * The requests that arrive while a Probe is in flight wait for its answer instead of sending
- * their own (single flight): however many clients ask at once, the driver sees at most one Probe
- * from us, and every request is answered within the probe timeout of its arrival, because the
- * Probe it joined started earlier and has the same deadline. The answer a joiner gets is then
- * at most one timeout old, which a liveness check cannot tell from a fresh one.
+ * A request is a deferred diag reply: lvp_health_start() puts it on the waiting list and, when no
+ * Probe is in flight, wakes the prober; the prober sends one Probe and answers every reply that
+ * waited for it. Requests that arrive while a Probe is in flight share its answer (single
+ * flight): however many clients ask at once, the driver sees at most one Probe from us, and every
+ * request is answered within the probe timeout of its arrival, because the Probe it joined
+ * started earlier and has the same deadline. The answer a joiner gets is then at most one
+ * timeout old, which a liveness check cannot tell from a fresh one.
  *
  * On shutdown lvp_health_close() stops new Probes, so that stopping the HTTP server waits for
  * no driver; a Probe already in flight is left behind by the caller.
@@ -20,10 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/diag.h"
 #include "base/log.h"
-#include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "csi/client.h"
 
@@ -31,40 +33,16 @@ struct lvp_health {
 	struct csi_conn *csi;
 	const char *driver;
 	int64_t timeout_ns;
+	pthread_t prober;
 	pthread_mutex_t mu;
-	pthread_cond_t done; /* on CLOCK_MONOTONIC: a clock step must not stretch a wait */
+	pthread_cond_t wake; /* the prober's: a Probe is wanted, or quit */
 	/* Guarded by mu: */
-	bool running;        /* a Probe is in flight */
+	bool running;        /* a Probe is wanted, in flight, or its replies are being answered */
 	bool closing;        /* shutting down: no new Probe starts */
-	unsigned long finished; /* Probes finished so far; a joiner waits for it to move */
-	int status;          /* the last finished Probe's answer */
-	char body[1200];
+	bool quit;           /* lvp_health_free: the prober ends */
+	struct diag_reply **waiting; /* the requests the next answer goes to */
+	size_t nwaiting, cap;
 };
-
-struct lvp_health *lvp_health_new(struct csi_conn *csi, const char *driver, int64_t timeout_ns)
-{
-	struct lvp_health *h = xcalloc(1, sizeof(*h));
-	pthread_condattr_t ca;
-
-	h->csi = csi;
-	h->driver = driver;
-	h->timeout_ns = timeout_ns;
-	pthread_mutex_init(&h->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->done, &ca);
-	pthread_condattr_destroy(&ca);
-	return h;
-}
-
-void lvp_health_free(struct lvp_health *h)
-{
-	if (!h)
-		return;
-	pthread_cond_destroy(&h->done);
-	pthread_mutex_destroy(&h->mu);
-	free(h);
-}
 
 /* Sends one Probe; returns the HTTP status and writes the body, logging as upstream does. */
 static int probe_once(struct lvp_health *h, char *body, size_t len)
@@ -93,63 +71,93 @@ static int probe_once(struct lvp_health *h, char *body, size_t len)
 	return 200;
 }
 
-static struct timespec mono_deadline(int64_t ns)
+/* The prober thread: one Probe per wake-up, its answer to every request waiting then. */
+static void *prober_main(void *arg)
 {
-	int64_t at = mono_now_ns() + ns;
-	struct timespec ts = { (time_t)(at / NSEC_PER_SEC), (long)(at % NSEC_PER_SEC) };
-	return ts;
-}
+	struct lvp_health *h = arg;
+	char text[1200];
 
-/* Waits for the Probe in flight (mu held); returns its status, or 0 when it did not end. */
-static int join_probe(struct lvp_health *h, struct strbuf *body)
-{
-	unsigned long seen = h->finished;
-	/* the Probe joined ends within timeout_ns; the margin covers the scheduler only */
-	struct timespec until = mono_deadline(h->timeout_ns + 50 * NSEC_PER_MSEC);
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		while (!h->running && !h->quit)
+			pthread_cond_wait(&h->wake, &h->mu);
+		if (h->quit)
+			break;
+		pthread_mutex_unlock(&h->mu);
 
-	while (h->finished == seen) {
-		if (pthread_cond_timedwait(&h->done, &h->mu, &until) != 0 && h->finished == seen)
-			return 0;
+		int status = probe_once(h, text, sizeof(text));
+
+		pthread_mutex_lock(&h->mu);
+		struct diag_reply **done = h->waiting;
+		size_t n = h->nwaiting;
+		h->waiting = NULL;
+		h->nwaiting = h->cap = 0;
+		pthread_mutex_unlock(&h->mu);
+		for (size_t i = 0; i < n; i++)
+			diag_reply_finish(done[i], status, text);
+		free(done);
+		pthread_mutex_lock(&h->mu);
+		/* still running until every reply is answered (lvp_health_close() relies on it);
+		 * the requests that came meanwhile want a Probe of their own */
+		h->running = h->nwaiting > 0;
 	}
-	strbuf_addstr(body, h->body);
-	return h->status;
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
 }
 
-int lvp_health_serve(void *ud, struct strbuf *body, const char **content_type)
+struct lvp_health *lvp_health_new(struct csi_conn *csi, const char *driver, int64_t timeout_ns)
+{
+	struct lvp_health *h = xcalloc(1, sizeof(*h));
+
+	h->csi = csi;
+	h->driver = driver;
+	h->timeout_ns = timeout_ns;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->wake, NULL);
+	if (pthread_create(&h->prober, NULL, prober_main, h) != 0) {
+		pthread_cond_destroy(&h->wake);
+		pthread_mutex_destroy(&h->mu);
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+void lvp_health_free(struct lvp_health *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->quit = true;
+	pthread_cond_signal(&h->wake);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->prober, NULL);
+	free(h->waiting);
+	pthread_cond_destroy(&h->wake);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+void lvp_health_start(void *ud, struct diag_reply *r)
 {
 	struct lvp_health *h = ud;
-	char text[sizeof(h->body)];
-	int status;
 
-	(void)content_type;
 	pthread_mutex_lock(&h->mu);
 	if (h->closing && !h->running) {
 		pthread_mutex_unlock(&h->mu);
-		strbuf_addstr(body, "livenessprobe is shutting down");
-		return 503;
+		diag_reply_finish(r, 503, "livenessprobe is shutting down");
+		return;
 	}
-	if (h->running) {
-		status = join_probe(h, body);
-		pthread_mutex_unlock(&h->mu);
-		if (status)
-			return status;
-		strbuf_addstr(body, "rpc error: code = DeadlineExceeded desc = context deadline exceeded");
-		return 500;
+	if (h->nwaiting == h->cap) {
+		h->cap = h->cap ? 2 * h->cap : 8;
+		h->waiting = xrealloc(h->waiting, h->cap * sizeof(*h->waiting));
 	}
-	h->running = true;
+	h->waiting[h->nwaiting++] = r;
+	if (!h->running) {
+		h->running = true;
+		pthread_cond_signal(&h->wake);
+	}
 	pthread_mutex_unlock(&h->mu);
-
-	status = probe_once(h, text, sizeof(text));
-
-	pthread_mutex_lock(&h->mu);
-	h->status = status;
-	memcpy(h->body, text, sizeof(h->body));
-	h->finished++;
-	h->running = false;
-	pthread_cond_broadcast(&h->done);
-	pthread_mutex_unlock(&h->mu);
-	strbuf_addstr(body, text);
-	return status;
 }
 
 bool lvp_health_close(struct lvp_health *h)

@@ -29,8 +29,6 @@
 #include "csi/client.h"
 #include "csi/metrics.h"
 
-/* Connections served at once; a kubelet probes with one. More are closed at accept. */
-#define LVP_MAX_HTTP_CONNS 32
 /* A signalled process is gone after this long, whatever it waits for (the rule is 1 s). */
 #define LVP_SHUTDOWN_GRACE_NS (900 * NSEC_PER_MSEC)
 
@@ -172,12 +170,12 @@ static int start_servers(const struct lvp_config *c, const char *addr, struct lv
 		KLOG_I("Separate metrics ServeMux listening address=%s port=%d",
 		       LOGQ(c->metrics_address), diag_server_port(*metrics_http));
 	}
-	*http = diag_server_start_threaded(addr, LVP_MAX_HTTP_CONNS, err, sizeof(err));
+	*http = diag_server_start(addr, err, sizeof(err));
 	if (!*http) {
 		KLOG_E("Failed to start http server: %s", err);
 		return -1;
 	}
-	diag_server_handle(*http, "/healthz", lvp_health_serve, h);
+	diag_server_handle_deferred(*http, "/healthz", lvp_health_start, h);
 	if (*c->http_endpoint && !*c->metrics_address)
 		diag_server_handle(*http, c->metrics_path, serve_metrics, m);
 	KLOG_I("ServeMux listening address=%s port=%d", LOGQ(addr), diag_server_port(*http));
@@ -212,6 +210,10 @@ int lvp_run(const struct lvp_config *c)
 	KLOG_I("CSI driver name driver=%s", LOGQ(driver));
 	csi_metrics_set_driver(metrics, driver);
 	health = lvp_health_new(csi, driver, c->probe_timeout_ns);
+	if (!health) {
+		KLOG_E("Failed to start the prober thread");
+		goto out;
+	}
 	if (start_servers(c, addr, health, metrics, &http, &metrics_http))
 		goto out;
 
@@ -221,7 +223,7 @@ int lvp_run(const struct lvp_config *c)
 		pthread_cond_wait(&rt.cond, &rt.mu);
 	pthread_mutex_unlock(&rt.mu);
 	if (lvp_health_close(health)) {
-		/* stopping the server would wait for a driver that may never answer */
+		/* its requests wait for a driver that may not answer before the deadline */
 		KLOG_I("Not waiting for the Probe in flight");
 		fflush(NULL);
 		_exit(0);

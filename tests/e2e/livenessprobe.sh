@@ -3,7 +3,8 @@
 # driver answers 200 "ok"; a driver that says not ready, a dead or absent socket and a hung
 # Probe answer 500 with the reason, the hung one within --probe-timeout, and twenty requests at
 # once send the hung driver one Probe, not twenty; a driver restarted on the same socket is
-# healthy again; the metrics carry the Probe calls; flags upstream refuses are refused; a
+# healthy again; 64 silent connections re-opened as soon as dropped do not keep a probe from its
+# answer; the metrics carry the Probe calls; flags upstream refuses are refused; a
 # GetPluginInfo error at start ends it with 1; SIGTERM ends it within a second while it waits for
 # the driver at start and while a Probe hangs.
 set -u
@@ -144,6 +145,16 @@ ms=$(ms_since "$start")
 [ "$ms" -lt 500 ] || fail "/metrics waited ${ms} ms for a hung Probe"
 grep -q 'grpc_status_code="DeadlineExceeded",method_name="/csi.v1.Identity/Probe"' "$T/body" ||
 	fail "/metrics does not count the timed-out Probes"
+
+# --- 64 silent connections, each re-opened when dropped (issue 34): every probe answered ---
+# (the old server had 32 threads: 0 or 1 of 8 probes got an answer; upstream's Go server: 8 of 8)
+kill -KILL $DRV; wait $DRV 2>/dev/null
+driver
+out=$(python3 "$KCSI_SRC/tests/e2e/http_hostile.py" reopen "127.0.0.1:$PORT" /healthz 64 8)
+echo "64 re-opened silent connections: $out"
+case "$out" in answered=8\ probes=8\ *) ;; *) fail "64 silent connections: $out" ;; esac
+kill -KILL $DRV; wait $DRV 2>/dev/null
+driver --slow Probe=10s
 
 # --- SIGTERM while a Probe hangs: exit 0 within a second ---
 curl -s -m 5 -o /dev/null "$URL" &
