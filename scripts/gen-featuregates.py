@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes src/base/featuregate_generic.c: the feature gates every upstream sidecar's
---feature-gates knows besides its own (k8s.io/apiserver's and component-base's zpages gates),
+--feature-gates knows besides its own (k8s.io/apiserver's, component-base's zpages and metrics
+gates),
 each at its state for Kubernetes 1.36 (the emulated version of component-base v0.36.1).
 
 Facts only (names, defaults, stages, locks), read from the Go module sources:
@@ -11,7 +12,8 @@ import sys
 
 ROOT = sys.argv[1]
 FILES = ["apiserver@v0.36.1/pkg/features/kube_features.go",
-         "component-base@v0.36.1/zpages/features/kube_features.go"]
+         "component-base@v0.36.1/zpages/features/kube_features.go",
+         "component-base@v0.36.1/metrics/features/kube_features.go"]
 EMULATED = (1, 36)
 
 spec_re = re.compile(r'\{Version: version\.MustParse\("(\d+)\.(\d+)"\), Default: (true|false), '

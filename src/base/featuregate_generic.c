@@ -28,6 +28,7 @@ const struct feature_gate feature_gates_generic[] = {
 	{ "ListFromCacheSnapshot", true, FG_BETA, false },
 	{ "ManifestBasedAdmissionControlConfig", false, FG_ALPHA, false },
 	{ "MutatingAdmissionPolicy", true, FG_GA, false },
+	{ "NativeHistograms", false, FG_ALPHA, false },
 	{ "OpenAPIEnums", true, FG_BETA, false },
 	{ "RemoteRequestHeaderUID", true, FG_BETA, false },
 	{ "ResilientWatchCacheInitialization", true, FG_GA, true },

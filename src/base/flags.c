@@ -19,7 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum flag_kind { F_BOOL, F_INT, F_INT64, F_DOUBLE, F_STRING, F_DURATION, F_MAP, F_LABELS };
+enum flag_kind { F_BOOL, F_INT, F_INT64, F_DOUBLE, F_STRING, F_DURATION, F_MAP, F_LABELS, F_GATES };
 
 struct flag {
 	char *name;
@@ -42,7 +42,7 @@ struct flagset {
 };
 
 static const char *kind_names[] = { "", "int", "int", "float", "string", "duration", "mapStringBool",
-				     "value" };
+				     "value", "mapStringBool" };
 
 struct flagset *flags_new(const char *program, const char *usage)
 {
@@ -70,7 +70,7 @@ void flags_free(struct flagset *fs)
 		return;
 	for (size_t i = 0; i < fs->len; i++) {
 		struct flag *f = &fs->flags[i];
-		if (f->kind == F_MAP || f->kind == F_LABELS)
+		if (f->kind == F_MAP || f->kind == F_LABELS || f->kind == F_GATES)
 			map_clear(f->ptr);
 		if (f->kind == F_STRING)
 			*(const char **)f->ptr = NULL;
@@ -208,6 +208,13 @@ void flags_map(struct flagset *fs, const char *name, struct flag_map *p, const c
 	p->len = 0;
 }
 
+void flags_gates(struct flagset *fs, const char *name, struct flag_map *p, const char *help)
+{
+	add(fs, name, F_GATES, p, help);
+	p->items = NULL;
+	p->len = 0;
+}
+
 void flags_labels(struct flagset *fs, const char *name, struct flag_map *p, const char *help)
 {
 	add(fs, name, F_LABELS, p, help);
@@ -325,6 +332,40 @@ static int parse_map(const char *s, struct flag_map *m, char *why, size_t whylen
 }
 
 /*
+ * component-base's MapStringBool: "k=v" items, each value one of Go's bools, so a bad value is
+ * refused while parsing (exit 2), as upstream's flag parser refuses it.
+ */
+static int parse_gates(const char *s, struct flag_map *m, char *why, size_t whylen)
+{
+	struct flag_map add = { NULL, 0 };
+	int rc = parse_map(s, &add, why, whylen);
+
+	for (size_t i = 0; rc == 0 && i < add.len; i++) {
+		const char *v = add.items[i].value;
+		char trimmed[16];
+		size_t n;
+		bool b;
+
+		while (*v == ' ')
+			v++;
+		n = strlen(v);
+		while (n > 0 && v[n - 1] == ' ')
+			n--;
+		if (n >= sizeof(trimmed) || (memcpy(trimmed, v, n), trimmed[n] = '\0',
+					     parse_bool(trimmed, &b))) {
+			snprintf(why, whylen,
+				 "invalid value of %s=%s, err: strconv.ParseBool: parsing \"%s\": invalid syntax",
+				 add.items[i].key, add.items[i].value, add.items[i].value);
+			rc = -1;
+		}
+	}
+	for (size_t i = 0; rc == 0 && i < add.len; i++)
+		map_put(m, add.items[i].key, add.items[i].value);
+	map_clear(&add);
+	return rc;
+}
+
+/*
  * csi-lib-utils' stringMap: split on ',', each item exactly one "key:value" (no trimming, an
  * empty item is malformed); kcsi also takes "key=value" for an item without ':'.
  */
@@ -398,6 +439,8 @@ static int set_value(struct flag *f, const char *value, char *why, size_t whylen
 		return parse_map(value, f->ptr, why, whylen);
 	case F_LABELS:
 		return parse_labels(value, f->ptr, why, whylen);
+	case F_GATES:
+		return parse_gates(value, f->ptr, why, whylen);
 	}
 	return -1;
 }
@@ -531,7 +574,7 @@ void flags_set_default(struct flagset *fs, const char *name, const char *value)
 	char why[128];
 
 	/* Programming errors, as a redefinition: the value is ours, not the user's. */
-	if (!f || f->kind == F_MAP || f->kind == F_LABELS || set_value(f, value, why, sizeof(why)) < 0) {
+	if (!f || f->kind == F_MAP || f->kind == F_LABELS || f->kind == F_GATES || set_value(f, value, why, sizeof(why)) < 0) {
 		log_write(LOG_FATAL, __FILE__, __LINE__, "flag default %s=%s: %s", name, value,
 			  f ? why : "no such flag");
 		return;

@@ -59,6 +59,9 @@ void flags_string(struct flagset *fs, const char *name, const char **p, const ch
 void flags_duration(struct flagset *fs, const char *name, int64_t *ns, int64_t def_ns,
 		    const char *help);
 void flags_map(struct flagset *fs, const char *name, struct flag_map *p, const char *help);
+/* A string map of Go bools ("A=true,B=0", as --feature-gates): a value ParseBool refuses is a
+ * parse error. */
+void flags_gates(struct flagset *fs, const char *name, struct flag_map *p, const char *help);
 /*
  * A string map in csi-lib-utils' label syntax, "k:v,k2:v2" (as --leader-election-labels): each
  * item must be exactly key:value with a non-empty key; key=value is accepted too. Repeated

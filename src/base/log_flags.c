@@ -109,17 +109,17 @@ static int apply_component_flags(char *err, size_t errlen)
 
 	if (!json && strcmp(f_format, "text")) {
 		snprintf(err, errlen,
-			 "format: Unsupported value: \"%s\": supported values: \"json\", \"text\"",
+			 "LoggingConfiguration is invalid: format: Invalid value: \"%s\": Unsupported log format (text, json)",
 			 f_format);
 		return -1;
 	}
 	if (f_flush_ns <= 0) {
-		snprintf(err, errlen, "flushFrequency: Invalid value: must be positive");
+		snprintf(err, errlen, "LoggingConfiguration is invalid: flushFrequency: Invalid value: must be positive");
 		return -1;
 	}
 	if ((*f_text_buffer && !is_quantity(f_text_buffer)) ||
 	    (*f_json_buffer && !is_quantity(f_json_buffer))) {
-		snprintf(err, errlen, "invalid info buffer size \"%s\": not a quantity (512, 1K, 2Ki)",
+		snprintf(err, errlen, "LoggingConfiguration is invalid: info buffer size \"%s\" is not a quantity (512, 1K, 2Ki)",
 			 *f_text_buffer && !is_quantity(f_text_buffer) ? f_text_buffer : f_json_buffer);
 		return -1;
 	}
@@ -131,7 +131,7 @@ static int apply_component_flags(char *err, size_t errlen)
 int log_apply_flags(char *err, size_t errlen)
 {
 	if (f_format && apply_component_flags(err, errlen))
-		return -1;
+		return -2;
 	if (f_log_dir && *f_log_dir) {
 		snprintf(err, errlen,
 			 "-log_dir is not supported: kcsi logs to stderr or to one -log_file");
@@ -164,9 +164,10 @@ void log_parse_command_line(struct flagset *fs, int argc, char **argv)
 	int rest = flags_parse_or_exit(fs, argc, argv);
 	for (int i = rest; i < argc; i++)
 		KLOG_W("Ignoring unexpected argument \"%s\" (flags must come first)", argv[i]);
-	if (log_apply_flags(err, sizeof(err))) {
+	int rc = log_apply_flags(err, sizeof(err));
+	if (rc) {
 		fprintf(stderr, "%s\n", err);
 		flags_free(fs);
-		exit(2);
+		exit(rc == -2 ? 1 : 2); /* upstream: a bad logging configuration exits 1 */
 	}
 }

@@ -31,7 +31,10 @@ struct flagset;
 void log_register_flags(struct flagset *fs);
 /* Registers component-base's logging flags and --automaxprocs only (log_register_flags does too). */
 void log_register_component_flags(struct flagset *fs);
-/* Returns 0, or -1 with a message in err when the klog flags ask for something unsupported. */
+/*
+ * Returns 0, or -1 with a message in err when the klog flags ask for something unsupported, or
+ * -2 when component-base's logging flags are invalid (upstream then exits 1, not 2).
+ */
 int log_apply_flags(char *err, size_t errlen);
 /*
  * A component's command line, as every kcsi daemon reads it: registers klog's flags and

@@ -29,7 +29,7 @@ void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
 		     "Address of the diagnostics HTTP server (metrics, /healthz/leader-election), e.g. :8080; empty disables it.");
 	flags_string(fs, "metrics-path", &c->sc.metrics_path, "/metrics",
 		     "HTTP path of the Prometheus metrics.");
-	flags_map(fs, "feature-gates", &c->sc.feature_gates,
+	flags_gates(fs, "feature-gates", &c->sc.feature_gates,
 		  "Feature gates as key=value pairs; CSIVolumeGroupSnapshot=true serves "
 		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1beta2).");
 	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
