@@ -242,7 +242,7 @@ struct prov_pv_spec {
 	size_t nmount_options;
 	const struct prov_secret_ref *secrets; /* [PROV_SECRET_KINDS]; [PROVISIONER] -> annotations */
 	const char *claim_ns, *claim_name, *claim_uid, *claim_rv;
-	bool finalizer;                      /* HonorPVReclaimPolicy */
+	bool finalizer;                      /* the deletion-protection finalizer */
 	const struct prov_terms *affinity;   /* accessible_topology; NULL or empty: none */
 };
 /* The PV exactly as upstream writes it (see pv.c), as JSON text; the caller frees it. */
