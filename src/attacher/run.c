@@ -5,6 +5,7 @@
  */
 #include "attacher/attacher.h"
 #include "attacher/att.h"
+#include "base/featuregate.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "kube/leader.h"
@@ -29,6 +30,13 @@ void att_register_flags(struct flagset *fs, struct att_config *c)
 	flags_bool(fs, "dummy", &c->dummy, false,
 		   "Use no CSI driver: mark VolumeAttachments of attacher \"csi/dummy\" attached (for tests).");
 }
+
+/* external-attacher v4.12's own gates (the generic ones are base/featuregate.h's). */
+static const struct feature_gate att_feature_gates[] = {
+	{ "ReleaseLeaderElectionOnExit", false, FG_ALPHA, false },
+	{ "MutableCSINodeAllocatableCount", true, FG_GA, false },
+};
+static const size_t att_feature_gates_len = sizeof(att_feature_gates) / sizeof(att_feature_gates[0]);
 
 struct att_main {
 	const struct att_config *cfg;
@@ -145,6 +153,12 @@ int att_run(const struct att_config *cfg)
 		.render_metrics = render_metrics,
 		.ud = &m,
 	};
+	char err[512];
+
+	if (feature_gates_check(&cfg->sc.feature_gates, att_feature_gates, att_feature_gates_len, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		return 1;
+	}
 	if (cfg->worker_threads <= 0) {
 		KLOG_E("option -worker-threads must be greater than zero");
 		return 1;

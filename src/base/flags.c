@@ -19,7 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum flag_kind { F_BOOL, F_INT, F_INT64, F_DOUBLE, F_STRING, F_DURATION, F_MAP };
+enum flag_kind { F_BOOL, F_INT, F_INT64, F_DOUBLE, F_STRING, F_DURATION, F_MAP, F_LABELS, F_GATES };
 
 struct flag {
 	char *name;
@@ -41,7 +41,8 @@ struct flagset {
 	size_t len, cap;
 };
 
-static const char *kind_names[] = { "", "int", "int", "float", "string", "duration", "mapStringBool" };
+static const char *kind_names[] = { "", "int", "int", "float", "string", "duration", "mapStringBool",
+				     "value", "mapStringBool" };
 
 struct flagset *flags_new(const char *program, const char *usage)
 {
@@ -69,7 +70,7 @@ void flags_free(struct flagset *fs)
 		return;
 	for (size_t i = 0; i < fs->len; i++) {
 		struct flag *f = &fs->flags[i];
-		if (f->kind == F_MAP)
+		if (f->kind == F_MAP || f->kind == F_LABELS || f->kind == F_GATES)
 			map_clear(f->ptr);
 		if (f->kind == F_STRING)
 			*(const char **)f->ptr = NULL;
@@ -207,6 +208,20 @@ void flags_map(struct flagset *fs, const char *name, struct flag_map *p, const c
 	p->len = 0;
 }
 
+void flags_gates(struct flagset *fs, const char *name, struct flag_map *p, const char *help)
+{
+	add(fs, name, F_GATES, p, help);
+	p->items = NULL;
+	p->len = 0;
+}
+
+void flags_labels(struct flagset *fs, const char *name, struct flag_map *p, const char *help)
+{
+	add(fs, name, F_LABELS, p, help);
+	p->items = NULL;
+	p->len = 0;
+}
+
 void flags_deprecate(struct flagset *fs, const char *name, const char *message)
 {
 	struct flag *f = lookup(fs, name, strlen(name));
@@ -274,6 +289,22 @@ static int parse_int64(const char *s, long long min, long long max, long long *o
 	return 0;
 }
 
+static void map_put(struct flag_map *m, const char *key, const char *value)
+{
+	size_t i;
+
+	for (i = 0; i < m->len && strcmp(m->items[i].key, key) != 0; i++)
+		;
+	if (i == m->len) {
+		m->items = xrealloc(m->items, (m->len + 1) * sizeof(*m->items));
+		m->items[m->len].key = xstrdup(key);
+		m->items[m->len].value = NULL;
+		m->len++;
+	}
+	free(m->items[i].value);
+	m->items[i].value = xstrdup(value);
+}
+
 /* Parses "k=v,k2=v2" into m, replacing values of keys already present. */
 static int parse_map(const char *s, struct flag_map *m, char *why, size_t whylen)
 {
@@ -294,17 +325,68 @@ static int parse_map(const char *s, struct flag_map *m, char *why, size_t whylen
 		size_t kl = strlen(key);
 		while (kl > 0 && key[kl - 1] == ' ')
 			key[--kl] = '\0';
-		size_t i;
-		for (i = 0; i < m->len && strcmp(m->items[i].key, key) != 0; i++)
-			;
-		if (i == m->len) {
-			m->items = xrealloc(m->items, (m->len + 1) * sizeof(*m->items));
-			m->items[m->len].key = xstrdup(key);
-			m->items[m->len].value = NULL;
-			m->len++;
+		map_put(m, key, value);
+	}
+	free(copy);
+	return rc;
+}
+
+/*
+ * component-base's MapStringBool: "k=v" items, each value one of Go's bools, so a bad value is
+ * refused while parsing (exit 2), as upstream's flag parser refuses it.
+ */
+static int parse_gates(const char *s, struct flag_map *m, char *why, size_t whylen)
+{
+	struct flag_map add = { NULL, 0 };
+	int rc = parse_map(s, &add, why, whylen);
+
+	for (size_t i = 0; rc == 0 && i < add.len; i++) {
+		const char *v = add.items[i].value;
+		char trimmed[16];
+		size_t n;
+		bool b;
+
+		while (*v == ' ')
+			v++;
+		n = strlen(v);
+		while (n > 0 && v[n - 1] == ' ')
+			n--;
+		if (n >= sizeof(trimmed) || (memcpy(trimmed, v, n), trimmed[n] = '\0',
+					     parse_bool(trimmed, &b))) {
+			snprintf(why, whylen,
+				 "invalid value of %s=%s, err: strconv.ParseBool: parsing \"%s\": invalid syntax",
+				 add.items[i].key, add.items[i].value, add.items[i].value);
+			rc = -1;
 		}
-		free(m->items[i].value);
-		m->items[i].value = xstrdup(value);
+	}
+	for (size_t i = 0; rc == 0 && i < add.len; i++)
+		map_put(m, add.items[i].key, add.items[i].value);
+	map_clear(&add);
+	return rc;
+}
+
+/*
+ * csi-lib-utils' stringMap: split on ',', each item exactly one "key:value" (no trimming, an
+ * empty item is malformed); kcsi also takes "key=value" for an item without ':'.
+ */
+static int parse_labels(const char *s, struct flag_map *m, char *why, size_t whylen)
+{
+	char *copy = xstrdup(s);
+	int rc = 0;
+
+	for (char *item = copy, *next; item; item = next) {
+		next = strchr(item, ',');
+		if (next)
+			*next++ = '\0';
+		char sep = strchr(item, ':') ? ':' : '=';
+		char *mid = strchr(item, sep);
+		if (!mid || mid == item || strchr(mid + 1, sep)) {
+			snprintf(why, whylen, "malformed item in list of labels: %s", item);
+			rc = -1;
+			break;
+		}
+		*mid = '\0';
+		map_put(m, item, mid + 1);
 	}
 	free(copy);
 	return rc;
@@ -355,6 +437,10 @@ static int set_value(struct flag *f, const char *value, char *why, size_t whylen
 	}
 	case F_MAP:
 		return parse_map(value, f->ptr, why, whylen);
+	case F_LABELS:
+		return parse_labels(value, f->ptr, why, whylen);
+	case F_GATES:
+		return parse_gates(value, f->ptr, why, whylen);
 	}
 	return -1;
 }
@@ -488,7 +574,7 @@ void flags_set_default(struct flagset *fs, const char *name, const char *value)
 	char why[128];
 
 	/* Programming errors, as a redefinition: the value is ours, not the user's. */
-	if (!f || f->kind == F_MAP || set_value(f, value, why, sizeof(why)) < 0) {
+	if (!f || f->kind == F_MAP || f->kind == F_LABELS || f->kind == F_GATES || set_value(f, value, why, sizeof(why)) < 0) {
 		log_write(LOG_FATAL, __FILE__, __LINE__, "flag default %s=%s: %s", name, value,
 			  f ? why : "no such flag");
 		return;

@@ -9,7 +9,8 @@
  * Parsing stops at the first argument that is not a flag; the rest are positional.
  *
  * Value kinds: bool, int, int64, double, string, duration (Go syntax, see timeutil.h), and string
- * maps ("A=true,B=false", as --feature-gates; repeated flags add to the map).
+ * maps ("A=true,B=false", as --feature-gates, or "k:v,k2:v2", as --leader-election-labels;
+ * repeated flags add to the map).
  *
  * A flagset owns its flag table and every string it stores. Pointers given at registration are
  * the caller's variables; the flagset writes the default into them at registration and the parsed
@@ -58,6 +59,15 @@ void flags_string(struct flagset *fs, const char *name, const char **p, const ch
 void flags_duration(struct flagset *fs, const char *name, int64_t *ns, int64_t def_ns,
 		    const char *help);
 void flags_map(struct flagset *fs, const char *name, struct flag_map *p, const char *help);
+/* A string map of Go bools ("A=true,B=0", as --feature-gates): a value ParseBool refuses is a
+ * parse error. */
+void flags_gates(struct flagset *fs, const char *name, struct flag_map *p, const char *help);
+/*
+ * A string map in csi-lib-utils' label syntax, "k:v,k2:v2" (as --leader-election-labels): each
+ * item must be exactly key:value with a non-empty key; key=value is accepted too. Repeated
+ * flags add to the map.
+ */
+void flags_labels(struct flagset *fs, const char *name, struct flag_map *p, const char *help);
 /* Marks a flag deprecated: still accepted, a warning is logged when it is used. */
 void flags_deprecate(struct flagset *fs, const char *name, const char *message);
 /* Hides a flag from --help (for compatibility-only flags). */

@@ -1,5 +1,5 @@
 /*
- * log: klog-format lines to stderr (or to --log_file).
+ * log: klog-format lines to stderr (or to --log_file), or component-base's JSON lines.
  *
  * Each line is formatted into a stack buffer (spilling into a heap strbuf only when long) and
  * written with a single write(2) per destination, so concurrent threads never interleave within a
@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,18 @@ static int out_fd = STDERR_FILENO;
 static int file_fd = -1;
 
 static bool also_stderr; /* with a file: write each line to out_fd as well */
+static enum log_format format = LOG_FORMAT_TEXT;
+static bool split_stream;  /* info and warnings to stdout */
+
+void log_set_format(enum log_format f)
+{
+	format = f;
+}
+
+void log_set_split_stream(bool on)
+{
+	split_stream = on;
+}
 
 void log_set_verbosity(int v)
 {
@@ -174,38 +187,282 @@ static void escape_tail(struct strbuf *sb, size_t start)
 	}
 }
 
-void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
+/* ---- JSON lines ---- */
+
+/* Appends s[0..n) as the inside of a JSON string: escapes, and U+FFFD for invalid UTF-8. */
+static void json_add_escaped(struct strbuf *sb, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+	while (p < end) {
+		size_t k;
+		switch (*p) {
+		case '"': strbuf_addstr(sb, "\\\""); p++; continue;
+		case '\\': strbuf_addstr(sb, "\\\\"); p++; continue;
+		case '\n': strbuf_addstr(sb, "\\n"); p++; continue;
+		case '\r': strbuf_addstr(sb, "\\r"); p++; continue;
+		case '\t': strbuf_addstr(sb, "\\t"); p++; continue;
+		}
+		if (*p < 0x20 || *p == 0x7f) {
+			strbuf_addf(sb, "\\u%04x", *p++);
+		} else if (*p == 0xc2 && p + 1 < end && p[1] >= 0x80 && p[1] <= 0x9f) {
+			strbuf_addf(sb, "\\u%04x", p[1]); /* a C1 control */
+			p += 2;
+		} else if ((k = utf8_len(p)) != 0 && k <= (size_t)(end - p)) {
+			strbuf_add(sb, (const char *)p, k);
+			p += k;
+		} else {
+			strbuf_addstr(sb, "\\ufffd");
+			p++;
+		}
+	}
+}
+
+/* Appends the klog-quoted string q[0..n) ("..." with its quotes), unquoted, as JSON. */
+static void json_add_unquoted(struct strbuf *sb, const char *q, size_t n)
+{
+	struct strbuf raw = STRBUF_INIT;
+
+	for (size_t i = 1; i + 1 < n; i++) {
+		char c = q[i];
+		if (c == '\\' && i + 2 < n) {
+			c = q[++i];
+			switch (c) {
+			case 'n': c = '\n'; break;
+			case 'r': c = '\r'; break;
+			case 't': c = '\t'; break;
+			case 'x':
+				if (i + 3 < n && isxdigit((unsigned char)q[i + 1]) &&
+				    isxdigit((unsigned char)q[i + 2])) {
+					char hex[3] = { q[i + 1], q[i + 2], 0 };
+					c = (char)strtol(hex, NULL, 16);
+					i += 2;
+				}
+				break;
+			}
+		}
+		strbuf_addch(&raw, c);
+	}
+	strbuf_addch(sb, '"');
+	json_add_escaped(sb, raw.buf ? raw.buf : "", raw.len);
+	strbuf_addch(sb, '"');
+	strbuf_release(&raw);
+}
+
+static bool is_key_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '/' || c == '-';
+}
+
+/* Length of the key=value pair at p up to a space or the end, or 0 when p holds none. */
+static size_t pair_len(const char *p)
+{
+	const char *q = p;
+
+	if (!isalpha((unsigned char)*q) && *q != '_')
+		return 0;
+	while (is_key_char(*q))
+		q++;
+	if (*q++ != '=')
+		return 0;
+	if (*q == '"') {
+		for (q++; *q && *q != '"'; q++)
+			if (*q == '\\' && q[1])
+				q++;
+		if (*q++ != '"')
+			return 0;
+	} else {
+		while (*q && *q != ' ' && *q != '"')
+			q++;
+	}
+	return *q && *q != ' ' ? 0 : (size_t)(q - p);
+}
+
+static bool all_pairs(const char *s)
+{
+	while (*s) {
+		size_t n = pair_len(s);
+		if (!n)
+			return false;
+		s += n;
+		while (*s == ' ')
+			s++;
+	}
+	return true;
+}
+
+/* Where the trailing key=value pairs of msg start (outside quotes), or its end. */
+static const char *pairs_start(const char *msg)
+{
+	bool quoted = false;
+
+	for (const char *p = msg; *p; p++) {
+		if (*p == '"' && (p == msg || p[-1] != '\\'))
+			quoted = !quoted;
+		if (!quoted && (p == msg || p[-1] == ' ') && *p != ' ' && all_pairs(p))
+			return p;
+	}
+	return msg + strlen(msg);
+}
+
+/* A bare value JSON can hold as it is: a number in JSON's grammar, true, false. */
+static bool json_literal(const char *v, size_t n)
+{
+	size_t i = 0;
+
+	if ((n == 4 && !strncmp(v, "true", 4)) || (n == 5 && !strncmp(v, "false", 5)))
+		return true;
+	if (i < n && v[i] == '-')
+		i++;
+	if (i >= n || !isdigit((unsigned char)v[i]))
+		return false;
+	if (v[i] == '0')
+		i++;
+	else
+		while (i < n && isdigit((unsigned char)v[i]))
+			i++;
+	if (i < n && v[i] == '.') {
+		if (++i >= n || !isdigit((unsigned char)v[i]))
+			return false;
+		while (i < n && isdigit((unsigned char)v[i]))
+			i++;
+	}
+	if (i < n && (v[i] == 'e' || v[i] == 'E')) {
+		if (++i < n && (v[i] == '+' || v[i] == '-'))
+			i++;
+		if (i >= n || !isdigit((unsigned char)v[i]))
+			return false;
+		while (i < n && isdigit((unsigned char)v[i]))
+			i++;
+	}
+	return i == n;
+}
+
+/* zap's ShortCallerEncoder: the file's folder and name. */
+static const char *short_caller(const char *path)
+{
+	const char *last = strrchr(path, '/');
+
+	if (!last)
+		return path;
+	for (const char *p = last - 1; p >= path; p--)
+		if (*p == '/')
+			return p + 1;
+	return path;
+}
+
+void log_json_line(struct strbuf *sb, const struct timeval *tv, int v, const char *file, int line,
+		   const char *msg)
+{
+	const char *kv = pairs_start(msg);
+	size_t msglen = (size_t)(kv - msg);
+	char frac[8];
+
+	while (msglen > 0 && msg[msglen - 1] == ' ')
+		msglen--;
+	/* Milliseconds as Go's shortest float: no trailing zeros, no dot for whole ones. */
+	snprintf(frac, sizeof(frac), ".%03ld", (long)(tv->tv_usec % 1000));
+	for (size_t n = strlen(frac); n > 1 && frac[n - 1] == '0'; n--)
+		frac[n - 1] = '\0';
+	if (!strcmp(frac, "."))
+		frac[0] = '\0';
+	strbuf_addf(sb, "{\"ts\":%lld%s,\"caller\":\"",
+		    (long long)tv->tv_sec * 1000 + tv->tv_usec / 1000, frac);
+	json_add_escaped(sb, short_caller(file), strlen(short_caller(file)));
+	strbuf_addf(sb, ":%d\",\"msg\":\"", line);
+	json_add_escaped(sb, msg, msglen);
+	strbuf_addch(sb, '"');
+	if (v >= 0)
+		strbuf_addf(sb, ",\"v\":%d", v);
+	while (*kv) {
+		size_t n = pair_len(kv);
+		const char *eq = memchr(kv, '=', n), *val = eq + 1;
+		size_t vlen = n - (size_t)(val - kv);
+		strbuf_addch(sb, ',');
+		strbuf_addch(sb, '"');
+		json_add_escaped(sb, kv, (size_t)(eq - kv));
+		strbuf_addstr(sb, "\":");
+		if (vlen && *val == '"') {
+			json_add_unquoted(sb, val, vlen);
+		} else if (json_literal(val, vlen)) {
+			strbuf_add(sb, val, vlen);
+		} else {
+			strbuf_addch(sb, '"');
+			json_add_escaped(sb, val, vlen);
+			strbuf_addch(sb, '"');
+		}
+		for (kv += n; *kv == ' '; kv++)
+			;
+	}
+	strbuf_addstr(sb, "}\n");
+}
+
+/* ---- writing ---- */
+
+static void emit(enum log_level level, const struct strbuf *sb)
+{
+	int out = split_stream && level < LOG_ERROR ? STDOUT_FILENO : out_fd;
+
+	if (file_fd >= 0) {
+		write_all(file_fd, sb->buf, sb->len);
+		if (also_stderr)
+			write_all(out, sb->buf, sb->len);
+	} else {
+		write_all(out, sb->buf, sb->len);
+	}
+}
+
+static void vlog(enum log_level level, int v, const char *file, int line, const char *fmt,
+		 va_list ap)
 {
 	static const char letters[] = "IWEF";
 	struct strbuf sb = STRBUF_INIT;
 	struct timeval tv;
 	struct tm tm;
-	va_list ap;
 
 	gettimeofday(&tv, NULL);
-	localtime_r(&tv.tv_sec, &tm);
 	strbuf_grow(&sb, 256);
-	strbuf_addf(&sb, "%c%02d%02d %02d:%02d:%02d.%06ld %7ld %s:%d] ", letters[level],
-		    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long)tv.tv_usec,
-		    (long)syscall(SYS_gettid), basename_of(file), line);
-	size_t head = sb.len;
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	/* One call, one line: a trailing newline is the caller's line end, any other is data. */
-	if (sb.len > head && sb.buf[sb.len - 1] == '\n')
-		strbuf_setlen(&sb, sb.len - 1);
-	escape_tail(&sb, head);
-	strbuf_addch(&sb, '\n');
-
-	if (file_fd >= 0) {
-		write_all(file_fd, sb.buf, sb.len);
-		if (also_stderr)
-			write_all(out_fd, sb.buf, sb.len);
+	if (format == LOG_FORMAT_JSON) {
+		struct strbuf msg = STRBUF_INIT;
+		strbuf_vaddf(&msg, fmt, ap);
+		if (msg.len && msg.buf[msg.len - 1] == '\n')
+			strbuf_setlen(&msg, msg.len - 1);
+		log_json_line(&sb, &tv, level >= LOG_ERROR ? -1 : v, file, line,
+			      msg.buf ? msg.buf : "");
+		strbuf_release(&msg);
 	} else {
-		write_all(out_fd, sb.buf, sb.len);
+		localtime_r(&tv.tv_sec, &tm);
+		strbuf_addf(&sb, "%c%02d%02d %02d:%02d:%02d.%06ld %7ld %s:%d] ", letters[level],
+			    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			    (long)tv.tv_usec, (long)syscall(SYS_gettid), basename_of(file), line);
+		size_t head = sb.len;
+		strbuf_vaddf(&sb, fmt, ap);
+		/* One call, one line: a trailing newline is the caller's line end, any other is data. */
+		if (sb.len > head && sb.buf[sb.len - 1] == '\n')
+			strbuf_setlen(&sb, sb.len - 1);
+		escape_tail(&sb, head);
+		strbuf_addch(&sb, '\n');
 	}
+	emit(level, &sb);
 	strbuf_release(&sb);
 	if (level == LOG_FATAL)
 		exit(255);
+}
+
+void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(level, 0, file, line, fmt, ap);
+	va_end(ap);
+}
+
+void log_write_v(int v, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(LOG_INFO, v, file, line, fmt, ap);
+	va_end(ap);
 }

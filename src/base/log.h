@@ -12,6 +12,20 @@
  * Verbosity: KLOG_V(n, ...) logs only when the -v level is >= n. KLOG_F logs and exits(255).
  * Every call is thread-safe: one line is written with one write(2).
  *
+ * --logging-format=json writes each line instead as the JSON object of component-base's JSON
+ * logger (zap), one per line:
+ *
+ *     {"ts":1764230400123.456,"caller":"attacher/run.c:42","msg":"Attached volume","v":0,"va":"csi-1234","node":"node-1"}
+ *
+ * ts is milliseconds since the epoch, caller the file's folder and name, v the KLOG_V level
+ * (absent on errors, as zapr writes none for them), then the caller's key=value pairs taken off
+ * the end of the message: a pair is key=value with key [A-Za-z_][A-Za-z0-9_./-]* and value
+ * either klog-quoted ("...", unquoted into a JSON string) or a bare word (a JSON number, true,
+ * false, or else a string). Text before the first pair is msg.
+ *
+ * Split stream (--log-*-split-stream): info and warning lines go to stdout, errors to the
+ * output (stderr), as component-base splits them.
+ *
  * klog's flags (-v, --log_file, ...) are base/log_flags.h's, a layer above this file and flags.
  */
 #ifndef KCSI_BASE_LOG_H
@@ -30,6 +44,22 @@ static inline bool log_v(int n) { return log_vlevel >= n; }
 
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* log_write() of an info line at verbosity v (KLOG_V), which the JSON format records as "v". */
+void log_write_v(int v, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON };
+void log_set_format(enum log_format f);
+/* Info and warning lines to stdout, errors to the output (--log-*-split-stream). */
+void log_set_split_stream(bool on);
+/*
+ * Appends one JSON line (with its newline) for a message logged at tv from file:line: the
+ * format above. v < 0 leaves "v" out (errors). Exposed for tests of the exact shape.
+ */
+struct strbuf;
+struct timeval;
+void log_json_line(struct strbuf *sb, const struct timeval *tv, int v, const char *file, int line,
+		   const char *msg);
 
 /* Redirects output to fd (tests use a pipe or file); -1 restores stderr. */
 void log_set_output_fd(int fd);
@@ -58,6 +88,6 @@ char *log_quote(char *buf, size_t len, const char *s);
 #define KLOG_E(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 #define KLOG_F(...) log_write(LOG_FATAL, __FILE__, __LINE__, __VA_ARGS__)
 #define KLOG_V(n, ...) \
-	do { if (log_v(n)) log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+	do { if (log_v(n)) log_write_v((n), __FILE__, __LINE__, __VA_ARGS__); } while (0)
 
 #endif

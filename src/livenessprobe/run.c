@@ -34,7 +34,7 @@
 
 void lvp_register_flags(struct flagset *fs, struct lvp_config *c)
 {
-	flags_duration(fs, "probe-timeout", &c->probe_timeout_ns, NSEC_PER_SEC,
+	flags_duration(fs, "probe-timeout", &c->probe_timeout_ns, 3 * NSEC_PER_SEC,
 		       "Deadline of the Probe call behind each /healthz request.");
 	flags_string(fs, "csi-address", &c->csi_address, "/run/csi/socket",
 		     "Address of the CSI driver socket (unix:///path, unix:/path or /path).");

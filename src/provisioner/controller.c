@@ -203,7 +203,7 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	c->sc_inf = kube_informer_new(kc, &io);
 	kube_informer_add_handlers(c->sc_inf, &sh);
 	if (o->capacity)
-		c->cap = prov_cap_new(kc, c->sc_inf, o->capacity);
+		c->cap = prov_cap_new(o->capacity->kc ? o->capacity->kc : kc, c->sc_inf, o->capacity);
 	io.resync_ns = 0;
 	c->nd = o->node_deployment;
 	c->topo = o->cap_topology && (o->gates.topology || c->nd);

@@ -1,10 +1,11 @@
 /*
  * Provisioner decisions without I/O: feature gates, which claims, the volume name, StorageClass
  * parameters, secret references and their templates, access modes and CSI error classes. The
- * rules are upstream external-provisioner v3.x's; see prov.h for each contract.
+ * rules are upstream external-provisioner v6.3's; see prov.h for each contract.
  */
 #include "provisioner/prov.h"
 
+#include "base/featuregate.h"
 #include "base/flags.h"
 
 #include <ctype.h>
@@ -25,29 +26,27 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
+/* external-provisioner v6.3's own gates; HonorPVReclaimPolicy was removed in v6.2 (its finalizer is
+ * always added now), so naming it is an error, as upstream. */
+const struct feature_gate prov_feature_gates[] = {
+	{ "Topology", true, FG_GA, false },
+	{ "CrossNamespaceVolumeDataSource", false, FG_ALPHA, false },
+	{ "VolumeAttributesClass", true, FG_GA, false },
+	{ "ReleaseLeaderElectionOnExit", false, FG_ALPHA, false },
+};
+const size_t prov_feature_gates_len = sizeof(prov_feature_gates) / sizeof(prov_feature_gates[0]);
+
 int prov_parse_gates(const struct flag_map *m, struct prov_gates *g, char *err, size_t errlen)
 {
-	memset(g, 0, sizeof(*g));
-	for (size_t i = 0; i < m->len; i++) {
-		const char *k = m->items[i].key, *v = m->items[i].value;
-		bool on;
+	const struct feature_gate *t = prov_feature_gates;
+	size_t n = prov_feature_gates_len;
 
-		if (!strcasecmp(v, "true"))
-			on = true;
-		else if (!strcasecmp(v, "false"))
-			on = false;
-		else
-			return fail(err, errlen, "invalid value of %s=%s, err: strconv.ParseBool: parsing \"%s\": invalid syntax",
-				    k, v, v);
-		if (!strcmp(k, "Topology"))
-			g->topology = on;
-		else if (!strcmp(k, "HonorPVReclaimPolicy"))
-			g->honor_pv_reclaim_policy = on;
-		else if (!strcmp(k, "CrossNamespaceVolumeDataSource"))
-			g->cross_namespace_source = on;
-		else
-			return fail(err, errlen, "unrecognized feature gate: %s", k);
-	}
+	memset(g, 0, sizeof(*g));
+	if (feature_gates_check(m, t, n, err, errlen))
+		return -1;
+	g->topology = feature_gate_enabled(m, t, n, "Topology");
+	g->cross_namespace_source = feature_gate_enabled(m, t, n, "CrossNamespaceVolumeDataSource");
+	g->honor_pv_reclaim_policy = true;
 	return 0;
 }
 

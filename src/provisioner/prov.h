@@ -69,6 +69,7 @@
 #include "kube/informer.h"
 #include "kube/objects.h"
 #include "kube/workqueue.h"
+#include "base/featuregate.h"
 #include "base/flags.h"
 #include "base/strbuf.h"
 
@@ -90,11 +91,18 @@
 
 /* ---- feature gates (decide.c) ---- */
 struct prov_gates {
-	bool topology;                 /* Topology, default false (v3.x beta) */
-	bool honor_pv_reclaim_policy;  /* HonorPVReclaimPolicy, default false (v3.x alpha) */
+	bool topology;                 /* Topology, GA, default true (since v5.0) */
+	bool honor_pv_reclaim_policy;  /* the PV deletion-protection finalizer: always on since
+					  v6.2 removed the HonorPVReclaimPolicy gate */
 	bool cross_namespace_source;   /* CrossNamespaceVolumeDataSource, default false; accepted */
 };
-/* Fills g from --feature-gates; an unknown gate or a value other than true/false is an error. */
+/*
+ * Fills g from --feature-gates, checked against prov_feature_gates and the generic gates
+ * (base/featuregate.h): an unknown gate, a value that is not a Go bool, or a locked gate set
+ * against its lock is an error.
+ */
+extern const struct feature_gate prov_feature_gates[];
+extern const size_t prov_feature_gates_len;
 int prov_parse_gates(const struct flag_map *m, struct prov_gates *g, char *err, size_t errlen);
 
 /* ---- claim selection (decide.c) ---- */
@@ -234,7 +242,7 @@ struct prov_pv_spec {
 	size_t nmount_options;
 	const struct prov_secret_ref *secrets; /* [PROV_SECRET_KINDS]; [PROVISIONER] -> annotations */
 	const char *claim_ns, *claim_name, *claim_uid, *claim_rv;
-	bool finalizer;                      /* HonorPVReclaimPolicy */
+	bool finalizer;                      /* the deletion-protection finalizer */
 	const struct prov_terms *affinity;   /* accessible_topology; NULL or empty: none */
 };
 /* The PV exactly as upstream writes it (see pv.c), as JSON text; the caller frees it. */
@@ -265,6 +273,9 @@ struct prov_cap_opts {
 	bool fixed;
 	const struct kube_kv *fixed_segment;
 	size_t nfixed;
+	/* The client the objects are read and written with (--kube-api-capacity-qps/-burst),
+	 * borrowed; NULL: the controller's. */
+	struct kube_client *kc;
 };
 struct prov_cap;
 /* Copies what it needs from o; borrows kc, o->csi and sc_inf (whose handlers it adds: call

@@ -35,6 +35,10 @@ struct prov_config {
 	int64_t node_deployment_base_delay_ns;
 	int64_t node_deployment_max_delay_ns;
 	const char *provisioner_deprecated; /* --provisioner: ignored */
+	double capacity_qps;            /* --kube-api-capacity-qps 1: the capacity client's rate */
+	int capacity_burst;             /* --kube-api-capacity-burst 5 */
+	bool enable_pprof;              /* --enable-pprof: accepted, no Go profiler to serve */
+	int64_t orphan_sweep_ns;        /* --snapshot-orphan-sweep-interval 5m */
 };
 
 /* Registers every csi-provisioner flag (names and defaults as upstream) on fs. */

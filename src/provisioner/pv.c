@@ -5,7 +5,7 @@
  *   metadata: name, annotations {pv.kubernetes.io/provisioned-by,
  *             volume.kubernetes.io/provisioner-deletion-secret-name/-namespace ("" without a
  *             provisioner secret)}, finalizers [external-provisioner.volume.kubernetes.io/finalizer]
- *             only with HonorPVReclaimPolicy
+ *             (always: upstream v6.2 removed the HonorPVReclaimPolicy gate)
  *   spec: accessModes (the claim's), capacity.storage (the driver's answer, binary SI),
  *         csi {driver, volumeHandle, volumeAttributes (volume_context + the provisioner identity),
  *              fsType (not for Block), the five secret references, readOnly (only when true)},

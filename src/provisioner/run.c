@@ -1,9 +1,11 @@
 /*
  * csi-provisioner on the shared sidecar runtime (src/sidecar): its flags, and the ops that build
  * the controller from the discovered driver, start it once leading, stop it and render its
- * metrics. Flag names and defaults are upstream's (v3.x); the help text is ours. Set-up of the
+ * metrics. Flag names and defaults are upstream's (v6.3); the help text is ours. Set-up of the
  * two optional parts: --node-deployment (NODE_NAME, NodeGetInfo) and --enable-capacity
- * (namespace from POD_NAMESPACE or NAMESPACE, owner from POD_NAME and --capacity-ownerref-level).
+ * (namespace from POD_NAMESPACE or NAMESPACE, owner from POD_NAME and --capacity-ownerref-level,
+ * its own API client at --kube-api-capacity-qps/-burst). KUBECONFIG in the environment wins
+ * over --kubeconfig, as upstream's provisioner has it.
  */
 #include "provisioner/provisioner.h"
 #include "provisioner/prov.h"
@@ -39,7 +41,7 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 		     "Filesystem type of mount volumes whose StorageClass names none.");
 	flags_bool(fs, "controller-publish-readonly", &c->controller_publish_readonly, false,
 		   "Mark the PV readOnly when the claim's only access mode is ReadOnlyMany.");
-	flags_bool(fs, "prevent-volume-mode-conversion", &c->prevent_volume_mode_conversion, false,
+	flags_bool(fs, "prevent-volume-mode-conversion", &c->prevent_volume_mode_conversion, true,
 		   "Refuse to restore a snapshot into another volume mode unless the content allows it.");
 	flags_bool(fs, "enable-capacity", &c->enable_capacity, false,
 		   "Publish CSIStorageCapacity objects (one per topology segment and StorageClass) in the namespace of POD_NAMESPACE or NAMESPACE.");
@@ -62,6 +64,15 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_string(fs, "provisioner", &c->provisioner_deprecated, "",
 		     "Ignored: the driver's name from GetPluginInfo is the provisioner name.");
 	flags_deprecate(fs, "provisioner", "the driver name is used");
+	flags_set_default(fs, "timeout", "10s"); /* upstream's provisioner waits less than the attacher */
+	flags_double(fs, "kube-api-capacity-qps", &c->capacity_qps, 1,
+		     "Sustained requests per second of the CSIStorageCapacity client (--enable-capacity), which is separate from the controller's.");
+	flags_int(fs, "kube-api-capacity-burst", &c->capacity_burst, 5,
+		  "Requests allowed above --kube-api-capacity-qps in a burst.");
+	flags_bool(fs, "enable-pprof", &c->enable_pprof, false,
+		   "Accepted for compatibility: upstream serves Go's pprof under /debug/pprof/ on --http-endpoint; kcsi is not a Go program and serves none (profile it with perf).");
+	flags_duration(fs, "snapshot-orphan-sweep-interval", &c->orphan_sweep_ns, 5 * NSEC_PER_MIN,
+		       "How often upstream sweeps orphaned VolumeSnapshot source-protection finalizers; kcsi adds no such finalizer, so there is nothing of its own to sweep (0 is accepted).");
 }
 
 struct prov_main {
@@ -72,6 +83,7 @@ struct prov_main {
 	char identity[400];
 	/* --enable-capacity */
 	struct prov_cap_opts cap;
+	struct kube_client *cap_kc; /* the capacity client (its own rate limit) */
 	json_t *owner;
 	char managed_by[96];
 	const char *cap_ns;
@@ -228,6 +240,11 @@ static int capacity_setup(struct prov_main *m, struct sidecar *sc, const char *n
 			 cfg->capacity_ownerref_level);
 		return -1;
 	}
+	struct kube_client_opts ko = { .component = "csi-provisioner", .qps = cfg->capacity_qps,
+				       .burst = cfg->capacity_burst };
+	m->cap_kc = kube_client_new(sc->kcfg, &ko, err, errlen);
+	if (!m->cap_kc)
+		return -1;
 	prov_capacity_managed_by(node, m->managed_by, sizeof(m->managed_by));
 	m->cap_ns = ns;
 	m->cap = (struct prov_cap_opts){
@@ -235,7 +252,7 @@ static int capacity_setup(struct prov_main *m, struct sidecar *sc, const char *n
 		.poll_ns = cfg->capacity_poll_interval_ns, .retry_start_ns = cfg->sc.kube.retry_start_ns,
 		.retry_max_ns = cfg->sc.kube.retry_max_ns, .workers = cfg->capacity_threads,
 		.immediate_binding = cfg->capacity_for_immediate_binding, .ns = ns,
-		.managed_by = m->managed_by, .owner = m->owner,
+		.managed_by = m->managed_by, .owner = m->owner, .kc = m->cap_kc,
 	};
 	return 0;
 }
@@ -332,6 +349,7 @@ static void cleanup(void *ud)
 
 	prov_ctrl_free(m->ctrl);
 	kube_recorder_free(m->rec);
+	kube_client_free(m->cap_kc);
 	json_decref(m->owner);
 	free(m->node_topology);
 	csi_msg_free(m->node_info);
@@ -344,8 +362,11 @@ static void render_metrics(void *ud, struct strbuf *out)
 	prov_ctrl_render_metrics(m->ctrl, out);
 }
 
-int prov_run(const struct prov_config *cfg)
+int prov_run(const struct prov_config *flags_cfg)
 {
+	struct prov_config env_cfg = *flags_cfg;
+	const struct prov_config *cfg = &env_cfg;
+	const char *kubeconfig_env = getenv("KUBECONFIG");
 	struct prov_main m = { .cfg = cfg };
 	struct sidecar_ops ops = {
 		.component = "csi-provisioner",
@@ -360,6 +381,13 @@ int prov_run(const struct prov_config *cfg)
 		KLOG_E("%s", err);
 		return 1;
 	}
+	if (kubeconfig_env && *kubeconfig_env) {
+		KLOG_I("Found KUBECONFIG environment variable set, using that..");
+		env_cfg.sc.kube.kubeconfig = kubeconfig_env;
+	}
+	if (cfg->enable_pprof)
+		KLOG_W("--enable-pprof: kcsi serves no /debug/pprof/ (Go's profiler); profile it with perf");
+
 	if (cfg->worker_threads <= 0) {
 		KLOG_E("option -worker-threads must be greater than zero");
 		return 1;

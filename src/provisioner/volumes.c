@@ -1,5 +1,5 @@
 /*
- * Volumes: the "volumes" worker (the PV finalizer of HonorPVReclaimPolicy, and deletion of
+ * Volumes: the "volumes" worker (the PV deletion-protection finalizer, and deletion of
  * Released PVs: DeleteVolume with the deletion secrets, then the PV), and the "unsavedpvs" worker
  * that saves the PV of a volume that exists, or deletes the volume when the PV can never be saved.
  */
@@ -314,7 +314,7 @@ static int call_delete(struct prov_ctrl *c, const char *name, const struct kube_
 	return rc;
 }
 
-/* deleteVolumeOperation: DeleteVolume, then the PV, then (HonorPVReclaimPolicy) our finalizer. */
+/* deleteVolumeOperation: DeleteVolume, then the PV, then our finalizer. */
 static enum prov_work delete_volume(struct prov_ctrl *c, const char *name)
 {
 	struct kube_err e;

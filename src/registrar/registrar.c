@@ -1,6 +1,6 @@
 /*
  * csi-node-driver-registrar, in the order upstream's binary runs:
- * flags -> (probe mode: check the registration file, exit) -> connect to the driver and ask
+ * flags -> (probe mode: exit 0) -> connect to the driver and ask
  * GetPluginInfo until it answers -> serve pluginregistration.Registration on the registration
  * socket -> HTTP /healthz -> wait for SIGTERM (exit 0, socket removed) or a failed registration
  * reported by the kubelet (exit 1).
@@ -10,9 +10,10 @@
  * a fraction of a second. Handlers run on the gRPC server's threads and only set flags the main
  * thread reads.
  *
- * The "registration" file next to the driver socket (dirname(--kubelet-registration-path)) is
- * touched at each GetInfo, as upstream does; --mode=kubelet-registration-probe only checks that
- * it exists, for use as an exec probe.
+ * --mode is deprecated, as upstream deprecated it in v2.9: --mode=kubelet-registration-probe
+ * exits 0 at once (an exec probe that used it keeps passing) and any other value, the default ""
+ * included, runs the registrar. GetInfo writes no "registration" probe file any more (upstream
+ * v2.9 removed it, so a read-only root filesystem works); /healthz is the check.
  */
 #include "registrar/registrar.h"
 
@@ -38,7 +39,6 @@
 #include "csi/server.h"
 #include "pluginregistration.pb-c.h"
 
-#define MODE_REGISTRATION "registration"
 #define MODE_PROBE "kubelet-registration-probe"
 
 void reg_register_flags(struct flagset *fs, struct reg_config *c)
@@ -59,8 +59,8 @@ void reg_register_flags(struct flagset *fs, struct reg_config *c)
 	flags_deprecate(fs, "health-port", "use --http-endpoint");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
 		     "Address of the HTTP server for /healthz (registration socket and driver answer), e.g. :8080; empty disables it.");
-	flags_string(fs, "mode", &c->mode, MODE_REGISTRATION,
-		     "\"registration\" runs the registrar; \"kubelet-registration-probe\" exits 0 when the kubelet has registered the driver (an exec probe; give it the same --kubelet-registration-path).");
+	flags_string(fs, "mode", &c->mode, "",
+		     "Deprecated, as upstream since v2.9: \"kubelet-registration-probe\" exits 0 at once (use /healthz on --http-endpoint instead); any other value runs the registrar.");
 	flags_bool(fs, "enable-pprof", &c->enable_pprof, false,
 		   "Accepted for compatibility; kcsi serves no profiling endpoints.");
 }
@@ -70,19 +70,9 @@ struct reg_state {
 	struct csi_conn *csi;
 	char *driver;
 	char *reg_socket;
-	char *probe_file;
 	atomic_int failed; /* the kubelet reported a failed registration */
 	char error[512];   /* its message (written before failed is set) */
 };
-
-static char *probe_file_path(const char *kubelet_path)
-{
-	char *copy = xstrdup(kubelet_path);
-	struct strbuf sb = STRBUF_INIT;
-	strbuf_addf(&sb, "%s/registration", dirname(copy));
-	free(copy);
-	return strbuf_detach(&sb, NULL);
-}
 
 static bool signalled(const sigset_t *set, int64_t wait_ns)
 {
@@ -104,14 +94,6 @@ static int get_info(struct csi_call_ctx *ctx, const ProtobufCMessage *req, Proto
 	(void)req;
 	(void)ctx;
 	KLOG_I("Received GetInfo call");
-	int fd = open(st->probe_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		KLOG_E("Failed to create registration probe file path=\"%s\": %s", st->probe_file,
-		       strerror(errno));
-	} else {
-		close(fd);
-		KLOG_V(2, "Kubelet registration probe created path=\"%s\"", st->probe_file);
-	}
 	Pluginregistration__PluginInfo *info = (Pluginregistration__PluginInfo *)resp;
 	static char *versions[] = { "1.0.0" };
 	info->type = "CSIPlugin";
@@ -288,21 +270,6 @@ static int discover_driver(struct reg_state *st, const sigset_t *set)
 	}
 }
 
-static int probe_mode(const struct reg_config *cfg)
-{
-	char *path = probe_file_path(cfg->kubelet_registration_path);
-	struct stat sb;
-	int rc = 0;
-	if (stat(path, &sb) != 0) {
-		KLOG_E("Kubelet plugin registration hasn't succeeded yet, file=%s doesn't exist.", path);
-		rc = 1;
-	} else {
-		KLOG_I("Kubelet plugin registration succeeded.");
-	}
-	free(path);
-	return rc;
-}
-
 int reg_run(const struct reg_config *cfg)
 {
 	struct reg_state st = { .cfg = cfg };
@@ -313,15 +280,12 @@ int reg_run(const struct reg_config *cfg)
 	sigset_t set;
 	int rc = 1;
 
+	if (strcmp(cfg->mode, MODE_PROBE) == 0) {
+		KLOG_W("--mode=%s is deprecated and does nothing: exiting 0", MODE_PROBE);
+		return 0;
+	}
 	if (!*cfg->kubelet_registration_path) {
 		KLOG_E("kubelet-registration-path is a required parameter");
-		return 1;
-	}
-	if (strcmp(cfg->mode, MODE_PROBE) == 0)
-		return probe_mode(cfg);
-	if (strcmp(cfg->mode, MODE_REGISTRATION) != 0) {
-		KLOG_E("unknown --mode \"%s\": want \"registration\" or \"kubelet-registration-probe\"",
-		       cfg->mode);
 		return 1;
 	}
 	sigemptyset(&set);
@@ -331,7 +295,8 @@ int reg_run(const struct reg_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 
 	KLOG_I("Version: %s", KCSI_VERSION);
-	KLOG_I("Running node-driver-registrar in mode=%s", cfg->mode);
+	if (*cfg->mode)
+		KLOG_W("--mode is deprecated and will be removed; running the registrar");
 	if (cfg->health_port > 0 && *cfg->http_endpoint) {
 		KLOG_E("only one of `--health-port` and `--http-endpoint` can be set.");
 		return 1;
@@ -342,7 +307,6 @@ int reg_run(const struct reg_config *cfg)
 	}
 	if (cfg->connection_timeout_ns != 0)
 		KLOG_W("--connection-timeout is deprecated and will have no effect");
-	st.probe_file = probe_file_path(cfg->kubelet_registration_path);
 
 	KLOG_V(1, "Attempting to open a gRPC connection with: \"%s\"", cfg->csi_address);
 	int found = discover_driver(&st, &set);
@@ -401,6 +365,5 @@ out:
 	csi_conn_free(st.csi);
 	free(st.driver);
 	free(st.reg_socket);
-	free(st.probe_file);
 	return rc;
 }

@@ -6,6 +6,7 @@
  */
 #include "resizer/resizer.h"
 
+#include "base/featuregate.h"
 #include "kube/jw.h"
 #include "kube/quantity.h"
 
@@ -14,30 +15,26 @@
 
 /* ---- feature gates ---- */
 
+/* external-resizer v2.2's own gates (the generic ones are base/featuregate.h's). */
+const struct feature_gate rsz_feature_gates[] = {
+	{ "AnnotateFsResize", false, FG_ALPHA, false },
+	{ "RecoverVolumeExpansionFailure", true, FG_GA, false },
+	{ "VolumeAttributesClass", true, FG_GA, false },
+	{ "ReleaseLeaderElectionOnExit", false, FG_ALPHA, false },
+};
+const size_t rsz_feature_gates_len = sizeof(rsz_feature_gates) / sizeof(rsz_feature_gates[0]);
+
 int rsz_parse_gates(const struct flag_map *m, struct rsz_gates *g, char *err, size_t errlen)
 {
-	static const char *const known = "AnnotateFsResize, RecoverVolumeExpansionFailure, VolumeAttributesClass";
+	const struct feature_gate *t = rsz_feature_gates;
+	size_t n = rsz_feature_gates_len;
 
 	*g = (struct rsz_gates){ .recover = true, .vac = true };
-	for (size_t i = 0; i < m->len; i++) {
-		const char *k = m->items[i].key, *v = m->items[i].value;
-		bool on = !strcmp(v, "true");
-		if (!on && strcmp(v, "false")) {
-			snprintf(err, errlen, "invalid value of %s=%s, err: strconv.ParseBool: parsing \"%s\": invalid syntax",
-				 k, v, v);
-			return -1;
-		}
-		if (!strcmp(k, "RecoverVolumeExpansionFailure"))
-			g->recover = on;
-		else if (!strcmp(k, "VolumeAttributesClass"))
-			g->vac = on;
-		else if (!strcmp(k, "AnnotateFsResize"))
-			g->annotate_fs_resize = on;
-		else {
-			snprintf(err, errlen, "unrecognized feature gate: %s (known: %s)", k, known);
-			return -1;
-		}
-	}
+	if (feature_gates_check(m, t, n, err, errlen))
+		return -1;
+	g->recover = feature_gate_enabled(m, t, n, "RecoverVolumeExpansionFailure");
+	g->vac = feature_gate_enabled(m, t, n, "VolumeAttributesClass");
+	g->annotate_fs_resize = feature_gate_enabled(m, t, n, "AnnotateFsResize");
 	return 0;
 }
 

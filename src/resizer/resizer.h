@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/featuregate.h"
 #include "base/flags.h"
 #include "base/strbuf.h"
 #include "csi/client.h"
@@ -63,7 +64,6 @@ struct rsz_config {
 	int workers;
 	bool handle_inuse_error;
 	bool extra_modify_metadata;
-	bool automaxprocs;
 };
 void rsz_register_flags(struct flagset *fs, struct rsz_config *c);
 /* Runs until SIGTERM/SIGINT; returns the process exit code. */
@@ -71,11 +71,16 @@ int rsz_run(const struct rsz_config *c);
 
 /* ---- feature gates (decide.c) ---- */
 struct rsz_gates {
-	bool recover;            /* RecoverVolumeExpansionFailure, beta, default true */
+	bool recover;            /* RecoverVolumeExpansionFailure, GA, default true */
 	bool vac;                /* VolumeAttributesClass, GA, default true */
 	bool annotate_fs_resize; /* AnnotateFsResize, alpha, default false */
 };
-/* Fills g from --feature-gates; an unknown gate is an error naming the known ones. */
+/*
+ * Fills g from --feature-gates, checked against rsz_feature_gates and the generic gates
+ * (base/featuregate.h, upstream's rules: unknown, not a bool, or against a lock is an error).
+ */
+extern const struct feature_gate rsz_feature_gates[];
+extern const size_t rsz_feature_gates_len;
 int rsz_parse_gates(const struct flag_map *m, struct rsz_gates *g, char *err, size_t errlen);
 
 /* ---- which claims (decide.c) ---- */

@@ -27,10 +27,6 @@ void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
 		   "After a driver answers FailedPrecondition (it cannot expand a volume in use), retry only while no pod uses the claim; watches pods.");
 	flags_bool(fs, "extra-modify-metadata", &c->extra_modify_metadata, false,
 		   "Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to ControllerModifyVolume's mutable parameters.");
-	flags_map(fs, "leader-election-labels", &c->sc.le_labels,
-		  "Labels of the leader-election Lease, as key=value pairs.");
-	flags_bool(fs, "automaxprocs", &c->automaxprocs, false,
-		   "Accepted for compatibility with upstream (Go's GOMAXPROCS from the cgroup quota); no effect here.");
 }
 
 struct rsz_main {

@@ -45,8 +45,10 @@ void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 	flags_deprecate(fs, "metrics-address", "use --http-endpoint");
 	flags_string(fs, "metrics-path", &c->metrics_path, "/metrics",
 		     "HTTP path of the Prometheus metrics.");
-	flags_map(fs, "feature-gates", &c->feature_gates,
-		  "Feature gates as key=value pairs.");
+	flags_gates(fs, "feature-gates", &c->feature_gates,
+		  "Feature gates as key=value pairs (Go bools); unknown gates are refused, as upstream refuses them.");
+	flags_labels(fs, "leader-election-labels", &c->le_labels,
+		     "Labels put on the leader-election Lease while this replica leads, as key:value pairs separated by commas (key=value is accepted too).");
 }
 
 int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMessage *msg,

@@ -50,7 +50,7 @@ struct sidecar_config {
 	const char *metrics_path;    /* --metrics-path /metrics */
 	struct flag_map feature_gates;
 	int max_grpc_log_length;  /* set by a sidecar that has the flag; -1: no limit */
-	struct flag_map le_labels; /* --leader-election-labels, registered by a sidecar that has it */
+	struct flag_map le_labels; /* --leader-election-labels k:v,k2:v2 */
 };
 
 /* Registers the shared flags on fs. Sidecar-specific flags are registered by the sidecar. */

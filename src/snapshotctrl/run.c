@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "snapshots/snapshots.h"
 #include "base/timeutil.h"
 #include "kube/options.h"
 
@@ -28,7 +29,7 @@ void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
 		     "Address of the diagnostics HTTP server (metrics, /healthz/leader-election), e.g. :8080; empty disables it.");
 	flags_string(fs, "metrics-path", &c->sc.metrics_path, "/metrics",
 		     "HTTP path of the Prometheus metrics.");
-	flags_map(fs, "feature-gates", &c->sc.feature_gates,
+	flags_gates(fs, "feature-gates", &c->sc.feature_gates,
 		  "Feature gates as key=value pairs; CSIVolumeGroupSnapshot=true serves "
 		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1beta2).");
 	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
@@ -100,9 +101,10 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		.prevent_mode_conversion = cfg->prevent_mode_conversion,
 		.distributed = cfg->distributed,
 	};
-	const char *gate = flag_map_get(&cfg->sc.feature_gates, "CSIVolumeGroupSnapshot");
+	bool groups = feature_gate_enabled(&cfg->sc.feature_gates, snap_feature_gates,
+					   snap_feature_gates_len, SNAP_GATE_GROUPS);
 
-	o.groups = gate && !strcmp(gate, "true");
+	o.groups = groups;
 
 	if (crds_served(sc->kc, cfg->retry_crd_max_ns, err, errlen))
 		return -1;
@@ -156,7 +158,12 @@ int sctrl_run(const struct sctrl_config *cfg)
 		.render_metrics = render_metrics,
 		.ud = &m,
 	};
+	char err[512];
 
+	if (feature_gates_check(&cfg->sc.feature_gates, snap_feature_gates, snap_feature_gates_len, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		return 1;
+	}
 	if (cfg->worker_threads <= 0) {
 		KLOG_E("option -worker-threads must be greater than zero");
 		return 1;

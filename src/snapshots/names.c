@@ -232,3 +232,9 @@ bool snap_csi_final(int code)
 	/* Canceled, DeadlineExceeded, ResourceExhausted, Aborted, Unavailable: may still run. */
 	return code != 1 && code != 4 && code != 8 && code != 10 && code != 14;
 }
+
+const struct feature_gate snap_feature_gates[] = {
+	{ SNAP_GATE_GROUPS, false, FG_BETA, false },
+	{ "ReleaseLeaderElectionOnExit", false, FG_ALPHA, false },
+};
+const size_t snap_feature_gates_len = sizeof(snap_feature_gates) / sizeof(snap_feature_gates[0]);

@@ -38,8 +38,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/featuregate.h"
 #include "csi/msg.h"
 #include "kube/objects.h"
+
+/* ---- feature gates (names.c): external-snapshotter v8.6's own, for both binaries ---- */
+extern const struct feature_gate snap_feature_gates[];
+extern const size_t snap_feature_gates_len;
+#define SNAP_GATE_GROUPS "CSIVolumeGroupSnapshot" /* beta, default false */
 
 /* ---- names (upstream's, facts of the interface) ---- */
 #define SNAP_GROUP "snapshot.storage.k8s.io"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "snapshots/snapshots.h"
 #include "base/timeutil.h"
 #include "csi/msg.h"
 #include "kube/leader.h"
@@ -36,8 +37,6 @@ void snapper_register_flags(struct flagset *fs, struct snapper_config *c)
 		   "Add csi.storage.k8s.io/volumesnapshot/name, /namespace and volumesnapshotcontent/name to CreateSnapshot's parameters.");
 	flags_bool(fs, "node-deployment", &c->node_deployment, false,
 		   "Run beside a node's driver: take only contents labelled snapshot.storage.kubernetes.io/managed-by=$NODE_NAME.");
-	flags_bool(fs, "automaxprocs", &c->automaxprocs, false,
-		   "Accepted for compatibility; has no effect (kcsi sizes its threads itself).");
 	flags_int(fs, "max-grpc-log-length", &c->sc.max_grpc_log_length, -1,
 		  "Longest logged CSI request or response, in characters; -1 means no limit.");
 }
@@ -96,8 +95,9 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		.node = cfg->node_deployment ? getenv("NODE_NAME") : NULL,
 		.group_prefix = cfg->group_prefix, .group_uuid_length = cfg->group_uuid_length,
 	};
-	const char *gate = flag_map_get(&cfg->sc.feature_gates, "CSIVolumeGroupSnapshot");
-	if (gate && !strcmp(gate, "true")) {
+	bool groups = feature_gate_enabled(&cfg->sc.feature_gates, snap_feature_gates,
+					   snap_feature_gates_len, SNAP_GATE_GROUPS);
+	if (groups) {
 		o.groups = group_capable(sc, cfg->sc.timeout_ns);
 		if (!o.groups)
 			KLOG_W("CSI driver %s does not support group snapshot creation", sc->driver);
@@ -156,6 +156,12 @@ int snapper_run(const struct snapper_config *cfg)
 	};
 	const char *node = getenv("NODE_NAME");
 
+	char err[512];
+
+	if (feature_gates_check(&cfg->sc.feature_gates, snap_feature_gates, snap_feature_gates_len, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		return 1;
+	}
 	if (cfg->worker_threads <= 0) {
 		KLOG_E("option -worker-threads must be greater than zero");
 		return 1;

@@ -40,7 +40,6 @@ struct snapper_config {
 	int group_uuid_length;      /* --groupsnapshot-name-uuid-length -1 */
 	bool extra_create_metadata; /* --extra-create-metadata */
 	bool node_deployment;       /* --node-deployment: only contents labelled with $NODE_NAME */
-	bool automaxprocs;          /* --automaxprocs: accepted, no effect */
 };
 
 void snapper_register_flags(struct flagset *fs, struct snapper_config *c);

@@ -535,8 +535,8 @@ static int port_arg(char *arg)
 static int start_controller_sidecars(struct up *u, const char *sock)
 {
 	START_PROBED(u, "csi-provisioner", "csi-provisioner", "/metrics", "--csi-address", sock,
-		     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates",
-		     "Topology=true", "--extra-create-metadata");
+		     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
+		     "--extra-create-metadata"); /* Topology is on by default (upstream v5+) */
 	START_PROBED(u, "csi-attacher", "csi-attacher", "/metrics", "--csi-address", sock,
 		     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST);
 	if (!u->cfg->driver_cmd)
@@ -622,7 +622,6 @@ static int start_node_controller_sidecars(struct up *u, const char *node, const 
 	struct up_proc *p = port < 0 ? NULL
 				     : start_kcsi(u, name, "csi-provisioner", "--csi-address", sock,
 						  "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
-						  "--feature-gates", "Topology=true",
 						  "--extra-create-metadata", "--node-deployment",
 						  "--http-endpoint", arg, NULL);
 	u->node_env[0] = '\0';

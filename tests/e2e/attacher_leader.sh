@@ -13,7 +13,8 @@ emu_start
 lp_start node-1
 mk_node node-1
 mk_csinode node-1 $DRV node-1
-att_start a1 "$T/lp.sock" "${LE[@]}" --http-endpoint 127.0.0.1:0
+att_start a1 "$T/lp.sock" "${LE[@]}" --http-endpoint 127.0.0.1:0 \
+	--leader-election-labels team:storage,tier:controller
 PORT1=$(att_http_port a1)
 wait_for "a1 leads" 20 grep -q "became leader" "$T/a1.log"
 att_start a2 "$T/lp.sock" "${LE[@]}" --http-endpoint 127.0.0.1:0
@@ -28,6 +29,9 @@ check "leader_election_master_status is 0 on the standby" eq "$(master_status $P
 check "the metric names the lease" bash -c "curl -s http://127.0.0.1:$PORT1/metrics | grep -q 'leader_election_master_status{name=\"$LEASE\"} 1'"
 lease_holder() { kc get lease -n kube-system "$LEASE" -o json 2>/dev/null | jq -r '.spec.holderIdentity // ""'; }
 check "the Lease has upstream's name and a holder" test -n "$(lease_holder)"
+check "the Lease carries --leader-election-labels in upstream's k:v form" eq \
+	"$(kc get lease -n kube-system "$LEASE" -o json | jq -c '.metadata.labels')" '{"team":"storage","tier":"controller"}'
+
 for i in 1 2 3; do
 	V=$(lp_volume "vol-$i")
 	mk_pv "pv-$i" $DRV "$V"

@@ -28,7 +28,7 @@ for n in n1 n2; do
 	[ "$(jq -r '.status.conditions[]? | select(.type=="Ready") | .status' <<<"$j")" = True ] || fail "$n not Ready"
 	kc get lease -n kube-node-lease $n -o json | jq -e ".spec.holderIdentity==\"$n\" and .spec.leaseDurationSeconds==40" >/dev/null ||
 		fail "$n has no Lease in kube-node-lease"
-	[ -e "$T/nodes/$n/plugins/loop.kcsi.io/registration" ] || fail "$n registration probe file missing"
+	[ -e "$T/nodes/$n/plugins/loop.kcsi.io/registration" ] && fail "$n: the registrar wrote a probe file (upstream v2.9 stopped)"
 	owner=$(kc get csinode $n -o json | jq -r '.metadata.ownerReferences[0].kind + "/" + .metadata.ownerReferences[0].name')
 	[ "$owner" = "Node/$n" ] || fail "$n CSINode owner: $owner"
 done

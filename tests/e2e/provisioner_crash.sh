@@ -17,7 +17,7 @@ churn() {
 	local kills=0 end=$((SECONDS + 150))
 	while ! "$@"; do
 		[ $SECONDS -lt $end ] || { fail "churn did not converge: $*"; return 1; }
-		prov_start p "$T/td.sock" --feature-gates HonorPVReclaimPolicy=true --worker-threads 16 --kube-api-qps 1000 --kube-api-burst 1000
+		prov_start p "$T/td.sock" --worker-threads 16 --kube-api-qps 1000 --kube-api-burst 1000
 		sleep "$(awk -v r=$RANDOM 'BEGIN{printf "%.2f", 0.2 + (r % 100) / 100}')"
 		kill -KILL "${ATT_PIDS[p]}" 2>/dev/null; wait "${ATT_PIDS[p]}" 2>/dev/null; unset "ATT_PIDS[p]"
 		kills=$((kills + 1))
@@ -36,7 +36,7 @@ while read -r c; do
 done <"$T/claims" | jq -s '{apiVersion:"v1",kind:"List",items:.}' | kc create -f - >/dev/null
 
 churn all_pvs
-prov_start p "$T/td.sock" --feature-gates HonorPVReclaimPolicy=true
+prov_start p "$T/td.sock"
 sleep 2 # a last, undisturbed pass
 kc get pv -o json >"$T/pvs.json"
 kc get pvc -n default -o json >"$T/pvcs.json"

@@ -21,8 +21,8 @@ mk_sc fast '{"parameters":{"type":"thin","csi.storage.k8s.io/fstype":"ext4"},"mo
 mk_sc keep '{"reclaimPolicy":"Retain"}'
 mk_sc late '{"volumeBindingMode":"WaitForFirstConsumer","allowedTopologies":[{"matchLabelExpressions":[{"key":"'$ZK'","values":["zone-a"]}]}]}'
 
-prov_start p "$T/lp.sock" --http-endpoint 127.0.0.1:0 --feature-gates Topology=true,HonorPVReclaimPolicy=true \
-	--extra-create-metadata -v 5
+# No --feature-gates: as upstream v6.3, Topology is on and the PV finalizer is always added.
+prov_start p "$T/lp.sock" --http-endpoint 127.0.0.1:0 --extra-create-metadata -v 5
 PORT=$(att_http_port p)
 
 # 1. Immediate, Filesystem, RWO: the PV field by field.
@@ -36,7 +36,7 @@ check "claimRef names the claim and its UID" eq "$(f '.spec.claimRef | "\(.kind)
 check "claimRef carries the claim's resourceVersion" bash -c "[ -n '$(f .spec.claimRef.resourceVersion)' ]"
 check "provisioned-by annotation" eq "$(f '.metadata.annotations["pv.kubernetes.io/provisioned-by"]')" "$DRV"
 check "empty deletion-secret annotations" eq "$(f '.metadata.annotations | [.["volume.kubernetes.io/provisioner-deletion-secret-name"], .["volume.kubernetes.io/provisioner-deletion-secret-namespace"]] | join("|")')" "|"
-check "HonorPVReclaimPolicy finalizer" eq "$(f '.metadata.finalizers | join(",")')" external-provisioner.volume.kubernetes.io/finalizer
+check "the PV deletion-protection finalizer, without a gate" eq "$(f '.metadata.finalizers | join(",")')" external-provisioner.volume.kubernetes.io/finalizer
 check "capacity is the driver's, binary SI" eq "$(f .spec.capacity.storage)" 16Mi
 check "fsType from csi.storage.k8s.io/fstype" eq "$(f .spec.csi.fsType)" ext4
 check "mount options from the class" eq "$(f '.spec.mountOptions | join(",")')" noatime

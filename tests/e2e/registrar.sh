@@ -3,7 +3,8 @@
 # the kubelet's plugin watcher: the registration socket answers GetInfo, a stale socket is
 # replaced, /healthz reports the socket and the driver, a refused registration ends the registrar
 # with status 1 and the error, SIGTERM ends it within a second with status 0 while it waits for a
-# driver that never comes, and the probe mode reports the registration file.
+# driver that never comes. As upstream since v2.9: GetInfo writes no probe file (a read-only root
+# filesystem works) and the deprecated --mode=kubelet-registration-probe exits 0 at once.
 set -u
 . "$(dirname "$0")/lib_proc.sh" reg
 RC="$KCSI_TESTS/plugin-reg-client"
@@ -42,11 +43,12 @@ info=$("$RC" "$T/registry/loop.kcsi.io-reg.sock" info) || fail "GetInfo failed"
 [ "$(jq -r .name <<<"$info")" = loop.kcsi.io ] || fail "GetInfo name: $info"
 [ "$(jq -r .endpoint <<<"$info")" = "$T/plugin/csi.sock" ] || fail "GetInfo endpoint: $info"
 [ "$(jq -c .supported_versions <<<"$info")" = '["1.0.0"]' ] || fail "GetInfo versions: $info"
-[ -e "$T/plugin/registration" ] || fail "GetInfo did not create the registration probe file"
+[ -e "$T/plugin/registration" ] && fail "GetInfo wrote a registration probe file (upstream v2.9 stopped)"
 "$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe \
-	--kubelet-registration-path "$T/plugin/csi.sock" >/dev/null 2>&1 || fail "probe mode: not registered"
-"$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe \
-	--kubelet-registration-path "$T/elsewhere/csi.sock" >/dev/null 2>&1 && fail "probe mode: registered without a file"
+	--kubelet-registration-path "$T/plugin/csi.sock" >"$T/probe.log" 2>&1 || fail "probe mode: not exit 0"
+grep -q 'deprecated' "$T/probe.log" || fail "probe mode: no deprecation warning"
+"$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe >/dev/null 2>&1 ||
+	fail "probe mode: not exit 0 without --kubelet-registration-path"
 [ "$(stat -c %a "$T/registry/loop.kcsi.io-reg.sock")" = 600 ] || fail "socket mode is not 0600"
 
 code=$(curl -s -o "$T/hz" -w '%{http_code}' "http://127.0.0.1:$port/healthz")

@@ -88,6 +88,37 @@ static void test_all_forms(void)
 	flags_free(fs);
 }
 
+/* --leader-election-labels (csi-lib-utils' stringMap) and --feature-gates (MapStringBool). */
+static void test_labels_and_gates(void)
+{
+	struct flagset *fs = flags_new("p", "p [flags]");
+	struct flag_map labels, gates;
+	char err[256] = "";
+	char *ok[] = { "p", "--leader-election-labels=team:storage,tier:ctl",
+		       "--leader-election-labels", "zone=a", "--feature-gates=A=1,B= False ,C=t" };
+	char *bad_label[] = { "p", "--leader-election-labels=team" };
+	char *two_colons[] = { "p", "--leader-election-labels=a:b:c" };
+	char *empty_item[] = { "p", "--leader-election-labels=a:b," };
+	char *bad_gate[] = { "p", "--feature-gates=A=maybe" };
+
+	flags_labels(fs, "leader-election-labels", &labels, "Labels.");
+	flags_gates(fs, "feature-gates", &gates, "Gates.");
+	CHECK_INT(flags_parse(fs, 5, ok, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(labels.len, 3); /* a repeated flag adds to the map */
+	CHECK_STR(flag_map_get(&labels, "team"), "storage");
+	CHECK_STR(flag_map_get(&labels, "tier"), "ctl");
+	CHECK_STR(flag_map_get(&labels, "zone"), "a"); /* kcsi also takes k=v */
+	CHECK_STR(flag_map_get(&gates, "B"), " False ");
+	CHECK_INT(flags_parse(fs, 2, bad_label, NULL, err, sizeof(err)), FLAGS_ERROR);
+	CHECK(strstr(err, "malformed item in list of labels: team") != NULL);
+	CHECK_INT(flags_parse(fs, 2, two_colons, NULL, err, sizeof(err)), FLAGS_ERROR);
+	CHECK_INT(flags_parse(fs, 2, empty_item, NULL, err, sizeof(err)), FLAGS_ERROR);
+	CHECK_INT(flags_parse(fs, 2, bad_gate, NULL, err, sizeof(err)), FLAGS_ERROR);
+	CHECK(strstr(err, "invalid value of A=maybe, err: strconv.ParseBool") != NULL);
+	CHECK_STR(flag_map_get(&gates, "A"), "1"); /* a refused list changes nothing */
+	flags_free(fs);
+}
+
 static void test_bool_does_not_take_next_arg(void)
 {
 	struct opts o;
@@ -241,6 +272,7 @@ int main(void)
 {
 	RUN(test_defaults);
 	RUN(test_all_forms);
+	RUN(test_labels_and_gates);
 	RUN(test_bool_does_not_take_next_arg);
 	RUN(test_double_dash_ends_flags);
 	RUN(test_errors);

@@ -2,11 +2,13 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/log_flags.h"
+#include "base/strbuf.h"
 #include "check.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <regex.h>
+#include <sys/time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -139,6 +141,70 @@ static void test_klog_flags(void)
 	log_set_verbosity(0);
 }
 
+/* --logging-format=json: the exact line component-base's JSON logger (zap) writes. */
+static void test_json_line_shape(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	struct timeval tv = { 1764230400, 123456 };
+
+	log_json_line(&sb, &tv, 2, "/src/kcsi/src/attacher/run.c", 42,
+		      "Attached volume va=\"csi-1\" node=\"node-1\" count=3 ok=true");
+	CHECK_STR(sb.buf, "{\"ts\":1764230400123.456,\"caller\":\"attacher/run.c:42\","
+			  "\"msg\":\"Attached volume\",\"v\":2,\"va\":\"csi-1\",\"node\":\"node-1\","
+			  "\"count\":3,\"ok\":true}\n");
+	strbuf_setlen(&sb, 0);
+	/* An error (v < 0) has no "v"; whole milliseconds have no fraction; a message without pairs,
+	 * with quotes, a newline and a word=word inside quotes stays msg. */
+	tv = (struct timeval){ 1764230400, 120000 };
+	log_json_line(&sb, &tv, -1, "x.c", 7, "Failed \"a b=c\"\nnext");
+	CHECK_STR(sb.buf, "{\"ts\":1764230400120,\"caller\":\"x.c:7\",\"msg\":\"Failed \\\"a b=c\\\"\\nnext\"}\n");
+	strbuf_setlen(&sb, 0);
+	/* klog-quoted values are unquoted into JSON strings; bare words that are not numbers stay
+	 * strings; control bytes and invalid UTF-8 are escaped. */
+	tv = (struct timeval){ 1, 1000 };
+	log_json_line(&sb, &tv, 0, "a/b/c.c", 1, "Done path=\"/x\\\"y\\n\" mode=0644x bad=\"\xff\x01\"");
+	CHECK_STR(sb.buf, "{\"ts\":1001,\"caller\":\"b/c.c:1\",\"msg\":\"Done\",\"v\":0,"
+			  "\"path\":\"/x\\\"y\\n\",\"mode\":\"0644x\",\"bad\":\"\\ufffd\\u0001\"}\n");
+	strbuf_release(&sb);
+
+	/* Through the logger: KLOG_V's level lands in "v", and the format is switched back after. */
+	capture_start();
+	log_set_format(LOG_FORMAT_JSON);
+	log_set_verbosity(3);
+	KLOG_V(3, "Synced key=%s", "ns/a");
+	KLOG_E("Broken err=\"%s\"", "x");
+	log_set_format(LOG_FORMAT_TEXT);
+	log_set_verbosity(0);
+	char *out = capture_end();
+	CHECK(matches("^\\{\"ts\":[0-9]{13}(\\.[0-9]{1,3})?,\"caller\":\"unit/test_log\\.c:[0-9]+\",\"msg\":\"Synced\",\"v\":3,\"key\":\"ns/a\"\\}$", out));
+	CHECK(matches("\"msg\":\"Broken\",\"err\":\"x\"\\}$", out));
+	free(out);
+}
+
+/* --logging-format, --log-flush-frequency, the split and buffer flags and --automaxprocs. */
+static void test_component_base_flags(void)
+{
+	struct flagset *fs = flags_new("prog", "prog [flags]");
+	char err[256] = "";
+	char *ok[] = { "prog", "--logging-format=json", "--log-flush-frequency=1m30s",
+		       "--log-json-split-stream=false", "--log-json-info-buffer-size=2Ki",
+		       "--automaxprocs" };
+	char *xml[] = { "prog", "--logging-format=xml" };
+	char *size[] = { "prog", "--logging-format=text", "--log-text-info-buffer-size=lots" };
+
+	log_register_flags(fs);
+	CHECK_INT(flags_parse(fs, 6, ok, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), 0);
+	CHECK_INT(flags_parse(fs, 2, xml, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), -2);
+	CHECK(strstr(err, "Unsupported log format") != NULL);
+	CHECK_INT(flags_parse(fs, 3, size, NULL, err, sizeof(err)), FLAGS_OK);
+	CHECK_INT(log_apply_flags(err, sizeof(err)), -2);
+	CHECK(strstr(err, "not a quantity") != NULL);
+	flags_free(fs);
+	log_set_format(LOG_FORMAT_TEXT);
+}
+
 static void test_log_file(void)
 {
 	char path[] = "/tmp/kcsi-test-logfile-XXXXXX";
@@ -200,6 +266,8 @@ int main(void)
 	RUN(test_verbosity);
 	RUN(test_threads_do_not_interleave);
 	RUN(test_klog_flags);
+	RUN(test_json_line_shape);
+	RUN(test_component_base_flags);
 	RUN(test_log_file); /* last: it leaves the logger writing to a file */
 	return CHECK_DONE();
 }

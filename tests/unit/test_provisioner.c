@@ -437,13 +437,30 @@ static void test_pv_json(void)
 
 static void test_gates_and_metrics(void)
 {
-	struct flag_kv items[] = { { "Topology", "true" }, { "HonorPVReclaimPolicy", "false" } };
-	struct flag_map m = { items, 2 };
+	struct flag_map none = { NULL, 0 };
 	struct prov_gates g;
 	char err[256];
 
+	/* v6.3's defaults: Topology is GA and on, the PV finalizer is always added. */
+	CHECK_INT(prov_parse_gates(&none, &g, err, sizeof(err)), 0);
+	CHECK(g.topology && g.honor_pv_reclaim_policy && !g.cross_namespace_source);
+	/* Upstream's gate list, generic apiserver gates and AllAlpha included, is accepted. */
+	struct flag_kv items[] = { { "Topology", "false" }, { "VolumeAttributesClass", "true" },
+				   { "ReleaseLeaderElectionOnExit", "1" }, { "AllAlpha", "true" },
+				   { "WatchList", "false" } };
+	struct flag_map m = { items, 5 };
 	CHECK_INT(prov_parse_gates(&m, &g, err, sizeof(err)), 0);
-	CHECK(g.topology && !g.honor_pv_reclaim_policy);
+	CHECK(!g.topology && g.cross_namespace_source); /* AllAlpha switches the alpha gate on */
+	/* Removed in v6.2: refused as upstream's binary refuses it. */
+	struct flag_kv gone[] = { { "HonorPVReclaimPolicy", "true" } };
+	struct flag_map mg = { gone, 1 };
+	CHECK_INT(prov_parse_gates(&mg, &g, err, sizeof(err)), -1);
+	CHECK(strstr(err, "unrecognized feature gate: HonorPVReclaimPolicy") != NULL);
+	/* A gate locked to its default refuses the other value. */
+	struct flag_kv locked[] = { { "APIServerTracing", "false" } };
+	struct flag_map ml = { locked, 1 };
+	CHECK_INT(prov_parse_gates(&ml, &g, err, sizeof(err)), -1);
+	CHECK(strstr(err, "cannot set feature gate APIServerTracing to false, feature is locked to true") != NULL);
 	struct flag_kv bad[] = { { "NoSuchGate", "true" } };
 	struct flag_map mb = { bad, 1 };
 	CHECK_INT(prov_parse_gates(&mb, &g, err, sizeof(err)), -1);
