@@ -232,9 +232,11 @@ setup_host() { # api-port
 	mkdir -p "$KUBELET_ROOT" && note "rmdir $KUBELET_ROOT"
 	if [ ! -e "$POOL" ]; then note "pool $POOL"; fi
 	# containerd 1.6 keeps its shims' sockets and the CRI's fifos in /run/containerd whatever its
-	# state dir; CNI's network namespaces go to /var/run/netns
+	# state dir; CNI's network namespaces go to /var/run/netns; the kubelet links every
+	# container's log from /var/log/containers (wherever podLogsDir is)
 	local d
-	for d in /run/containerd /var/run/netns; do
+	note "links /var/log/containers"
+	for d in /run/containerd /var/run/netns /var/log/containers; do
 		[ -e "$d" ] || note "rmdir $(realpath -m "$d")"
 	done
 	local h
@@ -281,6 +283,9 @@ undo_host() { # -> 0 if everything was undone
 			losetup -a 2>/dev/null | grep -F "($a/" | cut -d: -f1 | while read -r l; do losetup -d "$l" || true; done
 			mounts_under "$a" | while read -r m; do umount -l "$m" || true; done
 			rm -rf "$a"
+			;;
+		links) # the kubelet's links to our containers' logs
+			find "$a" -maxdepth 1 -type l -lname "$D/*" -delete 2>/dev/null || true
 			;;
 		rmdir)
 			mounts_under "$a" | while read -r m; do umount -l "$m" || true; done

@@ -276,6 +276,11 @@ none volumeattachments && none persistentvolumes && echo "  no VolumeAttachment,
 step "kubectl delete -k, node and control plane stop"
 K delete -k "$T/kz" --timeout=120s >/dev/null 2>&1 || fail "delete -k"
 bash "$KCSI_SRC/scripts/realnode.sh" stop "$NDIR" || fail "realnode stop left something behind"
+[ ! -e /var/lib/kubelet ] || fail "/var/lib/kubelet is left"
+! ip link show kcsi-rn0 >/dev/null 2>&1 || fail "the bridge kcsi-rn0 is left"
+! iptables -t nat -S PREROUTING 2>/dev/null | grep -q kcsi-realnode || fail "the DNAT rule is left"
+[ -z "$(find /var/log/containers -maxdepth 1 -lname "$NDIR/*" 2>/dev/null)" ] || fail "log links into $NDIR are left"
+! pgrep -f "containerd-shim.*$NDIR/" >/dev/null || fail "containerd shims are left"
 NDIR=""
 realcp_stop
 echo "realnode: $((SECONDS - T0)) s in all; refused: ${#REFUSED[@]}"
