@@ -5,6 +5,8 @@
 # /usr/local/go; Debian's golang is too old for them, so this script only checks that it is there.
 # kubectl: any >= 1.30 on PATH; otherwise the demo and the tests take v1.36.1 from the peers
 # (scripts/peers.sh kubectl). Debian's kubernetes-client (1.20) lacks `kubectl wait --for=jsonpath`.
+# busybox-static is the busybox image's content (scripts/images.sh); containerd (with its CRI
+# plugin), runc and containernetworking-plugins are the real node's runtime (scripts/realnode.sh).
 set -euo pipefail
 
 packages=(
@@ -16,6 +18,8 @@ packages=(
   curl jq procps python3 iproute2 iptables
   clang libclang-rt-14-dev
   buildah umoci
+  busybox-static
+  containerd runc containernetworking-plugins
 )
 
 missing=()

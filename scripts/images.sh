@@ -6,6 +6,11 @@
 # an API server, and for kcsi-loopplugin the tools it runs with their libraries. The version is
 # the one the binary prints with --version (git describe at configure time).
 #
+# Two images are not components but what a real node needs besides them, built the same way so
+# that nothing is pulled: `pause` (images/pause/pause.c, static: the CRI sandbox's process) and
+# `busybox` (Debian's busybox-static with a link per applet in /bin: a small workload image,
+# tagged with BusyBox's own version).
+#
 #   scripts/images.sh BINDIR OUTDIR [COMPONENT...]     (default: every component)
 set -euo pipefail
 
@@ -14,7 +19,7 @@ bin=${1:?usage: images.sh BINDIR OUTDIR [COMPONENT...]}
 out=${2:?usage: images.sh BINDIR OUTDIR [COMPONENT...]}
 shift 2
 all=(csi-attacher csi-provisioner csi-resizer csi-snapshotter snapshot-controller livenessprobe
-     csi-node-driver-registrar kcsi-controller-manager kcsi-loopplugin kcsi)
+     csi-node-driver-registrar kcsi-controller-manager kcsi-loopplugin kcsi pause busybox)
 components=("$@")
 [ ${#components[@]} -gt 0 ] || components=("${all[@]}")
 
@@ -61,8 +66,36 @@ put_libs() { # ROOT ELF
 	done
 }
 
+# Debian's busybox-static: one static file that is every applet.
+busybox=/bin/busybox
+
+# version_of COMPONENT: the version its image is tagged with.
+version_of() {
+	if [ "$1" = busybox ]; then
+		# sed reads it all: head would end busybox with SIGPIPE, a failure under pipefail
+		"$busybox" 2>&1 | sed -n '1s/^BusyBox \(v[^ ]*\).*/\1/p'
+	else
+		"$bin/$1" --version | awk '{print $2}'
+	fi
+}
+
+stage_busybox() { # ROOT
+	local a
+	[ -x "$busybox" ] && ! ldd "$busybox" >/dev/null 2>&1 ||
+		{ echo "images: $busybox is not a static busybox (install busybox-static)" >&2; exit 1; }
+	mkdir -p "$1/bin" "$1/tmp" && chmod 1777 "$1/tmp"
+	cp "$busybox" "$1/bin/busybox"
+	for a in $("$busybox" --list); do
+		[ "$a" = busybox ] || ln -s busybox "$1/bin/$a"
+	done
+}
+
 stage() { # COMPONENT ROOT
 	local c=$1 root=$2 t p
+	if [ "$c" = busybox ]; then
+		stage_busybox "$root"
+		return
+	fi
 	[ -x "$bin/$c" ] || { echo "images: $bin/$c not built" >&2; exit 1; }
 	mkdir -p "$root/tmp" && chmod 1777 "$root/tmp"
 	strip --strip-unneeded -o "$root/$c" "$bin/$c"
@@ -87,7 +120,7 @@ for c in "${components[@]}"; do
 	rm -rf "$ctx"
 	mkdir -p "$ctx/rootfs"
 	stage "$c" "$ctx/rootfs"
-	version=$("$bin/$c" --version | awk '{print $2}')
+	version=$(version_of "$c")
 	tag="kcsi/$c:$version"
 	"${bh[@]}" bud --quiet --isolation chroot --layers=false --timestamp 0 \
 		--build-arg "VERSION=$version" --build-arg "REVISION=$revision" \

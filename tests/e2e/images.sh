@@ -52,6 +52,7 @@ unpack() {
 for c in "${COMPONENTS[@]}"; do
 	tag=$(unpack "$c")
 	b="$D/bundle/$c"
+	[ "$c" != busybox ] || continue # a workload image, checked below
 	version=$("$BIN/$c" --version | awk '{print $2}')
 	[ "$tag" = "kcsi/$c:$version" ] || fail "$c: tag $tag, want kcsi/$c:$version"
 	label=$(jq -r '.annotations["org.opencontainers.image.version"]' "$b/config.json")
@@ -62,6 +63,39 @@ for c in "${COMPONENTS[@]}"; do
 	[ ! -e "$b/rootfs/bin/sh" ] || fail "$c: the image carries a shell"
 	ok "$c $version: $(du -sh "$b/rootfs" | cut -f1) unpacked, runs from its own root"
 done
+
+echo "== the workload and sandbox images a real node runs"
+b="$D/bundle/busybox/rootfs"
+bbv=$(/bin/busybox 2>&1 | sed -n '1s/^BusyBox \(v[^ ]*\).*/\1/p')
+[ "$(jq -r '.annotations["org.opencontainers.image.version"]' "$D/bundle/busybox/config.json")" = "$bbv" ] ||
+	fail "busybox: version label is not BusyBox's $bbv"
+[ "$(find "$b" -type f | wc -l)" = 1 ] || fail "busybox: the image holds more than /bin/busybox"
+out=$(chroot "$b" /bin/sh -c 'echo hi >/tmp/f && cat /tmp/f && ls /bin/mount /bin/df >/tmp/l && echo ok' 2>&1) || true
+[ "$out" = "$(printf 'hi\nok')" ] || fail "busybox: sh, cat, mount, df in the image: $out"
+ok "busybox $bbv: sh and its applets run from the image's own root"
+b="$D/bundle/pause/rootfs"
+[ "$(find "$b" -type f)" = "$b/pause" ] || fail "pause: the image holds more than /pause: $(find "$b" -type f)"
+file "$b/pause" | grep -q "statically linked" || fail "pause: not static: $(file "$b/pause")"
+[ "$(jq -r '.process.user.uid' "$D/bundle/pause/config.json")" = 65535 ] || fail "pause runs as root"
+# PID 1 of its own PID namespace: a child re-parented to it is reaped, SIGTERM ends it with 0
+unshare --pid --fork --mount-proc=/proc chroot "$b" /pause >"$D/pause.log" 2>&1 &
+PPID1=$!
+sleep 0.3
+pp=$(pgrep -P "$PPID1" -x pause || true)
+[ -n "$pp" ] || fail "pause did not start: $(cat "$D/pause.log")"
+if [ -n "$pp" ]; then
+	nsenter -t "$pp" -p sh -c 'sleep 0.1 & exit 0' # the orphan goes to pause
+	sleep 0.5
+	zombies=$(ps -e -o stat=,ppid= | awk -v p="$pp" '$2 == p && $1 ~ /^Z/' | wc -l)
+	[ "$zombies" = 0 ] || fail "pause left $zombies zombie(s)"
+	kill -TERM "$pp"
+fi
+rc=0
+timeout 2 tail --pid="$PPID1" -f /dev/null || fail "pause ignored SIGTERM"
+wait "$PPID1" || rc=$?
+[ "$rc" = 0 ] || fail "pause exited $rc on SIGTERM"
+grep -q . "$D/pause.log" && fail "pause printed as PID 1: $(cat "$D/pause.log")"
+ok "pause: one static file, reaps an orphan, exits 0 on SIGTERM"
 
 uid_of() { jq -r '.process.user.uid' "$D/bundle/$1/config.json"; }
 [ "$(uid_of snapshot-controller)" = 65532 ] || fail "snapshot-controller runs as root"
