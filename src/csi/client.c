@@ -386,6 +386,12 @@ static int start_session(struct csi_conn *c, int fd, char *err, size_t errlen)
 		return -1;
 	}
 	nghttp2_option_set_max_send_header_block_length(opt, CSI_WIRE_MAX_HEADER_LIST);
+	/*
+	 * grpc-go sends grpc-message with a status message's leading and trailing spaces as they
+	 * are; nghttp2 would reset such a stream (RFC 9113 8.2.1) and the call would end INTERNAL
+	 * instead of with the driver's code (e2e.grpc_interop_go, status).
+	 */
+	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);
 	int rv = nghttp2_session_client_new2(&c->sess, cb, c, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
