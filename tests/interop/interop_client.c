@@ -1150,7 +1150,9 @@ static int case_window(struct csi_conn *main_conn, struct result *r)
 /*
  * 20 calls at once, each cancelled by its 300 ms deadline while the peer's handler waits 5 s:
  * every one ends DEADLINE_EXCEEDED at the client, and grpc-go's server sees every one cancelled
- * (RST_STREAM from kcsi), none answered; the connection serves the next call.
+ * (by kcsi's RST_STREAM or, a moment later, by its own timer for the grpc-timeout, which then
+ * resets the stream with CANCEL), none answered; the connection serves the next call. A reset
+ * that beat kcsi's own timer once ended such a call CANCELLED (under ASan, 4 runs in 6).
  */
 static int case_cancel(struct csi_conn *c, struct result *r)
 {
@@ -1162,15 +1164,17 @@ static int case_cancel(struct csi_conn *c, struct result *r)
 		EXPECT(k[i].code == 4, "call %d with a 300 ms deadline: %s, want DEADLINE_EXCEEDED", i,
 		       k[i].why);
 	EXPECT(took < 1500, "20 calls with 300 ms deadlines took %lld ms", (long long)took);
-	int cancelled = 0, answered = 0;
+	int cancelled = 0, answered = 0, by_rst = 0;
 	for (int tries = 0; tries < 50 && cancelled < N; tries++) {
-		cancelled = answered = 0;
+		cancelled = answered = by_rst = 0;
 		for (int i = 0; i < N; i++) {
 			char key[64], line[4096];
 			snprintf(key, sizeof(key), "\"key\":\"cancel-%d\",", i);
 			cancelled += record_find(line, sizeof(line), key, "\"event\":\"cancelled\"",
 						 NULL);
 			answered += record_find(line, sizeof(line), key, "\"event\":\"ok\"", NULL);
+			by_rst += record_find(line, sizeof(line), key, "\"why\":\"context canceled\"",
+					      NULL);
 		}
 		if (cancelled < N)
 			sleep_ns(50 * MS);
@@ -1181,7 +1185,8 @@ static int case_cancel(struct csi_conn *c, struct result *r)
 	EXPECT(answered == 0, "grpc-go's server answered %d calls after their deadline", answered);
 	EXPECT(code == 0, "the call after the cancelled ones: %s", st_str(&st));
 	snprintf(r->note, sizeof(r->note), "20 calls ended DEADLINE_EXCEEDED in %lld ms; the peer "
-		 "saw all 20 cancelled, answered none", (long long)took);
+		 "saw all 20 cancelled (%d by kcsi's RST_STREAM, %d by its own grpc-timeout timer), "
+		 "answered none", (long long)took, by_rst, N - by_rst);
 	return PASS;
 }
 
