@@ -19,7 +19,9 @@
  *     a gRPC channel reconnects by itself.
  *   - A call whose deadline passes is answered DEADLINE_EXCEEDED at once and its stream reset
  *     (CANCEL); the call record then belongs to the session until nghttp2 closes the stream, so
- *     nghttp2 never reads a request or writes a response into freed memory.
+ *     nghttp2 never reads a request or writes a response into freed memory. A driver that
+ *     resets the stream (CANCEL) once the deadline has passed, as grpc-go's server does when
+ *     the grpc-timeout runs out, ends the call DEADLINE_EXCEEDED too, whichever comes first.
  *   - "Connected" means the HTTP/2 handshake finished: the driver's SETTINGS frame arrived, as a
  *     gRPC channel is READY only then. A socket that accepts but never speaks HTTP/2 is not.
  *   - Optional keepalive (opts.keepalive_ns): a PING after that long without a frame from the
@@ -71,6 +73,7 @@ struct call {
 	char message[1024];
 	bool done;                /* the outcome is final; the caller may read and free */
 	bool abandoned;           /* the caller left (deadline); the session frees it */
+	int64_t deadline;         /* monotonic ns; 0: none */
 	sem_t finished;           /* posted once, after done, with the mutex released */
 };
 
@@ -316,6 +319,14 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t error, void *ud)
 		return 0;
 	if (k->local_error) {
 		/* keep the error decided here */
+	} else if (error == NGHTTP2_CANCEL && k->deadline && mono_now_ns() >= k->deadline) {
+		/*
+		 * A grpc-go server resets the stream with CANCEL when the grpc-timeout it was sent
+		 * runs out; that reset can arrive before this side's wait for the same deadline ends.
+		 * The deadline ended the call, so it is DEADLINE_EXCEEDED, as grpc-go's client says.
+		 */
+		k->code = CSI_CODE_DEADLINE_EXCEEDED;
+		snprintf(k->message, sizeof(k->message), "context deadline exceeded");
 	} else if (error != NGHTTP2_NO_ERROR) {
 		k->code = csi_wire_code_from_rst(error);
 		snprintf(k->message, sizeof(k->message), "stream reset by the driver: %s",
@@ -386,6 +397,12 @@ static int start_session(struct csi_conn *c, int fd, char *err, size_t errlen)
 		return -1;
 	}
 	nghttp2_option_set_max_send_header_block_length(opt, CSI_WIRE_MAX_HEADER_LIST);
+	/*
+	 * grpc-go sends grpc-message with a status message's leading and trailing spaces as they
+	 * are; nghttp2 would reset such a stream (RFC 9113 8.2.1) and the call would end INTERNAL
+	 * instead of with the driver's code (e2e.grpc_interop_go, status).
+	 */
+	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);
 	int rv = nghttp2_session_client_new2(&c->sess, cb, c, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
@@ -763,6 +780,7 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	if (len)
 		memcpy(k->req + 5, data, len);
 	k->max_recv = (size_t)c->opts.max_recv_bytes;
+	k->deadline = deadline;
 	csi_wire_msg_init(&k->resp, k->max_recv);
 	sem_init(&k->finished, 0, 0);
 

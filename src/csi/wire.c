@@ -72,7 +72,10 @@ void csi_wire_message_encode(const char *msg, struct strbuf *out)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-		if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+		/* A header value must not begin or end with a space (RFC 9113 8.2.1): nghttp2 resets
+		 * the stream of one that does, so an edge space goes as %20. */
+		bool edge_space = *p == ' ' && ((const char *)p == msg || !p[1]);
+		if (*p >= 0x20 && *p <= 0x7e && *p != '%' && !edge_space) {
 			strbuf_addch(out, (char)*p);
 		} else {
 			strbuf_addch(out, '%');

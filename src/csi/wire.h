@@ -58,7 +58,10 @@ int64_t csi_wire_timeout_parse(const char *v, size_t len);
 void csi_wire_timeout_format(int64_t ns, char *out);
 
 /* ---- grpc-message ---- */
-/* Appends msg percent-encoded: bytes outside 0x20..0x7e, and '%', become %XX. */
+/*
+ * Appends msg percent-encoded: bytes outside 0x20..0x7e, '%', and a space at either end (which
+ * RFC 9113 forbids at the edges of a header value) become %XX.
+ */
 void csi_wire_message_encode(const char *msg, struct strbuf *out);
 /*
  * Decodes a grpc-message value into out (always NUL-terminated, truncated to outlen - 1).

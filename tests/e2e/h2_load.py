@@ -6,7 +6,11 @@ e2e.csi_server_bounds. Modes:
   cancel one connection sends N requests and resets each (RST_STREAM CANCEL) right after;
   expire one connection sends N requests with a 50 ms grpc-timeout and stays open PER seconds,
          reading, so they expire in the queue and the server answers DEADLINE_EXCEEDED on
-         streams that are still open; prints the bytes of answers it read.
+         streams that are still open; prints the bytes of answers it read;
+  bigmeta one connection sends a Probe whose header block carries N bytes of metadata (HEADERS
+         and CONTINUATION), then a GetPluginInfo on stream 3, and reads for up to PER seconds;
+         prints "reset=<RST_STREAM error code of stream 1, or none> answered=<yes|no>" (a DATA
+         frame on stream 3) "open=<yes|no>" (the connection was not closed or sent GOAWAY).
 Frames come from tests/fuzz/gen_csi_wire_seeds.py (the fuzzer's seed writer)."""
 import os
 import socket
@@ -14,8 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
-from gen_csi_wire_seeds import (DATA, END_STREAM, EMPTY_SETTINGS, RST_STREAM, frame,  # noqa: E402
-                                grpc_msg, request_headers)
+from gen_csi_wire_seeds import (DATA, END_STREAM, EMPTY_SETTINGS, GOAWAY, RST_STREAM,  # noqa: E402
+                                frame, grpc_msg, header_frames, hpack, request_headers)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -76,6 +80,44 @@ def main():
             got += chunk
         s.close()
         print(len(got))
+    elif mode == "bigmeta":
+        big = hpack([(":method", "POST"), (":scheme", "http"),
+                     (":path", "/csi.v1.Identity/Probe"), (":authority", "localhost"),
+                     ("content-type", "application/grpc"), ("te", "trailers"), ("x-big", "a" * n)])
+        s = connect(path)
+        s.sendall(PREFACE + EMPTY_SETTINGS + header_frames(1, big) +
+                  frame(DATA, END_STREAM, 1, grpc_msg()) +
+                  request_headers("/csi.v1.Identity/GetPluginInfo", 3) +
+                  frame(DATA, END_STREAM, 3, grpc_msg()))
+        buf, reset, answered, is_open = b"", "none", False, True
+        end = time.time() + per
+        s.settimeout(0.2)
+        while time.time() < end and not (answered and reset != "none"):
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                is_open = False
+                break
+            buf += chunk
+            while len(buf) >= 9:
+                length = int.from_bytes(buf[:3], "big")
+                if len(buf) < 9 + length:
+                    break
+                ftype, sid = buf[3], int.from_bytes(buf[5:9], "big") & 0x7fffffff
+                payload, buf = buf[9:9 + length], buf[9 + length:]
+                if ftype == RST_STREAM and sid == 1:
+                    reset = str(int.from_bytes(payload[:4], "big"))
+                elif ftype == DATA and sid == 3 and length > 0:
+                    answered = True
+                elif ftype == GOAWAY:
+                    is_open = False
+        s.close()
+        print(f"reset={reset} answered={'yes' if answered else 'no'} "
+              f"open={'yes' if is_open else 'no'}")
     else:
         sys.exit("unknown mode " + mode)
 

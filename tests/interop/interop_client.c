@@ -1,21 +1,24 @@
 /*
  * interop_client: kcsi's CSI client (src/csi/client.h) against a gRPC server kcsi did not write,
- * the @grpc/grpc-js peer of tests/interop/csi_peer.js. tests/e2e/grpc_interop_js.sh runs it;
- * docs/development.md ("Interoperability with grpc-js") lists what it checks.
+ * the grpc-go peer of tests/peers/csipeer (google.golang.org/grpc, the gRPC of the kubelet and
+ * of every upstream sidecar). tests/e2e/grpc_interop_go.sh runs it; docs/development.md
+ * ("Interoperability with grpc-go") lists what it checks.
  *
- *   interop_client --node PATH --peer tests/interop/csi_peer.js --dir DIR [-v N] [CASE ...]
+ *   interop_client --peer build-peers/bin/csipeer --dir DIR [-v N] [CASE ...]
  *
- * This program starts the peer itself (`node csi_peer.js server` on DIR/peer.sock, log in
- * DIR/peer.log) so that the peer's programme (PEER_PROGRAM below) and the expectations live in
- * one file, and so that it can kill and restart the peer for the connection-loss case. The peer
- * writes every call it sees to DIR/peer.rec (one JSON line each); the deadline case reads it to
- * check the server got the grpc-timeout and saw the cancellation.
+ * This program starts the peer itself (`csipeer server` on DIR/peer.sock, log in DIR/peer.log)
+ * so that the peer's programme (PEER_PROGRAM below) and the expectations live in one file, and
+ * so that it can kill and restart the peer for the connection-loss case. Some cases start a
+ * second peer with other grpc-go server options (DIR/<name>.sock: keepalive policy, server
+ * pings, 64 KiB windows, a stream limit) and stop it when they end. Every peer writes each call
+ * it sees to DIR/peer.rec (one JSON line each, with the number of its calls in flight at the
+ * start); the cases read it to check what the server saw: the grpc-timeout, cancellations,
+ * how many streams were open at once.
  *
  * Per-call behaviour goes in the request: CreateVolume's parameters "interop.delay_ms",
  * "interop.code", "interop.message", "interop.details", "interop.reply_bytes" (see
- * csi_peer.js). Each case prints one line: "ok", or "FAIL" with the reason; the last line is
- * "N passed, M failed"; the exit status is 1 when any failed.
-
+ * tests/peers/csipeer/server.go). Each case prints one line: "ok", or "FAIL" with the reason;
+ * the last line is "N passed, M failed"; the exit status is 1 when any failed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,19 +47,19 @@
 #define MS (1000 * 1000LL)
 #define INT64_MAX_STR "9223372036854775807"
 
-/* What the peer answers, per method (csi_peer.js --program); the checks below expect it. */
-#define PLUGIN_NAME "interop.grpc-js.kcsi.dev"
+/* What the peer answers, per method (csipeer --program, protojson); the checks below expect it. */
+#define PLUGIN_NAME "interop.grpc-go.kcsi.dev"
 #define PLUGIN_VERSION "v1.14.7-\xc3\xbc" /* ü */
 #define MANIFEST_KEY "\xc3\xbcn\xc3\xaf" "code" /* ünïcode */
 #define MANIFEST_VALUE "v\xc3\xa4lue \xe6\x97\xa5\xe6\x9c\xac" /* välue 日本 */
 static const char PEER_PROGRAM[] =
 	"{\"GetPluginInfo\": {\"reply\": {\"name\": \"" PLUGIN_NAME "\", "
 	"\"vendor_version\": \"" PLUGIN_VERSION "\", \"manifest\": {\"" MANIFEST_KEY "\": \""
-	MANIFEST_VALUE "\", \"empty\": \"\", \"peer\": \"@grpc/grpc-js\"}}},"
+	MANIFEST_VALUE "\", \"empty\": \"\", \"peer\": \"grpc-go\"}}},"
 	/* Not ready twice, then ready: csi_wait_ready() must retry. */
-	" \"Probe\": [{\"reply\": {\"ready\": {\"value\": false}}},"
-	" {\"reply\": {\"ready\": {\"value\": false}}},"
-	" {\"reply\": {\"ready\": {\"value\": true}}}],"
+	" \"Probe\": [{\"reply\": {\"ready\": false}},"
+	" {\"reply\": {\"ready\": false}},"
+	" {\"reply\": {\"ready\": true}}],"
 	" \"GetPluginCapabilities\": {\"reply\": {\"capabilities\": ["
 	"{\"service\": {\"type\": \"CONTROLLER_SERVICE\"}},"
 	" {\"volume_expansion\": {\"type\": \"OFFLINE\"}}]}},"
@@ -65,8 +68,8 @@ static const char PEER_PROGRAM[] =
 	" {\"rpc\": {\"type\": \"MODIFY_VOLUME\"}}]}},"
 	/* A wrapper set to zero is present: minimum_volume_size must arrive non-NULL. */
 	" \"GetCapacity\": {\"reply\": {\"available_capacity\": \"" INT64_MAX_STR "\","
-	" \"maximum_volume_size\": {\"value\": \"10737418240\"},"
-	" \"minimum_volume_size\": {\"value\": \"0\"}}}}";
+	" \"maximum_volume_size\": \"10737418240\","
+	" \"minimum_volume_size\": \"0\"}}}";
 
 /* Status codes 1..16, each with a message that gRPC must carry intact (percent-encoded). */
 static const struct {
@@ -103,23 +106,29 @@ static const struct {
 	{ 16, "unauthenticated \xc3\x9f\xc3\xa9\xc3\xa0", 16 },
 };
 
-/* ---- the peer process ---- */
+/* ---- the peer processes ---- */
 
-static const char *node_bin, *peer_js, *dir;
+static const char *peer_bin, *dir;
 static char endpoint[256], record_path[256];
-static pid_t peer_pid = -1;
+static pid_t peer_pid = -1; /* the main peer, DIR/peer.sock */
 
-static char *path_in_dir(const char *name)
+/*
+ * The main peer's grpc-go options: its keepalive policy allows kcsi's 1 s pings (the keepalive
+ * case); grpc-go's default policy (5 min, none without calls) is the keepalive_policy case's.
+ */
+static const char *const MAIN_PEER_FLAGS[] = { "--keepalive-min-time", "500ms",
+					       "--keepalive-permit-without-stream", NULL };
+
+static char *path_in_dir(const char *name, const char *ext)
 {
-	char *p = xmalloc(strlen(dir) + strlen(name) + 2);
-	sprintf(p, "%s/%s", dir, name);
+	char *p = xmalloc(strlen(dir) + strlen(name) + strlen(ext) + 3);
+	sprintf(p, "%s/%s.%s", dir, name, ext);
 	return p;
 }
 
-/* The pid in DIR/peer.pid (written once the peer listens), or -1. */
-static pid_t peer_pidfile(void)
+/* The pid in a pid file (written once the peer listens), or -1. */
+static pid_t read_pidfile(const char *p)
 {
-	char *p = path_in_dir("peer.pid");
 	FILE *f = fopen(p, "r");
 	long pid = -1;
 	if (f) {
@@ -127,14 +136,27 @@ static pid_t peer_pidfile(void)
 			pid = -1;
 		fclose(f);
 	}
-	free(p);
 	return (pid_t)pid;
 }
 
-/* Starts the peer and waits until it listens. 0, or -1 with a reason in why. */
-static int peer_start(char *why, size_t len)
+/*
+ * Starts `csipeer server` on DIR/<name>.sock with the extra flags (NULL-terminated) and waits
+ * until it listens. Returns its pid, or -1 with a reason in why.
+ */
+static pid_t peer_spawn(const char *name, const char *const *extra, char *why, size_t len)
 {
-	char *log = path_in_dir("peer.log"), *pidfile = path_in_dir("peer.pid");
+	char *log = path_in_dir(name, "log"), *pidfile = path_in_dir(name, "pid");
+	char *sock = path_in_dir(name, "sock");
+	char ep[300];
+	snprintf(ep, sizeof(ep), "unix://%s", sock);
+	free(sock);
+	unlink(pidfile);
+	const char *argv[32] = { peer_bin, "server", "--listen", ep, "--program", PEER_PROGRAM,
+				 "--record", record_path, "--pidfile", pidfile };
+	size_t n = 10;
+	for (; extra && *extra && n < 31; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
 	pid_t pid = fork();
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive this program */
@@ -143,39 +165,57 @@ static int peer_start(char *why, size_t len)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execl(node_bin, node_bin, peer_js, "server", "--listen", endpoint, "--program",
-		      PEER_PROGRAM, "--record", record_path, "--pidfile", pidfile, (char *)NULL);
-		fprintf(stderr, "interop_client: cannot run %s: %s\n", node_bin, strerror(errno));
+		execv(peer_bin, (char *const *)argv);
+		fprintf(stderr, "interop_client: cannot run %s: %s\n", peer_bin, strerror(errno));
 		_exit(127);
 	}
 	free(log);
-	free(pidfile);
 	if (pid < 0) {
+		free(pidfile);
 		snprintf(why, len, "fork: %s", strerror(errno));
 		return -1;
 	}
-	peer_pid = pid;
 	for (int i = 0; i < 300; i++) {
-		if (peer_pidfile() == pid)
-			return 0;
+		if (read_pidfile(pidfile) == pid) {
+			free(pidfile);
+			return pid;
+		}
 		if (waitpid(pid, NULL, WNOHANG) == pid) {
-			peer_pid = -1;
-			snprintf(why, len, "the grpc-js peer exited at start (see %s/peer.log)", dir);
+			free(pidfile);
+			snprintf(why, len, "the grpc-go peer %s exited at start (see %s/%s.log)", name, dir,
+				 name);
 			return -1;
 		}
 		sleep_ns(50 * MS);
 	}
-	snprintf(why, len, "the grpc-js peer did not listen within 15 s (see %s/peer.log)", dir);
+	free(pidfile);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	snprintf(why, len, "the grpc-go peer %s did not listen within 15 s (see %s/%s.log)", name,
+		 dir, name);
 	return -1;
+}
+
+/* Starts the main peer. 0, or -1 with a reason in why. */
+static int peer_start(char *why, size_t len)
+{
+	peer_pid = peer_spawn("peer", MAIN_PEER_FLAGS, why, len);
+	return peer_pid > 0 ? 0 : -1;
+}
+
+/* Signals a peer and reaps it; *pid becomes -1. */
+static void pid_kill(pid_t *pid, int sig)
+{
+	if (*pid <= 0)
+		return;
+	kill(*pid, sig);
+	waitpid(*pid, NULL, 0);
+	*pid = -1;
 }
 
 static void peer_kill(int sig)
 {
-	if (peer_pid <= 0)
-		return;
-	kill(peer_pid, sig);
-	waitpid(peer_pid, NULL, 0);
-	peer_pid = -1;
+	pid_kill(&peer_pid, sig);
 }
 
 /* ---- the peer's record ---- */
@@ -242,15 +282,22 @@ static const char *st_str(const struct csi_status *st)
 	return buf;
 }
 
-static struct csi_conn *connect_peer(const struct csi_conn_opts *opts, struct result *r)
+/* Connects to the peer at ep (NULL: the main peer). */
+static struct csi_conn *connect_to(const char *ep, const struct csi_conn_opts *opts,
+				   struct result *r)
 {
 	struct csi_conn_opts o = opts ? *opts : (struct csi_conn_opts)CSI_CONN_OPTS_INIT;
 	o.connect_timeout_ns = 15000 * MS;
 	char err[512];
-	struct csi_conn *c = csi_connect(endpoint, &o, err, sizeof(err));
+	struct csi_conn *c = csi_connect(ep ? ep : endpoint, &o, err, sizeof(err));
 	if (!c)
 		snprintf(r->why, sizeof(r->why), "csi_connect: %s", err);
 	return c;
+}
+
+static struct csi_conn *connect_peer(const struct csi_conn_opts *opts, struct result *r)
+{
+	return connect_to(NULL, opts, r);
 }
 
 /* A CreateVolume request with the given name and parameters (key, value, ..., NULL). */
@@ -303,7 +350,7 @@ static int case_identity(struct csi_conn *c, struct result *r)
 		       str_is(info->vendor_version, PLUGIN_VERSION) && nm == 3 &&
 		       str_is(csi_map_get(nm, info->manifest, MANIFEST_KEY), MANIFEST_VALUE) &&
 		       str_is(csi_map_get(nm, info->manifest, "empty"), "") &&
-		       str_is(csi_map_get(nm, info->manifest, "peer"), "@grpc/grpc-js");
+		       str_is(csi_map_get(nm, info->manifest, "peer"), "grpc-go");
 	char name[256];
 	snprintf(name, sizeof(name), "%s %s, %zu manifest entries", info->name, info->vendor_version,
 		 info->n_manifest);
@@ -381,8 +428,7 @@ static int case_call_bytes(struct csi_conn *c, struct result *r)
 
 	/*
 	 * Bytes that are no CreateVolumeRequest (field 1 with wire type 7, which does not exist):
-	 * the peer refuses them, the connection lives. protobufjs accepts much that is malformed
-	 * (a length past the end, for one), so the case uses what it does refuse.
+	 * the peer refuses them, the connection lives.
 	 */
 	static const uint8_t garbage[] = { 0x0f };
 	code = csi_call_bytes(c, CSI_METHOD(Controller, CreateVolume), garbage, sizeof(garbage), &out,
@@ -635,7 +681,7 @@ static int case_large(struct csi_conn *c, struct result *r)
 	EXPECT(probe_info(c, &st) == 0, "the call after the oversize response: %s", st_str(&st));
 
 	EXPECT(big_request(c, "huge-request", OVER_LIMIT, &resp, &st) == 8,
-	       "a 4.5 MiB request to grpc-js (4 MiB limit): %s, want RESOURCE_EXHAUSTED",
+	       "a 4.5 MiB request to grpc-go (4 MiB limit): %s, want RESOURCE_EXHAUSTED",
 	       st_str(&st));
 	char over_req[1200];
 	snprintf(over_req, sizeof(over_req), "%s", st.message);
@@ -844,6 +890,306 @@ static int case_keepalive(struct csi_conn *main_conn, struct result *r)
 	return PASS;
 }
 
+
+/* ---- what grpc-go does that the other peers do not ---- */
+
+/* A second peer for one case, with its own grpc-go options; stopped by extra_peer_stop(). */
+struct extra_peer {
+	pid_t pid;
+	char endpoint[300];
+};
+
+static int extra_peer_start(struct extra_peer *p, const char *name, const char *const *flags,
+			    struct result *r)
+{
+	p->pid = peer_spawn(name, flags, r->why, sizeof(r->why));
+	snprintf(p->endpoint, sizeof(p->endpoint), "unix://%s/%s.sock", dir, name);
+	return p->pid > 0 ? 0 : -1;
+}
+
+static void extra_peer_stop(struct extra_peer *p)
+{
+	pid_kill(&p->pid, SIGTERM);
+}
+
+/* The largest "inflight" of the record's start lines whose key begins with prefix. */
+static int record_max_inflight(const char *prefix)
+{
+	FILE *f = fopen(record_path, "r");
+	if (!f)
+		return 0;
+	char needle[128], buf[4096];
+	snprintf(needle, sizeof(needle), "\"key\":\"%s", prefix);
+	int most = 0;
+	while (fgets(buf, sizeof(buf), f)) {
+		const char *in = strstr(buf, "\"inflight\":");
+		if (in && strstr(buf, needle) && strstr(buf, "\"event\":\"start\"")) {
+			int n = atoi(in + 11);
+			if (n > most)
+				most = n;
+		}
+	}
+	fclose(f);
+	return most;
+}
+
+/*
+ * grpc-go's server keepalive enforcement at its defaults (pings at most every 5 min, none
+ * without calls): kcsi's client as the sidecars run it (no pings) stays connected through idle
+ * seconds; with keepalive_ns = 1 s it is answered GOAWAY ENHANCE_YOUR_CALM "too_many_pings"
+ * after three strikes, which kcsi reports as a lost connection (on_lost once), and the next
+ * call connects again.
+ */
+static int case_keepalive_policy(struct csi_conn *main_conn, struct result *r)
+{
+	(void)main_conn;
+	struct extra_peer p;
+	if (extra_peer_start(&p, "strict", NULL, r))
+		return FAIL;
+	struct csi_conn *quiet = connect_to(p.endpoint, NULL, r);
+	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
+	o.keepalive_ns = 1000 * MS;
+	o.on_lost = on_lost;
+	atomic_store(&lost_calls, 0);
+	struct csi_conn *pinging = quiet ? connect_to(p.endpoint, &o, r) : NULL;
+	if (!pinging) {
+		csi_conn_free(quiet);
+		extra_peer_stop(&p);
+		return FAIL;
+	}
+	int64_t start = mono_now_ns();
+	bool lost = wait_until(csi_conn_lost, pinging, 10000);
+	int64_t took = (mono_now_ns() - start) / MS;
+	sleep_ns(200 * MS); /* a second on_lost would come now */
+	int fired = atomic_load(&lost_calls);
+	struct csi_status st, st2;
+	int again = probe_info(pinging, &st);
+	bool quiet_lost = csi_conn_lost(quiet);
+	int quiet_code = probe_info(quiet, &st2);
+	csi_conn_free(pinging);
+	csi_conn_free(quiet);
+	extra_peer_stop(&p);
+	EXPECT(lost, "kcsi's client pinging every 1 s was not lost within 10 s of a grpc-go server "
+	       "with the default keepalive policy (it should be sent GOAWAY too_many_pings)");
+	EXPECT(fired == 1, "on_lost fired %d times, want once", fired);
+	EXPECT(again == 0, "the call after the GOAWAY (a new connection): %s", st_str(&st));
+	EXPECT(!quiet_lost, "kcsi's client without keepalive lost its connection to the same server");
+	EXPECT(quiet_code == 0, "a call on the connection without keepalive: %s", st_str(&st2));
+	snprintf(r->note, sizeof(r->note),
+		 "1 s pings: GOAWAY too_many_pings, lost after %lld ms, on_lost once, the next call "
+		 "reconnected; no pings (the sidecars' default): connected for the same %lld ms",
+		 (long long)took, (long long)took);
+	return PASS;
+}
+
+/*
+ * grpc-go's server pinging an idle client every second (keepalive.ServerParameters, Time and
+ * Timeout 1 s): kcsi's client must acknowledge each PING or the server closes the connection.
+ */
+static int case_server_keepalive(struct csi_conn *main_conn, struct result *r)
+{
+	(void)main_conn;
+	static const char *const flags[] = { "--keepalive-time", "1s", NULL };
+	struct extra_peer p;
+	if (extra_peer_start(&p, "pinger", flags, r))
+		return FAIL;
+	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
+	o.on_lost = on_lost;
+	atomic_store(&lost_calls, 0);
+	struct csi_conn *c = connect_to(p.endpoint, &o, r);
+	if (!c) {
+		extra_peer_stop(&p);
+		return FAIL;
+	}
+	sleep_ns(5500 * MS);
+	bool lost = csi_conn_lost(c);
+	struct csi_status st;
+	int code = probe_info(c, &st);
+	csi_conn_free(c);
+	extra_peer_stop(&p);
+	EXPECT(!lost && atomic_load(&lost_calls) == 0,
+	       "the connection was lost during 5.5 idle seconds of the server's 1 s pings");
+	EXPECT(code == 0, "GetPluginInfo after 5.5 idle seconds: %s", st_str(&st));
+	snprintf(r->note, sizeof(r->note),
+		 "connected through 5.5 idle seconds of the server's 1 s pings (1 s timeout)");
+	return PASS;
+}
+
+struct conc_opts {
+	const char *prefix, *delay_ms;
+};
+
+struct conc_many {
+	struct csi_conn *c;
+	pthread_barrier_t *go;
+	const struct conc_opts *o;
+	int i, code;
+	int64_t timeout_ms;
+	char why[256];
+};
+
+static void *conc_many_call(void *arg)
+{
+	struct conc_many *k = arg;
+	struct csi_arena *a = csi_arena_new();
+	char name[64], want[80];
+	snprintf(name, sizeof(name), "%s-%d", k->o->prefix, k->i);
+	snprintf(want, sizeof(want), "vol-%s", name);
+	Csi__V1__CreateVolumeRequest *q = cv_request(a, name, "interop.delay_ms", k->o->delay_ms,
+						     NULL);
+	pthread_barrier_wait(k->go);
+	Csi__V1__CreateVolumeResponse *resp = NULL;
+	struct csi_status st;
+	k->code = csi_create_volume(k->c, q, &resp, k->timeout_ms * MS, &st);
+	if (k->code)
+		snprintf(k->why, sizeof(k->why), "%.200s", st_str(&st));
+	else if (!str_is(resp->volume->volume_id, want))
+		snprintf(k->why, sizeof(k->why), "answered %.100s, want %s",
+			 resp->volume->volume_id, want);
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	return NULL;
+}
+
+/* n CreateVolume calls at once on c, each delay_ms at the peer; returns the ms they took. */
+static int64_t run_many(struct csi_conn *c, int n, const struct conc_opts *o, int64_t timeout_ms,
+			struct conc_many *k)
+{
+	pthread_t *th = xmalloc(sizeof(*th) * (size_t)n);
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, (unsigned)n + 1);
+	for (int i = 0; i < n; i++) {
+		k[i] = (struct conc_many){ .c = c, .go = &go, .o = o, .i = i,
+					   .timeout_ms = timeout_ms };
+		pthread_create(&th[i], NULL, conc_many_call, &k[i]);
+	}
+	pthread_barrier_wait(&go);
+	int64_t start = mono_now_ns();
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	int64_t took = (mono_now_ns() - start) / MS;
+	pthread_barrier_destroy(&go);
+	free(th);
+	return took;
+}
+
+/*
+ * 128 calls at once on one connection to a server without a stream limit (grpc-go's default):
+ * the peer sees at least 100 of them in flight together, and 128 calls of 1 s end in under 2 s.
+ */
+static int case_streams(struct csi_conn *c, struct result *r)
+{
+	enum { N = 128 };
+	static struct conc_many k[N];
+	static const struct conc_opts o = { "streams", "1000" };
+	int64_t took = run_many(c, N, &o, 30000, k);
+	for (int i = 0; i < N; i++)
+		EXPECT(k[i].code == 0 && !k[i].why[0], "call %d: %s", i, k[i].why);
+	int most = record_max_inflight("streams-");
+	EXPECT(most >= 100, "the peer saw at most %d of 128 calls in flight at once, want >= 100",
+	       most);
+	EXPECT(took < 1900, "128 calls of 1 s on one connection took %lld ms", (long long)took);
+	snprintf(r->note, sizeof(r->note), "128 calls of 1 s in %lld ms; the peer saw %d in flight "
+		 "at once", (long long)took, most);
+	return PASS;
+}
+
+/*
+ * A grpc-go server with static 64 KiB windows (grpc.InitialWindowSize and
+ * InitialConnWindowSize) and at most 16 streams per connection (grpc.MaxConcurrentStreams):
+ * 3.9 MiB each way is flow-controlled through its windows, and 100 calls at once are held by
+ * kcsi's client to 16 open streams, all answered.
+ */
+static int case_window(struct csi_conn *main_conn, struct result *r)
+{
+	(void)main_conn;
+	static const char *const flags[] = { "--window", "65536", "--max-streams", "16", NULL };
+	struct extra_peer p;
+	if (extra_peer_start(&p, "small", flags, r))
+		return FAIL;
+	struct csi_conn *c = connect_to(p.endpoint, NULL, r);
+	if (!c) {
+		extra_peer_stop(&p);
+		return FAIL;
+	}
+	struct csi_status st;
+	size_t got = 0;
+	int resp_code = padded_call(c, "window-response", NEAR_LIMIT, &got, &st);
+	char resp_why[1200];
+	snprintf(resp_why, sizeof(resp_why), "%s", st_str(&st));
+	Csi__V1__CreateVolumeResponse *resp = NULL;
+	int req_code = big_request(c, "window-request", NEAR_LIMIT - 300, &resp, &st);
+	size_t echoed = 0;
+	if (req_code == 0) {
+		const char *pad = ctx_get(resp->volume, "pad");
+		echoed = pad ? strlen(pad) : 0;
+		csi_msg_free(resp);
+	}
+	enum { N = 100 };
+	static struct conc_many k[N];
+	static const struct conc_opts o = { "limited", "200" };
+	int64_t took = run_many(c, N, &o, 30000, k);
+	csi_conn_free(c);
+	extra_peer_stop(&p);
+	EXPECT(resp_code == 0 && got == NEAR_LIMIT,
+	       "a 3.9 MiB response through 64 KiB windows: %s, %zu bytes", resp_why, got);
+	EXPECT(req_code == 0 && echoed == NEAR_LIMIT - 300,
+	       "a 3.9 MiB request into 64 KiB windows: %s, %zu bytes arrived", st_str(&st), echoed);
+	for (int i = 0; i < N; i++)
+		EXPECT(k[i].code == 0 && !k[i].why[0], "call %d of 100 on a 16-stream server: %s", i,
+		       k[i].why);
+	int most = record_max_inflight("limited-");
+	EXPECT(most <= 16, "the peer had %d calls in flight, over its MAX_CONCURRENT_STREAMS 16",
+	       most);
+	snprintf(r->note, sizeof(r->note),
+		 "3.9 MiB response and request through 64 KiB windows; 100 calls of 200 ms on a "
+		 "16-stream server in %lld ms, at most %d in flight", (long long)took, most);
+	return PASS;
+}
+
+/*
+ * 20 calls at once, each cancelled by its 300 ms deadline while the peer's handler waits 5 s:
+ * every one ends DEADLINE_EXCEEDED at the client, and grpc-go's server sees every one cancelled
+ * (by kcsi's RST_STREAM or, a moment later, by its own timer for the grpc-timeout, which then
+ * resets the stream with CANCEL), none answered; the connection serves the next call. A reset
+ * that beat kcsi's own timer once ended such a call CANCELLED (under ASan, 4 runs in 6).
+ */
+static int case_cancel(struct csi_conn *c, struct result *r)
+{
+	enum { N = 20 };
+	static struct conc_many k[N];
+	static const struct conc_opts o = { "cancel", "5000" };
+	int64_t took = run_many(c, N, &o, 300, k);
+	for (int i = 0; i < N; i++)
+		EXPECT(k[i].code == 4, "call %d with a 300 ms deadline: %s, want DEADLINE_EXCEEDED", i,
+		       k[i].why);
+	EXPECT(took < 1500, "20 calls with 300 ms deadlines took %lld ms", (long long)took);
+	int cancelled = 0, answered = 0, by_rst = 0;
+	for (int tries = 0; tries < 50 && cancelled < N; tries++) {
+		cancelled = answered = by_rst = 0;
+		for (int i = 0; i < N; i++) {
+			char key[64], line[4096];
+			snprintf(key, sizeof(key), "\"key\":\"cancel-%d\",", i);
+			cancelled += record_find(line, sizeof(line), key, "\"event\":\"cancelled\"",
+						 NULL);
+			answered += record_find(line, sizeof(line), key, "\"event\":\"ok\"", NULL);
+			by_rst += record_find(line, sizeof(line), key, "\"why\":\"context canceled\"",
+					      NULL);
+		}
+		if (cancelled < N)
+			sleep_ns(50 * MS);
+	}
+	struct csi_status st;
+	int code = probe_info(c, &st);
+	EXPECT(cancelled == N, "grpc-go's server saw %d of 20 calls cancelled", cancelled);
+	EXPECT(answered == 0, "grpc-go's server answered %d calls after their deadline", answered);
+	EXPECT(code == 0, "the call after the cancelled ones: %s", st_str(&st));
+	snprintf(r->note, sizeof(r->note), "20 calls ended DEADLINE_EXCEEDED in %lld ms; the peer "
+		 "saw all 20 cancelled (%d by kcsi's RST_STREAM, %d by its own grpc-timeout timer), "
+		 "answered none", (long long)took, by_rst, N - by_rst);
+	return PASS;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(struct csi_conn *c, struct result *r);
@@ -858,6 +1204,11 @@ static const struct {
 	{ "concurrency", case_concurrency },
 	{ "reconnect", case_reconnect },
 	{ "keepalive", case_keepalive },
+	{ "keepalive_policy", case_keepalive_policy },
+	{ "server_keepalive", case_server_keepalive },
+	{ "window", case_window },
+	{ "cancel", case_cancel },
+	{ "streams", case_streams },
 };
 #define N_CASES (sizeof(CASES) / sizeof(CASES[0]))
 
@@ -874,15 +1225,15 @@ static bool wanted(const char *name, int argc, char **argv, int first)
 int main(int argc, char **argv)
 {
 	struct flagset *fs = flags_new("interop_client", "interop_client [flags] [CASE ...]");
-	flags_string(fs, "node", &node_bin, "node", "the Node.js binary (a path)");
-	flags_string(fs, "peer", &peer_js, "", "tests/interop/csi_peer.js");
+	flags_string(fs, "peer", &peer_bin, "",
+		     "the grpc-go peer program (build-peers/bin/csipeer, built by make peers)");
 	flags_string(fs, "dir", &dir, "", "a directory for the peer's socket, log and record");
 	log_register_flags(fs);
 	int first = flags_parse_or_exit(fs, argc, argv);
 	char err[512];
-	if (log_apply_flags(err, sizeof(err)) || !peer_js[0] || !dir[0]) {
+	if (log_apply_flags(err, sizeof(err)) || !peer_bin[0] || !dir[0]) {
 		fprintf(stderr, "interop_client: %s\n",
-			peer_js[0] && dir[0] ? err : "--peer and --dir are required");
+			peer_bin[0] && dir[0] ? err : "--peer and --dir are required");
 		flags_free(fs);
 		return 2;
 	}
@@ -904,7 +1255,7 @@ int main(int argc, char **argv)
 	struct result r = { "", "" };
 	struct csi_conn *c = NULL;
 	if (peer_start(r.why, sizeof(r.why)) || !(c = connect_peer(NULL, &r))) {
-		printf("FAIL kcsi -> grpc-js start: %s\n", r.why);
+		printf("FAIL kcsi -> grpc-go start: %s\n", r.why);
 		peer_kill(SIGKILL);
 		flags_free(fs);
 		return 1;
@@ -917,17 +1268,17 @@ int main(int argc, char **argv)
 		int rc = CASES[k].fn(c, &r);
 		long long ms = (mono_now_ns() - start) / MS;
 		if (rc == PASS) {
-			printf("ok   kcsi -> grpc-js %s (%lld ms): %s\n", CASES[k].name, ms, r.note);
+			printf("ok   kcsi -> grpc-go %s (%lld ms): %s\n", CASES[k].name, ms, r.note);
 			passed++;
 		} else {
-			printf("FAIL kcsi -> grpc-js %s: %s\n", CASES[k].name, r.why);
+			printf("FAIL kcsi -> grpc-go %s: %s\n", CASES[k].name, r.why);
 			failed++;
 		}
 		fflush(stdout);
 		if (peer_pid <= 0) { /* a case killed the peer and could not restart it */
 			char why[512];
 			if (peer_start(why, sizeof(why)))
-				printf("FAIL kcsi -> grpc-js restart: %s\n", why);
+				printf("FAIL kcsi -> grpc-go restart: %s\n", why);
 		}
 	}
 	csi_conn_free(c);

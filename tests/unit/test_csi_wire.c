@@ -176,7 +176,11 @@ static void test_message_encode(void)
 	} cases[] = {
 		{ "", "" },
 		{ "volume vol-1 not found", "volume vol-1 not found" },
-		{ " !\"#$&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~", " !\"#$&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~" },
+		{ "x !\"#$&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~", "x !\"#$&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~" },
+		/* spaces at the edges of a header value are malformed in HTTP/2 (RFC 9113 8.2.1) */
+		{ " leading and trailing ", "%20leading and trailing%20" },
+		{ " ", "%20" },
+		{ "  two  ", "%20 two %20" },
 		{ "100%", "100%25" },
 		{ "%41", "%2541" },
 		{ "line1\nline2", "line1%0Aline2" },
@@ -284,12 +288,13 @@ static void test_message_round_trip(void)
 	for (int i = 1; i < 256; i++)
 		all[i - 1] = (char)i;
 	all[255] = '\0';
-	const char *msgs[] = { "", "plain", "100% sure", "%41 is not A", "new\nline", all };
+	const char *msgs[] = { "", "plain", "100% sure", "%41 is not A", "new\nline", " edges ", all };
 	for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
 		struct strbuf sb = STRBUF_INIT;
 		csi_wire_message_encode(msgs[i], &sb);
 		for (size_t j = 0; j < sb.len; j++)
 			CHECK(sb.buf[j] >= 0x20 && sb.buf[j] <= 0x7e); /* a valid header value */
+		CHECK(sb.len == 0 || (sb.buf[0] != ' ' && sb.buf[sb.len - 1] != ' '));
 		char out[1024];
 		csi_wire_message_decode((const uint8_t *)sb.buf, sb.len, out, sizeof(out));
 		CHECK_STR(out, msgs[i]);
