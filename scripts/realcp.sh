@@ -12,8 +12,8 @@
 #       kube-controller-manager nor kube-scheduler. On failure everything started is stopped, the
 #       logs' tails are printed and DIR is removed; exit 1.
 #   scripts/realcp.sh stop DIR
-#       SIGTERM to each process (newest first), SIGKILL after 10 s, then removes DIR; fails if a
-#       process or a listening port is left.
+#       SIGTERM to each process, newest first, one at a time (SIGKILL after 10 s), then removes
+#       DIR; fails if a process or a listening port is left.
 #   scripts/realcp.sh rss DIR
 #       prints the RSS of each running process and the total, in MiB.
 #
@@ -144,22 +144,25 @@ wait_ready() { # name secs check args...
 	return 1
 }
 
+# Newest first, one at a time: kube-apiserver's shutdown writes to etcd (its identity Lease), so
+# etcd must outlive it, and the controllers must not keep it draining their requests.
 stop_all() { # -> 0 if nothing is left
 	local name pid left=0 i
 	[ -f "$D/pids" ] || return 0
-	tac "$D/pids" | while read -r name pid; do pid_ours "$pid" && kill -TERM "$pid" 2>/dev/null; done
-	for i in $(seq 1 200); do
-		left=0
-		while read -r name pid; do pid_ours "$pid" && left=$((left + 1)); done <"$D/pids"
-		[ $left = 0 ] && break
-		sleep 0.05
-	done
-	if [ $left != 0 ]; then
-		while read -r name pid; do
-			pid_ours "$pid" && { echo "realcp: $name ($pid) ignored SIGTERM for 10 s; SIGKILL" >&2; kill -KILL "$pid"; }
-		done <"$D/pids"
-		sleep 0.2
-	fi
+	while read -r name pid; do
+		pid_ours "$pid" || continue
+		kill -TERM "$pid" 2>/dev/null
+		for i in $(seq 1 200); do
+			pid_ours "$pid" || break
+			sleep 0.05
+		done
+		if pid_ours "$pid"; then
+			echo "realcp: $name ($pid) ignored SIGTERM for 10 s; SIGKILL; its log's last lines:" >&2
+			tail -n 8 "$D/$name.log" >&2
+			kill -KILL "$pid"
+			sleep 0.2
+		fi
+	done < <(tac "$D/pids")
 	left=0
 	while read -r name pid; do pid_ours "$pid" && { echo "realcp: $name ($pid) still running" >&2; left=1; }; done <"$D/pids"
 	if [ -f "$D/ports" ]; then
