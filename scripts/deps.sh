@@ -15,7 +15,7 @@ packages=(
   libnghttp2-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   libmicrohttpd-dev
   openssl e2fsprogs xfsprogs util-linux mount
-  curl jq procps python3 iproute2 iptables
+  curl jq procps python3 python3-yaml iproute2 iptables
   clang libclang-rt-14-dev
   buildah umoci
   busybox-static

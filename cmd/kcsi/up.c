@@ -27,7 +27,8 @@ int cli_up_main(int argc, char **argv)
 	flags_string(fs, "listen", &c.listen, "127.0.0.1:0", "Address of the API server (kube-emulator)");
 	flags_string(fs, "kubeconfig", &c.kubeconfig, "",
 		     "Run against this existing API server instead of starting kube-emulator; the Nodes, "
-		     "CSINodes, node Leases and CSIDriver kcsi up creates there are deleted at exit");
+		     "CSINodes, node Leases and CSIDriver kcsi up creates there are deleted at exit; without "
+		     "the snapshot CRDs there, the snapshot components are not started");
 	flags_bool(fs, "no-controllers", &c.no_controllers, false,
 		   "With --kubeconfig: do not start kcsi-controller-manager; the cluster's own "
 		   "kube-controller-manager and kube-scheduler attach, bind and schedule");

@@ -691,10 +691,10 @@ static void add_default_namespaces(struct emu_store *st)
 		char uid[40], ts[RFC3339_BUFLEN];
 		snprintf(uid, sizeof(uid), "00000000-0000-4000-8000-00000000000%d", i + 1);
 		rfc3339_format(time(NULL), ts, sizeof(ts));
-		json_t *ns = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:{s:[s]}, s:{s:s}}",
+		json_t *ns = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:[s]}, s:{s:s}}",
 			"apiVersion", "v1", "kind", "Namespace", "metadata", "name", names[i], "uid",
-			uid, "creationTimestamp", ts, "generation", 1, "spec",
-			"finalizers", "kubernetes", "status", "phase", "Active");
+			uid, "creationTimestamp", ts, "labels", "kubernetes.io/metadata.name",
+			names[i], "spec", "finalizers", "kubernetes", "status", "phase", "Active");
 		emu_store_commit(st, res, names[i], ns, EMU_ADDED);
 	}
 }

@@ -49,7 +49,7 @@ static const struct emu_resource resource_table[] = {
 	{ "storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", false, false,
 	  "sc", "", NULL },
 	{ "storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", false,
-	  true, "", "", "" },
+	  true, "", "", "{\"attached\":false}" },
 	{ "storage.k8s.io", "v1", "csinodes", "csinode", "CSINode", false, false, "", "", NULL },
 	{ "storage.k8s.io", "v1", "csidrivers", "csidriver", "CSIDriver", false, false, "", "", NULL },
 	{ "storage.k8s.io", "v1", "csistoragecapacities", "csistoragecapacity", "CSIStorageCapacity",
@@ -437,4 +437,29 @@ int emu_store_load(struct emu_store *st, const char *path, char *err, size_t err
 	}
 	json_decref(doc);
 	return rc;
+}
+
+bool emu_resource_is_crd(const struct emu_resource *r)
+{
+	return !strcmp(r->group, "snapshot.storage.k8s.io") ||
+	       !strcmp(r->group, "groupsnapshot.storage.k8s.io");
+}
+
+bool emu_resource_has_generation(const struct emu_resource *r)
+{
+	return emu_resource_is_crd(r) || !strcmp(r->group, "apps") ||
+	       (!*r->group && !strcmp(r->plural, "pods"));
+}
+
+bool emu_resource_returns_deleted(const struct emu_resource *r)
+{
+	static const char *const core[] = { "namespaces", "persistentvolumes",
+					    "persistentvolumeclaims", "pods", "serviceaccounts" };
+	if (!*r->group) {
+		for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++)
+			if (!strcmp(r->plural, core[i]))
+				return true;
+		return false;
+	}
+	return !strcmp(r->group, "storage.k8s.io") && strcmp(r->plural, "csistoragecapacities");
 }

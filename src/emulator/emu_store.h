@@ -76,6 +76,20 @@ struct emu_store {
 	size_t nres;
 };
 
+/*
+ * What kube-apiserver does differently for a custom resource (the snapshot kinds): its list
+ * items carry apiVersion and kind, and an update must name a resourceVersion. Built-in kinds'
+ * list items carry neither, and a PUT without resourceVersion is unconditional.
+ */
+bool emu_resource_is_crd(const struct emu_resource *r);
+/* Whether kube-apiserver keeps metadata.generation for the kind: pods, apps/v1, custom resources. */
+bool emu_resource_has_generation(const struct emu_resource *r);
+
+/* Whether a DELETE that removes an object answers with the object (kube-apiserver's
+ * ReturnDeletedObject: namespaces, PVs, PVCs, pods, ServiceAccounts and the storage.k8s.io kinds
+ * but CSIStorageCapacity) rather than a Success Status. */
+bool emu_resource_returns_deleted(const struct emu_resource *r);
+
 /* Life cycle. history: events retained for watch resume (>= 1). */
 void emu_store_init(struct emu_store *st, size_t history);
 void emu_store_free(struct emu_store *st);

@@ -358,7 +358,7 @@ static void sc_cells(json_t *c, const json_t *o, time_t now)
 }
 
 static const struct column va_cols[] = {
-	NAME_COL, { "Attacher", "string", "", 0 }, { "PV", "string", "", 0 },
+	NAME_COL, { "Attacher", "string", "name", 0 }, { "PV", "string", "", 0 },
 	{ "Node", "string", "", 0 }, { "Attached", "boolean", "", 0 }, AGE_COL,
 };
 static void va_cells(json_t *c, const json_t *o, time_t now)

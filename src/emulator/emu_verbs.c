@@ -20,10 +20,12 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "emulator/emu_defaults.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
 #include "emulator/emu_verbs.h"
 #include "kube/names.h"
+#include "kube/quantity.h"
 
 #define KEY_MAX 600
 
@@ -73,8 +75,8 @@ static void reply_invalid(struct reply *rp, const struct emu_resource *r, const 
 			  const char *field, const char *cause_type, const char *detail)
 {
 	char msg[1600];
-	snprintf(msg, sizeof(msg), "%s \"%s\" is invalid: %s: %s", r->kind, name ? name : "", field,
-		 detail);
+	snprintf(msg, sizeof(msg), "%s%s%s \"%s\" is invalid: %s: %s", r->kind, *r->group ? "." : "",
+		 r->group, name ? name : "", field, detail);
 	json_t *d = json_object();
 	if (name)
 		json_object_set_new(d, "name", json_string(name));
@@ -292,6 +294,22 @@ static void generate_name(const char *prefix, char *buf, size_t len)
 	snprintf(buf, len, "%.*s%s", 58, prefix, suffix);
 }
 
+/* A PV's status.lastPhaseTransitionTime: now on create (old NULL) and when the phase changes. */
+static void set_phase_transition(const struct emu_resource *r, const json_t *old, json_t *nobj)
+{
+	if (*r->group || strcmp(r->plural, "persistentvolumes"))
+		return;
+	json_t *st = json_object_get(nobj, "status");
+	const char *np = json_string_value(json_object_get(st, "phase"));
+	const char *op = old ? json_string_value(json_object_get(json_object_get(old, "status"),
+								   "phase")) : NULL;
+	if (!json_is_object(st) || !np || (op && !strcmp(op, np)))
+		return;
+	char ts[RFC3339_BUFLEN];
+	now_rfc3339(ts, sizeof(ts));
+	json_object_set_new(st, "lastPhaseTransitionTime", json_string(ts));
+}
+
 static void reset_server_fields(struct emu_call *k, json_t *obj, json_t *meta)
 {
 	char uid[40], ts[RFC3339_BUFLEN];
@@ -299,7 +317,10 @@ static void reset_server_fields(struct emu_call *k, json_t *obj, json_t *meta)
 	now_rfc3339(ts, sizeof(ts));
 	json_object_set_new(meta, "uid", json_string(uid));
 	json_object_set_new(meta, "creationTimestamp", json_string(ts));
-	json_object_set_new(meta, "generation", json_integer(1));
+	if (emu_resource_has_generation(k->r))
+		json_object_set_new(meta, "generation", json_integer(1));
+	else
+		json_object_del(meta, "generation");
 	json_object_del(meta, "resourceVersion");
 	json_object_del(meta, "deletionTimestamp");
 	json_object_del(meta, "deletionGracePeriodSeconds");
@@ -312,6 +333,8 @@ static void reset_server_fields(struct emu_call *k, json_t *obj, json_t *meta)
 		json_object_set_new(obj, "status", st ? st : json_object());
 	}
 	emu_set_type(k->r, obj);
+	emu_apply_defaults(k->r->group, k->r->plural, obj);
+	set_phase_transition(k->r, NULL, obj);
 }
 
 /* Fills metadata.name from generateName; false with a reply when there is no usable name. */
@@ -474,6 +497,41 @@ static const char *pod_node(const json_t *pod)
 	return n ? n : "";
 }
 
+/* A claim's spec.resources.requests.storage in bytes, -1 when absent or unreadable. */
+static int64_t claim_request(const json_t *pvc)
+{
+	const char *s = json_string_value(json_object_get(json_object_get(json_object_get(
+		json_object_get(pvc, "spec"), "resources"), "requests"), "storage"));
+	int64_t b;
+	char err[128];
+	return s && kube_quantity_parse(s, &b, err, sizeof(err)) == 0 ? b : -1;
+}
+
+/*
+ * kube-apiserver's PersistentVolumeClaimResize admission: a claim's request may grow only when
+ * its StorageClass exists and allows volume expansion. Caller holds the store lock.
+ */
+static bool resize_admitted(struct emu_call *k, const json_t *old, const json_t *nobj)
+{
+	if (*k->r->group || strcmp(k->r->plural, "persistentvolumeclaims"))
+		return true;
+	int64_t was = claim_request(old), now = claim_request(nobj);
+	if (was < 0 || now <= was)
+		return true;
+	const char *sc = json_string_value(json_object_get(json_object_get(nobj, "spec"),
+							   "storageClassName"));
+	if (!sc)
+		sc = json_string_value(json_object_get(json_object_get(json_object_get(nobj,
+			"metadata"), "annotations"), "volume.beta.kubernetes.io/storage-class"));
+	int res = emu_store_resource(&k->srv->st, "storage.k8s.io", "v1", "storageclasses");
+	if (!sc || !*sc || res < 0)
+		return false;
+	char key[KEY_MAX];
+	emu_store_key(&k->srv->st.res[res], NULL, sc, key, sizeof(key));
+	json_t *cls = emu_store_get(&k->srv->st, res, key);
+	return cls && json_is_true(json_object_get(cls, "allowVolumeExpansion"));
+}
+
 /* Builds the object a main-endpoint write would store; NULL with a reply when refused. */
 static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *proposed,
 			  struct reply *rp)
@@ -522,15 +580,41 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 			return NULL;
 		}
 	}
+	emu_apply_defaults(k->r->group, k->r->plural, nobj);
 	const char *frozen = immutable_field(k->r, old, nobj);
 	if (frozen) {
 		char detail[256];
-		snprintf(detail, sizeof(detail), "Invalid value: field is immutable");
-		reply_invalid(rp, k->r, meta_str(old, "name"), frozen, "FieldValueInvalid", detail);
+		const char *nv = json_string_value(json_object_get(nobj, frozen));
+		bool vac = !strcmp(k->r->plural, "volumeattributesclasses");
+		if (vac)
+			snprintf(detail, sizeof(detail), "Forbidden: updates to %s are forbidden.", frozen);
+		else if (nv)
+			snprintf(detail, sizeof(detail), "Invalid value: \"%.180s\": field is immutable", nv);
+		else
+			snprintf(detail, sizeof(detail), "Invalid value: field is immutable");
+		reply_invalid(rp, k->r, meta_str(old, "name"), frozen,
+			      vac ? "FieldValueForbidden" : "FieldValueInvalid", detail);
 		json_decref(nobj);
 		return NULL;
 	}
-	if (spec_changed(old, nobj)) {
+	char why[300];
+	const char *refused = emu_update_refused(k->r->group, k->r->plural, old, nobj, why,
+						 sizeof(why));
+	if (refused) {
+		reply_invalid(rp, k->r, meta_str(old, "name"), refused, "FieldValueForbidden", why);
+		json_decref(nobj);
+		return NULL;
+	}
+	if (!resize_admitted(k, old, nobj)) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "%s \"%s\" is forbidden: only dynamically provisioned pvc can "
+			 "be resized and the storageclass that provisions the pvc must support resize",
+			 k->r->plural, meta_str(old, "name"));
+		reply_status(rp, 403, "Forbidden", msg, details_for(k->r, meta_str(old, "name")));
+		json_decref(nobj);
+		return NULL;
+	}
+	if (emu_resource_has_generation(k->r) && spec_changed(old, nobj)) {
 		json_int_t gen = json_integer_value(json_object_get(ometa, "generation"));
 		json_object_set_new(nmeta, "generation", json_integer(gen + 1));
 	}
@@ -543,8 +627,25 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 {
 	json_t *nobj;
 	if (k->sub) {
+		/* as kube-apiserver's status strategies: the spec stays, metadata changes (labels,
+		 * annotations, finalizers: csi-resizer annotates a claim there) are kept */
 		nobj = json_deep_copy(old);
 		copy_field(nobj, proposed, "status");
+		json_t *pmeta = json_object_get(proposed, "metadata");
+		if (json_is_object(pmeta)) {
+			json_t *nmeta = json_deep_copy(pmeta);
+			const json_t *ometa = json_object_get(old, "metadata");
+			const char *keep[] = { "uid", "creationTimestamp", "deletionTimestamp",
+					       "deletionGracePeriodSeconds", "generation", "name",
+					       "namespace" };
+			for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+				copy_field(nmeta, ometa, keep[i]);
+			json_object_del(nmeta, "selfLink");
+			json_object_del(nmeta, "managedFields");
+			json_object_set_new(nobj, "metadata", nmeta);
+		}
+		emu_apply_defaults(k->r->group, k->r->plural, nobj);
+		set_phase_transition(k->r, old, nobj);
 		json_decref(proposed);
 	} else {
 		nobj = merge_main(k, old, proposed, rp);
@@ -604,7 +705,8 @@ enum MHD_Result emu_do_update(struct emu_call *k)
 	if (!parse_body(k, &obj, &rp) || !check_type(k, obj, &rp) || !check_identity(k, obj, &rp))
 		goto out;
 	const char *rv = meta_str(obj, "resourceVersion");
-	if (!rv || !*rv) {
+	bool unconditional = (!rv || !*rv) && !emu_resource_is_crd(k->r);
+	if ((!rv || !*rv) && !unconditional) {
 		reply_invalid(&rp, k->r, k->name, "metadata.resourceVersion", "FieldValueInvalid",
 			      "Invalid value: 0x0: must be specified for an update");
 		goto out;
@@ -615,7 +717,7 @@ enum MHD_Result emu_do_update(struct emu_call *k)
 	json_t *old = emu_store_get(st, k->res, key);
 	if (!old) {
 		reply_not_found(&rp, k->r, k->name);
-	} else if (strcmp(rv, meta_str(old, "resourceVersion"))) {
+	} else if (!unconditional && strcmp(rv, meta_str(old, "resourceVersion"))) {
 		reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
 	} else {
 		finish_update(k, key, old, obj, &rp);
@@ -893,8 +995,9 @@ static bool pod_graceful_delete(struct emu_server *srv, int res, const char *key
 
 /*
  * Deletes one stored object (lock held): a scheduled pod is deleted gracefully (above);
- * finalizers make an object pending (deletionTimestamp, grace period 0, 202 with the object);
- * else it goes (200 with a Success Status). rp may be NULL.
+ * finalizers make an object pending (deletionTimestamp, grace period 0, 200 with the object, as
+ * kube-apiserver answers unless orphanDependents is false); else it goes (200 with the object
+ * for the kinds whose registry returns it, else a Success Status). rp may be NULL.
  */
 static void delete_object(struct emu_server *srv, int res, const char *key, json_t *old,
 			  struct grace g, struct reply *rp)
@@ -908,14 +1011,21 @@ static void delete_object(struct emu_server *srv, int res, const char *key, json
 		if (json_object_get(meta, "deletionTimestamp") &&
 		    (!jgp || json_integer_value(jgp) == 0)) {
 			if (rp)
-				reply_dump(rp, 202, old);
+				reply_dump(rp, 200, old);
 			return;
 		}
 		const struct emu_event *ev = emu_store_commit(&srv->st, res, key,
 							      mark_deleting(old, 0, false),
 							      EMU_MODIFIED);
 		if (rp)
-			reply_object(rp, 202, ev->text);
+			reply_object(rp, 200, ev->text);
+		return;
+	}
+	if (emu_resource_returns_deleted(r)) {
+		const struct emu_event *ev = emu_store_commit(&srv->st, res, key,
+							      json_deep_copy(old), EMU_DELETED);
+		if (rp)
+			reply_object(rp, 200, ev->text);
 		return;
 	}
 	json_t *d = details_for(r, meta_str(old, "name"));

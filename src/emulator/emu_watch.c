@@ -387,7 +387,15 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 				emu_table_add_row(table, k->r, &k->treq, obj, now);
 				continue;
 			}
-			char *t = json_dumps(obj, JSON_COMPACT);
+			/* a built-in kind's list items carry no apiVersion and kind, as the real
+			 * server's; a custom resource's do */
+			json_t *item = json_copy(obj);
+			if (!emu_resource_is_crd(k->r)) {
+				json_object_del(item, "apiVersion");
+				json_object_del(item, "kind");
+			}
+			char *t = json_dumps(item, JSON_COMPACT);
+			json_decref(item);
 			if (count++)
 				strbuf_addch(&items, ',');
 			strbuf_addstr(&items, t);

@@ -68,6 +68,7 @@ struct up {
 	bool snapshots; /* the driver has CREATE_DELETE_SNAPSHOT: csi-snapshotter runs beside it */
 	bool temp_dir;
 	bool external; /* --kubeconfig: someone else's API server, which outlives us */
+	bool no_snapshot_api; /* the API server serves no snapshot.storage.k8s.io/v1 (no CRDs) */
 	struct kube_config *kcfg;
 	struct kube_client *kc;
 	/* Objects this run made on an external API server, deleted in reverse order at exit. */
@@ -542,7 +543,7 @@ static int start_controller_sidecars(struct up *u, const char *sock)
 	if (!u->cfg->driver_cmd)
 		START_PROBED(u, "csi-resizer", "csi-resizer", "/metrics", "--csi-address", sock,
 			     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST);
-	if (u->snapshots)
+	if (u->snapshots && !u->no_snapshot_api)
 		START_PROBED(u, "csi-snapshotter", "csi-snapshotter", "/metrics", "--csi-address",
 			     sock, "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
 			     "--feature-gates", "CSIVolumeGroupSnapshot=true");
@@ -560,10 +561,13 @@ static int start_controllers(struct up *u)
 		START_PROBED(u, "kcsi-controller-manager", "kcsi-controller-manager", "/healthz",
 			     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST, "--controllers",
 			     "*,volume-scheduler");
+	if (u->no_snapshot_api)
+		goto sidecars;
 	/* group snapshots are behind upstream's gate; the local stack turns it on */
 	START_PROBED(u, "snapshot-controller", "snapshot-controller", "/metrics", "--kubeconfig",
 		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates",
 		     "CSIVolumeGroupSnapshot=true");
+sidecars:
 	if (u->cfg->distributed) {
 		/* The nodes' attachers elect their leader through this Lease: ours to delete too. */
 		char lease[256];
@@ -769,6 +773,29 @@ static int start_first_drivers(struct up *u, char *sock, size_t len)
 	return 0;
 }
 
+/*
+ * Most clusters do not install the external-snapshotter CRDs. Without them snapshot-controller
+ * exits after --retry-crd-interval-max (as upstream's does), so on such a cluster the snapshot
+ * components are not started, and kcsi up says so at start; everything else runs.
+ */
+static void check_snapshot_api(struct up *u)
+{
+	if (!u->external)
+		return;
+	struct strbuf out = STRBUF_INIT;
+	struct kube_err e = { 0 };
+	struct kube_request rq = { .method = "GET", .path = "/apis/snapshot.storage.k8s.io/v1" };
+	if (kube_do(u->kc, &rq, &out, &e) < 0) {
+		u->no_snapshot_api = true;
+		printf("kcsi up: the cluster does not serve snapshot.storage.k8s.io/v1 (HTTP %d): "
+		       "snapshot-controller and csi-snapshotter are not started, the rest of the stack "
+		       "is; install the external-snapshotter CRDs (its client/config/crd) and run kcsi "
+		       "up again for snapshots\n", e.code);
+		fflush(stdout);
+	}
+	strbuf_release(&out);
+}
+
 /* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
 static int bring_up(struct up *u)
 {
@@ -777,6 +804,7 @@ static int bring_up(struct up *u)
 	if (check_binaries_and_dirs(u) || start_first_drivers(u, sock, sizeof(sock)) ||
 	    start_apiserver(u, deadline) || learn_driver(u, sock, deadline))
 		return -1;
+	check_snapshot_api(u);
 	if (create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
 		return -1;
 	for (int i = 1; i <= u->cfg->nodes; i++)

@@ -56,7 +56,7 @@ req DELETE $P/web '{"gracePeriodSeconds":0,"preconditions":{"uid":"wrong"}}'
 expect_code 409 "grace-0 delete with a wrong uid precondition"
 req DELETE $P/web "{\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":\"$UID_\"}}"
 expect_code 200 "grace-0 delete (the node agent's)"
-check "grace-0 delete answers Success" eq "$(jqo .status)" "Success"
+check "grace-0 delete answers the pod (as kube-apiserver)" eq "$(jqo .metadata.name)" "web"
 req GET $P/web
 expect_code 404 "the pod is gone after the grace-0 delete"
 
@@ -70,15 +70,19 @@ req DELETE $P/tgps
 check "spec.terminationGracePeriodSeconds is the default grace" eq "$(jqo .metadata.deletionGracePeriodSeconds)" "7"
 req POST $P '{"metadata":{"name":"pending"},"spec":{}}'
 req DELETE $P/pending
-check "an unscheduled pod goes at once" eq "$(jqo .status)" "Success"
+check "an unscheduled pod goes at once (answer: the pod)" eq "$(jqo .kind)" "Pod"
+req GET $P/pending
+expect_code 404 "the unscheduled pod is gone"
 req POST $P '{"metadata":{"name":"done"},"spec":{"nodeName":"node-1"}}'
 req GET $P/done
 req PUT $P/done/status "$(jq -c '.status.phase="Succeeded"' "$T/out")"
 req DELETE $P/done
-check "a terminated pod goes at once" eq "$(jqo .status)" "Success"
+check "a terminated pod goes at once (answer: the pod)" eq "$(jqo .kind)" "Pod"
+req GET $P/done
+expect_code 404 "the terminated pod is gone"
 req POST $P '{"metadata":{"name":"fin","finalizers":["kcsi.io/test"]},"spec":{"nodeName":"node-1"}}'
 req DELETE $P/fin '{"gracePeriodSeconds":0}'
-expect_code 202 "grace-0 delete of a pod with a finalizer"
+expect_code 200 "grace-0 delete of a pod with a finalizer"
 check "it stays with grace 0" eq "$(jqo .metadata.deletionGracePeriodSeconds)" "0"
 req PATCH $P/fin '{"metadata":{"finalizers":null}}' application/merge-patch+json
 req GET $P/fin

@@ -56,9 +56,12 @@ wait_for "event FileSystemResizeRequired" 10 has_event PersistentVolumeClaim c1 
 sleep 1
 check "no second call once the node is pending" eq "$(expands h-c1)" 1
 
-# 3. A class without allowVolumeExpansion: nothing happens.
+# 3. A class without allowVolumeExpansion: the API server refuses the larger request (as
+# kube-apiserver's PersistentVolumeClaimResize admission does) and nothing happens.
 mk_bound c2 100Mi fixed h-c2
-resize c2 300Mi
+req PATCH "/api/v1/namespaces/default/persistentvolumeclaims/c2" \
+	'{"spec":{"resources":{"requests":{"storage":"300Mi"}}}}' application/merge-patch+json
+expect_code 403 "growing a claim whose class does not allow expansion"
 sleep 2
 check "no call for a class without allowVolumeExpansion" eq "$(expands h-c2)" 0
 check "PV unchanged" eq "$(pv_cap c2)" 100Mi

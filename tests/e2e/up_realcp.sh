@@ -1,0 +1,81 @@
+#!/bin/bash
+# e2e: `kcsi up --kubeconfig` against the real control plane (scripts/realcp.sh: kube-apiserver
+# v1.36.1 with RBAC and the default admission plugins), which serves no snapshot CRDs, as most
+# clusters:
+#  1. with kube-controller-manager and kube-scheduler, `--no-controllers`: the README's flow
+#     (class, claim, pod from examples/) ends with the pod Running and its volume mounted, by the
+#     real scheduler, PV binder and attach/detach controller;
+#  2. without them (etcd and kube-apiserver only), kcsi-controller-manager does their work.
+# Both times kcsi up says at start that snapshot-controller and csi-snapshotter are not started
+# for want of the CRDs, the rest of the stack runs, and after SIGTERM exactly what kcsi up added
+# (Node, CSINode, node Lease, CSIDriver) is gone while what the test made is still there.
+set -u
+: "${KCSI_BIN:?}" "${KCSI_SRC:?}"
+. "$(dirname "$0")/lib_proc.sh" up-realcp
+. "$(dirname "$0")/lib_realcp.sh"
+. "$(dirname "$0")/lib_up.sh"
+realcp_missing_peers && exit 1
+kubectl=kubectl
+up_realcp_cleanup() { release_below "$T"; }
+_prev=$(trap -p EXIT | sed "s/^trap -- '\(.*\)' EXIT\$/\1/")
+trap "up_realcp_cleanup; $_prev" EXIT
+
+run_flow() { # label dir kcsi-up-args...
+	local label=$1 d=$2
+	shift 2
+	export KUBECONFIG=$RKC
+	# what the test makes, which must outlive kcsi up
+	$kubectl create configmap keep-me >/dev/null || fail "$label: creating a ConfigMap"
+	start_up "$d" --nodes 1 --kubeconfig "$RKC" "$@" || return
+	grep -q "does not serve snapshot.storage.k8s.io/v1" "$d.out" ||
+		fail "$label: kcsi up did not say that the snapshot CRDs are missing"
+	grep -qE "^  (snapshot-controller|csi-snapshotter) +pid" "$d.out" &&
+		fail "$label: a snapshot component was started without the CRDs"
+	$kubectl apply -f "$KCSI_SRC/examples/storageclass-wffc.yaml" \
+		-f "$KCSI_SRC/examples/pvc-filesystem.yaml" -f "$KCSI_SRC/examples/pod-writer.yaml" \
+		>/dev/null || fail "$label: kubectl apply of the examples"
+	if wait_for 60 phase_is pod/writer Running; then
+		pv=$($kubectl get pvc data -o jsonpath='{.spec.volumeName}')
+		uid=$($kubectl get pod writer -o jsonpath='{.metadata.uid}')
+		mountpoint -q "$d/nodes/node-1/kubelet/pods/$uid/volumes/kubernetes.io~csi/$pv/mount" ||
+			fail "$label: the writer's volume is not mounted"
+	else
+		fail "$label: pod/writer not Running: $($kubectl get pod writer -o jsonpath='{.status}') claim: $($kubectl get pvc data -o jsonpath='{.status.phase}')"
+	fi
+	$kubectl delete pod writer --grace-period=0 --timeout=60s >/dev/null 2>&1 || fail "$label: deleting pod/writer"
+	$kubectl delete pvc data --timeout=60s >/dev/null || fail "$label: deleting pvc/data"
+	wait_for 30 no_objects pv || fail "$label: PVs left after the claim was deleted"
+	wait_for 30 no_objects volumeattachments || fail "$label: VolumeAttachments left"
+	# still running after snapshot-controller would have given up (26-30 s)
+	kill -0 "$up_pid" 2>/dev/null || fail "$label: kcsi up is gone before SIGTERM"
+	stop_up || fail "$label: kcsi up exited non-zero on SIGTERM"
+	grep -q "could not delete" "$d.out" && fail "$label: $(grep 'could not delete' "$d.out")"
+	for kind in nodes csinodes csidrivers; do
+		no_objects "$kind" || fail "$label: $kind left after SIGTERM: $($kubectl get "$kind" -o name)"
+	done
+	no_objects leases -n kube-node-lease || fail "$label: node Leases left"
+	$kubectl get configmap keep-me >/dev/null 2>&1 || fail "$label: kcsi up deleted a ConfigMap it did not make"
+	$kubectl get sc kcsi-loop-wffc >/dev/null 2>&1 || fail "$label: kcsi up deleted the user's StorageClass"
+	[ "$(grep -cF " $d/" /proc/self/mountinfo)" = 0 ] || fail "$label: mounts left under $d"
+	$kubectl delete sc kcsi-loop-wffc >/dev/null
+	$kubectl delete configmap keep-me >/dev/null
+}
+
+# ---- 1. the real controllers: --no-controllers ----
+realcp_start
+run_flow "real controllers" "$T/real" --no-controllers
+realcp_stop
+
+# ---- 2. etcd and kube-apiserver only: kcsi-controller-manager ----
+realcp_start --no-controllers
+# what kube-controller-manager's ServiceAccount controller would have made, for pod admission
+kubectl --kubeconfig "$RKC" create serviceaccount default >/dev/null 2>&1
+run_flow "kcsi-controller-manager" "$T/kcsi"
+realcp_stop
+
+if [ $FAILS -ne 0 ]; then
+	for f in "$T"/*.out; do echo "--- $f" >&2; tail -n 30 "$f" >&2; done
+	for f in "$T"/*/logs/*.log; do echo "--- $f" >&2; tail -n 10 "$f" >&2; done
+	exit 1
+fi
+echo PASS
