@@ -27,7 +27,10 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 int prov_parse_gates(const struct flag_map *m, struct prov_gates *g, char *err, size_t errlen)
 {
+	/* upstream v6's defaults: Topology is GA (on), and the PV finalizer is always written */
 	memset(g, 0, sizeof(*g));
+	g->topology = true;
+	g->honor_pv_reclaim_policy = true;
 	for (size_t i = 0; i < m->len; i++) {
 		const char *k = m->items[i].key, *v = m->items[i].value;
 		bool on;

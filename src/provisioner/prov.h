@@ -90,8 +90,9 @@
 
 /* ---- feature gates (decide.c) ---- */
 struct prov_gates {
-	bool topology;                 /* Topology, default false (v3.x beta) */
-	bool honor_pv_reclaim_policy;  /* HonorPVReclaimPolicy, default false (v3.x alpha) */
+	bool topology;                 /* Topology, default true (GA in v5+) */
+	bool honor_pv_reclaim_policy;  /* HonorPVReclaimPolicy, default true: upstream v6 always
+					  writes the PV finalizer; =false is kcsi's way out */
 	bool cross_namespace_source;   /* CrossNamespaceVolumeDataSource, default false; accepted */
 };
 /* Fills g from --feature-gates; an unknown gate or a value other than true/false is an error. */

@@ -433,6 +433,13 @@ static void test_pv_json(void)
 	CHECK(strstr(txt, "\"volumeHandle\":\"v\xef\xbf\xbd\\\"1\""));
 	free(txt);
 	json_decref(pv);
+	/* Filesystem without a fstype (none in the class, no --default-fstype): no fsType at all,
+	 * as upstream's omitempty writes it, not "" */
+	s.block = false;
+	s.fs_type = "";
+	raw = prov_pv_json(&s);
+	CHECK(raw && !strstr(raw, "fsType"));
+	free(raw);
 }
 
 static void test_gates_and_metrics(void)
@@ -444,6 +451,10 @@ static void test_gates_and_metrics(void)
 
 	CHECK_INT(prov_parse_gates(&m, &g, err, sizeof(err)), 0);
 	CHECK(g.topology && !g.honor_pv_reclaim_policy);
+	/* no --feature-gates: upstream v6's defaults, topology and the PV finalizer */
+	struct flag_map none = { NULL, 0 };
+	CHECK_INT(prov_parse_gates(&none, &g, err, sizeof(err)), 0);
+	CHECK(g.topology && g.honor_pv_reclaim_policy && !g.cross_namespace_source);
 	struct flag_kv bad[] = { { "NoSuchGate", "true" } };
 	struct flag_map mb = { bad, 1 };
 	CHECK_INT(prov_parse_gates(&mb, &g, err, sizeof(err)), -1);
