@@ -289,7 +289,7 @@ struct pbmsg {
 };
 #define PBMSG(var, ...)                                                                    \
 	static const struct pbfield var##_f[] = { __VA_ARGS__ };                           \
-	static const struct pbmsg var = { #var + 2, var##_f, sizeof(var##_f) / sizeof(var##_f[0]) }
+	static const struct pbmsg var = { &(#var)[2], var##_f, sizeof(var##_f) / sizeof(var##_f[0]) }
 #define S(n, j) { n, j, T_STR, 0, NULL }
 #define SK(n, j) { n, j, T_STR, PB_KEEP, NULL }
 #define M(n, j, m) { n, j, T_MSG, 0, &m }
