@@ -109,8 +109,15 @@ static enum att_result add_pv_finalizer(struct att_ctrl *c, const struct kube_pv
 	return ATT_DONE;
 }
 
-/* Saves attachError or detachError {time, message} with one status patch. */
-static void save_error(struct att_ctrl *c, const struct kube_va *va, bool attach, const char *msg)
+/*
+ * Saves attachError or detachError {time, message} with one status patch. An attachError from a
+ * failed ControllerPublishVolume also carries errorCode, the gRPC code (grpc_code >= 0), as
+ * upstream writes it since Kubernetes 1.33's MutableCSINodeAllocatableCount (GA, on by default):
+ * the attach/detach controller reads it to tell a node out of attach slots (RESOURCE_EXHAUSTED).
+ * Upstream writes no code into detachError.
+ */
+static void save_error(struct att_ctrl *c, const struct kube_va *va, bool attach, const char *msg,
+		       int grpc_code)
 {
 	char ts[RFC3339_BUFLEN];
 	struct kube_err e;
@@ -120,6 +127,9 @@ static void save_error(struct att_ctrl *c, const struct kube_va *va, bool attach
 	rfc3339_format(time(NULL), ts, sizeof(ts));
 	patch = json_pack("{s:{s:{s:s,s:s}}}", "status", attach ? "attachError" : "detachError",
 			  "time", ts, "message", msg);
+	if (attach && grpc_code >= 0)
+		json_object_set_new(json_object_get(json_object_get(patch, "status"), "attachError"),
+				    "errorCode", json_integer(grpc_code));
 	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
 	if (rc)
@@ -196,6 +206,7 @@ static enum att_result csi_attach(struct att_ctrl *c, const struct kube_va *va)
 	struct kube_err e;
 	char *node_id = NULL;
 	enum att_result res = ATT_RETRY;
+	int grpc_code = -1; /* the driver's answer, when the failure is ControllerPublishVolume's */
 
 	if (resolve_source(c, va, &src, err, sizeof(err)))
 		goto fail;
@@ -248,6 +259,7 @@ static enum att_result csi_attach(struct att_ctrl *c, const struct kube_va *va)
 	KLOG_V(2, "Attaching %s", LOGQ(va->meta.name));
 	if (csi_controller_publish_volume(c->o.csi, req, &resp, c->o.timeout_ns, &st) != 0) {
 		att_grpc_error(&st, err, sizeof(err));
+		grpc_code = st.code;
 		va = cur;
 		goto fail;
 	}
@@ -258,7 +270,7 @@ static enum att_result csi_attach(struct att_ctrl *c, const struct kube_va *va)
 fail:
 	if (res != ATT_CONFLICT) {
 		KLOG_V(2, "Error processing %s: failed to attach: %s", LOGQ(va->meta.name), err);
-		save_error(c, va, true, err);
+		save_error(c, va, true, err, grpc_code);
 		res = ATT_RETRY;
 	}
 out:
@@ -344,7 +356,7 @@ static enum att_result csi_detach(struct att_ctrl *c, const struct kube_va *va)
 	goto out;
 fail:
 	KLOG_V(2, "Error processing %s: failed to detach: %s", LOGQ(va->meta.name), err);
-	save_error(c, va, false, err);
+	save_error(c, va, false, err, -1);
 out:
 	csi_msg_free(resp);
 	csi_arena_free(a);

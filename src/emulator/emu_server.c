@@ -376,8 +376,11 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 		return emu_reply_status(c, 405, "MethodNotAllowed", msg, NULL);
 	}
 	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-	if (!body_is_json(c, method) && ct &&
-	    !strncasecmp(ct, "application/vnd.kubernetes.protobuf", 35) && rq->body.len) {
+	/* client-go sends DeleteOptions in the content type of its objects: protobuf too */
+	bool body_verb = !strcmp(method, "POST") || !strcmp(method, "PUT") ||
+			 !strcmp(method, "DELETE");
+	if (body_verb && ct && !strncasecmp(ct, "application/vnd.kubernetes.protobuf", 35) &&
+	    rq->body.len) {
 		char err[256];
 		char *json = emu_proto_to_json(rq->body.buf, rq->body.len, err, sizeof(err));
 		if (!json) {

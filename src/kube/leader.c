@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "kube/events.h"
 
 struct kube_leader {
 	struct kube_client *client;
@@ -33,6 +34,7 @@ struct kube_leader {
 	char observed_raw[1024]; /* spec as text, to tell when it changed */
 	int64_t observed_mono;
 	json_t *lease; /* last Lease read or written (for resourceVersion and transitions) */
+	struct kube_recorder *recorder; /* with o.events */
 };
 
 static void microtime_now(char *buf, size_t len)
@@ -87,6 +89,13 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 		strbuf_addf(&sb, "%s_%08x%08x", host, (unsigned)(random_unit() * 4294967295.0),
 			    (unsigned)(random_unit() * 4294967295.0));
 		le->identity = strbuf_detach(&sb, NULL);
+	}
+	if (o->events) {
+		struct strbuf comp = STRBUF_INIT;
+		strbuf_addf(&comp, "%s/%s", le->name, le->identity);
+		struct kube_recorder_opts ro = { .component = comp.buf };
+		le->recorder = kube_recorder_new(c, &ro);
+		strbuf_release(&comp);
 	}
 	pthread_mutex_init(&le->mu, NULL);
 	pthread_cond_init(&le->cond, NULL);
@@ -260,6 +269,16 @@ static void *run(void *arg)
 		if (wait_or_stop(le, jittered(le->o.retry_period_ns)))
 			return NULL;
 	KLOG_I("Successfully acquired lease lease=\"%s/%s\"", le->ns, le->name);
+	if (le->recorder) {
+		json_t *md = json_object_get(le->lease, "metadata");
+		struct kube_objref ref = {
+			.kind = "Lease", .api_version = "coordination.k8s.io/v1", .ns = le->ns,
+			.name = le->name, .uid = json_string_value(json_object_get(md, "uid")),
+			.resource_version = json_string_value(json_object_get(md, "resourceVersion")),
+		};
+		kube_event(le->recorder, &ref, KUBE_EVENT_NORMAL, "LeaderElection", "%s became leader",
+			   le->identity);
+	}
 	set_leading(le, true);
 	if (le->o.on_started_leading)
 		le->o.on_started_leading(le->o.ud);
@@ -336,6 +355,7 @@ void kube_leader_free(struct kube_leader *le)
 	if (!le)
 		return;
 	kube_leader_stop(le);
+	kube_recorder_free(le->recorder);
 	json_decref(le->lease);
 	free(le->ns);
 	free(le->name);

@@ -9,6 +9,10 @@
  * (default: log and exit, as the upstream sidecars do). kube_leader_stop() of a leader releases
  * the Lease (empty holder) so a standby takes over at once.
  *
+ * With events set, acquiring the Lease records a Normal event "LeaderElection" "<identity> became
+ * leader" on it, source component "<lease name>/<identity>", as client-go's LeaseLock does for
+ * the sidecars (the elector owns that recorder, on its client).
+ *
  * Give the elector its own struct kube_client so volume work never delays renewal. The elector
  * borrows the client; callbacks run on the elector's thread.
  */
@@ -32,6 +36,7 @@ struct kube_leader_opts {
 	void (*on_started_leading)(void *ud);
 	void (*on_stopped_leading)(void *ud); /* NULL: exit the process with an error */
 	void (*on_new_leader)(const char *identity, void *ud);
+	bool events;          /* record the LeaderElection event on acquiring */
 	json_t *labels;       /* merged into the Lease's metadata.labels on every write (borrowed,
 			       * kept alive by the caller); NULL: none */
 	void *ud;

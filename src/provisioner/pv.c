@@ -1,5 +1,5 @@
 /*
- * The PersistentVolume, field for field as external-provisioner v3.x (with
+ * The PersistentVolume, field for field as external-provisioner (v3.x to v6.3, with
  * sig-storage-lib-external-provisioner) writes it:
  *
  *   metadata: name, annotations {pv.kubernetes.io/provisioned-by,
@@ -8,7 +8,7 @@
  *             (always: upstream v6.2 removed the HonorPVReclaimPolicy gate)
  *   spec: accessModes (the claim's), capacity.storage (the driver's answer, binary SI),
  *         csi {driver, volumeHandle, volumeAttributes (volume_context + the provisioner identity),
- *              fsType (not for Block), the five secret references, readOnly (only when true)},
+ *              fsType (not for Block, omitted when empty), the five secret references, readOnly (only when true)},
  *         mountOptions (the class's), persistentVolumeReclaimPolicy (the class's), storageClassName,
  *         volumeMode, nodeAffinity (accessible_topology, one term per topology, op In),
  *         claimRef {kind, namespace, name, uid, apiVersion, resourceVersion}
@@ -120,7 +120,7 @@ char *prov_pv_json(const struct prov_pv_spec *s)
 	for (size_t i = 0; i < s->nattributes; i++)
 		jw_kv_str(&w, s->attributes[i].key, s->attributes[i].value);
 	jw_end_object(&w);
-	if (!s->block)
+	if (!s->block && s->fs_type && *s->fs_type) /* upstream's omitempty */
 		jw_kv_str(&w, "fsType", s->fs_type);
 	if (s->read_only) {
 		jw_key(&w, "readOnly");

@@ -371,6 +371,7 @@ static int start_leader(struct runtime *rt, const struct kube_client_opts *ko, c
 		.retry_period_ns = cfg->kube.le_retry_ns,
 		.on_started_leading = on_started_leading, .on_new_leader = on_new_leader,
 		.on_stopped_leading = on_stopped_leading, .ud = rt,
+		.events = true, /* upstream's LeaderElection event on the Lease */
 	};
 	if (!lo.ns || !*lo.ns)
 		lo.ns = getenv("POD_NAMESPACE");

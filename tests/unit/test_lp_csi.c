@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -1339,6 +1340,17 @@ static int64_t allocated(const char *id)
 	return stat(img, &sb) == 0 ? (int64_t)sb.st_blocks * 512 : -1;
 }
 
+/* The type a volume's metadata records: 1 thick, 0 thin, -1 unreadable. */
+static int recorded_thick(const char *id)
+{
+	char meta[500];
+	snprintf(meta, sizeof(meta), "%s/volumes/%s.json", pool, id);
+	json_t *j = json_load_file(meta, 0, NULL);
+	int t = j ? json_is_true(json_object_get(j, "thick")) : -1;
+	json_decref(j);
+	return t;
+}
+
 /* "k=v" (or NULL: no parameters) as a ControllerModifyVolume call on id. */
 static int modify(const char *id, const char *kv)
 {
@@ -1369,13 +1381,16 @@ static void test_modify_volume(void)
 		bool thick_after;
 	} cases[] = {
 		{ "no volume ID", "", "type=thick", 3, "volume_id", false },
-		{ "no mutable parameters", NULL, NULL, 3, "mutable_parameters", false },
+		{ "no mutable parameters changes nothing", NULL, NULL, 0, NULL, false },
+		{ "no mutable parameters on a volume that does not exist",
+		  "lv-0000000000000000", NULL, 5, NULL, false },
 		{ "an unknown key", NULL, "iops=100", 3, "iops", false },
 		{ "an unknown type", NULL, "type=fat", 3, "fat", false },
 		{ "a volume that does not exist", "lv-0000000000000000", "type=thick", 5, NULL,
 		  false },
 		{ "thin to thick allocates the image", NULL, "type=thick", 0, NULL, true },
 		{ "thick again changes nothing", NULL, "type=thick", 0, NULL, true },
+		{ "no mutable parameters keeps a thick volume thick", NULL, NULL, 0, NULL, true },
 		{ "thick to thin keeps the blocks", NULL, "type=thin", 0, NULL, true },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1383,7 +1398,10 @@ static void test_modify_volume(void)
 		expect(modify(cases[i].id ? cases[i].id : v.id, cases[i].kv), cases[i].code,
 		       cases[i].needle);
 		CHECK_INT(allocated(v.id) >= 64 * MiB, cases[i].thick_after);
+		if (i + 1 < sizeof(cases) / sizeof(cases[0]))
+			CHECK_INT(recorded_thick(v.id), cases[i].thick_after);
 	}
+	CHECK_INT(recorded_thick(v.id), 0); /* the last case: thick -> thin, recorded */
 	/* CreateVolume takes the same mutable parameters, which win over parameters */
 	Csi__V1__CreateVolumeRequest *r = create_req("mod2", 32 * MiB, cap(false, SNW, "ext4"));
 	csi_map_add(A, &r->base, "parameters", "type", "thin");

@@ -433,6 +433,13 @@ static void test_pv_json(void)
 	CHECK(strstr(txt, "\"volumeHandle\":\"v\xef\xbf\xbd\\\"1\""));
 	free(txt);
 	json_decref(pv);
+	/* Filesystem without a fstype (none in the class, no --default-fstype): no fsType at all,
+	 * as upstream's omitempty writes it, not "" */
+	s.block = false;
+	s.fs_type = "";
+	raw = prov_pv_json(&s);
+	CHECK(raw && !strstr(raw, "fsType"));
+	free(raw);
 }
 
 static void test_gates_and_metrics(void)

@@ -1,0 +1,116 @@
+#!/bin/bash
+# e2e, drop-in differential: upstream's csi-provisioner v6.3.0 and kcsi's, each with its default
+# flags (only the socket and the kubeconfig given), the same story on one kube-emulator and one
+# kcsi-loopplugin (controller mode, zone zone-a), compared field by field (lib_diff.sh): claims,
+# PVs, the snapshot a restore reads, and the events. The scenario plays the PV binder and the
+# scheduler (volumeName and phases, the selected-node annotation); kcsi's snapshot-controller
+# and csi-snapshotter, the same for both sides, make the snapshot.
+#   1. an Immediate claim: CreateVolume, the PV (topology, provisioner identity, finalizers)
+#   2. a WaitForFirstConsumer claim with allowed topologies, no node selected: left alone
+#   3. the node selected: the PV in the node's zone
+#   4. a clone of the first claim (and the source claim's protection while it runs)
+#   5. a restore from a VolumeSnapshot of the first claim
+#   6. the clone deleted (policy Delete): DeleteVolume, the PV gone
+set -u
+. "$(dirname "$0")/lib_emulator.sh"
+. "$(dirname "$0")/lib_attacher.sh"
+. "$(dirname "$0")/lib_provisioner.sh"
+. "$(dirname "$0")/lib_snapshot.sh"
+. "$(dirname "$0")/lib_diff.sh"
+ZK=topology.loop.kcsi.io/zone
+KINDS=(persistentvolumeclaims persistentvolumes volumesnapshots volumesnapshotcontents)
+
+# claim NAME CLASS [extra-json]: a claim in $NS, annotated for $DRV as the binder would
+claim() {
+	local extra=${3:-"{}"}
+	jq -n --arg n "$1" --arg ns "$NS" --arg sc "$2" --arg d "$DRV" --argjson x "$extra" '{
+		apiVersion: "v1", kind: "PersistentVolumeClaim",
+		metadata: {name: $n, namespace: $ns,
+			   annotations: {"volume.kubernetes.io/storage-provisioner": $d}},
+		spec: {storageClassName: $sc, accessModes: ["ReadWriteOnce"], volumeMode: "Filesystem",
+		       resources: {requests: {storage: "16Mi"}}}} * $x' | kc create -f - >/dev/null
+}
+claim_pv() { echo "pvc-$(kc get pvc "$1" -n "$NS" -o jsonpath='{.metadata.uid}')"; }
+# bind_claim NAME: the binder's part once the PV exists
+bind_claim() {
+	local pv
+	pv=$(claim_pv "$1")
+	req PATCH "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" \
+		"{\"spec\":{\"volumeName\":\"$pv\"}}" application/merge-patch+json
+	expect_code 200 "bind $1"
+	status_patch "/api/v1/namespaces/$NS/persistentvolumeclaims/$1" '{"status":{"phase":"Bound"}}'
+	status_patch "/api/v1/persistentvolumes/$pv" '{"status":{"phase":"Bound"}}'
+}
+# release_claim NAME: the claim deleted, its PV Released
+release_claim() {
+	local pv
+	pv=$(claim_pv "$1")
+	kc delete pvc "$1" -n "$NS" --wait=false >/dev/null
+	status_patch "/api/v1/persistentvolumes/$pv" '{"status":{"phase":"Released"}}'
+}
+claim_provisioned() { pv_exists "$(claim_pv "$1")"; }
+
+emu_start
+lp_start controller-host --mode controller --zone zone-a
+sctrl_start
+snapper_start snapper "$T/lp.sock"
+
+for side in upstream kcsi; do
+	diff_side $side
+	N=node-$TAG
+	echo "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$N\",\"labels\":{\"$ZK\":\"zone-a\"}}}" |
+		kc create -f - >/dev/null
+	echo "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"CSINode\",\"metadata\":{\"name\":\"$N\"},
+	\"spec\":{\"drivers\":[{\"name\":\"$DRV\",\"nodeID\":\"$N\",\"topologyKeys\":[\"$ZK\"]}]}}" |
+		kc create -f - >/dev/null
+	mk_sc "imm-$TAG" '{"parameters":{"type":"thin","csi.storage.k8s.io/fstype":"ext4"}}'
+	mk_sc "late-$TAG" '{"volumeBindingMode":"WaitForFirstConsumer","allowedTopologies":[{"matchLabelExpressions":[{"key":"'$ZK'","values":["zone-a"]}]}]}'
+	mk_vsclass "snap-$TAG"
+	diff_start prov csi-provisioner --csi-address "unix://$T/lp.sock" --kubeconfig "$KC"
+
+	claim src "imm-$TAG"
+	wait_for "$side: PV of the Immediate claim" 30 claim_provisioned src
+	diff_snap 1-provisioned "${KINDS[@]}"
+	bind_claim src
+
+	claim late "late-$TAG"
+	sleep 2
+	diff_snap 2-wffc-waiting "${KINDS[@]}"
+	kc annotate pvc late -n "$NS" "volume.kubernetes.io/selected-node=$N" >/dev/null
+	wait_for "$side: PV of the WaitForFirstConsumer claim" 30 claim_provisioned late
+	diff_snap 3-wffc-provisioned "${KINDS[@]}"
+	bind_claim late
+
+	claim clone "imm-$TAG" '{"spec":{"dataSource":{"kind":"PersistentVolumeClaim","name":"src"}}}'
+	wait_for "$side: PV of the clone" 30 claim_provisioned clone
+	diff_snap 4-cloned "${KINDS[@]}"
+	bind_claim clone
+
+	jq -n --arg ns "$NS" --arg c "snap-$TAG" '{apiVersion: "snapshot.storage.k8s.io/v1",
+		kind: "VolumeSnapshot", metadata: {name: "snap", namespace: $ns},
+		spec: {volumeSnapshotClassName: $c, source: {persistentVolumeClaimName: "src"}}}' |
+		kc create -f - >/dev/null
+	snap_ready() { [ "$(kc get volumesnapshot snap -n "$NS" -o jsonpath='{.status.readyToUse}')" = true ]; }
+	wait_for "$side: snapshot of the first claim" 30 snap_ready
+	claim restore "imm-$TAG" '{"spec":{"dataSource":{"apiGroup":"snapshot.storage.k8s.io","kind":"VolumeSnapshot","name":"snap"}}}'
+	wait_for "$side: PV of the restore" 30 claim_provisioned restore
+	diff_snap 5-restored "${KINDS[@]}"
+	bind_claim restore
+
+	CPV=$(claim_pv clone)
+	release_claim clone
+	wait_for "$side: PV of the deleted clone gone" 30 pv_gone "$CPV"
+	diff_snap 6-deleted "${KINDS[@]}"
+
+	# Not compared: what is left goes, so the driver ends empty.
+	kc delete volumesnapshot snap -n "$NS" --wait=false >/dev/null
+	PVS=()
+	for c in src late restore; do PVS+=("$(claim_pv $c)"); release_claim $c; done
+	for pv in "${PVS[@]}"; do wait_for "$side: PV $pv gone" 30 pv_gone "$pv"; done
+	diff_stop prov
+done
+
+diff_check csi-provisioner
+sigterm_checked sctrl snapper
+check "the driver holds no volume" eq "$(lp_volumes | wc -l)" 0
+att_finish
