@@ -10,7 +10,8 @@
 #       peer. NAME is one of the names below or "own" (kcsi's Go programs in tests/peers).
 #
 # Third-party binaries go to a cache outside the work tree, one file each, keyed by the module
-# graph tests/peers resolves (`go list -m all`, so only a changed version changes the key):
+# graph tests/peers resolves (`go list -m all`, so only a changed version changes the key; a
+# changed line of the table below rebuilds that binary alone):
 # ${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}/<key>/. A binary already there is not rebuilt, so a
 # warm run costs seconds; an interrupted build resumes with what is missing. Go's module and
 # build caches ($GOMODCACHE, $GOCACHE) are Go's own, also outside the tree. kcsi's own Go programs
@@ -35,7 +36,7 @@ peers=(
 	"kube-scheduler k8s.io/kubernetes cmd/kube-scheduler $k8s_ld"
 	"kubelet k8s.io/kubernetes cmd/kubelet $k8s_ld"
 	"etcd go.etcd.io/etcd/server/v3 . "
-	"csi-sanity github.com/kubernetes-csi/csi-test/v5 cmd/csi-sanity -X main.version=\$V"
+	"csi-sanity github.com/kubernetes-csi/csi-test/v5 cmd/csi-sanity -X main.VERSION=\$V"
 	"csi-attacher github.com/kubernetes-csi/external-attacher/v4 cmd/csi-attacher -X main.version=\$V"
 	"csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 cmd/csi-provisioner -X main.version=\$V"
 	"csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 cmd/csi-snapshotter -X main.version=\$V"
@@ -43,7 +44,7 @@ peers=(
 )
 
 graph=$(go list -m all)
-key=$( { go version; echo "$graph"; printf '%s\n' "${peers[@]}"; } | sha256sum | cut -c1-16)
+key=$( { go version; echo "$graph"; } | sha256sum | cut -c1-16)
 cache="${KCSI_PEERS_CACHE:-$HOME/.cache/kcsi-peers}/$key"
 mkdir -p "$cache" "$out/bin" "$out/kubectl"
 
@@ -76,8 +77,10 @@ built=0
 for line in "${peers[@]}"; do
 	read -r name m pkg ld <<<"$line"
 	selected "$name" || continue
-	if [ ! -x "$cache/$name" ]; then
+	# built before with this very line (package, version stamps)? then it is current
+	if [ ! -x "$cache/$name" ] || [ "$(cat "$cache/$name.line" 2>/dev/null)" != "$line" ]; then
 		build_one "$name" "$m" "$pkg" "$ld"
+		echo "$line" >"$cache/$name.line"
 		built=$((built + 1))
 	fi
 	ln -sfn "$cache/$name" "$out/bin/$name"
