@@ -395,8 +395,8 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 	} else if (!body_is_json(c, method)) {
 		return emu_reply_status(c, 415, "UnsupportedMediaType",
 			"the body of the request was in an unknown format - accepted media types "
-			"include: application/json, application/vnd.kubernetes.protobuf (v1 "
-			"Namespace, Secret and ConfigMap only)", NULL);
+			"include: application/json, application/vnd.kubernetes.protobuf (the "
+			"kinds docs/kube-emulator.md lists)", NULL);
 	}
 	if (!strcmp(method, "GET"))
 		k.table = emu_table_wanted(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),

@@ -120,7 +120,7 @@ static void test_proto(void)
 	static const unsigned char pod[] = { 'k', '8', 's', 0, 0x0a, 0x07, 0x0a, 0x02, 'v', '1',
 					     0x12, 0x01, 'X' };
 	CHECK(emu_proto_to_json(pod, sizeof(pod), err, sizeof(err)) == NULL);
-	CHECK(strstr(err, "only for v1 Namespace, Secret and ConfigMap") != NULL);
+	CHECK(strstr(err, "decodes protobuf only for v1 Namespace, Secret, ConfigMap, Event") != NULL);
 }
 
 int main(void)
