@@ -27,6 +27,7 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 peers=${KCSI_PEERS:-$src/build-peers/bin}
+. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, rss_kib, rss_line
 die() { echo "realcp: $*" >&2; exit 1; }
 
 # ---- certificates ----
@@ -81,41 +82,12 @@ current-context: realcp
 EOF
 }
 
-# Free loopback ports, all bound at once so that they differ; another process may still take
-# one before its server binds it: start then fails with "address already in use" in a log.
-free_ports() {
-	python3 -c '
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
-}
 
 # ---- processes ----
 launch() { # name args...: a new session, so the caller's signals and exit do not reach it
 	local name=$1; shift
 	setsid "$peers/$name" "$@" </dev/null >"$D/$name.log" 2>&1 &
 	echo "$name $!" >>"$D/pids"
-}
-# pid_ours PID: the process is alive and is one of ours (its command line names DIR), so a
-# recycled pid is never signalled.
-pid_ours() {
-	local st
-	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ "$st" != Z ] || return 1
-	tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$D/"
-}
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-rss_line() {
-	local total=0 parts="" name pid k
-	while read -r name pid; do
-		pid_ours "$pid" || continue
-		k=$(rss_kib "$pid")
-		total=$((total + k))
-		parts="$parts${parts:+, }$name $((k / 1024))"
-	done <"$D/pids"
-	echo "RSS $((total / 1024)) MiB ($parts)"
 }
 
 curl_admin() { curl -sf --max-time 2 --cacert "$D/ca.crt" --cert "$D/pki/admin.crt" --key "$D/pki/admin.key" "$@"; }

@@ -32,6 +32,7 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 peers=${KCSI_PEERS:-$src/build-peers/bin}
+. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, rss_kib, rss_line
 die() { echo "realnode: $*" >&2; exit 1; }
 
 KUBELET_ROOT=/var/lib/kubelet
@@ -42,32 +43,7 @@ GATEWAY=10.244.77.1
 SERVICE_IP=10.96.0.1
 CGROUP_ROOT=kcsi-realnode
 
-free_ports() {
-	python3 -c '
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
-}
 
-pid_ours() { # PID: alive, not a zombie, and its command line names DIR
-	local st
-	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ "$st" != Z ] || return 1
-	tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$D/"
-}
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-rss_line() {
-	local total=0 parts="" name pid k
-	while read -r name pid; do
-		pid_ours "$pid" || continue
-		k=$(rss_kib "$pid")
-		total=$((total + k))
-		parts="$parts${parts:+, }$name $((k / 1024))"
-	done <"$D/pids"
-	echo "RSS $((total / 1024)) MiB ($parts)"
-}
 launch() { # name binary args...
 	local name=$1; shift
 	setsid "$@" </dev/null >"$D/$name.log" 2>&1 &

@@ -1,0 +1,37 @@
+# lib_procs.sh: what scripts/realcp.sh and scripts/realnode.sh share about the processes they
+# start. Sourced; the caller sets D (its work dir, which every process it starts names on its
+# command line) and keeps "name pid" lines in $D/pids.
+#
+#   free_ports N   N free loopback ports, all bound at once so that they differ; another
+#                  process may still take one before its server binds it (start then fails with
+#                  "address already in use" in a log)
+#   pid_ours PID   alive, not a zombie, and its command line names $D/ (a recycled pid is never
+#                  taken for ours)
+#   rss_kib PID    its resident memory in KiB (0 when gone)
+#   rss_line       "RSS <total> MiB (<name> <MiB>, ...)" over $D/pids
+
+free_ports() {
+	python3 -c '
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+pid_ours() {
+	local st
+	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "$st" != Z ] || return 1
+	tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$D/"
+}
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_line() {
+	local total=0 parts="" name pid k
+	while read -r name pid; do
+		pid_ours "$pid" || continue
+		k=$(rss_kib "$pid")
+		total=$((total + k))
+		parts="$parts${parts:+, }$name $((k / 1024))"
+	done <"$D/pids"
+	echo "RSS $((total / 1024)) MiB ($parts)"
+}
