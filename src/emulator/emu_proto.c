@@ -108,8 +108,13 @@ static json_t *pb_string(const struct pb_field *f)
 	return json_stringn((const char *)f->bytes, f->len); /* NULL when not UTF-8 */
 }
 
-/* A map entry {1 key, 2 value} into m; bytes values become base64. */
-static bool pb_map_entry(const struct pb_field *f, json_t *m, bool bytes)
+/* What a map's values are: strings, bytes (written as base64) or Quantity messages. */
+enum pb_map_value { PB_MAP_STRING, PB_MAP_BYTES, PB_MAP_QUANTITY };
+static json_t *pb_quantity(const unsigned char *p, size_t len);
+
+/* A map entry {1 key, 2 value} into m. A string or bytes entry without a value is ""; a
+ * Quantity entry needs one. */
+static bool pb_map_entry(const struct pb_field *f, json_t *m, enum pb_map_value kind)
 {
 	struct pb b = { f->bytes, f->bytes + f->len };
 	struct pb_field e = { 0 };
@@ -123,18 +128,22 @@ static bool pb_map_entry(const struct pb_field *f, json_t *m, bool bytes)
 			key = pb_string(&e);
 		} else if (e.num == 2) {
 			json_decref(val);
-			if (bytes) {
+			if (kind == PB_MAP_BYTES) {
 				char *s = emu_base64_encode(e.bytes, e.len, false);
 				val = json_string(s);
 				free(s);
+			} else if (kind == PB_MAP_QUANTITY) {
+				val = pb_quantity(e.bytes, e.len);
 			} else {
 				val = pb_string(&e);
 			}
 		}
 	}
-	bool ok = rc == 0 && key;
+	if (!val && kind != PB_MAP_QUANTITY)
+		val = json_string("");
+	bool ok = rc == 0 && key && val;
 	if (ok)
-		json_object_set_new(m, json_string_value(key), val ? val : json_string(""));
+		json_object_set_new(m, json_string_value(key), val);
 	else
 		json_decref(val);
 	json_decref(key);
@@ -189,8 +198,8 @@ static json_t *pb_meta(const unsigned char *p, size_t len)
 		case 3: ok = set_str(m, "namespace", &f); break;
 		case 5: ok = set_str(m, "uid", &f); break;
 		case 6: ok = set_str(m, "resourceVersion", &f); break;
-		case 11: ok = pb_map_entry(&f, map_of(m, "labels"), false); break;
-		case 12: ok = pb_map_entry(&f, map_of(m, "annotations"), false); break;
+		case 11: ok = pb_map_entry(&f, map_of(m, "labels"), PB_MAP_STRING); break;
+		case 12: ok = pb_map_entry(&f, map_of(m, "annotations"), PB_MAP_STRING); break;
 		case 14: {
 			json_t *s = pb_string(&f);
 			ok = s != NULL;
@@ -238,13 +247,13 @@ static json_t *pb_object(const char *kind, const unsigned char *p, size_t len)
 			}
 			ok = ok && rc == 0;
 		} else if (!ns && f.num == 2 && f.wire == 2) {
-			ok = pb_map_entry(&f, map_of(o, "data"), secret);
+			ok = pb_map_entry(&f, map_of(o, "data"), secret ? PB_MAP_BYTES : PB_MAP_STRING);
 		} else if (secret && f.num == 3 && f.wire == 2) {
 			ok = set_str(o, "type", &f);
 		} else if (secret && f.num == 4 && f.wire == 2) {
-			ok = pb_map_entry(&f, map_of(o, "stringData"), false);
+			ok = pb_map_entry(&f, map_of(o, "stringData"), PB_MAP_STRING);
 		} else if (!secret && !ns && f.num == 3 && f.wire == 2) {
-			ok = pb_map_entry(&f, map_of(o, "binaryData"), true);
+			ok = pb_map_entry(&f, map_of(o, "binaryData"), PB_MAP_BYTES);
 		} else if (!ns && f.num == (secret ? 5u : 4u) && f.wire == 0) {
 			json_object_set_new(o, "immutable", json_boolean(f.v != 0));
 		}
@@ -464,33 +473,6 @@ static json_t *pb_quantity(const unsigned char *p, size_t len)
 	return s ? s : json_string("0");
 }
 
-/* A map<string, Quantity> entry into m. */
-static bool pb_map_quantity(const struct pb_field *f, json_t *m)
-{
-	struct pb b = { f->bytes, f->bytes + f->len };
-	struct pb_field e = { 0 };
-	json_t *key = NULL, *val = NULL;
-	int rc;
-	while ((rc = pb_next(&b, &e)) > 0) {
-		if (e.wire != 2)
-			continue;
-		if (e.num == 1) {
-			json_decref(key);
-			key = pb_string(&e);
-		} else if (e.num == 2) {
-			json_decref(val);
-			val = pb_quantity(e.bytes, e.len);
-		}
-	}
-	bool ok = rc == 0 && key && val;
-	if (ok)
-		json_object_set_new(m, json_string_value(key), val);
-	else
-		json_decref(val);
-	json_decref(key);
-	return ok;
-}
-
 static bool pb_decode(const struct pbmsg *m, const unsigned char *p, size_t len, json_t *o,
 		      int depth, char *err, size_t errlen);
 
@@ -533,11 +515,11 @@ static bool pb_field_into(const struct pbmsg *m, const struct pbfield *d, const 
 			return true;
 		break;
 	case T_MAP:
-		if (pb_map_entry(f, map_of(o, d->json), false))
+		if (pb_map_entry(f, map_of(o, d->json), PB_MAP_STRING))
 			return true;
 		break;
 	case T_MAPQ:
-		if (pb_map_quantity(f, map_of(o, d->json)))
+		if (pb_map_entry(f, map_of(o, d->json), PB_MAP_QUANTITY))
 			return true;
 		break;
 	case T_STRS:
