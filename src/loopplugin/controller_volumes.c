@@ -14,10 +14,15 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "loopplugin/fs.h"
 
-/* The size to create from a capacity range, or an error (OUT_OF_RANGE / INVALID_ARGUMENT). */
+/*
+ * The size to create from a capacity range, or an error (OUT_OF_RANGE / INVALID_ARGUMENT).
+ * floor is the least size the volume can have, and floor_why says why ("the source's size",
+ * "the smallest xfs"), for the message when the limit is below it.
+ */
 static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__CapacityRange *cr,
-		     int64_t floor, int64_t *size, struct lp_status *st)
+		     int64_t floor, const char *floor_why, int64_t *size, struct lp_status *st)
 {
 	int64_t req = cr ? cr->required_bytes : 0, lim = cr ? cr->limit_bytes : 0;
 	if (req < 0 || lim < 0)
@@ -38,9 +43,9 @@ static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__Capac
 	s = (s + MiB - 1) / MiB * MiB; /* cannot overflow: checked above */
 	if (lim && s > lim)
 		return lp_fail(st, LP_OUT_OF_RANGE,
-			       "%s: %lld bytes (sizes are whole MiB%s) exceed the limit %lld", what,
-			       (long long)s, floor ? ", at least the source's size" : "",
-			       (long long)lim);
+			       "%s: %lld bytes (sizes are whole MiB%s%s) exceed the limit %lld",
+			       what, (long long)s, floor ? ", at least " : "",
+			       floor ? floor_why : "", (long long)lim);
 	if (s > d->cfg.max_volume_size)
 		return lp_fail(st, LP_OUT_OF_RANGE,
 			       "%s: %lld bytes exceed the largest volume, %lld bytes "
@@ -153,8 +158,14 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		src_image = lp_volume_image(d->pool, sv->id);
 		lp_volume_free(sv);
 	}
+	/* a filesystem mkfs cannot make that small gets its smallest size (xfs: 300 MiB) */
+	const char *floor_why = "the source's size";
+	if (!cs.block && lp_fs_min_bytes(cs.fstype) > floor) {
+		floor = lp_fs_min_bytes(cs.fstype);
+		floor_why = "300 MiB, the smallest xfs";
+	}
 	int64_t size;
-	if (pick_size(d, what, req->capacity_range, floor, &size, &st)) {
+	if (pick_size(d, what, req->capacity_range, floor, floor_why, &size, &st)) {
 		free(src_image);
 		return lp_fail_call(ctx, &st);
 	}
@@ -269,7 +280,7 @@ static int controller_expand(struct csi_call_ctx *ctx, const ProtobufCMessage *r
 	int64_t size;
 	/* Never smaller than now: required_bytes 0 (or below the size) keeps the volume's size. */
 	if (lp_volume_load(d->pool, req->volume_id, &v, &st) ||
-	    pick_size(d, what, req->capacity_range, v->size, &size, &st)) {
+	    pick_size(d, what, req->capacity_range, v->size, "the volume's size", &size, &st)) {
 		ret = lp_fail_call(ctx, &st);
 		goto out;
 	}

@@ -27,6 +27,11 @@ bool lp_fs_supported(const char *fstype)
 	return false;
 }
 
+long long lp_fs_min_bytes(const char *fstype)
+{
+	return fstype && strcmp(fstype, "xfs") == 0 ? LP_XFS_MIN_BYTES : 0;
+}
+
 /* The tool output reduced to one line for an error message. */
 static const char *first_line(struct strbuf *sb)
 {

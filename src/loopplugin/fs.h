@@ -16,6 +16,14 @@
 
 /* True when the driver can create filesystems of this type (ext4 always, xfs if mkfs.xfs). */
 bool lp_fs_supported(const char *fstype);
+/*
+ * The smallest device mkfs makes this filesystem on: 300 MiB for xfs (xfsprogs refuses less:
+ * "Filesystem must be larger than 300MB"), 0 for ext4 and anything else. CreateVolume rounds a
+ * smaller request up to it (the spec lets a driver give more than required_bytes), so a claim
+ * never gets a volume that every NodeStageVolume would fail to format.
+ */
+#define LP_XFS_MIN_BYTES (300LL * 1024 * 1024)
+long long lp_fs_min_bytes(const char *fstype);
 
 /*
  * Probes dev: returns 1 and writes the filesystem (or other signature) type into type, 0 when

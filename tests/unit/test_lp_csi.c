@@ -30,6 +30,7 @@
 #include "check.h"
 #include "csi/client.h"
 #include "loopplugin/driver.h"
+#include "loopplugin/fs.h"
 
 #define MiB (1024LL * 1024)
 #define GiB (1024LL * MiB)
@@ -707,6 +708,34 @@ static void lifecycle_mount(const char *fstype, int64_t size, int64_t grown)
 
 static void test_lifecycle_ext4(void) { lifecycle_mount("ext4", 64 * MiB, 128 * MiB); }
 static void test_lifecycle_xfs(void) { lifecycle_mount("xfs", 320 * MiB, 640 * MiB); }
+
+/*
+ * A 64Mi claim of an xfs class gets a volume of 300 MiB, the smallest mkfs.xfs makes, so its
+ * NodeStageVolume can format it (before: created at 64 MiB, then every stage failed with
+ * "Filesystem must be larger than 300MB"). A limit below that is refused up front; ext4 and
+ * block keep the size asked for.
+ */
+static void test_filesystem_minimum(void)
+{
+	if (!lp_fs_supported("xfs")) {
+		CHECK(!"mkfs.xfs is missing: install xfsprogs (scripts/deps.sh)");
+		return;
+	}
+	struct vol v;
+	CHECK_INT(create("xfs-small", 64 * MiB, cap(false, SNW, "xfs"), &v), 0);
+	CHECK(v.size == 300 * MiB);
+	CHECK_INT(del(v.id), 0);
+	Csi__V1__CreateVolumeRequest *r = create_req("xfs-limited", 64 * MiB, cap(false, SNW, "xfs"));
+	r->capacity_range->limit_bytes = 100 * MiB;
+	expect(create_r(r, NULL), 11, "300 MiB, the smallest xfs");
+	CHECK_INT(create("ext4-small", 64 * MiB, cap(false, SNW, "ext4"), &v), 0);
+	CHECK(v.size == 64 * MiB);
+	CHECK_INT(del(v.id), 0);
+	CHECK_INT(create("block-small", 64 * MiB, cap(true, SNW, NULL), &v), 0);
+	CHECK(v.size == 64 * MiB);
+	CHECK_INT(del(v.id), 0);
+	check_clean();
+}
 
 static void test_lifecycle_block(void)
 {
@@ -1637,6 +1666,7 @@ int main(void)
 	RUN(test_identity);
 	RUN(test_lifecycle_ext4);
 	RUN(test_lifecycle_xfs);
+	RUN(test_filesystem_minimum);
 	RUN(test_lifecycle_block);
 	RUN(test_errors);
 	RUN(test_list_and_capacity);
