@@ -1,0 +1,103 @@
+#!/bin/bash
+# e2e (issue 34): kcsi's CSI client (src/csi/client.c, through the kcsi CLI) against a hostile
+# driver, h2_hostile_driver.py, a raw HTTP/2 gRPC server that misbehaves per call:
+#   big         a ControllerPublishVolume answer of 100 MB: RESOURCE_EXHAUSTED at once, as
+#               grpc-go's client says it ("received message larger than max"), the stream reset
+#               after the first frame, RSS bounded;
+#   forever     an answer whose message never completes (50 KiB/s of a 3 MiB message) and
+#   notrailers  a whole answer and then no trailers: both end DEADLINE_EXCEEDED at --timeout;
+#   noread      the driver stops reading while a 1.7 MB request is being sent (the socket
+#               buffer fills) and
+#   nowindow    the driver reads but never grants flow-control window (64 KiB): both end
+#               DEADLINE_EXCEEDED at --timeout, memory bounded.
+# Meanwhile a legitimate Probe goes to the same driver every 250 ms and must be answered within
+# 1 s; after each case one more must be. RSS is the client's peak (/usr/bin/time's maxrss) against
+# a plain Probe's. Not SLOW: about 20 s, and it runs in the sanitizer build too (RSS checks only
+# in the normal build: ASan's shadow memory is not the client's).
+set -u
+. "$(dirname "$0")/lib_proc.sh" hostile-driver
+. "$(dirname "$0")/lib_hostile.sh"
+K="$KCSI_BIN/kcsi"
+DRV="$KCSI_SRC/tests/e2e/h2_hostile_driver.py"
+TIMEOUT=3
+
+python3 "$DRV" "$T/d.sock" 16777216 >"$T/d.log" 2>&1 &
+PIDS+=($!)
+python3 "$DRV" "$T/w.sock" 65535 >"$T/w.log" 2>&1 &
+PIDS+=($!)
+wait_for "hostile driver sockets" 10 test -S "$T/d.sock" -a -S "$T/w.sock"
+SAN=0
+sanitized "$K" && SAN=1
+
+probe_once() { # SOCK: a Probe answered within 1 s
+	timeout 1 "$K" --endpoint "unix://$1" identity probe >/dev/null 2>&1
+}
+probe_rss() {
+	/usr/bin/time -f %M -o "$T/rss0" "$K" --endpoint "unix://$1" identity probe >/dev/null 2>&1
+	tail -1 "$T/rss0"
+}
+RSS0=$(probe_rss "$T/d.sock")
+[ -n "$RSS0" ] || { fail "no Probe answered by the hostile driver"; exit 1; }
+
+# legit SOCK: Probes every 250 ms until $T/stop exists; prints "ok probes"
+legit() {
+	local ok=0 n=0
+	while [ ! -e "$T/stop" ]; do
+		n=$((n + 1))
+		probe_once "$1" && ok=$((ok + 1))
+		sleep 0.25
+	done
+	echo "$ok $n"
+}
+
+# hostile NAME SOCK WANT_CODE MIN_S MAX_S [kcsi publish args...]
+hostile_case() {
+	local name=$1 sock=$2 want=$3 min=$4 max=$5 rc=0 secs rss ok n
+	shift 5
+	rm -f "$T/stop"
+	legit "$sock" >"$T/legit" &
+	local lp=$!
+	sleep 0.3
+	/usr/bin/time -f "%e %M" -o "$T/time" "$K" --endpoint "unix://$sock" --timeout ${TIMEOUT}s \
+		controller publish "hostile-$name" node-1 "$@" >/dev/null 2>"$T/err" || rc=$?
+	read -r secs rss < <(tail -1 "$T/time")
+	sleep 0.5
+	touch "$T/stop"
+	wait $lp
+	read -r ok n <"$T/legit"
+	echo "hostile driver $name: rc=$rc secs=$secs rss_kb=$rss (probe alone: $RSS0) legit=$ok/$n" \
+		"error=\"$(head -c 160 "$T/err")\""
+	grep -q "^$want: " "$T/err" || fail "$name: wanted $want, got: $(head -c 300 "$T/err")"
+	awk -v s="$secs" -v a="$min" -v b="$max" 'BEGIN { exit !(s >= a && s < b) }' ||
+		fail "$name: the call took ${secs}s, wanted [$min, $max)"
+	[ "$n" -ge 2 ] && [ "$ok" -eq "$n" ] ||
+		fail "$name: $ok of $n legitimate Probes answered within 1 s meanwhile"
+	probe_once "$sock" || fail "$name: no Probe answered after the hostile call"
+	[ $SAN = 1 ] || [ "$rss" -le $((RSS0 + 16384)) ] ||
+		fail "$name: client RSS $rss KiB, a Probe alone $RSS0 KiB"
+}
+
+hostile_case big "$T/d.sock" RESOURCE_EXHAUSTED 0 1.5
+grep -q "larger than max (100000000 vs. 4194304)" "$T/err" ||
+	fail "big: not grpc-go's message: $(cat "$T/err")"
+hostile_case forever "$T/d.sock" DEADLINE_EXCEEDED $TIMEOUT $((TIMEOUT + 1))
+hostile_case notrailers "$T/d.sock" DEADLINE_EXCEEDED $TIMEOUT $((TIMEOUT + 1))
+BIG=$(head -c 120000 /dev/zero | tr '\0' a)
+SECRETS=()
+for i in $(seq 1 14); do SECRETS+=(--secret "k$i=$BIG"); done
+hostile_case noread "$T/d.sock" DEADLINE_EXCEEDED $TIMEOUT $((TIMEOUT + 1)) "${SECRETS[@]}"
+hostile_case nowindow "$T/w.sock" DEADLINE_EXCEEDED $TIMEOUT $((TIMEOUT + 1)) "${SECRETS[@]}"
+
+sleep 0.5
+# what the driver saw: the 100 MB answer stopped by a reset long before its end, every other
+# hostile stream reset by the client at its deadline
+grep -q "tag=hostile-big .*reset=1" "$T/d.log" || fail "big: the client did not reset the stream"
+big_sent=$(sed -n 's/.*tag=hostile-big bytes=\([0-9]*\).*/\1/p' "$T/d.log")
+[ "${big_sent:-0}" -lt $((8 << 20)) ] || fail "big: the driver got to send $big_sent bytes"
+for t in forever notrailers; do
+	grep -q "tag=hostile-$t .*reset=1" "$T/d.log" || fail "$t: the client did not reset the stream"
+done
+echo "driver's record:"; cat "$T/d.log" "$T/w.log"
+
+if [ $FAILS -ne 0 ]; then echo "$FAILS failure(s)"; exit 1; fi
+echo PASS
