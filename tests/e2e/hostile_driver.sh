@@ -88,14 +88,48 @@ for i in $(seq 1 14); do SECRETS+=(--secret "k$i=$BIG"); done
 hostile_case noread "$T/d.sock" DEADLINE_EXCEEDED $TIMEOUT $((TIMEOUT + 1)) "${SECRETS[@]}"
 hostile_case nowindow "$T/w.sock" DEADLINE_EXCEEDED $TIMEOUT $((TIMEOUT + 1)) "${SECRETS[@]}"
 
+# The same on one long-lived connection, as a sidecar holds it (hostile_client): Probes every
+# 100 ms on that connection meanwhile. Where the hostility is per stream (big, forever,
+# notrailers) every one is answered within 1 s and one after; where the driver stalls the whole
+# connection (noread, nowindow: HTTP/2 shares its socket and connection window between streams)
+# they cannot be, and only the deadline and memory are checked. Requests of 3.5 MB there.
+# h_NAME KEY: the figure KEY of case NAME's line
+client_case() { # NAME SOCK WANT MIN_MS MAX_MS REQUEST_BYTES PER_STREAM
+	local name=$1 out kv
+	out=$(timeout 30 "$KCSI_TESTS/hostile_client" "unix://$2" "$name" $((TIMEOUT * 1000)) "$6")
+	echo "hostile driver $name (one connection): $out"
+	c_code="" c_ms=-1 c_probes=0 c_probes_ok=-1 c_worst_ms=9999 c_after_ok=0
+	for kv in ${out%% message=*}; do printf -v "c_${kv%%=*}" '%s' "${kv#*=}"; done
+	[ "$c_code" = "$3" ] || fail "$name (one connection): wanted $3, got $out"
+	[ "$c_ms" -ge "$4" ] && [ "$c_ms" -lt "$5" ] ||
+		fail "$name (one connection): the call took $c_ms ms, wanted [$4, $5)"
+	if [ "$7" = 1 ]; then
+		[ "$c_probes" -ge 3 ] && [ "$c_probes_ok" -eq "$c_probes" ] && [ "$c_worst_ms" -lt 1000 ] ||
+			fail "$name (one connection): $c_probes_ok of $c_probes Probes answered, worst $c_worst_ms ms"
+		[ "$c_after_ok" = 1 ] || fail "$name (one connection): no Probe answered after the call"
+	fi
+	[ $SAN = 1 ] && return
+	[ "$c_rss_peak" -le $((c_rss_before + $6 / 1024 + 16384)) ] ||
+		fail "$name (one connection): RSS $c_rss_before -> $c_rss_peak KiB during the call"
+	[ "$c_rss_after" -le $((c_rss_before + 8192)) ] ||
+		fail "$name (one connection): RSS $c_rss_before -> $c_rss_after KiB after the call"
+}
+MS=$((TIMEOUT * 1000))
+client_case big "$T/d.sock" RESOURCE_EXHAUSTED 0 1500 0 1
+client_case forever "$T/d.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 0 1
+client_case notrailers "$T/d.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 0 1
+client_case noread "$T/d.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 3500000 0
+client_case nowindow "$T/w.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 3500000 0
+
 sleep 0.5
 # what the driver saw: the 100 MB answer stopped by a reset long before its end, every other
 # hostile stream reset by the client at its deadline
-grep -q "tag=hostile-big .*reset=1" "$T/d.log" || fail "big: the client did not reset the stream"
-big_sent=$(sed -n 's/.*tag=hostile-big bytes=\([0-9]*\).*/\1/p' "$T/d.log")
-[ "${big_sent:-0}" -lt $((8 << 20)) ] || fail "big: the driver got to send $big_sent bytes"
-for t in forever notrailers; do
-	grep -q "tag=hostile-$t .*reset=1" "$T/d.log" || fail "$t: the client did not reset the stream"
+for t in big forever notrailers; do
+	[ "$(grep -c "tag=hostile-$t .*reset=1" "$T/d.log")" = 2 ] ||
+		fail "$t: the client did not reset both streams"
+done
+for sent in $(sed -n 's/.*tag=hostile-big bytes=\([0-9]*\).*/\1/p' "$T/d.log"); do
+	[ "$sent" -lt $((8 << 20)) ] || fail "big: the driver got to send $sent bytes"
 done
 echo "driver's record:"; cat "$T/d.log" "$T/w.log"
 
