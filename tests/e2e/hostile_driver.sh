@@ -12,8 +12,9 @@
 #               DEADLINE_EXCEEDED at --timeout, memory bounded.
 # Meanwhile a legitimate Probe goes to the same driver every 250 ms and must be answered within
 # 1 s; after each case one more must be. RSS is the client's peak (/usr/bin/time's maxrss) against
-# a plain Probe's. Not SLOW: about 20 s, and it runs in the sanitizer build too (RSS checks only
-# in the normal build: ASan's shadow memory is not the client's).
+# a plain Probe's. Then the same five on one long-lived connection (hostile_client, see there).
+# Not SLOW: about 40 s, and it runs in the sanitizer build too (RSS checks only in the normal
+# build: ASan's shadow memory and quarantine are not the client's).
 set -u
 . "$(dirname "$0")/lib_proc.sh" hostile-driver
 . "$(dirname "$0")/lib_hostile.sh"
