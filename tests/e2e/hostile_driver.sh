@@ -122,6 +122,19 @@ client_case notrailers "$T/d.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 0 1
 client_case noread "$T/d.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 3500000 0
 client_case nowindow "$T/w.sock" DEADLINE_EXCEEDED $MS $((MS + 1000)) 3500000 0
 
+# A driver that stopped reading, and callers that go on calling it: each call past its deadline
+# waits in the session for a reset that cannot leave (before: ~2 KB each, without end, and the
+# connection stalled for good). Past 256 of them the client breaks the connection (UNAVAILABLE,
+# on_lost) and the next call connects again: Probes of 5 ms back to back for 6 s after the
+# call must find the driver again on a new connection, memory back down.
+out=$(timeout 30 "$KCSI_TESTS/hostile_client" "unix://$T/d.sock" noread $MS 3500000 5 0 6000 2>/dev/null)
+echo "hostile driver noread, then Probes of 5 ms for 6 s (one connection): $out"
+c_after_ok=0 c_rss_before=0 c_rss_after=0
+for kv in ${out%% message=*}; do printf -v "c_${kv%%=*}" '%s' "${kv#*=}"; done
+[ "$c_after_ok" = 1 ] || fail "stalled connection: never broken, no Probe answered after: $out"
+[ $SAN = 1 ] || [ "$c_rss_after" -le $((c_rss_before + 8192)) ] ||
+	fail "stalled connection: RSS $c_rss_before -> $c_rss_after KiB"
+
 sleep 0.5
 # what the driver saw: the 100 MB answer stopped by a reset long before its end, every other
 # hostile stream reset by the client at its deadline

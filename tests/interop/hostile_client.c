@@ -3,9 +3,10 @@
  * sidecar holds it, against a hostile driver (tests/e2e/h2_hostile_driver.py), for
  * tests/e2e/hostile_driver.sh (issue 34).
  *
- *   hostile_client ENDPOINT TAG TIMEOUT_MS REQUEST_BYTES
+ *   hostile_client ENDPOINT TAG TIMEOUT_MS REQUEST_BYTES [PROBE_MS GAP_MS AFTER_MS]
  *
- * On one connection: a legitimate Probe every 100 ms (1 s deadline each) from a second thread,
+ * On one connection: a legitimate Probe every GAP_MS (100) with a deadline of PROBE_MS (1000)
+ * each, from a second thread, until AFTER_MS (500) after the hostile call has ended,
  * while the main thread makes one ControllerPublishVolume whose volume_id is "hostile-TAG" (the
  * driver misbehaves on that stream) with a secret padding the request to about REQUEST_BYTES,
  * and TIMEOUT_MS as its deadline. A third thread samples this process's VmRSS every 10 ms.
@@ -31,6 +32,7 @@ static atomic_bool stop;
 static atomic_long rss_peak;
 static int probes, probes_ok;
 static int64_t worst_ns;
+static long probe_ms = 1000, gap_ms = 100;
 
 static long rss_kb(void)
 {
@@ -57,7 +59,7 @@ static bool probe(int64_t *took)
 	Csi__V1__ProbeResponse *resp = NULL;
 	struct csi_status st;
 	int64_t t0 = mono_now_ns();
-	int code = csi_probe(conn, &req, &resp, NSEC_PER_SEC, &st);
+	int code = csi_probe(conn, &req, &resp, probe_ms * 1000000LL, &st);
 	*took = mono_now_ns() - t0;
 	csi_msg_free(resp);
 	return code == 0;
@@ -72,7 +74,7 @@ static void *prober(void *arg)
 		probes_ok += probe(&took);
 		if (took > worst_ns)
 			worst_ns = took;
-		nap_ms(100);
+		nap_ms(gap_ms);
 	}
 	return NULL;
 }
@@ -104,10 +106,14 @@ static size_t put_field(uint8_t *p, unsigned field, size_t len)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: hostile_client ENDPOINT TAG TIMEOUT_MS REQUEST_BYTES\n");
+	if (argc != 5 && argc != 8) {
+		fprintf(stderr, "usage: hostile_client ENDPOINT TAG TIMEOUT_MS REQUEST_BYTES "
+			"[PROBE_MS GAP_MS AFTER_MS]\n");
 		return 2;
 	}
+	long after_ms = 500;
+	if (argc == 8)
+		probe_ms = atol(argv[5]), gap_ms = atol(argv[6]), after_ms = atol(argv[7]);
 	long timeout_ms = atol(argv[3]);
 	size_t pad = (size_t)atol(argv[4]);
 	char err[512], vol[128];
@@ -158,10 +164,11 @@ int main(int argc, char **argv)
 	int64_t ms = (mono_now_ns() - t0) / 1000000;
 	free(out);
 	free(req);
-	nap_ms(500);
+	nap_ms(after_ms);
 	atomic_store(&stop, true);
 	pthread_join(pt, NULL);
 	pthread_join(st, NULL);
+	probe_ms = 1000;
 	bool after = probe(&took);
 	nap_ms(200);
 	printf("code=%s ms=%lld rss_before=%ld rss_peak=%ld rss_after=%ld probes_ok=%d probes=%d "
