@@ -19,7 +19,9 @@
  *     a gRPC channel reconnects by itself.
  *   - A call whose deadline passes is answered DEADLINE_EXCEEDED at once and its stream reset
  *     (CANCEL); the call record then belongs to the session until nghttp2 closes the stream, so
- *     nghttp2 never reads a request or writes a response into freed memory. A driver that
+ *     nghttp2 never reads a request or writes a response into freed memory. A driver that stopped
+ *     reading never lets the reset out: past CLIENT_MAX_ABANDONED such records the connection
+ *     is broken, so they cannot pile up. A driver that
  *     resets the stream (CANCEL) once the deadline has passed, as grpc-go's server does when
  *     the grpc-timeout runs out, ends the call DEADLINE_EXCEEDED too, whichever comes first.
  *   - "Connected" means the HTTP/2 handshake finished: the driver's SETTINGS frame arrived, as a
