@@ -19,7 +19,9 @@
  *     a gRPC channel reconnects by itself.
  *   - A call whose deadline passes is answered DEADLINE_EXCEEDED at once and its stream reset
  *     (CANCEL); the call record then belongs to the session until nghttp2 closes the stream, so
- *     nghttp2 never reads a request or writes a response into freed memory. A driver that
+ *     nghttp2 never reads a request or writes a response into freed memory. A driver that stopped
+ *     reading never lets the reset out: past CLIENT_MAX_ABANDONED such records the connection
+ *     is broken, so they cannot pile up. A driver that
  *     resets the stream (CANCEL) once the deadline has passed, as grpc-go's server does when
  *     the grpc-timeout runs out, ends the call DEADLINE_EXCEEDED too, whichever comes first.
  *   - "Connected" means the HTTP/2 handshake finished: the driver's SETTINGS frame arrived, as a
@@ -57,6 +59,14 @@
 /* Receive windows: large enough that a 4 MiB message needs few WINDOW_UPDATE round trips. */
 #define CLIENT_STREAM_WINDOW (1 << 20)
 #define CLIENT_CONN_WINDOW (8 << 20)
+/*
+ * Calls past their deadline whose records the session still holds. A reset stream closes at
+ * once on a connection that writes; these pile up only when the driver stopped reading (the
+ * reset, even the call's HEADERS, cannot leave), one record and request per call for as long as
+ * callers keep calling. Past this many the connection is broken: its calls end UNAVAILABLE,
+ * on_lost fires, and the next call connects again.
+ */
+#define CLIENT_MAX_ABANDONED 256
 
 struct call {
 	struct call *prev, *next; /* the connection's calls in flight */
@@ -94,6 +104,7 @@ struct csi_conn {
 	bool stopping;
 	struct call *calls;
 	struct call *finished;    /* done calls whose callers are woken by unlock_conn() */
+	int abandoned;            /* calls in c->calls whose callers left (CLIENT_MAX_ABANDONED) */
 	int64_t last_recv_ns, ping_sent_ns;
 	int wake[2];              /* writers ask the I/O thread to poll for POLLOUT */
 	pthread_t io;
@@ -147,6 +158,7 @@ static void call_finish(struct csi_conn *c, struct call *k)
 {
 	call_unlink(c, k);
 	if (k->abandoned) {
+		c->abandoned--;
 		call_free(k);
 		return;
 	}
@@ -808,6 +820,11 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 		if (!k->done) {
 			/* The session keeps the record until nghttp2 closes the stream. */
 			k->abandoned = true;
+			if (++c->abandoned > CLIENT_MAX_ABANDONED) {
+				mark_broken(c, "%d calls past their deadline are still unsent or unanswered: "
+					    "the driver stopped reading", c->abandoned);
+				wake_io(c);
+			}
 			if (c->sess && !c->broken) {
 				nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, k->stream_id,
 							  NGHTTP2_CANCEL);
