@@ -7,6 +7,10 @@
 #                  "address already in use" in a log)
 #   pid_ours PID   alive, not a zombie, and its command line names $D/ (a recycled pid is never
 #                  taken for ours)
+#   wait_exec PID  waits (2 s at most) until PID, just forked, has exec'd the program that names
+#                  $D/: before that its command line is the forking shell's, and pid_ours would
+#                  take the still-starting process for one that exited (seen under load:
+#                  "realcp: kube-scheduler exited" with an empty log)
 #   rss_kib PID    its resident memory in KiB (0 when gone)
 #   rss_line       "RSS <total> MiB (<name> <MiB>, ...)" over $D/pids
 
@@ -23,6 +27,14 @@ pid_ours() {
 	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
 	[ "$st" != Z ] || return 1
 	tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$D/"
+}
+wait_exec() {
+	local i
+	for i in $(seq 1 200); do
+		[ -d "/proc/$1" ] || return 0
+		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$D/" && return 0
+		sleep 0.01
+	done
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 rss_line() {

@@ -27,7 +27,7 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 peers=${KCSI_PEERS:-$src/build-peers/bin}
-. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, rss_kib, rss_line
+. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, wait_exec, rss_kib, rss_line
 die() { echo "realcp: $*" >&2; exit 1; }
 
 # ---- certificates ----
@@ -88,6 +88,7 @@ launch() { # name args...: a new session, so the caller's signals and exit do no
 	local name=$1; shift
 	setsid "$peers/$name" "$@" </dev/null >"$D/$name.log" 2>&1 &
 	echo "$name $!" >>"$D/pids"
+	wait_exec $!
 }
 
 curl_admin() { curl -sf --max-time 2 --cacert "$D/ca.crt" --cert "$D/pki/admin.crt" --key "$D/pki/admin.key" "$@"; }

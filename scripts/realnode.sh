@@ -32,7 +32,7 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 peers=${KCSI_PEERS:-$src/build-peers/bin}
-. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, rss_kib, rss_line
+. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, wait_exec, rss_kib, rss_line
 die() { echo "realnode: $*" >&2; exit 1; }
 
 KUBELET_ROOT=/var/lib/kubelet
@@ -48,6 +48,7 @@ launch() { # name binary args...
 	local name=$1; shift
 	setsid "$@" </dev/null >"$D/$name.log" 2>&1 &
 	echo "$name $!" >>"$D/pids"
+	wait_exec $!
 }
 pid_of() { awk -v n="$1" '$1 == n {print $2}' "$D/pids" 2>/dev/null; }
 alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && pid_ours "$p"; }
