@@ -41,6 +41,7 @@ peers=(
 	"csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 cmd/csi-provisioner -X main.version=\$V"
 	"csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 cmd/csi-snapshotter -X main.version=\$V"
 	"snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 cmd/snapshot-controller -X main.version=\$V"
+	"csi-resizer github.com/kubernetes-csi/external-resizer/v2 cmd/csi-resizer -X main.version=\$V"
 )
 
 graph=$(go list -m all)

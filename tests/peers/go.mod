@@ -44,6 +44,7 @@ tool (
 	github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
 	github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 	github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+	github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 	go.etcd.io/etcd/server/v3
@@ -145,6 +146,7 @@ require (
 	github.com/kubernetes-csi/csi-test/v5 v5.4.0 // indirect
 	github.com/kubernetes-csi/external-attacher/v4 v4.12.0 // indirect
 	github.com/kubernetes-csi/external-provisioner/v6 v6.3.0 // indirect
+	github.com/kubernetes-csi/external-resizer/v2 v2.2.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/v8 v8.6.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
