@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "csi/client.h"
 #include "csi/msg.h"
@@ -154,8 +155,10 @@ int att_patch_only(struct att_ctrl *c, const struct kube_resource *r, const char
 /* JSON array of o's finalizers without `drop` and with `add` appended (either may be NULL). */
 json_t *att_finalizers_json(const struct kube_obj *o, const char *drop, const char *add);
 /* Writes a Warning event about VA va (reason, message). Errors are logged, not returned. */
-void att_event(struct att_ctrl *c, const struct kube_va *va, const char *type, const char *reason,
-	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define att_event(c, va, type, reason, ...)                                                      \
+	kube_event_about((c)->o.recorder, &(va)->meta,                                           \
+			 strcmp((type), "Warning") == 0 ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL,  \
+			 (reason), __VA_ARGS__)
 /* "rpc error: code = NotFound desc = ..." as the Go sidecars word gRPC errors. */
 void att_grpc_error(const struct csi_status *st, char *out, size_t outlen);
 

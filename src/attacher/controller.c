@@ -187,25 +187,16 @@ static enum kube_work_result pv_work(void *arg, const char *key)
 
 int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
 {
-	if (kube_informer_start(c->va_inf) || kube_informer_start(c->pv_inf) ||
-	    kube_informer_start(c->csinode_inf)) {
-		snprintf(err, errlen, "cannot start informers");
+	struct kube_informer *infs[] = { c->va_inf, c->pv_inf, c->csinode_inf };
+	struct kube_stop stop = { .mu = &c->mu, .flag = &c->stop };
+
+	if (kube_informers_start(infs, 3, err, errlen))
 		return -1;
-	}
 	KLOG_I("Starting CSI attacher");
 	/* Wait for the caches before the first decision, as upstream's WaitForCacheSync. */
-	while (!kube_informer_wait_synced(c->va_inf, NSEC_PER_SEC * 10) ||
-	       !kube_informer_wait_synced(c->pv_inf, NSEC_PER_SEC * 10) ||
-	       !kube_informer_wait_synced(c->csinode_inf, NSEC_PER_SEC * 10)) {
-		pthread_mutex_lock(&c->mu);
-		bool stop = c->stop;
-		pthread_mutex_unlock(&c->mu);
-		if (stop) {
-			snprintf(err, errlen, "stopped before the caches synced");
-			return -1;
-		}
-		KLOG_I("Waiting for the VolumeAttachment, PersistentVolume and CSINode caches to sync");
-	}
+	if (kube_informers_wait_synced(infs, 3, "the VolumeAttachment, PersistentVolume and CSINode caches",
+				       &stop, 0, err, errlen))
+		return -1;
 	/* The initial LISTs parsed whole pages of JSON; give those freed pages back to the kernel
 	 * so the steady-state footprint is the compact records, not the sync's high-water mark. */
 	malloc_trim(0);

@@ -1,7 +1,8 @@
 /*
- * csi-attacher on the shared sidecar runtime (src/sidecar): its flags, and the ops that build
- * the controller from the discovered driver (the CSI or the trivial handler, reconciler when the
- * driver can list published nodes), start it once leading, stop it, and render its metrics.
+ * csi-attacher on the shared sidecar runtime (src/sidecar): its flags, and the setup that
+ * builds the controller from the discovered driver (the CSI or the trivial handler, reconciler
+ * when the driver can list published nodes), which the sidecar then starts once leading, stops
+ * and frees.
  */
 #include "attacher/attacher.h"
 #include "attacher/att.h"
@@ -38,11 +39,15 @@ static const struct feature_gate att_feature_gates[] = {
 };
 static const size_t att_feature_gates_len = sizeof(att_feature_gates) / sizeof(att_feature_gates[0]);
 
-struct att_main {
-	const struct att_config *cfg;
-	struct kube_recorder *rec;
-	struct att_ctrl *ctrl;
-};
+static void render_metrics(struct att_ctrl *c, struct strbuf *out)
+{
+	struct kube_workqueue *qs[2] = { c->vaq, c->pvq };
+
+	kube_workqueue_render_metrics(qs, 2, out);
+}
+
+SIDECAR_CONTROLLER(att_controller, struct att_ctrl, att_ctrl_start, att_ctrl_stop, att_ctrl_free,
+		   render_metrics);
 
 static void lease_name(const char *driver, char *buf, size_t len)
 {
@@ -79,8 +84,7 @@ static void choose_handler(struct sidecar *sc, const struct att_config *cfg, str
 
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 {
-	struct att_main *m = ud;
-	const struct att_config *cfg = m->cfg;
+	const struct att_config *cfg = ud;
 	struct att_ctrl_opts o = { 0 };
 	char component[300];
 
@@ -101,57 +105,21 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	} else {
 		choose_handler(sc, cfg, &o);
 	}
-	struct kube_recorder_opts ro = { 0 };
 	snprintf(component, sizeof(component), "csi-attacher %s", sc->driver);
-	ro.component = component;
-	m->rec = kube_recorder_new(sc->kc, &ro);
-	o.recorder = m->rec;
-	m->ctrl = att_ctrl_new(sc->kc, &o);
+	o.recorder = sidecar_recorder(sc, component);
+	sidecar_set_controller(sc, att_ctrl_new(sc->kc, &o), &att_controller);
 	return 0;
-}
-
-static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
-{
-	struct att_main *m = ud;
-
-	(void)sc;
-	return att_ctrl_start(m->ctrl, err, errlen);
-}
-
-static void stop(void *ud)
-{
-	struct att_main *m = ud;
-
-	att_ctrl_stop(m->ctrl);
-}
-
-static void render_metrics(void *ud, struct strbuf *out)
-{
-	struct att_main *m = ud;
-	struct kube_workqueue *qs[2] = { m->ctrl->vaq, m->ctrl->pvq };
-
-	kube_workqueue_render_metrics(qs, 2, out);
-}
-
-static void cleanup(void *ud)
-{
-	struct att_main *m = ud;
-
-	att_ctrl_free(m->ctrl);
-	kube_recorder_free(m->rec);
 }
 
 int att_run(const struct att_config *cfg)
 {
-	struct att_main m = { .cfg = cfg };
 	struct sidecar_ops ops = {
 		.component = "csi-attacher",
 		.lease_name = lease_name,
 		.dummy_driver = cfg->dummy ? ATT_DUMMY_ATTACHER : NULL,
 		.ctrl_caps_only_with_service = true,
-		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
-		.render_metrics = render_metrics,
-		.ud = &m,
+		.setup = setup,
+		.ud = (void *)cfg,
 	};
 	char err[512];
 

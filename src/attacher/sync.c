@@ -168,20 +168,3 @@ void att_grpc_error(const struct csi_status *st, char *out, size_t outlen)
 		 st->message);
 }
 
-void att_event(struct att_ctrl *c, const struct kube_va *va, const char *type, const char *reason,
-	       const char *fmt, ...)
-{
-	struct kube_objref ref;
-	char uid[64], msg[1024];
-	va_list ap;
-
-	if (!c->o.recorder)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_objref_of(&va->meta, &ref, uid, sizeof(uid));
-	kube_event(c->o.recorder, &ref,
-		   strcmp(type, "Warning") == 0 ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason,
-		   "%s", msg);
-}

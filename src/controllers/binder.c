@@ -137,25 +137,10 @@ const struct kube_pv *pvb_best_match(const struct kube_pvc *claim, struct kube_o
 
 /* ---- writes ---- */
 
-static void claim_event(struct pvb *b, const struct kube_pvc *claim, enum kube_event_type t,
-			const char *reason, const char *msg)
-{
-	struct kube_objref ref;
-	char uid[64];
-
-	kube_objref_of(&claim->meta, &ref, uid, sizeof(uid));
-	kube_event(b->cm->rec, &ref, t, reason, "%s", msg);
-}
-
-static void volume_event(struct pvb *b, const struct kube_pv *pv, enum kube_event_type t,
-			 const char *reason, const char *msg)
-{
-	struct kube_objref ref;
-	char uid[64];
-
-	kube_objref_of(&pv->meta, &ref, uid, sizeof(uid));
-	kube_event(b->cm->rec, &ref, t, reason, "%s", msg);
-}
+#define claim_event(b, claim, t, reason, msg) \
+	kube_event_about((b)->cm->rec, &(claim)->meta, (t), (reason), "%s", (msg))
+#define volume_event(b, pv, t, reason, msg) \
+	kube_event_about((b)->cm->rec, &(pv)->meta, (t), (reason), "%s", (msg))
 
 static json_t *modes_json(uint8_t m)
 {

@@ -8,6 +8,7 @@
 #include "controllers/cm.h"
 
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "base/xalloc.h"
 
 #include <stdio.h>
@@ -46,34 +47,17 @@ struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k)
 int cm_start_informers(struct cm_ctx *c, bool (*interrupted)(void *ud), void *ud, char *err,
 		       size_t errlen)
 {
-	for (int k = 0; k < CM_NKINDS; k++)
-		if (c->inf[k] && kube_informer_start(c->inf[k])) {
-			snprintf(err, errlen, "cannot start the %s informer", kinds[k]->name);
-			return -1;
-		}
-	for (int k = 0; k < CM_NKINDS; k++) {
-		if (!c->inf[k])
-			continue;
-		/* 5 minutes in slices of 100 ms */
-		int slice = 0;
-		while (!kube_informer_wait_synced(c->inf[k], 100 * 1000000LL)) {
-			if (interrupted && interrupted(ud))
-				return 1;
-			if (++slice >= 3000) {
-				snprintf(err, errlen, "timed out waiting for the %s cache to sync",
-					 kinds[k]->name);
-				return -1;
-			}
-		}
-	}
-	return 0;
+	struct kube_stop stop = { .fn = interrupted, .ud = ud };
+
+	if (kube_informers_start(c->inf, CM_NKINDS, err, errlen))
+		return -1;
+	return kube_informers_wait_synced(c->inf, CM_NKINDS, NULL, &stop, 5 * NSEC_PER_MIN, err,
+					  errlen);
 }
 
 void cm_stop_informers(struct cm_ctx *c)
 {
-	for (int k = 0; k < CM_NKINDS; k++)
-		if (c->inf[k])
-			kube_informer_stop(c->inf[k]);
+	kube_informers_stop(c->inf, CM_NKINDS);
 }
 
 /* Up to 16 "something changed" callbacks: the informer handlers get a pointer to one slot. */

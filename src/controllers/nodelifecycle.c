@@ -113,16 +113,13 @@ static void ready_event(struct nlc *c, const struct kube_node *n, const struct n
 {
 	const struct kube_node_condition *was = nl_condition(n->conditions, n->nconditions, "Ready");
 	const struct kube_node_condition *now = nl_condition(o->conds, o->nconds, "Ready");
-	struct kube_objref ref;
-	char uid[64];
 
 	if (!now || (was && was->status && !strcmp(was->status, now->status)))
 		return;
 	KLOG_I("node %s: %s (Ready %s -> %s)", n->meta.name, now->message ? now->message : "",
 	       was && was->status ? was->status : "absent", now->status);
-	kube_objref_of(&n->meta, &ref, uid, sizeof(uid));
-	kube_event(c->cm->rec, &ref, KUBE_EVENT_NORMAL, "NodeNotReady",
-		   "Node %s status is now: NodeNotReady", n->meta.name);
+	kube_event_about(c->cm->rec, &n->meta, KUBE_EVENT_NORMAL, "NodeNotReady",
+			 "Node %s status is now: NodeNotReady", n->meta.name);
 }
 
 static void log_taints(const struct kube_node *n, const struct nl_plan_out *o)

@@ -488,11 +488,8 @@ static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const
 		KLOG_E("binding pod %s/%s to node \"%s\": %s", p->meta.ns, p->meta.name, node, e.message);
 		return e.code == 409 ? CM_DONE : CM_RETRY; /* 409: someone else bound it */
 	}
-	struct kube_objref ref;
-	char uid[64];
-	kube_objref_of(&p->meta, &ref, uid, sizeof(uid));
-	kube_event(s->cm->rec, &ref, KUBE_EVENT_NORMAL, "Scheduled",
-		   "Successfully assigned %s/%s to %s", p->meta.ns, p->meta.name, node);
+	kube_event_about(s->cm->rec, &p->meta, KUBE_EVENT_NORMAL, "Scheduled",
+			 "Successfully assigned %s/%s to %s", p->meta.ns, p->meta.name, node);
 	KLOG_I("Successfully bound pod to node pod=\"%s/%s\" node=\"%s\"", p->meta.ns, p->meta.name, node);
 	assume(s, p, node);
 	return CM_DONE;
@@ -526,12 +523,10 @@ static enum cm_result claim_infos(struct vsched *s, const struct kube_pod *p, st
 static void failed_scheduling(struct vsched *s, const struct kube_pod *p, const struct vs_reasons *why,
 			      size_t nnodes)
 {
-	struct kube_objref ref;
-	char uid[64], msg[1024];
+	char msg[1024];
 
 	vs_reasons_format(why, nnodes, msg, sizeof(msg));
-	kube_objref_of(&p->meta, &ref, uid, sizeof(uid));
-	kube_event(s->cm->rec, &ref, KUBE_EVENT_WARNING, "FailedScheduling", "%s", msg);
+	kube_event_about(s->cm->rec, &p->meta, KUBE_EVENT_WARNING, "FailedScheduling", "%s", msg);
 	KLOG_V(3, "pod %s/%s: %s", p->meta.ns, p->meta.name, msg);
 }
 
@@ -577,13 +572,12 @@ static void warn_unreachable_volumes(struct vsched *s, const struct fit *f,
 		}
 		if (any)
 			continue;
-		struct kube_objref ref;
-		char uid[64], aff[512];
+		char aff[512];
 		affinity_text(pv, aff, sizeof(aff));
-		kube_objref_of(f->ci[i].claim, &ref, uid, sizeof(uid));
-		kube_event(s->cm->rec, &ref, KUBE_EVENT_WARNING, "VolumeNodeAffinityConflict",
-			   "PersistentVolume %s can be used only on nodes with %s, and no Node matches",
-			   pv->meta.name, aff);
+		kube_event_about(s->cm->rec, f->ci[i].claim, KUBE_EVENT_WARNING,
+				 "VolumeNodeAffinityConflict",
+				 "PersistentVolume %s can be used only on nodes with %s, and no Node matches",
+				 pv->meta.name, aff);
 	}
 }
 

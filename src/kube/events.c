@@ -512,3 +512,26 @@ void kube_recorder_free(struct kube_recorder *r)
 	free(r->host);
 	free(r);
 }
+
+void kube_vevent_about(struct kube_recorder *r, const struct kube_obj *about,
+		       enum kube_event_type type, const char *reason, const char *fmt, va_list ap)
+{
+	struct kube_objref ref;
+	char uid[64], msg[KUBE_EVENT_MESSAGE_MAX];
+
+	if (!r || !about)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kube_objref_of(about, &ref, uid, sizeof(uid));
+	kube_event(r, &ref, type, reason, "%s", msg);
+}
+
+void kube_event_about(struct kube_recorder *r, const struct kube_obj *about,
+		      enum kube_event_type type, const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	kube_vevent_about(r, about, type, reason, fmt, ap);
+	va_end(ap);
+}

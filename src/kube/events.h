@@ -20,6 +20,7 @@
 #ifndef KCSI_KUBE_EVENTS_H
 #define KCSI_KUBE_EVENTS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -58,6 +59,20 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Fills an objref from a record (kind and apiVersion from the record's kind). */
 void kube_objref_of(const struct kube_obj *o, struct kube_objref *ref, char *uidbuf, size_t uidlen);
+/*
+ * The event a controller records about one of its objects: the reference is taken from the
+ * record. Every component's event helper is this call (a NULL recorder or object records
+ * nothing, so a controller built without a recorder in a unit test needs no branch). The
+ * message is cut at KUBE_EVENT_MESSAGE_MAX bytes: a driver's error text is the driver's to
+ * size, and 1,000 queued events of a 4 MiB gRPC message each would be 4 GiB.
+ */
+#define KUBE_EVENT_MESSAGE_MAX 2048
+void kube_event_about(struct kube_recorder *r, const struct kube_obj *about,
+		      enum kube_event_type type, const char *reason, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+void kube_vevent_about(struct kube_recorder *r, const struct kube_obj *about,
+		       enum kube_event_type type, const char *reason, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
 /* Waits until every queued event has been sent (tests). */
 void kube_recorder_flush(struct kube_recorder *r);
 void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *s);

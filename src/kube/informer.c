@@ -457,18 +457,28 @@ bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns)
 	return s;
 }
 
-void kube_informer_stop(struct kube_informer *inf)
+/* Tells the threads to end; true when the caller is the one to join them. */
+static bool ask_stop(struct kube_informer *inf)
 {
 	pthread_mutex_lock(&inf->mu);
 	bool was = inf->stop;
 	inf->stop = 1;
 	pthread_cond_broadcast(&inf->cond);
 	pthread_mutex_unlock(&inf->mu);
-	if (was || !inf->started)
-		return;
+	return !was && inf->started;
+}
+
+static void join(struct kube_informer *inf)
+{
 	pthread_join(inf->thread, NULL);
 	if (inf->opts.resync_ns > 0)
 		pthread_join(inf->resync_thread, NULL);
+}
+
+void kube_informer_stop(struct kube_informer *inf)
+{
+	if (ask_stop(inf))
+		join(inf);
 }
 
 void kube_informer_free(struct kube_informer *inf)
@@ -484,4 +494,69 @@ void kube_informer_free(struct kube_informer *inf)
 	pthread_cond_destroy(&inf->cond);
 	pthread_mutex_destroy(&inf->dispatch_mu);
 	free(inf);
+}
+
+/* ---- informer sets ---- */
+
+bool kube_stop_requested(const struct kube_stop *s)
+{
+	bool stop = false;
+
+	if (!s)
+		return false;
+	if (s->flag) {
+		pthread_mutex_lock(s->mu);
+		stop = *s->flag;
+		pthread_mutex_unlock(s->mu);
+	}
+	return stop || (s->fn && s->fn(s->ud));
+}
+
+int kube_informers_start(struct kube_informer *const *infs, size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++)
+		if (infs[i] && kube_informer_start(infs[i])) {
+			snprintf(err, errlen, "cannot start the %s informer", infs[i]->opts.kind->name);
+			return -1;
+		}
+	return 0;
+}
+
+int kube_informers_wait_synced(struct kube_informer *const *infs, size_t n, const char *what,
+			       const struct kube_stop *stop, int64_t timeout_ns, char *err,
+			       size_t errlen)
+{
+	const int64_t slice = 100 * NSEC_PER_MSEC;
+	int64_t waited = 0;
+
+	for (size_t i = 0; i < n; i++)
+		while (infs[i] && !kube_informer_wait_synced(infs[i], slice)) {
+			/* A stopped informer never syncs: its controller is on its way out. */
+			if (kube_stop_requested(stop) || atomic_load(&infs[i]->stop)) {
+				snprintf(err, errlen, "stopped before the caches synced");
+				return 1;
+			}
+			waited += slice;
+			if (timeout_ns > 0 && waited >= timeout_ns) {
+				snprintf(err, errlen, "timed out waiting for the %s cache to sync",
+					 infs[i]->opts.kind->name);
+				return -1;
+			}
+			if (what && waited % (10 * NSEC_PER_SEC) == 0)
+				KLOG_I("Waiting for %s to sync", what);
+		}
+	return 0;
+}
+
+void kube_informers_stop(struct kube_informer *const *infs, size_t n)
+{
+	/* Each watch notices a stop about once a second: ask them all, then join them all. */
+	bool *owed = xcalloc(n ? n : 1, sizeof(*owed));
+
+	for (size_t i = 0; i < n; i++)
+		owed[i] = infs[i] && ask_stop(infs[i]);
+	for (size_t i = 0; i < n; i++)
+		if (owed[i])
+			join(infs[i]);
+	free(owed);
 }

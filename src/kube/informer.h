@@ -19,7 +19,9 @@
 #ifndef KCSI_KUBE_INFORMER_H
 #define KCSI_KUBE_INFORMER_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kube/client.h"
@@ -71,6 +73,37 @@ bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns);
 /* Stops the threads (the watch ends within about a second). */
 void kube_informer_stop(struct kube_informer *inf);
 void kube_informer_free(struct kube_informer *inf);
+
+/*
+ * An informer set: the informers one controller starts together, waits for and stops. Every
+ * function takes the set as an array of n and skips NULL entries, so an optional informer (one
+ * behind a feature gate) stays in the array.
+ */
+
+/* What ends a wait early: a flag read under its mutex (a controller's stop, set by its stop
+ * function), a callback (a pending signal, an atomic flag), both, or neither. */
+struct kube_stop {
+	pthread_mutex_t *mu;
+	const bool *flag;
+	bool (*fn)(void *ud);
+	void *ud;
+};
+bool kube_stop_requested(const struct kube_stop *s);
+
+/* Starts each informer; 0, or -1 with err naming the kind that did not start. */
+int kube_informers_start(struct kube_informer *const *infs, size_t n, char *err, size_t errlen);
+/*
+ * Waits until every informer has synced, the wait a controller makes before its first decision
+ * (upstream's cache.WaitForCacheSync). While it waits it logs "Waiting for <what> to sync" every
+ * 10 s (what NULL: silent) and asks stop every 100 ms. 0 once synced; 1 when stop came first
+ * (err "stopped before the caches synced"); -1 when timeout_ns (0: none) passed first (err
+ * names the kind still unsynced).
+ */
+int kube_informers_wait_synced(struct kube_informer *const *infs, size_t n, const char *what,
+			       const struct kube_stop *stop, int64_t timeout_ns, char *err,
+			       size_t errlen);
+/* Stops them all at once: about a second in all, not a second each. */
+void kube_informers_stop(struct kube_informer *const *infs, size_t n);
 
 struct kube_store *kube_informer_store(struct kube_informer *inf);
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *s);

@@ -82,8 +82,9 @@ Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t mode, b
 					     bool block, const char *fs, const char *const *opts,
 					     uint16_t nopts);
 /* A Warning (or Normal) Event on the pod (or any record), reason and message as given. */
-void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
-	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define nd_event(nd, about, warning, reason, ...)                                              \
+	kube_event_about((nd)->rec, (about), (warning) ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, \
+			 (reason), __VA_ARGS__)
 
 /* volumes.c */
 int nd_volumes_start(struct nd *nd);

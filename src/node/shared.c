@@ -14,24 +14,6 @@
 
 #include "base/strbuf.h"
 
-void nd_event(struct nd *nd, const struct kube_obj *about, bool warning, const char *reason,
-	      const char *fmt, ...)
-{
-	if (!about)
-		return;
-	struct kube_objref ref;
-	char uid[64];
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	kube_objref_of(about, &ref, uid, sizeof(uid));
-	kube_event(nd->rec, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason, "%s",
-		   sb.buf);
-	strbuf_release(&sb);
-}
-
 int nd_csi_access_mode(uint8_t mode, bool snmw)
 {
 	switch (mode) {

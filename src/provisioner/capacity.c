@@ -727,26 +727,19 @@ struct prov_cap *prov_cap_new(struct kube_client *kc, struct kube_informer *sc_i
 int prov_cap_start_informers(struct prov_cap *c)
 {
 	struct kube_informer *infs[3] = { c->csisc_inf, c->node_inf, c->csinode_inf };
-	for (int i = 0; i < 3; i++)
-		if (infs[i] && kube_informer_start(infs[i]))
-			return -1;
-	return 0;
+	char err[200];
+
+	return kube_informers_start(infs, 3, err, sizeof(err));
 }
 
 int prov_cap_start(struct prov_cap *c, const bool *stop, pthread_mutex_t *stop_mu, char *err,
 		   size_t errlen)
 {
 	struct kube_informer *infs[3] = { c->csisc_inf, c->node_inf, c->csinode_inf };
-	for (int i = 0; i < 3; i++)
-		while (infs[i] && !kube_informer_wait_synced(infs[i], NSEC_PER_SEC)) {
-			pthread_mutex_lock(stop_mu);
-			bool s = *stop;
-			pthread_mutex_unlock(stop_mu);
-			if (s) {
-				snprintf(err, errlen, "stopped before the capacity caches synced");
-				return -1;
-			}
-		}
+	struct kube_stop st = { .mu = stop_mu, .flag = stop };
+
+	if (kube_informers_wait_synced(infs, 3, NULL, &st, 0, err, errlen))
+		return -1;
 	KLOG_I("Starting Capacity Controller");
 	pthread_mutex_lock(&c->mu);
 	c->ready = true;

@@ -241,30 +241,17 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 
 int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 {
-	size_t n = c->ninfs;
-	struct kube_informer **inf = c->infs;
+	struct kube_stop stop = { .mu = &c->mu, .flag = &c->stop };
 
-	for (size_t i = 0; i < n; i++)
-		if (kube_informer_start(inf[i])) {
-			snprintf(err, errlen, "cannot start informers");
-			return -1;
-		}
+	if (kube_informers_start(c->infs, c->ninfs, err, errlen))
+		return -1;
 	if (c->cap && prov_cap_start_informers(c->cap)) {
 		snprintf(err, errlen, "cannot start the capacity informers");
 		return -1;
 	}
 	KLOG_I("Starting provisioner controller %s", c->o.driver);
-	for (size_t i = 0; i < n; i++)
-		while (!kube_informer_wait_synced(inf[i], 10 * NSEC_PER_SEC)) {
-			pthread_mutex_lock(&c->mu);
-			bool stop = c->stop;
-			pthread_mutex_unlock(&c->mu);
-			if (stop) {
-				snprintf(err, errlen, "stopped before the caches synced");
-				return -1;
-			}
-			KLOG_I("Waiting for the informer caches to sync");
-		}
+	if (kube_informers_wait_synced(c->infs, c->ninfs, "the informer caches", &stop, 0, err, errlen))
+		return -1;
 	if (c->cap && prov_cap_start(c->cap, &c->stop, &c->mu, err, errlen))
 		return -1;
 	malloc_trim(0);
@@ -277,12 +264,6 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 		return -1;
 	KLOG_I("Started provisioner controller %s", c->o.driver);
 	return 0;
-}
-
-static void *stop_informer(void *arg)
-{
-	kube_informer_stop(arg);
-	return NULL;
 }
 
 /* Workers finish their current key; informers keep running until prov_ctrl_free(). */
@@ -312,17 +293,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 	memcpy(inf, c->infs, n * sizeof(*inf));
 	if (c->cap)
 		n += prov_cap_informers(c->cap, inf + n);
-	/* Each watch notices a stop about once a second: stop them in parallel. */
-	pthread_t stoppers[9];
-	bool started[9] = { false };
-	for (size_t i = 0; i < n; i++)
-		started[i] = pthread_create(&stoppers[i], NULL, stop_informer, inf[i]) == 0;
-	for (size_t i = 0; i < n; i++) {
-		if (started[i])
-			pthread_join(stoppers[i], NULL);
-		else
-			kube_informer_stop(inf[i]);
-	}
+	kube_informers_stop(inf, n); /* in parallel: each watch notices a stop about once a second */
 	prov_cap_free(c->cap); /* after the class informer that calls it has stopped */
 	for (size_t i = 0; i < c->ninfs; i++)
 		kube_informer_free(c->infs[i]);

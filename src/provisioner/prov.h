@@ -409,8 +409,7 @@ static inline bool prov_streq(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 /* An Event on o (none without a recorder or an object). */
-void prov_event(struct prov_ctrl *c, const struct kube_obj *o, enum kube_event_type t,
-		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define prov_event(c, o, t, reason, ...) kube_event_about((c)->o.recorder, (o), (t), (reason), __VA_ARGS__)
 /* A failed call's status as upstream prints a gRPC error. */
 void prov_grpc_error(const struct csi_status *st, char *out, size_t outlen);
 /* A reference from inf's cache, or NULL (also when inf is NULL). */

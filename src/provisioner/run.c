@@ -1,7 +1,7 @@
 /*
- * csi-provisioner on the shared sidecar runtime (src/sidecar): its flags, and the ops that build
- * the controller from the discovered driver, start it once leading, stop it and render its
- * metrics. Flag names and defaults are upstream's (v6.3); the help text is ours. Set-up of the
+ * csi-provisioner on the shared sidecar runtime (src/sidecar): its flags, and the setup that
+ * builds the controller from the discovered driver, which the sidecar then starts once leading,
+ * stops and frees. Flag names and defaults are upstream's (v6.3); the help text is ours. Set-up of the
  * two optional parts: --node-deployment (NODE_NAME, NodeGetInfo) and --enable-capacity
  * (namespace from POD_NAMESPACE or NAMESPACE, owner from POD_NAME and --capacity-ownerref-level,
  * its own API client at --kube-api-capacity-qps/-burst). KUBECONFIG in the environment wins
@@ -78,8 +78,6 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 struct prov_main {
 	const struct prov_config *cfg;
 	struct prov_gates gates;
-	struct kube_recorder *rec;
-	struct prov_ctrl *ctrl;
 	char identity[400];
 	/* --enable-capacity */
 	struct prov_cap_opts cap;
@@ -266,6 +264,9 @@ static void lease_name(const char *driver, char *buf, size_t len)
 			*p = '-';
 }
 
+SIDECAR_CONTROLLER(prov_controller, struct prov_ctrl, prov_ctrl_start, prov_ctrl_stop,
+		   prov_ctrl_free, prov_ctrl_render_metrics);
+
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 {
 	struct prov_main *m = ud;
@@ -306,9 +307,7 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	       m->gates.topology ? "true" : "false");
 	if (!o.cap_controller_service || !o.cap_create_delete)
 		KLOG_W("CSI driver does not support dynamic provisioning: CONTROLLER_SERVICE or CREATE_DELETE_VOLUME capability is not reported");
-	struct kube_recorder_opts ro = { .component = "external-provisioner" };
-	m->rec = kube_recorder_new(sc->kc, &ro);
-	o.recorder = m->rec;
+	o.recorder = sidecar_recorder(sc, "external-provisioner");
 	if (cfg->node_deployment) {
 		if (node_setup(m, sc, err, errlen))
 			return -1;
@@ -324,42 +323,18 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		}
 		o.capacity = &m->cap;
 	}
-	m->ctrl = prov_ctrl_new(sc->kc, &o);
+	sidecar_set_controller(sc, prov_ctrl_new(sc->kc, &o), &prov_controller);
 	return 0;
-}
-
-static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
-{
-	struct prov_main *m = ud;
-
-	(void)sc;
-	return prov_ctrl_start(m->ctrl, err, errlen);
-}
-
-static void stop(void *ud)
-{
-	struct prov_main *m = ud;
-
-	prov_ctrl_stop(m->ctrl);
 }
 
 static void cleanup(void *ud)
 {
 	struct prov_main *m = ud;
 
-	prov_ctrl_free(m->ctrl);
-	kube_recorder_free(m->rec);
 	kube_client_free(m->cap_kc);
 	json_decref(m->owner);
 	free(m->node_topology);
 	csi_msg_free(m->node_info);
-}
-
-static void render_metrics(void *ud, struct strbuf *out)
-{
-	struct prov_main *m = ud;
-
-	prov_ctrl_render_metrics(m->ctrl, out);
 }
 
 int prov_run(const struct prov_config *flags_cfg)
@@ -371,8 +346,7 @@ int prov_run(const struct prov_config *flags_cfg)
 	struct sidecar_ops ops = {
 		.component = "csi-provisioner",
 		.lease_name = lease_name,
-		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
-		.render_metrics = render_metrics,
+		.setup = setup, .cleanup = cleanup,
 		.ud = &m,
 	};
 	char err[512];

@@ -14,22 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void prov_event(struct prov_ctrl *c, const struct kube_obj *o, enum kube_event_type t,
-		const char *reason, const char *fmt, ...)
-{
-	struct kube_objref ref;
-	char uid[64], msg[1536];
-	va_list ap;
-
-	if (!c->o.recorder || !o)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_objref_of(o, &ref, uid, sizeof(uid));
-	kube_event(c->o.recorder, &ref, t, reason, "%s", msg);
-}
-
 void prov_grpc_error(const struct csi_status *st, char *out, size_t outlen)
 {
 	snprintf(out, outlen, "rpc error: code = %s desc = %.900s", csi_code_go_name(st->code),

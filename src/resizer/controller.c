@@ -459,25 +459,14 @@ int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen)
 {
 	struct kube_informer *inf[5];
 	size_t n = informers(c, inf);
+	struct kube_stop stop = { .mu = &c->mu, .flag = &c->stop };
 	char why[200];
 
-	for (size_t i = 0; i < n; i++)
-		if (kube_informer_start(inf[i])) {
-			snprintf(err, errlen, "cannot start informers");
-			return -1;
-		}
+	if (kube_informers_start(inf, n, err, errlen))
+		return -1;
 	KLOG_I("Starting external resizer controller=%s", c->o.driver);
-	for (size_t i = 0; i < n; i++)
-		while (!kube_informer_wait_synced(inf[i], NSEC_PER_SEC * 10)) {
-			pthread_mutex_lock(&c->mu);
-			bool stop = c->stop;
-			pthread_mutex_unlock(&c->mu);
-			if (stop) {
-				snprintf(err, errlen, "stopped before the caches synced");
-				return -1;
-			}
-			KLOG_I("Waiting for the pod, pv and pvc caches to sync");
-		}
+	if (kube_informers_wait_synced(inf, n, "the pod, pv and pvc caches", &stop, 0, err, errlen))
+		return -1;
 	malloc_trim(0); /* the initial LISTs' pages go back; the steady state is the records */
 	struct kube_serve serve[] = { { c->q, c->o.workers, claim_work, c },
 				      { c->mq, c->o.workers, rsz_modify_work, c } };
@@ -497,8 +486,7 @@ void rsz_ctrl_stop(struct rsz_ctrl *c)
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_mutex_unlock(&c->mu);
-	for (size_t i = 0; i < n; i++)
-		kube_informer_stop(inf[i]);
+	kube_informers_stop(inf, n);
 	kube_workqueue_shutdown(c->q);
 	if (c->mq)
 		kube_workqueue_shutdown(c->mq);

@@ -259,8 +259,10 @@ struct kube_obj *rsz_get(struct kube_informer *inf, const char *ns, const char *
 /* PATCH of the claim's /status (strategic merge); 0, or -1 with *e filled. */
 int rsz_patch_claim(struct rsz_ctrl *c, const struct kube_pvc *pvc, const struct rsz_patch *p,
 		    struct kube_err *e);
-void rsz_event(struct rsz_ctrl *c, const struct kube_pvc *pvc, bool warning, const char *reason,
-	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* An event about the claim (no recorder: none). */
+#define rsz_event(c, pvc, warning, reason, ...)                                                  \
+	kube_event_about((c)->o.recorder, &(pvc)->meta,                                          \
+			 (warning) ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, (reason), __VA_ARGS__)
 /* The slow sets: true while key was marked less than --retry-interval-max ago; *left_ns. */
 bool rsz_slow_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key, int64_t *left_ns);
 void rsz_slow_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);

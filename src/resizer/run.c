@@ -1,8 +1,8 @@
 /*
  * csi-resizer on the shared sidecar runtime (src/sidecar): its flags (names and defaults as
  * upstream v2.x; the help text is ours), and the ops that check the driver's capabilities as
- * upstream's NewResizerFromClient does, build the controller, start it once leading, stop it
- * and render its metrics.
+ * upstream's NewResizerFromClient does and build the controller, which the sidecar then
+ * starts once leading, stops and frees.
  */
 #include "resizer/resizer.h"
 
@@ -32,9 +32,17 @@ void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
 struct rsz_main {
 	const struct rsz_config *cfg;
 	struct rsz_gates gates;
-	struct kube_recorder *rec;
-	struct rsz_ctrl *ctrl;
 };
+
+static void render_metrics(struct rsz_ctrl *c, struct strbuf *out)
+{
+	struct kube_workqueue *qs[2] = { c->q, c->mq };
+
+	kube_workqueue_render_metrics(qs, c->mq ? 2 : 1, out);
+}
+
+SIDECAR_CONTROLLER(rsz_controller, struct rsz_ctrl, rsz_ctrl_start, rsz_ctrl_stop, rsz_ctrl_free,
+		   render_metrics);
 
 static void lease_name(const char *driver, char *buf, size_t len)
 {
@@ -105,42 +113,9 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.handle_inuse_error = cfg->handle_inuse_error;
 	o.extra_modify_metadata = cfg->extra_modify_metadata;
 	snprintf(component, sizeof(component), "external-resizer %s", sc->driver);
-	struct kube_recorder_opts ro = { .component = component };
-	m->rec = kube_recorder_new(sc->kc, &ro);
-	o.recorder = m->rec;
-	m->ctrl = rsz_ctrl_new(sc->kc, &o);
+	o.recorder = sidecar_recorder(sc, component);
+	sidecar_set_controller(sc, rsz_ctrl_new(sc->kc, &o), &rsz_controller);
 	return 0;
-}
-
-static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
-{
-	struct rsz_main *m = ud;
-
-	(void)sc;
-	return rsz_ctrl_start(m->ctrl, err, errlen);
-}
-
-static void stop(void *ud)
-{
-	struct rsz_main *m = ud;
-
-	rsz_ctrl_stop(m->ctrl);
-}
-
-static void cleanup(void *ud)
-{
-	struct rsz_main *m = ud;
-
-	rsz_ctrl_free(m->ctrl);
-	kube_recorder_free(m->rec);
-}
-
-static void render_metrics(void *ud, struct strbuf *out)
-{
-	struct rsz_main *m = ud;
-	struct kube_workqueue *qs[2] = { m->ctrl->q, m->ctrl->mq };
-
-	kube_workqueue_render_metrics(qs, m->ctrl->mq ? 2 : 1, out);
 }
 
 int rsz_run(const struct rsz_config *cfg)
@@ -149,8 +124,7 @@ int rsz_run(const struct rsz_config *cfg)
 	struct sidecar_ops ops = {
 		.component = "csi-resizer",
 		.lease_name = lease_name,
-		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
-		.render_metrics = render_metrics,
+		.setup = setup,
 		.ud = &m,
 	};
 	char err[512];

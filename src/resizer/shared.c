@@ -90,19 +90,3 @@ int rsz_patch_claim(struct rsz_ctrl *c, const struct kube_pvc *pvc, const struct
 	return rc;
 }
 
-void rsz_event(struct rsz_ctrl *c, const struct kube_pvc *pvc, bool warning, const char *reason,
-	       const char *fmt, ...)
-{
-	struct kube_objref ref;
-	char uid[64], msg[1200];
-	va_list ap;
-
-	if (!c->o.recorder)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_objref_of(&pvc->meta, &ref, uid, sizeof(uid));
-	kube_event(c->o.recorder, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason,
-		   "%s", msg);
-}

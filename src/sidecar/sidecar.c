@@ -13,6 +13,7 @@
 #include "base/xalloc.h"
 #include "kube/leader.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -99,7 +100,7 @@ struct runtime {
 	bool stopping;       /* a signal arrived */
 	bool lease_released; /* the signal thread is done with the leader */
 	bool leading;
-	bool started;        /* ops->start succeeded: ops->stop is owed */
+	bool started;        /* the controller started: its stop is owed */
 	int signo;
 };
 
@@ -147,8 +148,8 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 	pthread_mutex_lock(&rt->mu);
 	bool started = rt->started;
 	pthread_mutex_unlock(&rt->mu);
-	if (started && rt->sc.ops->render_metrics)
-		rt->sc.ops->render_metrics(rt->sc.ops->ud, body);
+	if (started && rt->sc.ctrl_ops->render_metrics)
+		rt->sc.ctrl_ops->render_metrics(rt->sc.ctrl, body);
 	if (rt->leader)
 		strbuf_addf(body, "# HELP leader_election_master_status 1 while this process holds the named Lease, 0 while it stands by\n"
 				  "# TYPE leader_election_master_status gauge\n"
@@ -336,7 +337,7 @@ static int run_loop(struct runtime *rt)
 	pthread_mutex_unlock(&rt->mu);
 	if (!rt->stopping) {
 		/* Cache sync may wait for an unreachable API server: a signal exits from here. */
-		if (rt->sc.ops->start(rt->sc.ops->ud, &rt->sc, err, sizeof(err))) {
+		if (rt->sc.ctrl_ops->start(rt->sc.ctrl, err, sizeof(err))) {
 			KLOG_E("%s", err);
 			return 1;
 		}
@@ -399,6 +400,22 @@ static int start_leader(struct runtime *rt, const struct kube_client_opts *ko, c
 		return -1;
 	}
 	return 0;
+}
+
+void sidecar_set_controller(struct sidecar *sc, void *ctrl, const struct sidecar_controller *ops)
+{
+	assert(!sc->ctrl && ctrl && ops);
+	sc->ctrl = ctrl;
+	sc->ctrl_ops = ops;
+}
+
+struct kube_recorder *sidecar_recorder(struct sidecar *sc, const char *component)
+{
+	struct kube_recorder_opts ro = { .component = component };
+
+	assert(!sc->recorder);
+	sc->recorder = kube_recorder_new(sc->kc, &ro);
+	return sc->recorder;
 }
 
 int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
@@ -476,6 +493,7 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		KLOG_E("%s", err);
 		goto out;
 	}
+	assert(sc->ctrl && sc->ctrl_ops); /* setup's contract: it built the controller */
 	if (*addr) {
 		rt->http = diag_server_start(addr, err, sizeof(err));
 		if (!rt->http) {
@@ -504,7 +522,7 @@ out:
 		pthread_cond_wait(&rt->cond, &rt->mu);
 	pthread_mutex_unlock(&rt->mu);
 	if (started)
-		ops->stop(ops->ud);
+		sc->ctrl_ops->stop(sc->ctrl);
 	if (signalled) {
 		/*
 		 * Workers are done and the Lease is released: exit now. Closing informers (a watch
@@ -517,8 +535,11 @@ out:
 	if (rt->leader)
 		kube_leader_stop(rt->leader);
 	diag_server_stop(rt->http);
+	if (sc->ctrl)
+		sc->ctrl_ops->free(sc->ctrl);
 	if (ops->cleanup)
 		ops->cleanup(ops->ud);
+	kube_recorder_free(sc->recorder);
 	kube_leader_free(rt->leader);
 	json_decref(rt->le_labels);
 	csi_msg_free(sc->plugin_caps);

@@ -8,9 +8,19 @@
  *   the sidecar's setup -> diagnostics HTTP server (/metrics, /healthz/leader-election) ->
  *   leader election (optional) -> the sidecar's start once leading -> SIGTERM/SIGINT.
  *
- * A sidecar supplies only a struct sidecar_ops: its name, its lease name, setup (build the
- * controller from the discovered driver), start (informers, cache sync, workers), stop and a
- * metrics renderer. Nothing of this file is copied into a sidecar.
+ * A sidecar supplies only a struct sidecar_ops: its name, its lease name and setup, which builds
+ * the controller from the discovered driver and hands it over with sidecar_set_controller().
+ * From there the sidecar drives it through a struct sidecar_controller (start once leading:
+ * informers, cache sync, workers; stop on shutdown; free; its series on /metrics), which
+ * SIDECAR_CONTROLLER() writes from the component's own typed functions. The event recorder
+ * (sidecar_recorder()) is the sidecar's too. A component's run.c is therefore its flags, its
+ * checks of them and its setup; nothing of this file, and no start/stop glue, is copied into it.
+ *
+ * The controller kit under every component, sidecar or not, is these pieces:
+ *   informer set   kube/informer.h: kube_informers_start / _wait_synced / _stop
+ *   worker pool    kube/workqueue.h: kube_workqueue_serve (rate limits: --retry-interval-*)
+ *   events         kube/events.h: kube_event_about (one recorder per component)
+ *   wiring         this file (sidecars), controllers/cm.h (kcsi-controller-manager)
  *
  * Shutdown: SIGTERM and SIGINT are blocked in every thread and taken by one signal thread. On a
  * signal it arms a watchdog (the process exits 0 at the latest 900 ms later, whatever any
@@ -21,8 +31,10 @@
  * so that the orchestrator restarts the container, as upstream does.
  *
  * Ownership: struct sidecar owns the kube clients, the CSI connection, the capability
- * responses, the metrics and the diagnostics server; the sidecar's own state lives behind ops->ud
- * and is freed by ops->cleanup before the clients it borrows are closed.
+ * responses, the metrics, the diagnostics server, the event recorder and the controller
+ * (freed with its own free function, first); the sidecar's own further state lives behind
+ * ops->ud and is freed by ops->cleanup, after the controller, before the clients it borrows
+ * are closed.
  */
 #ifndef KCSI_SIDECAR_SIDECAR_H
 #define KCSI_SIDECAR_SIDECAR_H
@@ -37,6 +49,7 @@
 #include "csi/msg.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/events.h"
 #include "kube/options.h"
 
 /* The flags every sidecar has, with upstream's names and defaults. */
@@ -58,6 +71,36 @@ void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c);
 
 struct sidecar;
 
+/*
+ * A controller as the sidecar drives it: started once leading (informers, cache sync, workers;
+ * 0, or -1 with err), stopped on shutdown after a successful start (workers finish their key),
+ * freed last, and its own series (workqueues, counters) appended to /metrics while running.
+ * render_metrics may be NULL.
+ */
+struct sidecar_controller {
+	int (*start)(void *ctrl, char *err, size_t errlen);
+	void (*stop)(void *ctrl);
+	void (*free)(void *ctrl);
+	void (*render_metrics)(void *ctrl, struct strbuf *out);
+};
+
+/*
+ * Defines `static const struct sidecar_controller name` from a component's typed functions
+ * (type *ctrl), so neither side casts a function pointer:
+ *   SIDECAR_CONTROLLER(att_controller, struct att_ctrl, att_ctrl_start, att_ctrl_stop,
+ *                      att_ctrl_free, att_render_metrics);
+ */
+#define SIDECAR_CONTROLLER(name, type, start_fn, stop_fn, free_fn, metrics_fn)                  \
+	static int name##_start(void *c, char *err, size_t errlen)                                \
+	{                                                                                          \
+		return start_fn((type *)c, err, errlen);                                           \
+	}                                                                                          \
+	static void name##_stop(void *c) { stop_fn((type *)c); }                                   \
+	static void name##_free(void *c) { free_fn((type *)c); }                                   \
+	static void name##_metrics(void *c, struct strbuf *out) { metrics_fn((type *)c, out); }    \
+	static const struct sidecar_controller name = { name##_start, name##_stop, name##_free,   \
+							name##_metrics }
+
 struct sidecar_ops {
 	const char *component;  /* "csi-attacher": User-Agent, logs */
 	/* Lease name for the discovered driver, written into buf. */
@@ -69,16 +112,13 @@ struct sidecar_ops {
 	 * controller service; csi-provisioner always asks. true: ask only when announced.
 	 */
 	bool ctrl_caps_only_with_service;
-	/* After discovery, before the HTTP server: build the controller. 0 or -1 with err. */
+	/*
+	 * After discovery, before the HTTP server: build the controller and hand it over with
+	 * sidecar_set_controller(). 0 or -1 with err.
+	 */
 	int (*setup)(void *ud, struct sidecar *sc, char *err, size_t errlen);
-	/* Once leading: start informers, wait for caches, start workers. 0 or -1 with err. */
-	int (*start)(void *ud, struct sidecar *sc, char *err, size_t errlen);
-	/* After a successful start, on shutdown: stop workers and informers. */
-	void (*stop)(void *ud);
-	/* Frees what setup built, before the clients it borrows are closed. May be NULL. */
+	/* Frees what else setup built, after the controller. May be NULL. */
 	void (*cleanup)(void *ud);
-	/* Appends the sidecar's own series (workqueues, controller counters) to /metrics. */
-	void (*render_metrics)(void *ud, struct strbuf *out);
 	void *ud;
 };
 
@@ -94,7 +134,20 @@ struct sidecar {
 	Csi__V1__ControllerGetCapabilitiesResponse *ctrl_caps; /* NULL when not asked */
 	struct csi_metrics *metrics;  /* csi_sidecar_operations_seconds */
 	char lease[320];
+	/* Set by setup through sidecar_set_controller() and sidecar_recorder(); owned here. */
+	void *ctrl;
+	const struct sidecar_controller *ctrl_ops;
+	struct kube_recorder *recorder;
 };
+
+/* Hands setup's controller to the sidecar, which starts, stops and frees it through ops. */
+void sidecar_set_controller(struct sidecar *sc, void *ctrl, const struct sidecar_controller *ops);
+/*
+ * The component's event recorder on the sidecar's client, source.component `component`
+ * ("csi-attacher <driver>", as upstream names it); made once, owned by the sidecar and freed
+ * after the controller.
+ */
+struct kube_recorder *sidecar_recorder(struct sidecar *sc, const char *component);
 
 /* True when the driver announces the CONTROLLER_SERVICE plugin capability. */
 bool sidecar_has_controller_service(const struct sidecar *sc);

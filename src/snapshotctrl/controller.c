@@ -694,23 +694,14 @@ int sctrl_start(struct sctrl *c, char *err, size_t errlen)
 {
 	char why[200];
 
-	for (int i = 0; i < NINF; i++)
-		if (c->inf[i] && kube_informer_start(c->inf[i])) {
-			snprintf(err, errlen, "cannot start informers");
-			return -1;
-		}
+	struct kube_stop stop = { .mu = &c->mu, .flag = &c->stop };
+
+	if (kube_informers_start(c->inf, NINF, err, errlen))
+		return -1;
 	KLOG_I("Starting snapshot controller");
-	for (int i = 0; i < NINF; i++)
-		while (c->inf[i] && !kube_informer_wait_synced(c->inf[i], 10 * NSEC_PER_SEC)) {
-			pthread_mutex_lock(&c->mu);
-			bool stop = c->stop;
-			pthread_mutex_unlock(&c->mu);
-			if (stop) {
-				snprintf(err, errlen, "stopped before the caches synced");
-				return -1;
-			}
-			KLOG_I("Waiting for the snapshot controller's caches to sync");
-		}
+	if (kube_informers_wait_synced(c->inf, NINF, "the snapshot controller's caches", &stop, 0, err,
+				       errlen))
+		return -1;
 	malloc_trim(0);
 	struct kube_serve serve[] = { { c->vsq, c->o.workers, vs_work, c },
 				      { c->vscq, c->o.workers, vsc_work, c },
@@ -729,9 +720,7 @@ void sctrl_stop(struct sctrl *c)
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_mutex_unlock(&c->mu);
-	for (int i = 0; i < NINF; i++)
-		if (c->inf[i])
-			kube_informer_stop(c->inf[i]);
+	kube_informers_stop(c->inf, NINF);
 	struct kube_workqueue *qs[] = { c->vsq, c->vscq, c->claimq, c->vgsq };
 	int nq = c->vgsq ? 4 : 3;
 	for (int i = 0; i < nq; i++)

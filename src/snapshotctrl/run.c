@@ -1,7 +1,8 @@
 /*
  * snapshot-controller on the shared sidecar runtime (src/sidecar) with no CSI driver: its
  * flags (upstream's names and defaults), the CRD check of --retry-crd-interval-max, and the
- * ops that build, start, stop and render the controller. Lease "snapshot-controller-leader".
+ * setup that builds the controller, which the sidecar then starts once leading, stops and
+ * frees. Lease "snapshot-controller-leader".
  */
 #include "snapshotctrl/snapshotctrl.h"
 
@@ -44,11 +45,8 @@ void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
 		   "Record the source volume's mode in each new content (spec.sourceVolumeMode), so that restores may not change it.");
 }
 
-struct sctrl_main {
-	const struct sctrl_config *cfg;
-	struct kube_recorder *rec;
-	struct sctrl *ctrl;
-};
+SIDECAR_CONTROLLER(sctrl_controller, struct sctrl, sctrl_start, sctrl_stop, sctrl_free,
+		   sctrl_render_metrics);
 
 static void lease_name(const char *driver, char *buf, size_t len)
 {
@@ -92,9 +90,7 @@ static int crds_served(struct kube_client *kc, int64_t max_ns, char *err, size_t
 
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 {
-	struct sctrl_main *m = ud;
-	const struct sctrl_config *cfg = m->cfg;
-	struct kube_recorder_opts ro = { .component = "snapshot-controller" };
+	const struct sctrl_config *cfg = ud;
 	struct sctrl_opts o = {
 		.workers = cfg->worker_threads, .resync_ns = cfg->resync_period_ns,
 		.retry_start_ns = cfg->sc.kube.retry_start_ns, .retry_max_ns = cfg->sc.kube.retry_max_ns,
@@ -110,53 +106,19 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		return -1;
 	KLOG_V(2, "Start NewCSISnapshotController with kubeconfig [%s] resyncPeriod [%lldms]",
 	       cfg->sc.kube.kubeconfig, (long long)(cfg->resync_period_ns / NSEC_PER_MSEC));
-	m->rec = kube_recorder_new(sc->kc, &ro);
-	o.recorder = m->rec;
-	m->ctrl = sctrl_new(sc->kc, &o);
+	o.recorder = sidecar_recorder(sc, "snapshot-controller");
+	sidecar_set_controller(sc, sctrl_new(sc->kc, &o), &sctrl_controller);
 	return 0;
-}
-
-static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
-{
-	struct sctrl_main *m = ud;
-
-	(void)sc;
-	return sctrl_start(m->ctrl, err, errlen);
-}
-
-static void stop(void *ud)
-{
-	struct sctrl_main *m = ud;
-
-	sctrl_stop(m->ctrl);
-}
-
-static void cleanup(void *ud)
-{
-	struct sctrl_main *m = ud;
-
-	sctrl_free(m->ctrl);
-	kube_recorder_free(m->rec);
-}
-
-static void render_metrics(void *ud, struct strbuf *out)
-{
-	struct sctrl_main *m = ud;
-
-	if (m->ctrl)
-		sctrl_render_metrics(m->ctrl, out);
 }
 
 int sctrl_run(const struct sctrl_config *cfg)
 {
-	struct sctrl_main m = { .cfg = cfg };
 	struct sidecar_ops ops = {
 		.component = "snapshot-controller",
 		.lease_name = lease_name,
 		.dummy_driver = "snapshot-controller", /* no CSI driver: skip connect and discovery */
-		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
-		.render_metrics = render_metrics,
-		.ud = &m,
+		.setup = setup,
+		.ud = (void *)cfg,
 	};
 	char err[512];
 

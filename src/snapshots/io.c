@@ -88,22 +88,6 @@ int snap_patch_annotation(struct kube_client *kc, const struct kube_obj *o, cons
 	return patch_json(kc, o, false, json_pack("{s:{s:o}}", "metadata", "annotations", ann), e);
 }
 
-void snap_event(struct kube_recorder *rec, const struct kube_obj *o, bool warning,
-		const char *reason, const char *fmt, ...)
-{
-	struct kube_objref ref;
-	char uid[64], msg[1024];
-	va_list ap;
-
-	if (!rec)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_objref_of(o, &ref, uid, sizeof(uid));
-	kube_event(rec, &ref, warning ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, reason, "%s", msg);
-}
-
 void snap_grpc_error(int code, const char *message, char *out, size_t outlen)
 {
 	snprintf(out, outlen, "rpc error: code = %s desc = %s", csi_code_go_name(code), message);

@@ -40,6 +40,7 @@
 
 #include "base/featuregate.h"
 #include "csi/msg.h"
+#include "kube/events.h"
 #include "kube/objects.h"
 
 /* ---- feature gates (names.c): external-snapshotter v8.6's own, for both binaries ---- */
@@ -291,8 +292,9 @@ int snap_patch_annotation(struct kube_client *kc, const struct kube_obj *o, cons
 int snap_patch(struct kube_client *kc, const struct kube_obj *o, bool status, const char *body,
 	       struct kube_err *e);
 /* Records an event about o (rec NULL: none). */
-void snap_event(struct kube_recorder *rec, const struct kube_obj *o, bool warning,
-		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define snap_event(rec, o, warning, reason, ...)                                              \
+	kube_event_about((rec), (o), (warning) ? KUBE_EVENT_WARNING : KUBE_EVENT_NORMAL, (reason), \
+			 __VA_ARGS__)
 /*
  * upstream's update*ErrorStatusWithEvent for contents and groups: status readyToUse false and
  * error {time, message}, and a Warning event, once per new message (old_message: the object's).

@@ -421,27 +421,17 @@ struct snapper *snapper_new(struct kube_client *kc, const struct snapper_opts *o
 
 int snapper_start(struct snapper *s, char *err, size_t errlen)
 {
+	/* The group informers exist only with the group gate on (NULL otherwise). */
+	struct kube_informer *infs[] = { s->vsc_inf, s->class_inf, s->vgsc_inf, s->vgsclass_inf };
+	struct kube_stop stop = { .mu = &s->mu, .flag = &s->stop };
 	char why[200];
 
-	if (kube_informer_start(s->vsc_inf) || kube_informer_start(s->class_inf) ||
-	    (s->gq && (kube_informer_start(s->vgsc_inf) || kube_informer_start(s->vgsclass_inf)))) {
-		snprintf(err, errlen, "cannot start informers");
+	if (kube_informers_start(infs, 4, err, errlen))
 		return -1;
-	}
 	KLOG_I("Starting CSI snapshotter");
-	while (!kube_informer_wait_synced(s->vsc_inf, 10 * NSEC_PER_SEC) ||
-	       !kube_informer_wait_synced(s->class_inf, 10 * NSEC_PER_SEC) ||
-	       (s->gq && (!kube_informer_wait_synced(s->vgsc_inf, 10 * NSEC_PER_SEC) ||
-			  !kube_informer_wait_synced(s->vgsclass_inf, 10 * NSEC_PER_SEC)))) {
-		pthread_mutex_lock(&s->mu);
-		bool stop = s->stop;
-		pthread_mutex_unlock(&s->mu);
-		if (stop) {
-			snprintf(err, errlen, "stopped before the caches synced");
-			return -1;
-		}
-		KLOG_I("Waiting for the VolumeSnapshotContent and VolumeSnapshotClass caches to sync");
-	}
+	if (kube_informers_wait_synced(infs, 4, "the VolumeSnapshotContent and VolumeSnapshotClass caches",
+				       &stop, 0, err, errlen))
+		return -1;
 	malloc_trim(0);
 	struct kube_serve serve[] = { { s->q, s->o.workers, work, s },
 				      { s->gq, s->o.workers, snapper_group_work, s } };
@@ -455,16 +445,14 @@ int snapper_start(struct snapper *s, char *err, size_t errlen)
 
 void snapper_stop(struct snapper *s)
 {
+	struct kube_informer *infs[] = { s->vsc_inf, s->class_inf, s->vgsc_inf, s->vgsclass_inf };
+
 	pthread_mutex_lock(&s->mu);
 	s->stop = true;
 	pthread_mutex_unlock(&s->mu);
-	kube_informer_stop(s->vsc_inf);
-	kube_informer_stop(s->class_inf);
-	if (s->gq) {
-		kube_informer_stop(s->vgsc_inf);
-		kube_informer_stop(s->vgsclass_inf);
+	kube_informers_stop(infs, 4);
+	if (s->gq)
 		kube_workqueue_shutdown(s->gq);
-	}
 	kube_workqueue_shutdown(s->q);
 	kube_workqueue_wait_workers(s->q);
 	if (s->gq)

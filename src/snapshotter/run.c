@@ -1,7 +1,7 @@
 /*
  * csi-snapshotter on the shared sidecar runtime (src/sidecar): its flags (upstream's names and
- * defaults), the checks upstream's main makes after discovery, and the ops that build, start,
- * stop and render the controller.
+ * defaults), the checks upstream's main makes after discovery, and the setup that builds the
+ * controller, which the sidecar then starts once leading, stops and frees.
  */
 #include "snapshotter/snapshotter.h"
 
@@ -41,11 +41,8 @@ void snapper_register_flags(struct flagset *fs, struct snapper_config *c)
 		  "Longest logged CSI request or response, in characters; -1 means no limit.");
 }
 
-struct snapper_main {
-	const struct snapper_config *cfg;
-	struct kube_recorder *rec;
-	struct snapper *ctrl;
-};
+SIDECAR_CONTROLLER(snapper_controller, struct snapper, snapper_start, snapper_stop, snapper_free,
+		   snapper_render_metrics);
 
 static void lease_name(const char *driver, char *buf, size_t len)
 {
@@ -77,8 +74,7 @@ static bool group_capable(struct sidecar *sc, int64_t timeout_ns)
 
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 {
-	struct snapper_main *m = ud;
-	const struct snapper_config *cfg = m->cfg;
+	const struct snapper_config *cfg = ud;
 	char component[300];
 
 	if (!sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT)) {
@@ -106,53 +102,18 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		  "snapshotNamePrefix [%s] snapshotNameUUIDLength [%d]", sc->driver,
 	       cfg->sc.csi_address, cfg->name_prefix, cfg->uuid_length);
 	snprintf(component, sizeof(component), "csi-snapshotter %s", sc->driver);
-	struct kube_recorder_opts ro = { .component = component };
-	m->rec = kube_recorder_new(sc->kc, &ro);
-	o.recorder = m->rec;
-	m->ctrl = snapper_new(sc->kc, &o);
+	o.recorder = sidecar_recorder(sc, component);
+	sidecar_set_controller(sc, snapper_new(sc->kc, &o), &snapper_controller);
 	return 0;
-}
-
-static int start(void *ud, struct sidecar *sc, char *err, size_t errlen)
-{
-	struct snapper_main *m = ud;
-
-	(void)sc;
-	return snapper_start(m->ctrl, err, errlen);
-}
-
-static void stop(void *ud)
-{
-	struct snapper_main *m = ud;
-
-	snapper_stop(m->ctrl);
-}
-
-static void cleanup(void *ud)
-{
-	struct snapper_main *m = ud;
-
-	snapper_free(m->ctrl);
-	kube_recorder_free(m->rec);
-}
-
-static void render_metrics(void *ud, struct strbuf *out)
-{
-	struct snapper_main *m = ud;
-
-	if (m->ctrl)
-		snapper_render_metrics(m->ctrl, out);
 }
 
 int snapper_run(const struct snapper_config *cfg)
 {
-	struct snapper_main m = { .cfg = cfg };
 	struct sidecar_ops ops = {
 		.component = "csi-snapshotter",
 		.lease_name = lease_name,
-		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
-		.render_metrics = render_metrics,
-		.ud = &m,
+		.setup = setup,
+		.ud = (void *)cfg,
 	};
 	const char *node = getenv("NODE_NAME");
 
