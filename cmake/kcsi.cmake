@@ -56,20 +56,21 @@ function(kcsi_unit_test name)
   set_tests_properties(unit.${name} PROPERTIES LABELS unit TIMEOUT 300)
 endfunction()
 
-# kcsi_e2e_test(<name> <script> [TIMEOUT seconds] [SLOW])
+# kcsi_e2e_test(<name> <script> [TIMEOUT seconds] [SLOW] [ARGS arg...])
 # Registers a shell scenario; it gets KCSI_BIN (the binaries), KCSI_SRC (the source tree),
 # KCSI_PEERS (the peers scripts/peers.sh built) and, first on PATH, the peers' kubectl v1.36.1.
+# ARGS are passed to the script, so one scenario can be registered over several sets.
 # SLOW scenarios (long crash/kill loops, many objects) run in the normal build only: the sanitizer
 # build would add minutes to CI and finds nothing there that the short scenarios do not reach.
 function(kcsi_e2e_test name script)
-  cmake_parse_arguments(T "SLOW" "TIMEOUT" "" ${ARGN})
+  cmake_parse_arguments(T "SLOW" "TIMEOUT" "ARGS" ${ARGN})
   if(T_SLOW AND KCSI_SANITIZE)
     return()
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  add_test(NAME e2e.${name} COMMAND bash ${script})
+  add_test(NAME e2e.${name} COMMAND bash ${script} ${T_ARGS})
   set_tests_properties(e2e.${name} PROPERTIES LABELS e2e TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "KCSI_BIN=${CMAKE_BINARY_DIR}/bin;KCSI_SRC=${CMAKE_SOURCE_DIR};KCSI_TESTS=${CMAKE_BINARY_DIR}/tests;KCSI_PEERS=${CMAKE_SOURCE_DIR}/build-peers/bin;PATH=${CMAKE_SOURCE_DIR}/build-peers/kubectl:$ENV{PATH}")
 endfunction()

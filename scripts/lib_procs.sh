@@ -1,6 +1,7 @@
 # lib_procs.sh: what scripts/realcp.sh and scripts/realnode.sh share about the processes they
-# start. Sourced; the caller sets D (its work dir, which every process it starts names on its
-# command line) and keeps "name pid" lines in $D/pids.
+# start and stop. Sourced; the caller sets D (its work dir, which every process it starts names
+# on its command line) and PROG (its name, the prefix of every message), keeps "name pid" lines
+# in $D/pids, and defines stop_all (stops everything; 0 when nothing is left).
 #
 #   free_ports N   N free loopback ports, all bound at once so that they differ; another
 #                  process may still take one before its server binds it (start then fails with
@@ -13,6 +14,11 @@
 #                  "realcp: kube-scheduler exited" with an empty log)
 #   rss_kib PID    its resident memory in KiB (0 when gone)
 #   rss_line       "RSS <total> MiB (<name> <MiB>, ...)" over $D/pids
+#   stop_pid NAME PID SECS
+#                  SIGTERM, then SIGKILL when PID is still ours SECS s later (said on stderr with
+#                  the last lines of $D/NAME.log, when there is one)
+#   none_left      0 when no process of $D/pids is ours any more; else names each on stderr
+#   stop_dir DIR   the `stop DIR` command: stop_all, then DIR removed; 0 when both went well
 
 free_ports() {
 	python3 -c '
@@ -46,4 +52,28 @@ rss_line() {
 		parts="$parts${parts:+, }$name $((k / 1024))"
 	done <"$D/pids"
 	echo "RSS $((total / 1024)) MiB ($parts)"
+}
+stop_pid() {
+	local i
+	pid_ours "$2" || return 0
+	kill -TERM "$2" 2>/dev/null || true
+	for i in $(seq 1 $(($3 * 20))); do pid_ours "$2" || return 0; sleep 0.05; done
+	echo "$PROG: $1 ($2) ignored SIGTERM for $3 s; SIGKILL" >&2
+	[ ! -f "$D/$1.log" ] || { echo "$PROG: the last lines of $1.log:" >&2; tail -n 8 "$D/$1.log" >&2; }
+	kill -KILL "$2" 2>/dev/null || true
+	sleep 0.2
+}
+none_left() {
+	local name pid rc=0
+	while read -r name pid; do
+		pid_ours "$pid" && { echo "$PROG: $name ($pid) still running" >&2; rc=1; }
+	done <"$D/pids"
+	return $rc
+}
+stop_dir() {
+	local rc=0
+	stop_all || rc=1
+	rm -rf "$1"
+	[ ! -e "$1" ] || { echo "$PROG: could not remove $1" >&2; rc=1; }
+	return $rc
 }

@@ -27,8 +27,9 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 peers=${KCSI_PEERS:-$src/build-peers/bin}
-. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, wait_exec, rss_kib, rss_line
-die() { echo "realcp: $*" >&2; exit 1; }
+PROG=realcp
+. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, stop_pid, stop_dir, ...
+die() { echo "$PROG: $*" >&2; exit 1; }
 
 # ---- certificates ----
 ext_file() { # kind san -> path of an openssl extension file
@@ -120,24 +121,10 @@ wait_ready() { # name secs check args...
 # Newest first, one at a time: kube-apiserver's shutdown writes to etcd (its identity Lease), so
 # etcd must outlive it, and the controllers must not keep it draining their requests.
 stop_all() { # -> 0 if nothing is left
-	local name pid left=0 i
+	local name pid left=0
 	[ -f "$D/pids" ] || return 0
-	while read -r name pid; do
-		pid_ours "$pid" || continue
-		kill -TERM "$pid" 2>/dev/null
-		for i in $(seq 1 200); do
-			pid_ours "$pid" || break
-			sleep 0.05
-		done
-		if pid_ours "$pid"; then
-			echo "realcp: $name ($pid) ignored SIGTERM for 10 s; SIGKILL; its log's last lines:" >&2
-			tail -n 8 "$D/$name.log" >&2
-			kill -KILL "$pid"
-			sleep 0.2
-		fi
-	done < <(tac "$D/pids")
-	left=0
-	while read -r name pid; do pid_ours "$pid" && { echo "realcp: $name ($pid) still running" >&2; left=1; }; done <"$D/pids"
+	while read -r name pid; do stop_pid "$name" "$pid" 10; done < <(tac "$D/pids")
+	none_left || left=1
 	if [ -f "$D/ports" ]; then
 		local p
 		for p in $(cat "$D/ports"); do
@@ -226,11 +213,7 @@ cmd_stop() {
 	D=$(realpath -m "$1")
 	[ -d "$D" ] || die "$D is not a directory"
 	[ -f "$D/ports" ] || [ -f "$D/pids" ] || die "$D is not a realcp directory (no pids, no ports)"
-	local rc=0
-	stop_all || rc=1
-	rm -rf "$D"
-	[ ! -e "$D" ] || { echo "realcp: could not remove $D" >&2; rc=1; }
-	return $rc
+	stop_dir "$D"
 }
 
 case ${1:-} in

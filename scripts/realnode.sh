@@ -32,8 +32,9 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 peers=${KCSI_PEERS:-$src/build-peers/bin}
-. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, wait_exec, rss_kib, rss_line
-die() { echo "realnode: $*" >&2; exit 1; }
+PROG=realnode
+. "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, stop_pid, stop_dir, ...
+die() { echo "$PROG: $*" >&2; exit 1; }
 
 KUBELET_ROOT=/var/lib/kubelet
 POOL=/var/lib/kcsi-loop
@@ -287,14 +288,9 @@ undo_host() { # -> 0 if everything was undone
 
 # ---- processes ----
 stop_process() { # name secs
-	local pid i
+	local pid
 	pid=$(pid_of "$1")
-	[ -n "$pid" ] && pid_ours "$pid" || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 $(($2 * 20))); do pid_ours "$pid" || return 0; sleep 0.05; done
-	echo "realnode: $1 ($pid) ignored SIGTERM for $2 s; SIGKILL" >&2
-	kill -KILL "$pid" 2>/dev/null || true
-	sleep 0.2
+	[ -z "$pid" ] || stop_pid "$1" "$pid" "$2"
 }
 
 kill_containers() { # every task the runtime still runs, then the containers and sandboxes
@@ -306,7 +302,7 @@ kill_containers() { # every task the runtime still runs, then the containers and
 }
 
 stop_all() { # -> 0 if nothing is left
-	local rc=0 name pid
+	local rc=0 pid
 	[ -f "$D/pids" ] || { undo_host || rc=1; return $rc; }
 	if [ -n "${NODE:-}" ] && [ -f "$CP/kubeconfig" ]; then
 		kc delete node "$NODE" --wait=false >/dev/null 2>&1 || true
@@ -314,7 +310,7 @@ stop_all() { # -> 0 if nothing is left
 	stop_process kubelet 10
 	if alive containerd; then kill_containers; fi
 	stop_process containerd 10
-	while read -r name pid; do pid_ours "$pid" && { echo "realnode: $name ($pid) still running" >&2; rc=1; }; done <"$D/pids"
+	none_left || rc=1
 	# shims outlive containerd by design; ours name DIR on their command line
 	for pid in $(pgrep -f "containerd-shim.*$D/" || true); do kill -KILL "$pid" 2>/dev/null || true; done
 	sleep 0.2
@@ -418,11 +414,7 @@ cmd_stop() {
 	[ -f "$D/node" ] && [ -f "$D/cp" ] || die "$D is not a realnode directory (no node, no cp)"
 	NODE=$(cat "$D/node")
 	CP=$(cat "$D/cp")
-	local rc=0
-	stop_all || rc=1
-	rm -rf "$D"
-	[ ! -e "$D" ] || { echo "realnode: could not remove $D" >&2; rc=1; }
-	return $rc
+	stop_dir "$D"
 }
 
 case ${1:-} in

@@ -528,3 +528,18 @@ const ProtobufCMethodDescriptor *csi_method_lookup(const char *path)
 	}
 	return NULL;
 }
+
+Csi__V1__VolumeCapability__AccessMode__Mode csi_access_mode_of_k8s(const char *k8s_mode, bool snmw)
+{
+	const char *m = k8s_mode ? k8s_mode : "";
+
+	if (!strcmp(m, "ReadOnlyMany"))
+		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+	if (!strcmp(m, "ReadWriteMany"))
+		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
+	if (!strcmp(m, "ReadWriteOncePod"))
+		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER
+			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
+		    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+}

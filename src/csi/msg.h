@@ -107,4 +107,16 @@ const ProtobufCMethodDescriptor *csi_method_lookup(const char *path);
 /* All services of the schema, NULL-terminated: Identity, Controller, GroupController, Node. */
 extern const ProtobufCServiceDescriptor *const csi_services[];
 
+/*
+ * The CSI access mode of a Kubernetes one, by its API name ("ReadWriteOnce", "ReadOnlyMany",
+ * "ReadWriteMany", "ReadWriteOncePod"), as csi-lib-utils' accessmodes.ToCSIAccessMode maps it for
+ * the provisioner and the kubelet for a volume it stages. snmw: the driver announces
+ * SINGLE_NODE_MULTI_WRITER, and then ReadWriteOnce is SINGLE_NODE_MULTI_WRITER and
+ * ReadWriteOncePod SINGLE_NODE_SINGLE_WRITER; without it both are SINGLE_NODE_WRITER (and only
+ * the scheduler keeps a second pod off a ReadWriteOncePod volume). NULL, an empty or an unknown
+ * name is ReadWriteOnce, the kubelet's default for a PV without access modes. One function for
+ * every component, so the rule cannot drift between them.
+ */
+Csi__V1__VolumeCapability__AccessMode__Mode csi_access_mode_of_k8s(const char *k8s_mode, bool snmw);
+
 #endif

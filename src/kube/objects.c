@@ -485,6 +485,17 @@ static struct kube_obj *va_decode(const jv_t *obj, char *err, size_t errlen)
 
 /* ---- PersistentVolume ---- */
 
+const char *kube_access_mode_name(uint8_t mode)
+{
+	switch (mode) {
+	case KUBE_RWO: return "ReadWriteOnce";
+	case KUBE_ROX: return "ReadOnlyMany";
+	case KUBE_RWX: return "ReadWriteMany";
+	case KUBE_RWOP: return "ReadWriteOncePod";
+	}
+	return NULL;
+}
+
 static uint8_t access_mode(const char *s)
 {
 	if (!s) return 0;

@@ -76,6 +76,8 @@ struct kube_va { /* storage.k8s.io/v1 VolumeAttachment */
 enum kube_access_mode {
 	KUBE_RWO = 1, KUBE_ROX = 2, KUBE_RWX = 4, KUBE_RWOP = 8,
 };
+/* The API name of one mode bit ("ReadWriteOncePod"); NULL for 0 or anything not one bit. */
+const char *kube_access_mode_name(uint8_t mode);
 
 /*
  * A node selector term: its requirements are ANDed; a list of terms is ORed (an empty list

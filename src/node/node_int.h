@@ -70,9 +70,9 @@ void nd_csinode_ensure(struct nd *nd);
 /*
  * The CSI access mode the kubelet sends for a Kubernetes one (one enum kube_access_mode bit; 0
  * is taken as ReadWriteOnce) to a driver with (snmw) or without the SINGLE_NODE_MULTI_WRITER
- * node capability.
+ * node capability: the rule csi/msg.h holds for every component.
  */
-int nd_csi_access_mode(uint8_t mode, bool snmw);
+#define nd_csi_access_mode(mode, snmw) csi_access_mode_of_k8s(kube_access_mode_name(mode), (snmw))
 /* The volume capability the kubelet sends for a PV: its first access mode, block or mount +
  * fsType and mount options. */
 Csi__V1__VolumeCapability *nd_pv_capability(struct csi_arena *a, const struct kube_pv *pv,

@@ -14,24 +14,6 @@
 
 #include "base/strbuf.h"
 
-int nd_csi_access_mode(uint8_t mode, bool snmw)
-{
-	switch (mode) {
-	case KUBE_ROX:
-		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-	case KUBE_RWX:
-		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
-	case KUBE_RWOP:
-		/* A driver that cannot tell one writer from many gets the old mode, and only the
-		 * scheduler keeps a second pod away. */
-		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER
-			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-	default: /* ReadWriteOnce, and a PV without access modes (the kubelet's default) */
-		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
-			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-	}
-}
-
 Csi__V1__VolumeCapability *nd_capability_of(struct csi_arena *a, uint8_t mode, bool snmw,
 					     bool block, const char *fs, const char *const *opts,
 					     uint16_t nopts)

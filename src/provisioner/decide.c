@@ -371,24 +371,6 @@ bool prov_params_use_annotations(const struct kube_kv *params, size_t n)
 	return false;
 }
 
-/* csi-lib-utils accessmodes.ToCSIAccessMode for one mode. */
-int prov_access_mode(unsigned mode_bit, bool snmw)
-{
-	switch (mode_bit) {
-	case KUBE_RWO:
-		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER
-			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-	case KUBE_ROX:
-		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-	case KUBE_RWX:
-		return CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
-	case KUBE_RWOP:
-		return snmw ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER
-			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
-	}
-	return -1;
-}
-
 enum prov_state prov_check_error(int code, bool may_reschedule)
 {
 	switch (code) {

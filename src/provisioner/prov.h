@@ -173,8 +173,8 @@ int prov_expand(const char *tmpl, const struct kube_kv *vars, size_t nvars, char
 		size_t outlen, char *err, size_t errlen);
 
 /* ---- capabilities (decide.c) ---- */
-/* CSI access mode for one Kubernetes access mode bit (enum kube_access_mode), -1 if unknown. */
-int prov_access_mode(unsigned mode_bit, bool single_node_multi_writer);
+/* CSI access mode for one Kubernetes access mode bit (enum kube_access_mode): the shared rule. */
+#define prov_access_mode(mode_bit, snmw) csi_access_mode_of_k8s(kube_access_mode_name(mode_bit), (snmw))
 
 /* ---- CSI errors (decide.c) ---- */
 enum prov_state {
@@ -409,7 +409,8 @@ static inline bool prov_streq(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 /* An Event on o (none without a recorder or an object). */
-#define prov_event(c, o, t, reason, ...) kube_event_about((c)->o.recorder, (o), (t), (reason), __VA_ARGS__)
+#define prov_event(c, obj, t, reason, ...) \
+	kube_event_about((c)->o.recorder, (obj), (t), (reason), __VA_ARGS__)
 /* A failed call's status as upstream prints a gRPC error. */
 void prov_grpc_error(const struct csi_status *st, char *out, size_t outlen);
 /* A reference from inf's cache, or NULL (also when inf is NULL). */

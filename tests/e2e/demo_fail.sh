@@ -14,7 +14,8 @@ leftovers() {
 	echo "procs=$(pgrep -f '/tmp/kcsi-demo\.' | wc -l) loops=$(losetup -a | grep -c '/tmp/kcsi-demo\.')" \
 		"mounts=$(grep -c '/tmp/kcsi-demo\.' /proc/self/mountinfo) dirs=$(ls -d /tmp/kcsi-demo.* 2>/dev/null | wc -l)"
 }
-[ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] || { echo "SKIP: another demo is running"; exit 0; }
+# Another demo's leftovers would be counted as ours: skipped (77, ctest's SKIP_RETURN_CODE), not passed.
+[ "$(leftovers)" = "procs=0 loops=0 mounts=0 dirs=0" ] || { echo "SKIP: another demo is running ($(leftovers))"; exit 77; }
 
 real=$(command -v kubectl) || { echo "FAIL: no kubectl on PATH" >&2; exit 1; }
 # kubectl that fails (exit 1) at its $FAIL_AT-th call and runs the real one otherwise

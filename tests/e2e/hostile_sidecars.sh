@@ -1,13 +1,22 @@
 #!/bin/bash
-# e2e (issue 34): csi-attacher's and csi-provisioner's --http-endpoint and --metrics-address under
-# hostile clients (lib_hostile.sh). The same against upstream's: e2e.hostile_upstream; the other
-# sidecars: e2e.hostile_sidecars2.
+# e2e (issue 34): the sidecars' --http-endpoint and --metrics-address under hostile clients
+# (lib_hostile.sh), one scenario over the components named as arguments:
+#   e2e.hostile_sidecars   csi-attacher csi-provisioner
+#   e2e.hostile_sidecars2  csi-resizer csi-snapshotter snapshot-controller
+# snapshot-controller has no CSI socket and no --metrics-address. The same against upstream's:
+# e2e.hostile_upstream.
 set -u
-. "$(dirname "$0")/lib_proc.sh" hostile-sc
+[ $# -gt 0 ] || { echo "usage: $0 COMPONENT..." >&2; exit 2; }
+. "$(dirname "$0")/lib_proc.sh" "hostile-$1"
 . "$(dirname "$0")/lib_hostile.sh"
 HOSTILE_SECS=6
 . "$(dirname "$0")/lib_hostile_stack.sh"
-for c in csi-attacher csi-provisioner; do
+for c in "$@"; do
+	if [ "$c" = snapshot-controller ]; then
+		listener "$c --http-endpoint /metrics" /metrics "$KCSI_BIN/$c" \
+			--kubeconfig "$KC" --http-endpoint 127.0.0.1:@PORT@
+		continue
+	fi
 	common=(--kubeconfig "$KC" --csi-address "$SOCK")
 	listener "$c --http-endpoint /metrics" /metrics "$KCSI_BIN/$c" "${common[@]}" --http-endpoint 127.0.0.1:@PORT@
 	listener "$c --metrics-address /metrics" /metrics "$KCSI_BIN/$c" "${common[@]}" --metrics-address 127.0.0.1:@PORT@
