@@ -14,7 +14,7 @@
  * A content event also queues the snapshot its ref names, so the snapshot's status follows.
  *
  * Ownership: struct sctrl owns its informers and queues; it borrows the kube client and the
- * recorder, which run.c keeps alive until sctrl_free().
+ * recorder, which the sidecar (src/sidecar) keeps alive until after sctrl_free().
  */
 #ifndef KCSI_SNAPSHOTCTRL_SNAPSHOTCTRL_H
 #define KCSI_SNAPSHOTCTRL_SNAPSHOTCTRL_H

@@ -24,19 +24,11 @@
 
 #include "snapshotter/internal.h"
 
-static void changed(struct snapper *s, const struct kube_obj *o)
+static const char *driver_of(const struct kube_obj *o)
 {
 	const struct kube_vsc *c = kube_vsc_of(o);
 
-	if (c && c->driver && !strcmp(c->driver, s->o.driver))
-		kube_workqueue_add(s->q, o->name);
-}
-
-static void on_add(const struct kube_obj *o, void *ud) { changed(ud, o); }
-static void on_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
-{
-	(void)old;
-	changed(ud, o);
+	return c ? c->driver : NULL;
 }
 
 /* ---- content status writes ---- */
@@ -52,7 +44,6 @@ static void content_error(struct snapper *s, const struct kube_vsc *c, const cha
 static int write_status(struct snapper *s, const struct kube_vsc *c, const char *handle,
 			bool ready, int64_t created_ns, int64_t size)
 {
-	struct kube_err ke;
 	json_t *st = json_object();
 
 	if (!c->status_handle)
@@ -66,19 +57,7 @@ static int write_status(struct snapper *s, const struct kube_vsc *c, const char 
 		json_object_set_new(st, "creationTime", json_integer(created_ns));
 	if (c->restore_size < 0)
 		json_object_set_new(st, "restoreSize", json_integer(size));
-	if (!json_object_size(st)) {
-		json_decref(st);
-		return 0;
-	}
-	json_t *patch = json_pack("{s:o}", "status", st);
-	char *body = json_dumps(patch, JSON_COMPACT);
-	int rc = snap_patch(s->kc, &c->meta, true, body, &ke);
-	free(body);
-	json_decref(patch);
-	if (rc)
-		KLOG_E("error updating status for volume snapshot content %s: %s", c->meta.name,
-		       ke.message);
-	return rc;
+	return snapper_patch_status(s, &c->meta, st, "volume snapshot content");
 }
 
 /* ---- inputs ---- */
@@ -123,18 +102,11 @@ static int build_create(struct snapper *s, const struct kube_vsc *c, const struc
 			struct csi_arena *a, Csi__V1__CreateSnapshotRequest *req, char *err,
 			size_t errlen)
 {
-	struct kube_kv params[cls->nparameters + 1];
-	int n = snap_csi_params(cls->parameters, cls->nparameters, params, err, errlen);
+	const char *const extra[6] = { SNAP_META_VS_NAME, c->ref_name, SNAP_META_VS_NS, c->ref_ns,
+				       SNAP_META_VSC_NAME, c->meta.name };
 
-	if (n < 0)
+	if (snapper_add_params(s, a, &req->base, cls, extra, err, errlen))
 		return -1;
-	for (int i = 0; i < n; i++)
-		csi_map_add(a, &req->base, "parameters", params[i].key, params[i].value);
-	if (s->o.extra_create_metadata) {
-		csi_map_add(a, &req->base, "parameters", SNAP_META_VS_NAME, c->ref_name ? c->ref_name : "");
-		csi_map_add(a, &req->base, "parameters", SNAP_META_VS_NS, c->ref_ns ? c->ref_ns : "");
-		csi_map_add(a, &req->base, "parameters", SNAP_META_VSC_NAME, c->meta.name);
-	}
 	char name[256];
 	if (snap_csi_name(s->o.name_prefix, c->ref_uid, s->o.uuid_length, name, sizeof(name), err,
 			  errlen))
@@ -291,46 +263,40 @@ out:
 	return rc;
 }
 
-static int delete_snapshot(struct snapper *s, const struct kube_vsc *c)
+static void fill_delete(ProtobufCMessage *msg, struct csi_arena *a, const void *ud)
 {
-	char err[600];
-	struct csi_arena *a = csi_arena_new();
-	Csi__V1__DeleteSnapshotRequest *req = csi_msg_new(a, &csi__v1__delete_snapshot_request__descriptor);
-	Csi__V1__DeleteSnapshotResponse *resp = NULL;
-	struct csi_status st = { 0 };
-	struct kube_err ke;
-	int rc = RETRY;
+	const struct kube_vsc *c = ud;
+	Csi__V1__DeleteSnapshotRequest *req = (Csi__V1__DeleteSnapshotRequest *)msg;
 
 	req->snapshot_id = csi_arena_strdup(a, c->status_handle);
-	if (c->deletion_secret_name && c->deletion_secret_ns &&
-	    sidecar_add_secrets(s->kc, a, &req->base, "secrets", c->deletion_secret_ns,
-				c->deletion_secret_name, err, sizeof(err))) {
-		KLOG_E("failed to get input parameters to delete snapshot for content %s: %s",
-		       c->meta.name, err);
-		snap_event(s->o.recorder, &c->meta, true, "SnapshotDeleteError",
-			   "Failed to get snapshot credentials");
-		goto out;
-	}
+}
+
+static int call_delete(struct snapper *s, ProtobufCMessage *msg, const void *ud,
+		       struct csi_status *st)
+{
+	const struct kube_vsc *c = ud;
+	Csi__V1__DeleteSnapshotRequest *req = (Csi__V1__DeleteSnapshotRequest *)msg;
+	Csi__V1__DeleteSnapshotResponse *resp = NULL;
+
 	KLOG_V(2, "DeleteSnapshot %s for content %s", req->snapshot_id, c->meta.name);
-	if (csi_delete_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
-		KLOG_E("failed to delete snapshot %s: %s", c->meta.name, st.message);
-		snap_event(s->o.recorder, &c->meta, true, "SnapshotDeleteError",
-			   "Failed to delete snapshot");
-		goto out;
-	}
-	/* Gone from the storage: the handle goes too, then the finalizer (next step). */
-	if (snap_patch(s->kc, &c->meta, true,
-		       "{\"status\":{\"snapshotHandle\":null,\"readyToUse\":null,\"creationTime\":null,\"restoreSize\":null}}",
-		       &ke)) {
-		snap_event(s->o.recorder, &c->meta, true, "SnapshotDeleteError",
-			   "Failed to clear content status");
-		goto out;
-	}
-	rc = DONE;
-out:
+	int rc = csi_delete_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, st);
 	csi_msg_free(resp);
-	csi_arena_free(a);
 	return rc;
+}
+
+static int delete_snapshot(struct snapper *s, const struct kube_vsc *c)
+{
+	struct snapper_delete d = {
+		.meta = &c->meta, .what = "snapshot", .clear_what = "", .reason = "SnapshotDeleteError",
+		.secret_ns = c->deletion_secret_ns, .secret_name = c->deletion_secret_name,
+		.request = &csi__v1__delete_snapshot_request__descriptor,
+		.fill = fill_delete, .call = call_delete,
+		.clear_status = "{\"status\":{\"snapshotHandle\":null,\"readyToUse\":null,"
+				"\"creationTime\":null,\"restoreSize\":null}}",
+		.ud = c,
+	};
+
+	return snapper_delete(s, &d);
 }
 
 /*
@@ -378,7 +344,7 @@ static enum kube_work_result work(void *arg, const char *key)
 		break;
 	case SNAP_SC_REMOVE_FINALIZER:
 		if (snap_patch_finalizers(s->kc, o, SNAP_FIN_CONTENT, NULL, NULL, &ke))
-			rc = kube_err_is_conflict(&ke) ? AGAIN : kube_err_is_not_found(&ke) ? DONE : RETRY;
+			rc = snapper_patch_result(&ke);
 		break;
 	case SNAP_SC_CLEAR_CREATING:
 		if (snap_patch_annotation(s->kc, o, SNAP_ANN_BEING_CREATED, NULL, &ke))
@@ -411,9 +377,9 @@ struct snapper *snapper_new(struct kube_client *kc, const struct snapper_opts *o
 	}
 	s->vsc_inf = kube_informer_new(kc, &vo);
 	s->class_inf = kube_informer_new(kc, &co);
-	struct kube_handlers h = { on_add, on_update, NULL, s };
-	kube_informer_add_handlers(s->vsc_inf, &h);
 	s->q = kube_workqueue_new("csi-snapshotter-content", o->retry_start_ns, o->retry_max_ns);
+	s->watch = (struct snapper_watch){ s, s->q, driver_of };
+	snapper_watch(&s->watch, s->vsc_inf);
 	if (o->groups)
 		snapper_group_new(s);
 	return s;

@@ -17,19 +17,11 @@
 #include "csi/msg.h"
 #include "snapshots/snapshots.h"
 
-static void changed(struct snapper *s, const struct kube_obj *o)
+static const char *driver_of(const struct kube_obj *o)
 {
 	const struct kube_vgsc *c = kube_vgsc_of(o);
 
-	if (c && c->driver && !strcmp(c->driver, s->o.driver))
-		kube_workqueue_add(s->gq, o->name);
-}
-
-static void on_add(const struct kube_obj *o, void *ud) { changed(ud, o); }
-static void on_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
-{
-	(void)old;
-	changed(ud, o);
+	return c ? c->driver : NULL;
 }
 
 void snapper_group_new(struct snapper *s)
@@ -38,13 +30,13 @@ void snapper_group_new(struct snapper *s)
 					 .resync_ns = s->o.resync_ns };
 	struct kube_informer_opts co = { .kind = &KUBE_KIND_VOLUMEGROUPSNAPSHOTCLASS,
 					 .resync_ns = s->o.resync_ns };
-	struct kube_handlers h = { on_add, on_update, NULL, s };
 
 	s->vgsc_inf = kube_informer_new(s->kc, &vo);
 	s->vgsclass_inf = kube_informer_new(s->kc, &co);
-	kube_informer_add_handlers(s->vgsc_inf, &h);
 	s->gq = kube_workqueue_new("csi-snapshotter-groupsnapshotcontent", s->o.retry_start_ns,
 				   s->o.retry_max_ns);
+	s->gwatch = (struct snapper_watch){ s, s->gq, driver_of };
+	snapper_watch(&s->gwatch, s->vgsc_inf);
 }
 
 /* upstream's updateGroupSnapshotContentErrorStatusWithEvent: once per new message. */
@@ -59,7 +51,6 @@ static int write_status(struct snapper *s, const struct kube_vgsc *c,
 			const Csi__V1__VolumeGroupSnapshot *g)
 {
 	char t[64];
-	struct kube_err ke;
 	json_t *list = json_array();
 
 	for (size_t i = 0; i < g->n_snapshots; i++) {
@@ -72,17 +63,10 @@ static int write_status(struct snapper *s, const struct kube_vgsc *c,
 						      (json_int_t)snap_csi_time_ns(m->creation_time)));
 	}
 	snap_time_text(snap_csi_time_ns(g->creation_time), t, sizeof(t));
-	json_t *patch = json_pack("{s:{s:s,s:s,s:b,s:o,s:n}}", "status", "volumeGroupSnapshotHandle",
-				  g->group_snapshot_id, "creationTime", c->creation_time ? c->creation_time : t,
-				  "readyToUse", g->ready_to_use, "volumeSnapshotInfoList", list, "error");
-	char *body = json_dumps(patch, JSON_COMPACT);
-	int rc = snap_patch(s->kc, &c->meta, true, body, &ke);
-	free(body);
-	json_decref(patch);
-	if (rc)
-		KLOG_E("error updating status for group snapshot content %s: %s", c->meta.name,
-		       ke.message);
-	return rc;
+	json_t *st = json_pack("{s:s,s:s,s:b,s:o,s:n}", "volumeGroupSnapshotHandle",
+			       g->group_snapshot_id, "creationTime", c->creation_time ? c->creation_time : t,
+			       "readyToUse", g->ready_to_use, "volumeSnapshotInfoList", list, "error");
+	return snapper_patch_status(s, &c->meta, st, "group snapshot content");
 }
 
 /* Parameters, secrets, name and volumes of the request; 0, or -1 with err. */
@@ -90,19 +74,12 @@ static int build_create(struct snapper *s, const struct kube_vgsc *c,
 			const struct kube_vsclass *cls, struct csi_arena *a,
 			Csi__V1__CreateVolumeGroupSnapshotRequest *req, char *err, size_t errlen)
 {
-	struct kube_kv params[cls->nparameters + 1];
+	const char *const extra[6] = { SNAP_META_VGS_NAME, c->ref_name, SNAP_META_VGS_NS, c->ref_ns,
+				       SNAP_META_VGSC_NAME, c->meta.name };
 	char name[256], sname[256], sns[128];
-	int n = snap_csi_params(cls->parameters, cls->nparameters, params, err, errlen);
 
-	if (n < 0)
+	if (snapper_add_params(s, a, &req->base, cls, extra, err, errlen))
 		return -1;
-	for (int i = 0; i < n; i++)
-		csi_map_add(a, &req->base, "parameters", params[i].key, params[i].value);
-	if (s->o.extra_create_metadata) {
-		csi_map_add(a, &req->base, "parameters", SNAP_META_VGS_NAME, c->ref_name ? c->ref_name : "");
-		csi_map_add(a, &req->base, "parameters", SNAP_META_VGS_NS, c->ref_ns ? c->ref_ns : "");
-		csi_map_add(a, &req->base, "parameters", SNAP_META_VGSC_NAME, c->meta.name);
-	}
 	if (snap_csi_name(s->o.group_prefix, c->ref_uid, s->o.group_uuid_length, name,
 			  sizeof(name), err, errlen))
 		return -1;
@@ -172,51 +149,45 @@ out:
 	return rc;
 }
 
-static int delete_group(struct snapper *s, const struct kube_vgsc *c)
+static void fill_delete(ProtobufCMessage *msg, struct csi_arena *a, const void *ud)
 {
-	char err[600];
-	struct csi_arena *a = csi_arena_new();
-	Csi__V1__DeleteVolumeGroupSnapshotRequest *req =
-		csi_msg_new(a, &csi__v1__delete_volume_group_snapshot_request__descriptor);
-	Csi__V1__DeleteVolumeGroupSnapshotResponse *resp = NULL;
-	struct csi_status st = { 0 };
-	struct kube_err ke;
-	int rc = RETRY;
+	const struct kube_vgsc *c = ud;
+	Csi__V1__DeleteVolumeGroupSnapshotRequest *req = (Csi__V1__DeleteVolumeGroupSnapshotRequest *)msg;
 
 	req->group_snapshot_id = csi_arena_strdup(a, c->status_handle);
 	for (size_t i = 0; i < c->nmembers; i++)
 		if (c->members[i].snapshot_handle)
 			csi_repeated_add(a, &req->base, "snapshot_ids",
 					 csi_arena_strdup(a, c->members[i].snapshot_handle));
-	if (c->deletion_secret_name && c->deletion_secret_ns &&
-	    sidecar_add_secrets(s->kc, a, &req->base, "secrets", c->deletion_secret_ns,
-				c->deletion_secret_name, err, sizeof(err))) {
-		KLOG_E("failed to get input parameters to delete group snapshot for content %s: %s",
-		       c->meta.name, err);
-		snap_event(s->o.recorder, &c->meta, true, "GroupSnapshotDeleteError",
-			   "Failed to get group snapshot credentials");
-		goto out;
-	}
+}
+
+static int call_delete(struct snapper *s, ProtobufCMessage *msg, const void *ud,
+		       struct csi_status *st)
+{
+	const struct kube_vgsc *c = ud;
+	Csi__V1__DeleteVolumeGroupSnapshotRequest *req = (Csi__V1__DeleteVolumeGroupSnapshotRequest *)msg;
+	Csi__V1__DeleteVolumeGroupSnapshotResponse *resp = NULL;
+
 	KLOG_V(2, "DeleteVolumeGroupSnapshot %s for content %s", req->group_snapshot_id,
 	       c->meta.name);
-	if (csi_delete_volume_group_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
-		KLOG_E("failed to delete group snapshot %s: %s", c->meta.name, st.message);
-		snap_event(s->o.recorder, &c->meta, true, "GroupSnapshotDeleteError",
-			   "Failed to delete group snapshot");
-		goto out;
-	}
-	/* Gone from the storage: the handle goes, then the finalizer (next step). */
-	if (snap_patch(s->kc, &c->meta, true,
-		       "{\"status\":{\"volumeGroupSnapshotHandle\":null,\"readyToUse\":null}}", &ke)) {
-		snap_event(s->o.recorder, &c->meta, true, "GroupSnapshotDeleteError",
-			   "Failed to clear group snapshot content status");
-		goto out;
-	}
-	rc = DONE;
-out:
+	int rc = csi_delete_volume_group_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, st);
 	csi_msg_free(resp);
-	csi_arena_free(a);
 	return rc;
+}
+
+static int delete_group(struct snapper *s, const struct kube_vgsc *c)
+{
+	struct snapper_delete d = {
+		.meta = &c->meta, .what = "group snapshot", .clear_what = "group snapshot ",
+		.reason = "GroupSnapshotDeleteError",
+		.secret_ns = c->deletion_secret_ns, .secret_name = c->deletion_secret_name,
+		.request = &csi__v1__delete_volume_group_snapshot_request__descriptor,
+		.fill = fill_delete, .call = call_delete,
+		.clear_status = "{\"status\":{\"volumeGroupSnapshotHandle\":null,\"readyToUse\":null}}",
+		.ud = c,
+	};
+
+	return snapper_delete(s, &d);
 }
 
 enum kube_work_result snapper_group_work(void *arg, const char *key)
@@ -232,7 +203,7 @@ enum kube_work_result snapper_group_work(void *arg, const char *key)
 	switch (snap_plan_group_sidecar(c)) {
 	case SNAP_GSC_ADD_FINALIZER:
 		if (snap_patch_finalizers(s->kc, o, NULL, NULL, SNAP_GFIN_CONTENT, &ke))
-			rc = kube_err_is_conflict(&ke) ? AGAIN : RETRY;
+			rc = snapper_patch_result(&ke);
 		break;
 	case SNAP_GSC_CREATE:
 		rc = create_group(s, c);
@@ -242,7 +213,7 @@ enum kube_work_result snapper_group_work(void *arg, const char *key)
 		break;
 	case SNAP_GSC_REMOVE_FINALIZER:
 		if (snap_patch_finalizers(s->kc, o, SNAP_GFIN_CONTENT, NULL, NULL, &ke))
-			rc = kube_err_is_conflict(&ke) ? AGAIN : kube_err_is_not_found(&ke) ? DONE : RETRY;
+			rc = snapper_patch_result(&ke);
 		break;
 	case SNAP_GSC_NOTHING:
 		break;

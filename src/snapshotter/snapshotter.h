@@ -8,7 +8,9 @@
  * the CSI calls and content writes of one sync; the step is snap_plan_sidecar()'s), group.c
  * (with --feature-gates CSIVolumeGroupSnapshot=true and the driver's GroupController
  * capability: VolumeGroupSnapshotContents, CreateVolumeGroupSnapshot and
- * DeleteVolumeGroupSnapshot; the step is snap_plan_group_sidecar()'s).
+ * DeleteVolumeGroupSnapshot; the step is snap_plan_group_sidecar()'s), shared.c (the shape
+ * both paths have, once: the watch of our driver's contents, the create parameters, the status
+ * write, the deletion with its secret and the status cleared, a patch's result).
  *
  * Idempotence: the driver's snapshot name comes from the snapshot's uid, and the content carries
  * snapshot.storage.kubernetes.io/volumesnapshot-being-created from before CreateSnapshot until
@@ -16,7 +18,8 @@
  * deletion waits for that answer: one driver snapshot per content, whatever fails.
  *
  * Ownership: struct snapper owns its informers and queue; it borrows the kube client, the CSI
- * connection and the recorder, which run.c keeps alive until snapper_free().
+ * connection and the recorder, which the sidecar (src/sidecar) keeps alive until after
+ * snapper_free().
  */
 #ifndef KCSI_SNAPSHOTTER_SNAPSHOTTER_H
 #define KCSI_SNAPSHOTTER_SNAPSHOTTER_H
