@@ -11,8 +11,9 @@
  * Two halves:
  * - parsing (http_parse.c): the server URL, a response head, a chunked body. Pure functions,
  *   bounded, fuzzed (tests/fuzz/fuzz_kube_http.c);
- * - connections (http_conn.c): connect, TLS, proxy CONNECT, a pool of idle keep-alive
- *   connections, one request at a time per connection, blocking, thread-safe.
+ * - connections (http_conn.c, http_dial.c, http_cred.c; kube/http_int.h has their layers):
+ *   connect, TLS, proxy CONNECT, a pool of idle keep-alive connections, one request at a time
+ *   per connection, blocking, thread-safe.
  */
 #ifndef KCSI_KUBE_HTTP_H
 #define KCSI_KUBE_HTTP_H

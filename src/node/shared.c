@@ -1,8 +1,10 @@
 /*
- * What volumes.c, expand.c and stats.c all use: Events on pods and claims, and the volume
- * capability the kubelet sends for a volume. It sits below the three and calls none of them.
+ * What volumes.c, expand.c and stats.c all use: the volume capability the kubelet sends for a
+ * volume (events on pods and claims are kube_event_about(), through node_int.h's nd_event). It
+ * sits below the three and calls none of them.
  *
- * The access mode is the kubelet's (pkg/volume/csi): the PV's first access mode, read against
+ * The access mode is the kubelet's (pkg/volume/csi), by the rule every component shares
+ * (csi/msg.h csi_access_mode_of_k8s): the PV's first access mode, read against
  * whether the driver advertises the SINGLE_NODE_MULTI_WRITER node capability. Such a driver
  * learns the number of writers on the node: ReadWriteOnce becomes SINGLE_NODE_MULTI_WRITER and
  * ReadWriteOncePod SINGLE_NODE_SINGLE_WRITER, which the driver must publish at one target only
