@@ -16,16 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t index_va_by_pv(const struct kube_obj *o, const char **vals, size_t max)
-{
-	const struct kube_va *va = kube_va_of(o);
-
-	if (!va || !va->pv_name || max < 1)
-		return 0;
-	vals[0] = va->pv_name;
-	return 1;
-}
-
 static bool ours(struct att_ctrl *c, const struct kube_va *va)
 {
 	return va && va->attacher && strcmp(va->attacher, c->o.driver) == 0;
@@ -141,7 +131,7 @@ struct att_ctrl *att_ctrl_new(struct kube_client *kc, const struct att_ctrl_opts
 	c->va_inf = kube_informer_new(kc, &io);
 	io.filter = NULL;
 	io.filter_ud = NULL;
-	kube_informer_add_index(c->va_inf, "pv", index_va_by_pv);
+	kube_informer_add_index(c->va_inf, "pv", kube_index_va_by_pv);
 	kube_informer_add_handlers(c->va_inf, &vh);
 	io.kind = &KUBE_KIND_PERSISTENTVOLUME;
 	c->pv_inf = kube_informer_new(kc, &io);

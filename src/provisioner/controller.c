@@ -162,15 +162,6 @@ static struct prov_worker workers_of(struct prov_ctrl *c, int which)
 	}
 }
 
-static size_t index_va_by_pv(const struct kube_obj *o, const char **vals, size_t max)
-{
-	const struct kube_va *va = kube_va_of(o);
-	if (!va || !va->pv_name || max < 1)
-		return 0;
-	vals[0] = va->pv_name;
-	return 1;
-}
-
 struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_opts *o)
 {
 	struct prov_ctrl *c = xcalloc(1, sizeof(*c));
@@ -225,7 +216,7 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 		io.filter = va_filter;
 		io.filter_ud = c;
 		c->va_inf = kube_informer_new(kc, &io);
-		kube_informer_add_index(c->va_inf, "pv", index_va_by_pv);
+		kube_informer_add_index(c->va_inf, "pv", kube_index_va_by_pv);
 	}
 	struct kube_informer *all[] = { c->pvc_inf, c->pv_inf, c->sc_inf, c->csinode_inf,
 					c->node_inf, c->va_inf };
