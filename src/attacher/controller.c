@@ -215,13 +215,13 @@ int att_ctrl_start(struct att_ctrl *c, char *err, size_t errlen)
 
 void att_ctrl_stop(struct att_ctrl *c)
 {
+	struct kube_informer *infs[] = { c->va_inf, c->pv_inf, c->csinode_inf };
+
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->mu);
-	kube_informer_stop(c->va_inf);
-	kube_informer_stop(c->pv_inf);
-	kube_informer_stop(c->csinode_inf);
+	kube_informers_stop(infs, 3);
 	kube_workqueue_shutdown(c->vaq);
 	kube_workqueue_shutdown(c->pvq);
 	kube_workqueue_wait_workers(c->vaq);
