@@ -21,7 +21,16 @@ Csi__V1__Topology *prov_csi_topology(struct csi_arena *a, const struct prov_term
 	return tp;
 }
 
-/* Collects every node the caches know, for the topology decision. */
+static int topo_node_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct prov_topo_node *)a)->name, ((const struct prov_topo_node *)b)->name);
+}
+
+/*
+ * Collects every node the caches know, for the topology decision. Nodes are sorted by name and
+ * each CSINode found by binary search: matching them pairwise cost 1,000,000 strcmp calls per
+ * claim on a 1,000-node cluster (bench/cluster_scale: 2.6 s of CPU for 1,000 provisions).
+ */
 static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struct kube_obj ***refs,
 			 size_t *nrefs)
 {
@@ -38,12 +47,11 @@ static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struc
 		v[n].nlabels = nd->nlabels;
 		n++;
 	}
+	qsort(v, nn, sizeof(*v), topo_node_cmp);
 	for (size_t i = 0; i < ncn; i++) {
 		const struct kube_csinode *cn = kube_csinode_of(csinodes[i]);
-		struct prov_topo_node *t = NULL;
-		for (size_t j = 0; j < nn; j++)
-			if (!strcmp(v[j].name, csinodes[i]->name))
-				t = &v[j];
+		struct prov_topo_node key = { .name = csinodes[i]->name };
+		struct prov_topo_node *t = nn ? bsearch(&key, v, nn, sizeof(*v), topo_node_cmp) : NULL;
 		if (!t) {
 			t = &v[n++];
 			t->name = csinodes[i]->name;

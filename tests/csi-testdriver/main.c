@@ -25,6 +25,8 @@
  *   makes GetCapacity answer UNAVAILABLE).
  * Group snapshots (GroupController) are in memory too: "group-<name>" holds one member snapshot
  *   "group-<name>-<volume>" per source volume, which ListSnapshots shows with its group.
+ * --adopt-volumes makes ControllerPublishVolume take an unknown volume ID as an existing 1 GiB
+ *   volume (a cluster loaded without this driver's CreateVolume, as bench/cluster_scale's is).
  * --node-id and --zone are NodeGetInfo's node ID and topology.kcsi.dev/zone value ("test-node",
  *   "z1"); the zone is also the topology of volumes created without accessibility requirements.
  */
@@ -69,6 +71,7 @@ static struct flag_map fail_map, slow_map, fail_count_map;
 static const char *controller_caps;
 static bool no_controller_service, probe_not_ready;
 static bool node_expansion_required;
+static bool adopt_volumes;
 static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
 /* Calls seen per method, for --fail-count (guarded by lock). */
 static struct { char method[64]; long calls; } call_counts[64];
@@ -288,6 +291,14 @@ H(ControllerPublishVolume)
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	pthread_mutex_lock(&lock);
 	struct vol *v = find_vol(q->volume_id);
+	if (!v && adopt_volumes) {
+		v = xcalloc(1, sizeof(*v));
+		v->id = xstrdup(q->volume_id);
+		v->name = xstrdup(q->volume_id);
+		v->bytes = GiB;
+		v->next = vols;
+		vols = v;
+	}
 	if (v) {
 		free(v->node);
 		v->node = xstrdup(q->node_id);
@@ -725,6 +736,8 @@ int main(int argc, char **argv)
 		     "GetCapacity's maximum_volume_size; ControllerExpandVolume above it answers OUT_OF_RANGE");
 	flags_bool(fs, "node-expansion-required", &node_expansion_required, true,
 		   "ControllerExpandVolume's node_expansion_required");
+	flags_bool(fs, "adopt-volumes", &adopt_volumes, false,
+		   "ControllerPublishVolume takes an unknown volume ID as an existing 1 GiB volume");
 	flags_string(fs, "node-id", &node_id, "test-node", "NodeGetInfo's node_id");
 	flags_string(fs, "zone", &zone, "z1",
 		     "topology.kcsi.dev/zone of NodeGetInfo and of volumes created without requirements");
