@@ -549,15 +549,15 @@ enum rsz_modify_action rsz_plan_modify(const struct kube_pvc *pvc,
 	return RSZ_MODIFY_START;
 }
 
-struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, int code,
-				 const char *message, bool final, char *buf, size_t buflen)
+struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *target,
+				 int code, const char *message, bool final, char *buf, size_t buflen)
 {
 	struct rsz_patch p = RSZ_PATCH_INIT;
 	bool err = code >= 0;
 
 	p.rv = err ? NULL : pvc->meta.rv; /* after an InProgress write the claim is newer */
 	p.modify_status = status;
-	p.modify_target = err ? pvc->modify_target : or_empty(pvc->vac_name);
+	p.modify_target = err ? target : or_empty(pvc->vac_name);
 	if (status == KUBE_MODIFY_PENDING)
 		return p; /* conditions stay as they are */
 	if (!err)

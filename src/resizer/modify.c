@@ -117,7 +117,8 @@ static enum kube_work_result modify_failed(struct rsz_ctrl *c, const char *key,
 			status = KUBE_MODIFY_INFEASIBLE;
 		rsz_set_del(c, &c->uncertain, key);
 	}
-	struct rsz_patch p = rsz_mark_modify(pvc, status, code, desc, final, msg, sizeof(msg));
+	struct rsz_patch p = rsz_mark_modify(pvc, status, vac->meta.name, code, desc, final, msg,
+					     sizeof(msg));
 	if (rsz_patch_claim(c, pvc, &p, &e)) {
 		KLOG_E("Error syncing PVC %s: mark PVC %s as modify volume failed, errored with: %s",
 		       key, pvc->meta.name, e.message);
@@ -213,7 +214,7 @@ static enum kube_work_result modify(struct rsz_ctrl *c, const char *key, const s
 	case RSZ_MODIFY_START: {
 		vo = target_vac(c, pvc, pvc->vac_name);
 		struct rsz_patch p = rsz_mark_modify(pvc, vo ? KUBE_MODIFY_IN_PROGRESS : KUBE_MODIFY_PENDING,
-						     -1, NULL, false, msg, sizeof(msg));
+						     NULL, -1, NULL, false, msg, sizeof(msg));
 		if (rsz_patch_claim(c, pvc, &p, &e)) {
 			KLOG_E("Error syncing PVC %s: mark PVC %s as modify volume failed, errored with: %s",
 			       key, pvc->meta.name, e.message);

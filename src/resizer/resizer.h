@@ -219,12 +219,12 @@ bool rsz_modify_targets_spec(const struct kube_pvc *pvc);
 /*
  * markControllerModifyVolumeStatus: status (Pending, InProgress or Infeasible) with, unless
  * Pending, the ModifyingVolume condition; code/message: the driver's gRPC error (code < 0: none),
- * which adds ModifyVolumeError (reason the code's name, message the driver's) and keeps the
- * target; final: the error is final ("failed") rather than uncertain ("still in progress").
+ * which adds ModifyVolumeError (reason the code's name, message the driver's) and keeps target
+ * (the class the call was for); without an error the target is the spec's class; final: the error is final ("failed") rather than uncertain ("still in progress").
  * buf holds the condition's message.
  */
-struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, int code,
-				 const char *message, bool final, char *buf, size_t buflen);
+struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *target,
+				 int code, const char *message, bool final, char *buf, size_t buflen);
 /* markControllerModifyVolumeCompleted: current class = target, status and conditions cleared. */
 struct rsz_patch rsz_mark_modify_done(const struct kube_pvc *pvc, const char *target);
 /* markRolledBack: ModifyingVolume goes. */

@@ -388,7 +388,7 @@ static void test_modify_patches(void)
 	CHECK(!pvc->other_conds);
 
 	/* InProgress for the spec's class: ModifyingVolume replaced, ModifyVolumeError kept */
-	struct rsz_patch p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, -1, NULL, false, buf, sizeof(buf));
+	struct rsz_patch p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, NULL, -1, NULL, false, buf, sizeof(buf));
 	char *got = patch_text(&p);
 	CHECK_STR(got, "{\"metadata\":{\"resourceVersion\":\"9\"},\"status\":{\"conditions\":["
 		  "{\"type\":\"ModifyingVolume\",\"status\":\"True\",\"lastProbeTime\":\"2026-01-01T00:00:00Z\","
@@ -397,7 +397,7 @@ static void test_modify_patches(void)
 		  "\"modifyVolumeStatus\":{\"status\":\"InProgress\",\"targetVolumeAttributesClassName\":\"gold\"}}}");
 	free(got);
 	/* the driver's InvalidArgument: Infeasible, the target kept, the error as a condition */
-	p = rsz_mark_modify(pvc, KUBE_MODIFY_INFEASIBLE, 3, "bad type", true, buf, sizeof(buf));
+	p = rsz_mark_modify(pvc, KUBE_MODIFY_INFEASIBLE, "bad", 3, "bad type", true, buf, sizeof(buf));
 	got = patch_text(&p);
 	CHECK_STR(got, "{\"status\":{\"conditions\":["
 		  "{\"type\":\"ModifyingVolume\",\"status\":\"True\",\"lastProbeTime\":\"2026-01-01T00:00:00Z\","
@@ -408,10 +408,10 @@ static void test_modify_patches(void)
 		  "\"modifyVolumeStatus\":{\"status\":\"Infeasible\",\"targetVolumeAttributesClassName\":\"bad\"}}}");
 	free(got);
 	/* an uncertain error: still in progress */
-	p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, 4, "timeout", false, buf, sizeof(buf));
+	p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, "bad", 4, "timeout", false, buf, sizeof(buf));
 	CHECK_STR(buf, "Modifying volume to \"bad\" is still in progress.");
 	CHECK_STR(p.reasons[5], "DeadlineExceeded");
-	p = rsz_mark_modify(pvc, KUBE_MODIFY_PENDING, -1, NULL, false, buf, sizeof(buf));
+	p = rsz_mark_modify(pvc, KUBE_MODIFY_PENDING, NULL, -1, NULL, false, buf, sizeof(buf));
 	got = patch_text(&p);
 	/* Pending leaves the conditions alone. */
 	CHECK_STR(got, "{\"metadata\":{\"resourceVersion\":\"9\"},\"status\":{\"modifyVolumeStatus\":"
