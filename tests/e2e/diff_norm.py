@@ -19,7 +19,8 @@ This program normalises both sides so that what only differs by birth compares e
   - a Lease's generation (its renewals, which follow the clock) is dropped;
   - this machine's host name, alone or before "_", becomes "<host>";
   - names made from generateName become "<generateName>#k", k counting the objects of that
-    kind sorted by their normalised content;
+    kind sorted by their normalised content (a CSIStorageCapacity's become
+    "<generateName>{<class> <segment's labels>}");
   - events become, per involved object, the sorted set of "Type Reason" (the scenario
     compares which events a user sees, not their counts or times); with DIFF_EVENT_MESSAGES=1
     in the environment, "Type Reason: message", the message normalised as any string.
@@ -138,7 +139,15 @@ class Side:
             g = md.get("generateName")
             if g and md.get("name", "").startswith(g):
                 by_gen.setdefault((o.get("kind"), g), []).append(o)
-        for (_, g), group in by_gen.items():
+        for (kind, g), group in by_gen.items():
+            if kind == "CSIStorageCapacity":
+                # named by what it is for (class and segment), so that an object one side
+                # does not make does not renumber the others
+                for o in group:
+                    seg = json.dumps((o.get("nodeTopology") or {}).get("matchLabels") or {},
+                                     sort_keys=True, separators=(",", ":"))
+                    o["metadata"]["name"] = "%s{%s %s}" % (g, o.get("storageClassName"), seg)
+                continue
             def content(o):
                 c = dict(o)
                 c["metadata"] = {k: v for k, v in o["metadata"].items() if k != "name"}
