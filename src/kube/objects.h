@@ -142,6 +142,8 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	const char *expand_secret_name; /* spec.csi.controllerExpandSecretRef (interned) */
 	const char *expand_secret_ns;
 	const char *vac_name;           /* spec.volumeAttributesClassName (interned); NULL when absent */
+	const char *modify_secret_name; /* annotations volume.kubernetes.io/controller-modify-secret-name */
+	const char *modify_secret_ns;   /* ... -namespace (both interned; the provisioner writes them) */
 };
 
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };
@@ -251,6 +253,8 @@ struct kube_pvc { /* core/v1 PersistentVolumeClaim */
 	int64_t allocated;        /* status.allocatedResources.storage; -1 when absent */
 	uint8_t resize_status;    /* enum kube_resize_status */
 	uint8_t conds;            /* enum kube_pvc_cond_bit */
+	bool other_conds;         /* a condition of another type than ModifyingVolume and
+				   * ModifyVolumeError (any status) */
 	uint8_t modify_status;    /* enum kube_modify_status */
 	const char *resizer;      /* annotation volume.kubernetes.io/storage-resizer (interned) */
 	const char *vac_name;     /* spec.volumeAttributesClassName (interned); NULL when absent */

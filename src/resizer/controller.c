@@ -331,7 +331,7 @@ static void enqueue(struct rsz_ctrl *c, const struct kube_obj *o, bool resize, b
 	char key[600];
 
 	kube_obj_key(o, key, sizeof(key));
-	if (resize)
+	if (resize && c->o.resize)
 		kube_workqueue_add(c->q, key);
 	if (modify && c->mq)
 		kube_workqueue_add(c->mq, key);
@@ -343,17 +343,26 @@ static void pvc_added(const struct kube_obj *o, void *ud)
 }
 
 /*
- * Upstream's updatePVC: our own status writes come back as updates, so only a larger request, a
- * new resizer annotation, a resync (same resourceVersion) or a larger capacity (node expansion
- * finished) requeue a claim. The modify queue wants a changed class or its own resync.
+ * Upstream's updatePVC: our own status writes come back as updates, so only a larger request
+ * (any other request, with RecoverVolumeExpansionFailure), a new resizer annotation, a resync
+ * (same resourceVersion), a larger capacity (node expansion finished) or a new resize status
+ * requeue a claim for the resize queue.
  */
 static void pvc_updated(const struct kube_obj *old, const struct kube_obj *o, void *ud)
 {
 	const struct kube_pvc *a = kube_pvc_of(old), *b = kube_pvc_of(o);
 	bool resync = same(a->meta.rv, b->meta.rv);
-	bool resize = resync || b->request > a->request || !same(a->resizer, b->resizer) ||
-		      b->capacity > a->capacity;
-	bool modify = resync || !same(a->vac_name, b->vac_name);
+	struct rsz_ctrl *c = ud;
+	/* With RecoverVolumeExpansionFailure the request may also go down, and a new
+	 * allocatedResourceStatuses (the node's answer) needs a look. */
+	bool recover = c->o.gates.recover;
+	bool request = recover ? b->request != a->request : b->request > a->request;
+	bool resize = resync || request || !same(a->resizer, b->resizer) ||
+		      b->capacity > a->capacity || (recover && a->resize_status != b->resize_status);
+	/* Upstream's modify updatePVC: a new class, or no modification status (a resync, the
+	 * status cleared); only bound claims. */
+	bool modify = (!same(a->vac_name, b->vac_name) || b->modify_status == KUBE_MODIFY_NONE) &&
+		      b->phase == KUBE_PVC_BOUND;
 
 	enqueue(ud, o, resize, modify);
 }
@@ -468,9 +477,15 @@ int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen)
 	if (kube_informers_wait_synced(inf, n, "the pod, pv and pvc caches", &stop, 0, err, errlen))
 		return -1;
 	malloc_trim(0); /* the initial LISTs' pages go back; the steady state is the records */
-	struct kube_serve serve[] = { { c->q, c->o.workers, claim_work, c },
-				      { c->mq, c->o.workers, rsz_modify_work, c } };
-	if (kube_workqueue_serve(serve, c->mq ? 2 : 1, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+	struct kube_serve serve[2];
+	size_t nserve = 0;
+	if (c->o.resize)
+		serve[nserve++] = (struct kube_serve){ c->q, c->o.workers, claim_work, c };
+	if (c->mq) {
+		rsz_modify_init(c);
+		serve[nserve++] = (struct kube_serve){ c->mq, c->o.workers, rsz_modify_work, c };
+	}
+	if (kube_workqueue_serve(serve, nserve, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
 		snprintf(err, errlen, "%s (--workers=%d)", why, c->o.workers);
 		rsz_ctrl_stop(c);
 		return -1;

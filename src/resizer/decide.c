@@ -238,6 +238,10 @@ static const char *const modify_names[] = { "", "Pending", "InProgress", "Infeas
 static void add_conditions(struct jw *w, const struct rsz_patch *p, const char *now)
 {
 	jw_key(w, "conditions");
+	if (p->conds_null) {
+		jw_null(w);
+		return;
+	}
 	jw_begin_array(w);
 	for (unsigned i = 0; i < 6; i++) {
 		unsigned bit = 1u << i;
@@ -247,7 +251,11 @@ static void add_conditions(struct jw *w, const struct rsz_patch *p, const char *
 		jw_kv_str(w, "type", cond_names[i]);
 		if (p->cond_set & bit) {
 			jw_kv_str(w, "status", "True");
+			if (p->probe_time)
+				jw_kv_str(w, "lastProbeTime", now);
 			jw_kv_str(w, "lastTransitionTime", now);
+			if (p->reasons[i])
+				jw_kv_str(w, "reason", p->reasons[i]);
 			if (p->messages[i])
 				jw_kv_str(w, "message", p->messages[i]);
 		} else {
@@ -318,7 +326,7 @@ void rsz_patch_json(const struct rsz_patch *p, const char *now, struct strbuf *o
 		}
 		jw_end_object(&w);
 	}
-	if (p->cond_set | p->cond_drop)
+	if (p->cond_set | p->cond_drop || p->conds_null)
 		add_conditions(&w, p, now);
 	if (p->modify_status >= 0)
 		add_modify_status(&w, p);
@@ -509,51 +517,66 @@ int rsz_secret_ref(const struct kube_pv *pv, const struct kube_pvc *pvc,
 
 /* ---- VolumeAttributesClass modification ---- */
 
-enum rsz_modify_action rsz_plan_modify(const struct kube_pvc *pvc, bool vac_exists,
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+bool rsz_modify_targets_spec(const struct kube_pvc *pvc)
+{
+	return pvc->modify_status != KUBE_MODIFY_NONE && pvc->vac_name &&
+	       !strcmp(or_empty(pvc->modify_target), pvc->vac_name);
+}
+
+enum rsz_modify_action rsz_plan_modify(const struct kube_pvc *pvc,
 				       const struct rsz_modify_memory *mem)
 {
-	const char *want = pvc->vac_name, *cur = pvc->current_vac;
+	const char *want = or_empty(pvc->vac_name), *cur = or_empty(pvc->current_vac);
+	bool in_progress = pvc->modify_status == KUBE_MODIFY_IN_PROGRESS;
 
-	if (!want || !*want || streq(want, cur))
-		return RSZ_MODIFY_NOTHING;
-	if (cur && *cur && mem->uncertain)
-		return vac_exists ? RSZ_MODIFY_CONTINUE : RSZ_MODIFY_PENDING;
-	if (cur && *cur && mem->slow)
+	if (mem->slow)
 		return RSZ_MODIFY_DELAY;
-	return vac_exists ? RSZ_MODIFY_START : RSZ_MODIFY_PENDING;
+	if (pvc->modify_status == KUBE_MODIFY_NONE && !strcmp(want, cur))
+		return RSZ_MODIFY_NOTHING;
+	/* The user took the class out of the spec: stay where we are (the API server refuses an
+	 * empty class once a current one is set, so this is a claim that never got one). */
+	if (!*want && !in_progress)
+		return RSZ_MODIFY_ROLLED_BACK;
+	/* A call that may still run in the driver must end before the target may change; a
+	 * status written by someone else is a new target, as if it were not uncertain. */
+	if ((in_progress && mem->uncertain) || !*want)
+		return RSZ_MODIFY_CONTINUE;
+	return RSZ_MODIFY_START;
 }
 
-struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *error,
-				 char *buf, size_t buflen)
+struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *target,
+				 int code, const char *message, bool final, char *buf, size_t buflen)
 {
 	struct rsz_patch p = RSZ_PATCH_INIT;
+	bool err = code >= 0;
 
-	p.rv = pvc->meta.rv;
+	p.rv = err ? NULL : pvc->meta.rv; /* after an InProgress write the claim is newer */
 	p.modify_status = status;
-	p.modify_target = pvc->vac_name;
+	p.modify_target = err ? target : or_empty(pvc->vac_name);
 	if (status == KUBE_MODIFY_PENDING)
 		return p; /* conditions stay as they are */
-	if (status == KUBE_MODIFY_IN_PROGRESS)
-		snprintf(buf, buflen, "ModifyVolume operation in progress.");
+	if (!err)
+		snprintf(buf, buflen, "Modifying volume to \"%s\" is in progress.", p.modify_target);
+	else if (final)
+		snprintf(buf, buflen, "Modifying volume to \"%s\" failed. Waiting for retry.",
+			 or_empty(p.modify_target));
 	else
-		snprintf(buf, buflen, "ModifyVolume failed with error%s. Waiting for retry.",
-			 error ? error : "");
+		snprintf(buf, buflen, "Modifying volume to \"%s\" is still in progress.",
+			 or_empty(p.modify_target));
+	/* MergePVCConditions: the conditions written replace their type, the others stay. */
+	p.probe_time = true;
 	p.cond_set = KUBE_PVC_MODIFYING_VOLUME;
-	p.cond_drop = MODIFY_CONDS & ~p.cond_set;
 	p.messages[cond_index(KUBE_PVC_MODIFYING_VOLUME)] = buf;
-	return p;
-}
-
-struct rsz_patch rsz_mark_modify_error(const struct kube_pvc *pvc, const char *error, char *buf,
-				       size_t buflen)
-{
-	struct rsz_patch p = RSZ_PATCH_INIT;
-
-	(void)pvc;
-	snprintf(buf, buflen, "ModifyVolume failed with error: %s. Waiting for retry.", error);
-	p.cond_set = KUBE_PVC_MODIFY_VOLUME_ERROR;
-	p.cond_drop = MODIFY_CONDS & ~p.cond_set;
-	p.messages[cond_index(KUBE_PVC_MODIFY_VOLUME_ERROR)] = buf;
+	if (err) {
+		p.cond_set |= KUBE_PVC_MODIFY_VOLUME_ERROR;
+		p.reasons[cond_index(KUBE_PVC_MODIFY_VOLUME_ERROR)] = csi_code_go_name(code);
+		p.messages[cond_index(KUBE_PVC_MODIFY_VOLUME_ERROR)] = message;
+	}
 	return p;
 }
 
@@ -561,9 +584,18 @@ struct rsz_patch rsz_mark_modify_done(const struct kube_pvc *pvc, const char *ta
 {
 	struct rsz_patch p = RSZ_PATCH_INIT;
 
-	(void)pvc;
 	p.modify_status = KUBE_MODIFY_NONE;
 	p.current_vac = target;
 	p.cond_drop = MODIFY_CONDS;
+	p.conds_null = !pvc->other_conds;
+	return p;
+}
+
+struct rsz_patch rsz_mark_rolled_back(const struct kube_pvc *pvc)
+{
+	struct rsz_patch p = RSZ_PATCH_INIT;
+
+	p.cond_drop = KUBE_PVC_MODIFYING_VOLUME;
+	p.conds_null = !pvc->other_conds && !(pvc->conds & KUBE_PVC_MODIFY_VOLUME_ERROR);
 	return p;
 }

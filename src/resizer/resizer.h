@@ -55,6 +55,7 @@
 #define RSZ_EV_MODIFY "VolumeModify"
 #define RSZ_EV_MODIFY_SUCCESS "VolumeModifySuccessful"
 #define RSZ_EV_MODIFY_FAILED "VolumeModifyFailed"
+#define RSZ_EV_MODIFY_CANCELLED "VolumeModifyCanceled"
 #define RSZ_FS_PENDING_MESSAGE \
 	"Waiting for user to (re-)start a pod to finish file system resize of volume on node."
 
@@ -150,6 +151,9 @@ enum rsz_failure rsz_classify_failure(int code);
 struct rsz_patch {
 	unsigned cond_set, cond_drop;
 	const char *messages[6];   /* per condition bit index; NULL: no message */
+	const char *reasons[6];    /* per condition bit index; NULL: no reason */
+	bool probe_time;           /* the conditions set carry lastProbeTime (modify's do) */
+	bool conds_null;           /* status.conditions: null (nothing else is left in it) */
 	int64_t allocated;         /* status.allocatedResources.storage; -1: unchanged */
 	int resize_status;         /* enum kube_resize_status; -1 unchanged; NONE removes it */
 	int64_t capacity;          /* status.capacity.storage; -1: unchanged */
@@ -194,28 +198,37 @@ int rsz_secret_ref(const struct kube_pv *pv, const struct kube_pvc *pvc,
 		   size_t errlen);
 
 /* ---- VolumeAttributesClass modification (decide.c) ---- */
+/* Upstream v2.x's modify(): what a claim's spec and modifyVolumeStatus ask for. */
 enum rsz_modify_action {
-	RSZ_MODIFY_NOTHING,
-	RSZ_MODIFY_PENDING,  /* the class does not exist (yet): modifyVolumeStatus Pending */
-	RSZ_MODIFY_START,    /* mark InProgress, event, then ControllerModifyVolume */
-	RSZ_MODIFY_CONTINUE, /* an uncertain earlier call: call again without marking */
-	RSZ_MODIFY_DELAY,    /* infeasible recently: retry when the slow set lets it */
+	RSZ_MODIFY_NOTHING,     /* no status and the spec's class is the current one */
+	RSZ_MODIFY_ROLLED_BACK, /* the spec names no class and nothing is in progress */
+	RSZ_MODIFY_DELAY,       /* the same target was infeasible lately: wait out the slow set */
+	RSZ_MODIFY_CONTINUE,    /* an uncertain call (or no class in the spec): call again for
+				 * status.modifyVolumeStatus.targetVolumeAttributesClassName, no mark */
+	RSZ_MODIFY_START,       /* the spec's class: Pending when it does not exist, else mark
+				 * InProgress, event VolumeModify, ControllerModifyVolume */
 };
 struct rsz_modify_memory {
-	bool uncertain; /* the last call ended with a non-final error */
-	bool slow;
+	bool uncertain; /* the last call for the claim ended with a non-final error */
+	bool slow;      /* the status's target is the spec's and was infeasible lately */
 };
-/* Upstream's modify(): spec.volumeAttributesClassName against the current class. */
-enum rsz_modify_action rsz_plan_modify(const struct kube_pvc *pvc, bool vac_exists,
+enum rsz_modify_action rsz_plan_modify(const struct kube_pvc *pvc,
 				       const struct rsz_modify_memory *mem);
-/* markControllerModifyVolumeStatus(InProgress|Pending|Infeasible); error for Infeasible. */
-struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *error,
-				 char *buf, size_t buflen);
-/* updateConditionBasedOnError: ModifyVolumeError with the error. */
-struct rsz_patch rsz_mark_modify_error(const struct kube_pvc *pvc, const char *error, char *buf,
-				       size_t buflen);
+/* True when status.modifyVolumeStatus targets the spec's class (upstream's slow set applies). */
+bool rsz_modify_targets_spec(const struct kube_pvc *pvc);
+/*
+ * markControllerModifyVolumeStatus: status (Pending, InProgress or Infeasible) with, unless
+ * Pending, the ModifyingVolume condition; code/message: the driver's gRPC error (code < 0: none),
+ * which adds ModifyVolumeError (reason the code's name, message the driver's) and keeps target
+ * (the class the call was for); without an error the target is the spec's class; final: the error is final ("failed") rather than uncertain ("still in progress").
+ * buf holds the condition's message.
+ */
+struct rsz_patch rsz_mark_modify(const struct kube_pvc *pvc, int status, const char *target,
+				 int code, const char *message, bool final, char *buf, size_t buflen);
 /* markControllerModifyVolumeCompleted: current class = target, status and conditions cleared. */
 struct rsz_patch rsz_mark_modify_done(const struct kube_pvc *pvc, const char *target);
+/* markRolledBack: ModifyingVolume goes. */
+struct rsz_patch rsz_mark_rolled_back(const struct kube_pvc *pvc);
 
 /* ---- controller (controller.c, modify.c) ---- */
 struct rsz_ctrl_opts {
@@ -225,6 +238,7 @@ struct rsz_ctrl_opts {
 	struct rsz_gates gates;
 	int workers;
 	int64_t timeout_ns, retry_start_ns, retry_max_ns, resync_ns;
+	bool resize;             /* expansion: EXPAND_VOLUME, or the node's (trivial resizer) */
 	bool controller_expand;  /* EXPAND_VOLUME controller capability */
 	bool modify;             /* MODIFY_VOLUME and the VolumeAttributesClass gate */
 	bool snmw;               /* SINGLE_NODE_MULTI_WRITER, for the volume capability */
@@ -271,5 +285,7 @@ void rsz_set_add(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
 void rsz_set_del(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
 bool rsz_set_has(struct rsz_ctrl *c, struct kube_hmap *set, const char *key);
 enum kube_work_result rsz_modify_work(void *arg, const char *key);
+/* Marks the claims InProgress in the synced cache as uncertain (before the workers start). */
+void rsz_modify_init(struct rsz_ctrl *c);
 
 #endif

@@ -88,19 +88,26 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		return -1;
 	}
 	o.controller_expand = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME);
+	o.resize = true;
 	if (!o.controller_expand) {
 		if (node_can_expand(sc, &node, err, errlen))
 			return -1;
-		if (!node) {
-			snprintf(err, errlen, "CSI driver neither supports controller resize nor node resize");
-			return -1;
-		}
-		KLOG_I("The CSI driver supports node resize only, using trivial resizer to handle resize requests");
+		if (node)
+			KLOG_I("The CSI driver supports node resize only, using trivial resizer to handle resize requests");
+		else
+			KLOG_I("Resize not supported message=\"CSI driver neither supports controller resize nor node resize\"");
+		o.resize = node;
 	}
-	o.modify = m->gates.vac &&
-		   sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
-	if (m->gates.vac && !o.modify)
-		KLOG_I("The CSI driver does not support MODIFY_VOLUME: VolumeAttributesClass changes are left alone");
+	bool can_modify = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
+	if (!can_modify)
+		KLOG_I("Modify not supported message=\"CSI driver does not support controller modify\"");
+	/* A modify-only driver (MODIFY_VOLUME, no expansion anywhere) runs the modify controller
+	 * alone, as upstream v2.x does. */
+	if (!o.resize && !can_modify) {
+		snprintf(err, errlen, "CSI driver does not support resize nor modify");
+		return -1;
+	}
+	o.modify = m->gates.vac && can_modify;
 	o.snmw = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
 	o.driver = sc->driver;
 	o.csi = sc->csi;

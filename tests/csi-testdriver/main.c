@@ -13,7 +13,7 @@
  *   without --fail for the method the code is UNAVAILABLE).
  * --controller-caps NAME,... replaces the controller capabilities (RPC type names such as
  *   PUBLISH_UNPUBLISH_VOLUME, or "none"); --no-controller-service drops the plugin's
- *   CONTROLLER_SERVICE capability.
+ *   CONTROLLER_SERVICE capability; --no-node-expand drops the node's EXPAND_VOLUME.
  * --slow delays a method before it answers (deadline tests).
  * --probe-not-ready makes Probe answer ready=false.
  * --start-delay waits before creating the socket (clients that must wait for it).
@@ -69,7 +69,7 @@ static struct snap *snaps;
 static FILE *record;
 static struct flag_map fail_map, slow_map, fail_count_map;
 static const char *controller_caps;
-static bool no_controller_service, probe_not_ready;
+static bool no_controller_service, probe_not_ready, no_node_expand;
 static bool node_expansion_required;
 static bool adopt_volumes;
 static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
@@ -687,7 +687,7 @@ H(NodeGetCapabilities)
 {
 	PRO();
 	struct csi_arena *a = csi_ctx_arena(ctx);
-	for (int t = 1; t <= 3; t++) {
+	for (int t = 1; t <= (no_node_expand ? 2 : 3); t++) {
 		Csi__V1__NodeServiceCapability *c =
 			csi_msg_new(a, &csi__v1__node_service_capability__descriptor);
 		c->type_case = CSI__V1__NODE_SERVICE_CAPABILITY__TYPE_RPC;
@@ -725,6 +725,8 @@ int main(int argc, char **argv)
 		     "comma-separated controller RPC capability names to report (default: types 1-10)");
 	flags_bool(fs, "no-controller-service", &no_controller_service, false,
 		   "do not report the CONTROLLER_SERVICE plugin capability");
+	flags_bool(fs, "no-node-expand", &no_node_expand, false,
+		   "do not report the node's EXPAND_VOLUME capability (a modify-only driver)");
 	flags_bool(fs, "probe-not-ready", &probe_not_ready, false,
 		   "Probe answers ready=false (livenessprobe tests)");
 	flags_duration(fs, "start-delay", &start_delay, 0, "wait this long before listening");

@@ -19,9 +19,11 @@ This program normalises both sides so that what only differs by birth compares e
   - a Lease's generation (its renewals, which follow the clock) is dropped;
   - this machine's host name, alone or before "_", becomes "<host>";
   - names made from generateName become "<generateName>#k", k counting the objects of that
-    kind sorted by their normalised content;
+    kind sorted by their normalised content (a CSIStorageCapacity's become
+    "<generateName>{<class> <segment's labels>}");
   - events become, per involved object, the sorted set of "Type Reason" (the scenario
-    compares which events a user sees, not their counts or times).
+    compares which events a user sees, not their counts or times); with DIFF_EVENT_MESSAGES=1
+    in the environment, "Type Reason: message", the message normalised as any string.
 Then it flattens every object into leaf paths (step, object, JSON path) and reports each leaf
 whose value differs, or which only one side has, one a line:
   <step> <object> <path>\t<upstream JSON or (absent)>\t<kcsi JSON or (absent)>
@@ -45,6 +47,7 @@ PROV_ID_RE = re.compile(r"^\d{10,}-\d+-")
 DROP_META = ("resourceVersion", "creationTimestamp", "managedFields", "uid", "selfLink")
 ABSENT = "(absent)"
 HOST = socket.gethostname()
+WITH_MESSAGES = os.environ.get("DIFF_EVENT_MESSAGES") == "1"
 
 
 def obj_label(o, tag):
@@ -136,7 +139,15 @@ class Side:
             g = md.get("generateName")
             if g and md.get("name", "").startswith(g):
                 by_gen.setdefault((o.get("kind"), g), []).append(o)
-        for (_, g), group in by_gen.items():
+        for (kind, g), group in by_gen.items():
+            if kind == "CSIStorageCapacity":
+                # named by what it is for (class and segment), so that an object one side
+                # does not make does not renumber the others
+                for o in group:
+                    seg = json.dumps((o.get("nodeTopology") or {}).get("matchLabels") or {},
+                                     sort_keys=True, separators=(",", ":"))
+                    o["metadata"]["name"] = "%s{%s %s}" % (g, o.get("storageClassName"), seg)
+                continue
             def content(o):
                 c = dict(o)
                 c["metadata"] = {k: v for k, v in o["metadata"].items() if k != "name"}
@@ -159,8 +170,10 @@ class Side:
                 if not self.tag or self.tag not in json.dumps(io):
                     continue
                 label = "{" + self.text(raw) + "}"
-            ev.setdefault("Events:" + label, set()).add(
-                "%s %s" % (e.get("type"), e.get("reason")))
+            item = "%s %s" % (e.get("type"), e.get("reason"))
+            if WITH_MESSAGES:
+                item += ": " + self.text(e.get("message", ""))
+            ev.setdefault("Events:" + label, set()).add(item)
         for k, v in ev.items():
             out[k] = sorted(v)
         return out

@@ -1,7 +1,7 @@
 #!/bin/bash
 # e2e (issues 29 and 31): an upstream manifest starts on kcsi's binaries unchanged.
 #  1. Every flag of upstream's seven sidecars and its default, read from upstream's --help (the
-#     peers built from their modules) or, for the three that cannot be built here, from
+#     peers built from their modules) or, for the two that cannot be built here, from
 #     tests/peers/flags/<component>.txt, against kcsi's --help: each difference is a row of
 #     docs/compatibility.md and each row is still a difference (tests/e2e/flags_compare.py).
 #  2. Feature gates: every gate upstream's --help lists is accepted by kcsi's binary, at its
@@ -18,8 +18,8 @@ set -u
 : "${KCSI_PEERS:?}" "${KCSI_SRC:?}"
 COMPAT="$KCSI_SRC/docs/compatibility.md"
 TABLES="$KCSI_SRC/tests/peers/flags"
-PEERED=(csi-attacher csi-provisioner csi-snapshotter snapshot-controller)
-TABLED=(csi-resizer csi-node-driver-registrar livenessprobe)
+PEERED=(csi-attacher csi-provisioner csi-resizer csi-snapshotter snapshot-controller)
+TABLED=(csi-node-driver-registrar livenessprobe)
 for b in "${PEERED[@]}"; do
 	[ -x "$KCSI_PEERS/$b" ] || { echo "FAIL: no upstream $b in $KCSI_PEERS (make peers, or scripts/peers.sh)" >&2; exit 1; }
 done
@@ -45,17 +45,8 @@ gates_of() { sed -nE 's/^[[:space:]]+([A-Za-z0-9]+)=true\|false \([A-Z]+ - defau
 # both sides right after their start-up checks.
 run_rc() { local rc=0; timeout 10 "$@" >"$T/run.out" 2>&1 || rc=$?; echo $rc; }
 gate_refusal() { grep -E -o 'unrecognized feature gate: [A-Za-z0-9]+|cannot set feature gate [^,]*|invalid value of [^ ]*' "$T/run.out" | head -1; }
-own_gates_resizer="AnnotateFsResize false
-RecoverVolumeExpansionFailure true
-VolumeAttributesClass true
-ReleaseLeaderElectionOnExit false"
-gates_of "$T/csi-attacher.up" | grep -v -e ReleaseLeaderElectionOnExit >"$T/generic.gates"
-for b in "${PEERED[@]}" csi-resizer; do
-	if [ "$b" = csi-resizer ]; then
-		{ cat "$T/generic.gates"; echo "$own_gates_resizer"; } >"$T/$b.gates"
-	else
-		gates_of "$T/$b.up" >"$T/$b.gates"
-	fi
+for b in "${PEERED[@]}"; do
+	gates_of "$T/$b.up" >"$T/$b.gates"
 	n=$(wc -l <"$T/$b.gates")
 	[ "$n" -ge 30 ] || fail "$b: only $n gates read from upstream's --help"
 	at_default=$(awk '{ printf "%s%s=%s", (NR > 1 ? "," : ""), $1, $2 }' "$T/$b.gates")
@@ -95,7 +86,7 @@ same_rc() {
 	[ "$up" = "$kc" ] || { fail "$b $*: upstream exits $up, kcsi $kc: $(head -c 200 "$T/run.out")"; return; }
 	echo "  $b $*: exit $kc on both"
 }
-for b in csi-attacher csi-snapshotter snapshot-controller; do # Go's flag package
+for b in csi-attacher csi-resizer csi-snapshotter snapshot-controller; do # Go's flag package
 	same_rc $b --timeout=1m30s
 	same_rc $b -timeout 1m30s
 	same_rc $b --timeout 90s
@@ -104,7 +95,7 @@ for b in csi-attacher csi-snapshotter snapshot-controller; do # Go's flag packag
 	same_rc $b --timeout=abc
 	same_rc $b --leader-election=maybe
 done 2>/dev/null
-for b in csi-attacher csi-provisioner csi-snapshotter; do
+for b in csi-attacher csi-provisioner csi-resizer csi-snapshotter; do
 	same_rc $b --leader-election-labels=team:storage,tier:controller
 	same_rc $b --leader-election-labels team:storage --leader-election-labels tier:controller
 	same_rc $b --leader-election-labels=bad

@@ -4,7 +4,8 @@
 # mutable_parameters (and, with --extra-modify-metadata, the claim's and PV's names), then
 # currentVolumeAttributesClassName and the PV's class; an absent class leaves the claim Pending
 # until it is created; an InvalidArgument answer is Infeasible, shown, and retried; kubectl
-# prints VolumeAttributesClasses as kube-apiserver does.
+# prints VolumeAttributesClasses as kube-apiserver does; a modify-only driver runs the modify
+# controller alone; a driver that can do neither is refused at start.
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -91,4 +92,27 @@ sleep 2
 check "no call without MODIFY_VOLUME" eq "$(grep -c '^ControllerModifyVolume' "$T/td.rec")" 0
 check "no status written" eq "$(mstatus m3)" ""
 att_stop r2 || fail "exit on SIGTERM"
+td_stop
+
+# 6. A modify-only driver (MODIFY_VOLUME, no EXPAND_VOLUME on either side) runs: the modify
+# controller alone, as upstream v2.x; a larger request is left alone.
+td_start --controller-caps CREATE_DELETE_VOLUME,MODIFY_VOLUME --no-node-expand
+rsz_start r3 "$T/td.sock"
+mk_bound m4 100Mi grow h-m4
+set_vac m4 gold
+wait_for "m4 modified by a modify-only driver" 20 current_is m4 gold
+resize m4 200Mi
+sleep 2
+check "no expansion call" eq "$(grep -c '^ControllerExpandVolume' "$T/td.rec")" 0
+check "the claim's capacity stays" eq "$(pvc_field m4 .status.capacity.storage)" 100Mi
+grep -q "Resize not supported" "$T/r3.log" || fail "r3 does not log that resize is not supported"
+att_stop r3 || fail "exit on SIGTERM"
+td_stop
+
+# 7. Neither resize nor modify: a start-up error.
+td_start --controller-caps CREATE_DELETE_VOLUME --no-node-expand
+rc=0
+timeout 10 "$KCSI_BIN/csi-resizer" --csi-address "unix://$T/td.sock" --kubeconfig "$KC" >"$T/r4.log" 2>&1 || rc=$?
+check "exit 1 for a driver that can neither resize nor modify" eq "$rc" 1
+grep -q "CSI driver does not support resize nor modify" "$T/r4.log" || fail "r4: $(tail -2 "$T/r4.log")"
 rsz_finish

@@ -332,33 +332,44 @@ static void test_secrets(void)
 
 static void test_plan_modify(void)
 {
+	/* upstream v2.x's modify(): spec, current class, modifyVolumeStatus and memory */
 	static const struct {
-		const char *what, *spec, *current;
-		bool exists, uncertain, slow;
+		const char *what, *spec, *current, *status, *target;
+		bool uncertain, slow;
 		enum rsz_modify_action want;
 	} t[] = {
-		{ "no class asked", NULL, NULL, true, false, false, RSZ_MODIFY_NOTHING },
-		{ "already current", "gold", "gold", true, false, false, RSZ_MODIFY_NOTHING },
-		{ "first class: start", "gold", NULL, true, false, false, RSZ_MODIFY_START },
-		{ "first class, absent: pending", "gold", NULL, false, false, false, RSZ_MODIFY_PENDING },
-		{ "change after an uncertain call: call again", "gold", "silver", true, true, false, RSZ_MODIFY_CONTINUE },
-		{ "change, infeasible lately: wait", "gold", "silver", true, false, true, RSZ_MODIFY_DELAY },
-		{ "change after a final error: start again", "gold", "silver", true, false, false, RSZ_MODIFY_START },
+		{ "no class asked", NULL, NULL, NULL, NULL, false, false, RSZ_MODIFY_NOTHING },
+		{ "already current", "gold", "gold", NULL, NULL, false, false, RSZ_MODIFY_NOTHING },
+		{ "first class: start", "gold", NULL, NULL, NULL, false, false, RSZ_MODIFY_START },
+		{ "a change: start", "gold", "silver", NULL, NULL, false, false, RSZ_MODIFY_START },
+		{ "uncertain call: the same target again", "gold", "silver", "InProgress", "bronze", true, false, RSZ_MODIFY_CONTINUE },
+		{ "InProgress after a final error: the spec's class", "gold", "silver", "InProgress", "bronze", false, false, RSZ_MODIFY_START },
+		{ "infeasible lately, same target: wait", "bad", "gold", "Infeasible", "bad", false, true, RSZ_MODIFY_DELAY },
+		{ "rolled back to the current class after Infeasible: start", "gold", "gold", "Infeasible", "bad", false, false, RSZ_MODIFY_START },
+		{ "class taken out, nothing in progress: rolled back", NULL, NULL, "Pending", "gold", false, false, RSZ_MODIFY_ROLLED_BACK },
+		{ "class taken out while InProgress: continue", NULL, NULL, "InProgress", "gold", false, false, RSZ_MODIFY_CONTINUE },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		char js[1024], spec[96] = "", cur[96] = "";
+		char js[1024], spec[96] = "", cur[96] = "", st[160] = "";
 		if (t[i].spec)
 			snprintf(spec, sizeof(spec), ",\"volumeAttributesClassName\":\"%s\"", t[i].spec);
 		if (t[i].current)
 			snprintf(cur, sizeof(cur), ",\"currentVolumeAttributesClassName\":\"%s\"", t[i].current);
+		if (t[i].status)
+			snprintf(st, sizeof(st), ",\"modifyVolumeStatus\":{\"status\":\"%s\","
+				 "\"targetVolumeAttributesClassName\":\"%s\"}", t[i].status, t[i].target);
 		snprintf(js, sizeof(js), "{\"metadata\":{\"name\":\"c\",\"namespace\":\"ns\"},"
-			 "\"spec\":{\"volumeName\":\"pv1\"%s},\"status\":{\"phase\":\"Bound\"%s}}", spec, cur);
+			 "\"spec\":{\"volumeName\":\"pv1\"%s},\"status\":{\"phase\":\"Bound\"%s%s}}",
+			 spec, cur, st);
 		struct kube_obj *c = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM, js);
 		struct rsz_modify_memory mem = { t[i].uncertain, t[i].slow };
-		enum rsz_modify_action got = rsz_plan_modify(kube_pvc_of(c), t[i].exists, &mem);
+		enum rsz_modify_action got = rsz_plan_modify(kube_pvc_of(c), &mem);
 		if (got != t[i].want)
 			fprintf(stderr, "case %zu (%s): %d\n", i, t[i].what, got);
 		CHECK_INT(got, t[i].want);
+		/* the slow set applies only while the status targets the spec's class */
+		CHECK(rsz_modify_targets_spec(kube_pvc_of(c)) ==
+		      (t[i].status && t[i].spec && !strcmp(t[i].spec, t[i].target)));
 		kube_obj_unref(c);
 	}
 }
@@ -368,27 +379,63 @@ static void test_modify_patches(void)
 	struct kube_obj *c = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM,
 		"{\"metadata\":{\"name\":\"c\",\"namespace\":\"ns\",\"resourceVersion\":\"9\"},"
 		"\"spec\":{\"volumeAttributesClassName\":\"gold\"},\"status\":{\"phase\":\"Bound\","
-		"\"modifyVolumeStatus\":{\"status\":\"Infeasible\",\"targetVolumeAttributesClassName\":\"gold\"}}}");
+		"\"conditions\":[{\"type\":\"ModifyingVolume\",\"status\":\"True\"}],"
+		"\"modifyVolumeStatus\":{\"status\":\"Infeasible\",\"targetVolumeAttributesClassName\":\"bad\"}}}");
 	const struct kube_pvc *pvc = kube_pvc_of(c);
 	char buf[300];
 	CHECK_INT(pvc->modify_status, KUBE_MODIFY_INFEASIBLE);
-	CHECK_STR(pvc->modify_target, "gold");
+	CHECK_STR(pvc->modify_target, "bad");
+	CHECK(!pvc->other_conds);
 
-	struct rsz_patch p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, NULL, buf, sizeof(buf));
+	/* InProgress for the spec's class: ModifyingVolume replaced, ModifyVolumeError kept */
+	struct rsz_patch p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, NULL, -1, NULL, false, buf, sizeof(buf));
 	char *got = patch_text(&p);
 	CHECK_STR(got, "{\"metadata\":{\"resourceVersion\":\"9\"},\"status\":{\"conditions\":["
-		  "{\"type\":\"ModifyingVolume\",\"status\":\"True\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\","
-		  "\"message\":\"ModifyVolume operation in progress.\"},"
-		  "{\"type\":\"ModifyVolumeError\",\"$patch\":\"delete\"}],"
+		  "{\"type\":\"ModifyingVolume\",\"status\":\"True\",\"lastProbeTime\":\"2026-01-01T00:00:00Z\","
+		  "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\","
+		  "\"message\":\"Modifying volume to \\\"gold\\\" is in progress.\"}],"
 		  "\"modifyVolumeStatus\":{\"status\":\"InProgress\",\"targetVolumeAttributesClassName\":\"gold\"}}}");
 	free(got);
-	p = rsz_mark_modify(pvc, KUBE_MODIFY_PENDING, NULL, buf, sizeof(buf));
+	/* the driver's InvalidArgument: Infeasible, the target kept, the error as a condition */
+	p = rsz_mark_modify(pvc, KUBE_MODIFY_INFEASIBLE, "bad", 3, "bad type", true, buf, sizeof(buf));
+	got = patch_text(&p);
+	CHECK_STR(got, "{\"status\":{\"conditions\":["
+		  "{\"type\":\"ModifyingVolume\",\"status\":\"True\",\"lastProbeTime\":\"2026-01-01T00:00:00Z\","
+		  "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\","
+		  "\"message\":\"Modifying volume to \\\"bad\\\" failed. Waiting for retry.\"},"
+		  "{\"type\":\"ModifyVolumeError\",\"status\":\"True\",\"lastProbeTime\":\"2026-01-01T00:00:00Z\","
+		  "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\",\"reason\":\"InvalidArgument\",\"message\":\"bad type\"}],"
+		  "\"modifyVolumeStatus\":{\"status\":\"Infeasible\",\"targetVolumeAttributesClassName\":\"bad\"}}}");
+	free(got);
+	/* an uncertain error: still in progress */
+	p = rsz_mark_modify(pvc, KUBE_MODIFY_IN_PROGRESS, "bad", 4, "timeout", false, buf, sizeof(buf));
+	CHECK_STR(buf, "Modifying volume to \"bad\" is still in progress.");
+	CHECK_STR(p.reasons[5], "DeadlineExceeded");
+	p = rsz_mark_modify(pvc, KUBE_MODIFY_PENDING, NULL, -1, NULL, false, buf, sizeof(buf));
 	got = patch_text(&p);
 	/* Pending leaves the conditions alone. */
 	CHECK_STR(got, "{\"metadata\":{\"resourceVersion\":\"9\"},\"status\":{\"modifyVolumeStatus\":"
 		  "{\"status\":\"Pending\",\"targetVolumeAttributesClassName\":\"gold\"}}}");
 	free(got);
+	/* done: nothing else in the conditions, so they go as a whole (as upstream's patch) */
 	p = rsz_mark_modify_done(pvc, "gold");
+	got = patch_text(&p);
+	CHECK_STR(got, "{\"status\":{\"conditions\":null,\"modifyVolumeStatus\":null,"
+		  "\"currentVolumeAttributesClassName\":\"gold\"}}");
+	free(got);
+	p = rsz_mark_rolled_back(pvc);
+	got = patch_text(&p);
+	CHECK_STR(got, "{\"status\":{\"conditions\":null}}");
+	free(got);
+	kube_obj_unref(c);
+
+	/* another condition stays: the modify ones are deleted one by one */
+	c = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM,
+		"{\"metadata\":{\"name\":\"c\",\"namespace\":\"ns\"},\"status\":{\"phase\":\"Bound\","
+		"\"conditions\":[{\"type\":\"FileSystemResizePending\",\"status\":\"True\"},"
+		"{\"type\":\"ModifyingVolume\",\"status\":\"True\"}]}}");
+	CHECK(kube_pvc_of(c)->other_conds);
+	p = rsz_mark_modify_done(kube_pvc_of(c), "gold");
 	got = patch_text(&p);
 	CHECK_STR(got, "{\"status\":{\"conditions\":[{\"type\":\"ModifyingVolume\",\"$patch\":\"delete\"},"
 		  "{\"type\":\"ModifyVolumeError\",\"$patch\":\"delete\"}],\"modifyVolumeStatus\":null,"
