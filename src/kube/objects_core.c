@@ -138,6 +138,8 @@ static int pv_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, s
 	pv->expand_secret_name = kube_intern(pk_jstr(ces, "name"));
 	pv->expand_secret_ns = kube_intern(pk_jstr(ces, "namespace"));
 	pv->vac_name = kube_intern(pk_jstr(spec, "volumeAttributesClassName"));
+	pv->modify_secret_name = kube_intern(pk_jstr(ann, "volume.kubernetes.io/controller-modify-secret-name"));
+	pv->modify_secret_ns = kube_intern(pk_jstr(ann, "volume.kubernetes.io/controller-modify-secret-namespace"));
 	pv->node_publish_secret_ns = kube_intern(pk_jstr(nps, "namespace"));
 	return 0;
 }
@@ -329,8 +331,11 @@ static void pvc_resize_fields(struct kube_pvc *pvc, const jv_t *spec, const jv_t
 	size_t i;
 	const jv_t *c;
 	pvc->conds = 0; /* the record's second pass writes into memory that is not zeroed */
+	pvc->other_conds = false;
 	jv_array_foreach(jv_get(st, "conditions"), i, c) {
 		const char *type = pk_jstr(c, "type"), *cs = pk_jstr(c, "status");
+		if (!type || (strcmp(type, conds[4]) && strcmp(type, conds[5])))
+			pvc->other_conds = true;
 		for (size_t k = 0; type && cs && !strcmp(cs, "True") && k < 6; k++)
 			if (!strcmp(type, conds[k]))
 				pvc->conds |= (uint8_t)(1u << k);
