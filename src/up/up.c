@@ -38,6 +38,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader.h"
+#include "up/crds.h"
 #include "up/proc.h"
 
 #define LOOP_DRIVER "loop.kcsi.io"
@@ -69,6 +70,9 @@ struct up {
 	bool temp_dir;
 	bool external; /* --kubeconfig: someone else's API server, which outlives us */
 	bool no_snapshot_api; /* the API server serves no snapshot.storage.k8s.io/v1 (no CRDs) */
+	bool no_group_api;    /* ... nor groupsnapshot.storage.k8s.io/v1beta2: no group gate */
+	struct up_crds crds;  /* the snapshot CRDs this run installed (--install-snapshot-crds) */
+	const struct up_proc *first_driver; /* the one learn_driver() asks */
 	struct kube_config *kcfg;
 	struct kube_client *kc;
 	/* Objects this run made on an external API server, deleted in reverse order at exit. */
@@ -208,6 +212,8 @@ static struct up_proc *start_kcsi(struct up *u, const char *name, const char *bi
 	}
 	p->tier = !strcmp(binary, "kube-emulator") ? TIER_APISERVER
 		  : !strcmp(binary, "kcsi-loopplugin") ? TIER_DRIVER : TIER_CLIENT;
+	/* up.h: the components no node can do without */
+	p->core = !strcmp(binary, "kube-emulator") || !strcmp(binary, "kcsi-controller-manager");
 	if (u->node_env[0])
 		snprintf(p->env, sizeof(p->env), "NODE_NAME=%s", u->node_env);
 	if (up_proc_start(p, err, sizeof(err))) {
@@ -278,10 +284,10 @@ static struct up_proc *start_driver(struct up *u, const char *name, const char *
 /* ---- waiting ---- */
 
 /*
- * Sleeps one tick while watching for a stop signal and for children that exit. Before the stack
- * is ready (ready == false) an exit is fatal: returns -1 after reporting it.
+ * Sleeps one tick while watching for a stop signal and for children that exit (restarted, or
+ * given up: proc.h). Returns -1 on a stop signal or when a core component was given up.
  */
-static int tick(struct up *u, bool ready)
+static int tick(struct up *u)
 {
 	struct timespec ts = { 0, TICK_NS };
 	int sig = sigtimedwait(&u->sigs, NULL, &ts);
@@ -289,7 +295,7 @@ static int tick(struct up *u, bool ready)
 		stop_signal = sig;
 		return -1;
 	}
-	return up_procs_reap(&u->procs, ready) > 0 && !ready ? -1 : 0;
+	return up_procs_reap(&u->procs) < 0 ? -1 : 0;
 }
 
 static bool file_has(const char *path, const char *needle)
@@ -307,7 +313,7 @@ static bool file_has(const char *path, const char *needle)
 static int wait_for_file(struct up *u, const char *path, const char *needle, int64_t deadline)
 {
 	while (!file_has(path, needle)) {
-		if (tick(u, false))
+		if (tick(u))
 			return -1;
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: %s did not appear in time\n", path);
@@ -324,8 +330,13 @@ static int learn_driver(struct up *u, const char *sock, int64_t deadline)
 	pathf(endpoint, sizeof(endpoint), "unix://%s", sock);
 	struct stat st;
 	while (stat(sock, &st) != 0) {
-		if (tick(u, false))
+		if (tick(u))
 			return -1;
+		if (u->first_driver && u->first_driver->given_up) {
+			fprintf(stderr, "kcsi up: without %s nothing can start (its name decides the "
+					"CSIDriver and the sockets)\n", u->first_driver->name);
+			return -1;
+		}
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: the driver did not create %s in time\n", sock);
 			return -1;
@@ -462,13 +473,32 @@ static int claim_node_names(struct up *u)
 	return 0;
 }
 
-/* True when every node is Ready with the driver in its CSINode. */
+/*
+ * Whether a process of one driver instance was given up: instance is what follows the '/' in the
+ * names of its processes ("node-1" for driver/node-1, kcsi-node/node-1...; "controller").
+ */
+static bool instance_given_up(const struct up *u, const char *node)
+{
+	size_t n = strlen(node);
+	for (int i = 0; i < u->procs.n; i++) {
+		const struct up_proc *p = &u->procs.p[i];
+		size_t len = strlen(p->name);
+		if (p->given_up && len > n && p->name[len - n - 1] == '/' &&
+		    !strcmp(p->name + len - n, node))
+			return true;
+	}
+	return false;
+}
+
+/* True when every node is Ready with the driver in its CSINode, but nodes with a component given up. */
 static bool nodes_ready(struct up *u, struct kube_client *kc)
 {
 	struct kube_err e;
 	for (int i = 1; i <= u->cfg->nodes; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "node-%d", i);
+		if (instance_given_up(u, name))
+			continue;
 		json_t *cn = kube_get(kc, &KUBE_RES_CSINODES, NULL, name, &e);
 		bool has = false;
 		size_t k;
@@ -496,9 +526,15 @@ static bool nodes_ready(struct up *u, struct kube_client *kc)
 
 static bool probes_ready(struct up *u)
 {
-	for (int i = 0; i < u->nprobes; i++)
+	for (int i = 0; i < u->nprobes; i++) {
+		/* a livenessprobe of a driver given up stays unready: not waited for */
+		const struct up_proc *p = u->probes[i].proc;
+		const char *slash = strchr(p->name, '/');
+		if (p->given_up || (slash && instance_given_up(u, slash + 1)))
+			continue;
 		if (http_status(u->probes[i].port, u->probes[i].path) != 200)
 			return false;
+	}
 	return true;
 }
 
@@ -528,6 +564,12 @@ static int port_arg(char *arg)
 		add_probe(u, p_, port_, path);                                                   \
 	} while (0)
 
+/* Group snapshots are behind upstream's gate; the local stack turns it on where the API has them. */
+static const char *group_gate(const struct up *u)
+{
+	return u->no_group_api ? "CSIVolumeGroupSnapshot=false" : "CSIVolumeGroupSnapshot=true";
+}
+
 /*
  * The sidecars of one controller-mode driver instance at sock: provisioner, attacher, resizer
  * (loop driver: a --driver-cmd driver may not expand, and csi-resizer exits then), snapshotter
@@ -546,7 +588,7 @@ static int start_controller_sidecars(struct up *u, const char *sock)
 	if (u->snapshots && !u->no_snapshot_api)
 		START_PROBED(u, "csi-snapshotter", "csi-snapshotter", "/metrics", "--csi-address",
 			     sock, "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
-			     "--feature-gates", "CSIVolumeGroupSnapshot=true");
+			     "--feature-gates", group_gate(u));
 	/* One livenessprobe per driver instance, as a driver's pod carries one: its /healthz is the
 	 * driver's Probe, so "ready" also means every driver says it is ready. */
 	START_PROBED(u, "livenessprobe/controller", "livenessprobe", "/healthz", "--csi-address", sock);
@@ -563,10 +605,8 @@ static int start_controllers(struct up *u)
 			     "*,volume-scheduler");
 	if (u->no_snapshot_api)
 		goto sidecars;
-	/* group snapshots are behind upstream's gate; the local stack turns it on */
 	START_PROBED(u, "snapshot-controller", "snapshot-controller", "/metrics", "--kubeconfig",
-		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates",
-		     "CSIVolumeGroupSnapshot=true");
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", group_gate(u));
 sidecars:
 	if (u->cfg->distributed) {
 		/* The nodes' attachers elect their leader through this Lease: ours to delete too. */
@@ -677,8 +717,12 @@ static void print_status(struct up *u)
 				url = buf;
 			}
 		printf("  %-40s pid %-7d %-8s %s\n", p->name, (int)p->pid,
-		       p->pid > 0 ? "running" : "stopped", url);
+		       p->given_up ? "given up" : p->pid > 0 ? "running" : "stopped", url);
 	}
+	if (u->no_snapshot_api)
+		printf("  %-40s not running: the cluster serves no snapshot CRDs\n"
+		       "  %-40s not running: the cluster serves no snapshot CRDs\n",
+		       "snapshot-controller", "csi-snapshotter");
 }
 
 /* Whether this run starts the given binary at all. */
@@ -764,36 +808,58 @@ static int start_first_drivers(struct up *u, char *sock, size_t len)
 	if (!u->cfg->distributed) {
 		pathf(sock, len, "%s/controller/csi.sock", u->dir);
 		unlink(sock);
-		return start_driver(u, "driver/controller", sock, "controller", "controller") ? 0 : -1;
+		u->first_driver = start_driver(u, "driver/controller", sock, "controller", "controller");
+		return u->first_driver ? 0 : -1;
 	}
 	for (int i = 1; i <= u->cfg->nodes; i++)
 		if (start_node_driver(u, i))
 			return -1;
+	u->first_driver = &u->procs.p[0]; /* node-1's: the first process added */
 	node_sock(u, "node-1", sock, len);
 	return 0;
+}
+
+/* Whether the API server serves a group version (GET /apis/<gv> answers 2xx). */
+static bool serves(struct up *u, const char *gv, int *code)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/apis/%s", gv);
+	struct strbuf out = STRBUF_INIT;
+	struct kube_err e = { 0 };
+	struct kube_request rq = { .method = "GET", .path = path };
+	bool ok = kube_do(u->kc, &rq, &out, &e) >= 0;
+	strbuf_release(&out);
+	*code = e.code;
+	return ok;
 }
 
 /*
  * Most clusters do not install the external-snapshotter CRDs. Without them snapshot-controller
  * exits after --retry-crd-interval-max (as upstream's does), so on such a cluster the snapshot
- * components are not started, and kcsi up says so at start; everything else runs.
+ * components are not started, and kcsi up says so at start; everything else runs. With
+ * --install-snapshot-crds it first creates the missing ones (removed at exit). Without the group
+ * kinds, the snapshot components run with the group gate off. Returns -1 when installing failed.
  */
-static void check_snapshot_api(struct up *u)
+static int check_snapshot_api(struct up *u, int64_t deadline)
 {
 	if (!u->external)
-		return;
-	struct strbuf out = STRBUF_INIT;
-	struct kube_err e = { 0 };
-	struct kube_request rq = { .method = "GET", .path = "/apis/snapshot.storage.k8s.io/v1" };
-	if (kube_do(u->kc, &rq, &out, &e) < 0) {
+		return 0;
+	if (u->cfg->install_snapshot_crds && up_crds_install(u->kc, &u->crds, deadline))
+		return -1;
+	int code;
+	if (!serves(u, "snapshot.storage.k8s.io/v1", &code)) {
 		u->no_snapshot_api = true;
 		printf("kcsi up: the cluster does not serve snapshot.storage.k8s.io/v1 (HTTP %d): "
 		       "snapshot-controller and csi-snapshotter are not started, the rest of the stack "
-		       "is; install the external-snapshotter CRDs (its client/config/crd) and run kcsi "
-		       "up again for snapshots\n", e.code);
-		fflush(stdout);
+		       "is; run kcsi up with --install-snapshot-crds (or kubectl apply -k "
+		       "deploy/kubernetes/snapshot-crds) for snapshots\n", code);
+	} else if (!serves(u, "groupsnapshot.storage.k8s.io/v1beta2", &code)) {
+		u->no_group_api = true;
+		printf("kcsi up: the cluster does not serve groupsnapshot.storage.k8s.io/v1beta2 (HTTP "
+		       "%d): the snapshot components run without group snapshots\n", code);
 	}
-	strbuf_release(&out);
+	fflush(stdout);
+	return 0;
 }
 
 /* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
@@ -804,14 +870,13 @@ static int bring_up(struct up *u)
 	if (check_binaries_and_dirs(u) || start_first_drivers(u, sock, sizeof(sock)) ||
 	    start_apiserver(u, deadline) || learn_driver(u, sock, deadline))
 		return -1;
-	check_snapshot_api(u);
-	if (create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
+	if (check_snapshot_api(u, deadline) || create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
 		return -1;
 	for (int i = 1; i <= u->cfg->nodes; i++)
 		if ((!u->cfg->distributed && start_node_driver(u, i)) || start_node_sidecars(u, i))
 			return -1;
 	while (!probes_ready(u) || !nodes_ready(u, u->kc)) {
-		if (tick(u, false))
+		if (tick(u))
 			return -1;
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: the stack was not ready within %llds; see the logs in %s/logs\n",
@@ -975,6 +1040,7 @@ int up_run(const struct up_config *cfg)
 	signal(SIGTERM, SIG_DFL);
 	sigprocmask(SIG_BLOCK, &u->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	u->procs.limit = cfg->restart_limit;
 
 	if (cfg->dir && strlen(cfg->dir) > MAX_DIR_LEN) {
 		fprintf(stderr, "kcsi up: --dir is longer than %d characters\n", MAX_DIR_LEN);
@@ -1023,13 +1089,19 @@ int up_run(const struct up_config *cfg)
 			fclose(f);
 		}
 		print_status(u);
-		printf("kcsi up: ready in %.2f s: %d node%s, driver %s\n"
+		int given_up = 0;
+		for (int i = 0; i < u->procs.n; i++)
+			given_up += u->procs.p[i].given_up;
+		printf("kcsi up: ready in %.2f s: %d node%s, driver %s%s\n"
 		       "export KUBECONFIG=%s\n",
 		       (double)(mono_now_ns() - u->t0) / 1e9, cfg->nodes, cfg->nodes == 1 ? "" : "s",
-		       u->driver_name, u->kubeconfig);
+		       u->driver_name, given_up ? " (without the components given up above)" : "",
+		       u->kubeconfig);
 		fflush(stdout);
-		while (!tick(u, true))
+		while (!tick(u))
 			;
+		if (!stop_signal) /* a core component was given up */
+			code = 1;
 	}
 	if (stop_signal)
 		printf("kcsi up: %s, stopping\n", stop_signal == SIGINT ? "interrupted" : "terminated");
@@ -1037,6 +1109,8 @@ int up_run(const struct up_config *cfg)
 	up_procs_stop_all(&u->procs, STOP_GRACE_NS);
 	up_procs_release(&u->procs);
 	if (u->ncreated && delete_created(u))
+		code = 1;
+	if (u->crds.n && up_crds_remove(u->kc, &u->crds, 10 * NSEC_PER_SEC))
 		code = 1;
 	kube_client_free(u->kc);
 	kube_config_free(u->kcfg);
