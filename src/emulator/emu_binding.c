@@ -31,17 +31,27 @@ static void set_pod_scheduled(json_t *pod)
 	emu_now_rfc3339(ts, sizeof(ts));
 	size_t i;
 	json_t *c;
+	/* the whole condition, as the bind writes it: a reason the scheduler left goes */
+	json_t *cond = json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled", "status", "True",
+				 "lastProbeTime", "lastTransitionTime", ts);
 	json_array_foreach(conds, i, c) {
 		const char *t = json_string_value(json_object_get(c, "type"));
 		if (json_is_object(c) && t && !strcmp(t, "PodScheduled")) {
-			json_object_set_new(c, "status", json_string("True"));
-			json_object_set_new(c, "lastTransitionTime", json_string(ts));
+			json_array_set_new(conds, i, cond);
 			return;
 		}
 	}
-	json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled",
-					       "status", "True", "lastProbeTime",
-					       "lastTransitionTime", ts));
+	json_array_append_new(conds, cond);
+}
+
+/* 409 Conflict as kube-apiserver words it for this subresource ("pods/binding"). */
+static void binding_conflict(struct reply *rp, const char *name, const char *why)
+{
+	char msg[1400];
+	snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on pods/binding \"%s\": %s", name,
+		 why);
+	reply_status(rp, 409, "Conflict", msg,
+		     json_pack("{s:s, s:s}", "name", name, "kind", "pods/binding"));
 }
 
 enum MHD_Result emu_do_binding(struct emu_call *k)
@@ -97,15 +107,15 @@ enum MHD_Result emu_do_binding(struct emu_call *k)
 	} else if (buid && *buid && strcmp(buid, emu_meta_str(pod, "uid"))) {
 		snprintf(why, sizeof(why), "Precondition failed: UID in precondition: %s, UID in "
 			 "object meta: %s", buid, emu_meta_str(pod, "uid"));
-		reply_conflict(&rp, k->r, k->name, why);
+		binding_conflict(&rp, k->name, why);
 	} else if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp")) {
 		snprintf(why, sizeof(why), "pod %s is being deleted, cannot be assigned to a host",
 			 k->name);
-		reply_conflict(&rp, k->r, k->name, why);
+		binding_conflict(&rp, k->name, why);
 	} else if (*emu_pod_node(pod)) {
 		snprintf(why, sizeof(why), "pod %s is already assigned to node \"%s\"", k->name,
 			 emu_pod_node(pod));
-		reply_conflict(&rp, k->r, k->name, why);
+		binding_conflict(&rp, k->name, why);
 	} else if (k->dry_run) {
 		rp.code = 201;
 		rp.text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"

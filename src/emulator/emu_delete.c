@@ -169,8 +169,15 @@ static void delete_object(struct emu_server *srv, int res, const char *key, json
 		return;
 	}
 	if (emu_resource_returns_deleted(r)) {
-		const struct emu_event *ev = emu_store_commit(&srv->st, res, key,
-							      json_deep_copy(old), EMU_DELETED);
+		/* a pod deleted now is answered as deleted with grace period 0 (upstream marks it
+		 * first); a graceful one keeps its deletionTimestamp */
+		json_t *gone = !emu_is_pod(r) ? json_deep_copy(old)
+			       : !json_object_get(meta, "deletionTimestamp") ? mark_deleting(old, 0, true)
+										: json_deep_copy(old);
+		if (emu_is_pod(r))
+			json_object_set_new(emu_meta_of(gone), "deletionGracePeriodSeconds",
+					    json_integer(0));
+		const struct emu_event *ev = emu_store_commit(&srv->st, res, key, gone, EMU_DELETED);
 		if (rp)
 			reply_object(rp, 200, ev->text);
 		return;

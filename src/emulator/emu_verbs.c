@@ -24,6 +24,7 @@
 #include "emulator/emu_internal.h"
 #include "emulator/emu_object.h"
 #include "emulator/emu_patch.h"
+#include "emulator/emu_validate.h"
 #include "emulator/emu_verbs.h"
 #include "kube/names.h"
 #include "kube/quantity.h"
@@ -276,7 +277,7 @@ enum MHD_Result emu_do_create(struct emu_call *k)
 		snprintf(msg, sizeof(msg), "%s is forbidden: unable to create new content in namespace "
 			 "%s because it is being terminated", k->r->plural, k->ns);
 		reply_status(&rp, 403, "Forbidden", msg, NULL);
-	} else if (choose_name(k, meta, k->ns, &rp)) {
+	} else if (choose_name(k, meta, k->ns, &rp) && emu_validate(k->r, NULL, obj, &rp)) {
 		const char *name = emu_meta_str(obj, "name");
 		char key[KEY_MAX], q[128], msg[800];
 		emu_store_key(k->r, k->ns, name, key, sizeof(key));
@@ -449,6 +450,10 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 			json_decref(nobj);
 			return NULL;
 		}
+	}
+	if (!emu_validate(k->r, old, nobj, rp)) {
+		json_decref(nobj);
+		return NULL;
 	}
 	emu_apply_defaults(k->r->group, k->r->plural, nobj);
 	const char *frozen = immutable_field(k->r, old, nobj);
