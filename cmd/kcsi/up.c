@@ -29,6 +29,14 @@ int cli_up_main(int argc, char **argv)
 		     "Run against this existing API server instead of starting kube-emulator; the Nodes, "
 		     "CSINodes, node Leases and CSIDriver kcsi up creates there are deleted at exit; without "
 		     "the snapshot CRDs there, the snapshot components are not started");
+	flags_bool(fs, "install-snapshot-crds", &c.install_snapshot_crds, false,
+		   "With --kubeconfig: create the snapshot CRDs (deploy/kubernetes/snapshot-crds) that "
+		   "the cluster lacks, so snapshot-controller and csi-snapshotter run; the ones created "
+		   "are deleted at exit");
+	flags_int(fs, "restart-limit", &c.restart_limit, 5,
+		  "Give up a component after this many failures in a row (restarted with a back-off "
+		  "from 1 s to 30 s before that); the rest keeps running unless it is the API server or "
+		  "kcsi-controller-manager, then kcsi up stops with status 1. 0: never give up");
 	flags_bool(fs, "no-controllers", &c.no_controllers, false,
 		   "With --kubeconfig: do not start kcsi-controller-manager; the cluster's own "
 		   "kube-controller-manager and kube-scheduler attach, bind and schedule");
@@ -88,6 +96,18 @@ int cli_up_main(int argc, char **argv)
 	if (c.no_controllers && !c.kubeconfig) {
 		fprintf(stderr, "kcsi up: --no-controllers needs --kubeconfig (kube-emulator has no "
 				"controllers of its own)\n");
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (c.install_snapshot_crds && !c.kubeconfig) {
+		fprintf(stderr, "kcsi up: --install-snapshot-crds needs --kubeconfig (kube-emulator serves "
+				"the snapshot kinds itself)\n");
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (c.restart_limit < 0) {
+		fprintf(stderr, "kcsi up: --restart-limit %d: want 0 (never give up) or more\n",
+			c.restart_limit);
 		code = EXIT_USAGE;
 		goto out;
 	}

@@ -109,3 +109,79 @@ bool parse_body(struct emu_call *k, json_t **out, struct reply *rp)
 	*out = j;
 	return true;
 }
+
+/* ---- the Status errors the verbs answer, named after the resource ---- */
+
+const char *emu_qualified(const struct emu_resource *r, char *buf, size_t len)
+{
+	if (*r->group)
+		snprintf(buf, len, "%s.%s", r->plural, r->group);
+	else
+		snprintf(buf, len, "%s", r->plural);
+	return buf;
+}
+
+json_t *details_for(const struct emu_resource *r, const char *name)
+{
+	json_t *d = json_object();
+	if (name)
+		json_object_set_new(d, "name", json_string(name));
+	if (*r->group)
+		json_object_set_new(d, "group", json_string(r->group));
+	json_object_set_new(d, "kind", json_string(r->plural));
+	return d;
+}
+
+void reply_not_found(struct reply *rp, const struct emu_resource *r, const char *name)
+{
+	char q[128], msg[1024];
+	snprintf(msg, sizeof(msg), "%s \"%s\" not found", emu_qualified(r, q, sizeof(q)), name);
+	reply_status(rp, 404, "NotFound", msg, details_for(r, name));
+}
+
+void reply_conflict(struct reply *rp, const struct emu_resource *r, const char *name,
+			   const char *why)
+{
+	char q[128], msg[1400];
+	snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on %s \"%s\": %s",
+		 emu_qualified(r, q, sizeof(q)), name, why);
+	reply_status(rp, 409, "Conflict", msg, details_for(r, name));
+}
+
+/* 422 Invalid with one cause, shaped like upstream's field errors. */
+void reply_invalid(struct reply *rp, const struct emu_resource *r, const char *name,
+			  const char *field, const char *cause_type, const char *detail)
+{
+	char msg[1600];
+	snprintf(msg, sizeof(msg), "%s%s%s \"%s\" is invalid: %s: %s", r->kind, *r->group ? "." : "",
+		 r->group, name ? name : "", field, detail);
+	json_t *d = json_object();
+	if (name)
+		json_object_set_new(d, "name", json_string(name));
+	if (*r->group)
+		json_object_set_new(d, "group", json_string(r->group));
+	json_object_set_new(d, "kind", json_string(r->kind));
+	json_object_set_new(d, "causes",
+			    json_pack("[{s:s, s:s, s:s}]", "reason", cause_type, "message", detail,
+				      "field", field));
+	reply_status(rp, 422, "Invalid", msg, d);
+}
+
+void reply_object(struct reply *rp, unsigned code, const char *text)
+{
+	free(rp->text);
+	rp->code = code;
+	rp->text = xstrdup(text);
+}
+
+void reply_dump(struct reply *rp, unsigned code, const json_t *obj)
+{
+	free(rp->text);
+	rp->code = code;
+	rp->text = json_dumps(obj, JSON_COMPACT);
+}
+
+enum MHD_Result emu_send_reply(struct emu_call *k, struct reply *rp)
+{
+	return emu_reply_text(k->conn, rp->code, rp->text, 0);
+}

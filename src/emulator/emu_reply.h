@@ -12,8 +12,10 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 struct emu_call;
+struct emu_resource;
 
 /* An answer being built under the store lock: HTTP code and JSON text (owned). */
 struct reply {
@@ -40,5 +42,24 @@ const char *emu_arg(struct emu_call *k, const char *name);
  * when it is empty, not JSON, or nested deeper than EMU_MAX_JSON_DEPTH.
  */
 bool parse_body(struct emu_call *k, json_t **out, struct reply *rp);
+
+/*
+ * kube-apiserver's Status errors about one object of resource r (name may be NULL): 404
+ * NotFound, 409 Conflict ("Operation cannot be fulfilled on ...: why"), 422 Invalid with one
+ * field cause. details_for() is the Status details naming the object (a new JSON object).
+ */
+json_t *details_for(const struct emu_resource *r, const char *name);
+/* "plural.group" (or "plural" for the core group) in buf, which it returns. */
+const char *emu_qualified(const struct emu_resource *r, char *buf, size_t len);
+void reply_not_found(struct reply *rp, const struct emu_resource *r, const char *name);
+void reply_conflict(struct reply *rp, const struct emu_resource *r, const char *name,
+		    const char *why);
+void reply_invalid(struct reply *rp, const struct emu_resource *r, const char *name,
+		   const char *field, const char *cause_type, const char *detail);
+/* A 2xx answer: the object's text (copied) or the JSON serialized. */
+void reply_object(struct reply *rp, unsigned code, const char *text);
+void reply_dump(struct reply *rp, unsigned code, const json_t *obj);
+/* Queues rp's answer on k's connection (takes its text). */
+enum MHD_Result emu_send_reply(struct emu_call *k, struct reply *rp);
 
 #endif

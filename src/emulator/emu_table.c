@@ -153,6 +153,8 @@ static void add_access_modes(json_t *cells, const json_t *modes)
 
 #define NAME_COL { "Name", "string", "name", 0 }
 #define AGE_COL { "Age", "string", "", 0 }
+/* a CRD's Age column (its additionalPrinterColumns) is a date, a built-in kind's a string */
+#define CRD_AGE_COL { "Age", "date", "", 0 }
 
 static const struct column default_cols[] = { NAME_COL, AGE_COL };
 static void default_cells(json_t *c, const json_t *o, time_t now)
@@ -533,7 +535,7 @@ static const struct column vs_cols[] = {
 	NAME_COL, { "ReadyToUse", "boolean", "", 0 }, { "SourcePVC", "string", "", 0 },
 	{ "SourceSnapshotContent", "string", "", 0 }, { "RestoreSize", "string", "", 0 },
 	{ "SnapshotClass", "string", "", 0 }, { "SnapshotContent", "string", "", 0 },
-	{ "CreationTime", "date", "", 0 }, AGE_COL,
+	{ "CreationTime", "date", "", 0 }, CRD_AGE_COL,
 };
 static void vs_cells(json_t *c, const json_t *o, time_t now)
 {
@@ -556,7 +558,7 @@ static const struct column vsc_cols[] = {
 	NAME_COL, { "ReadyToUse", "boolean", "", 0 }, { "RestoreSize", "integer", "", 0 },
 	{ "DeletionPolicy", "string", "", 0 }, { "Driver", "string", "", 0 },
 	{ "VolumeSnapshotClass", "string", "", 0 }, { "VolumeSnapshot", "string", "", 0 },
-	{ "VolumeSnapshotNamespace", "string", "", 0 }, AGE_COL,
+	{ "VolumeSnapshotNamespace", "string", "", 0 }, CRD_AGE_COL,
 };
 static void vsc_cells(json_t *c, const json_t *o, time_t now)
 {
@@ -572,7 +574,7 @@ static void vsc_cells(json_t *c, const json_t *o, time_t now)
 }
 
 static const struct column vsclass_cols[] = {
-	NAME_COL, { "Driver", "string", "", 0 }, { "DeletionPolicy", "string", "", 0 }, AGE_COL,
+	NAME_COL, { "Driver", "string", "", 0 }, { "DeletionPolicy", "string", "", 0 }, CRD_AGE_COL,
 };
 static void vsclass_cells(json_t *c, const json_t *o, time_t now)
 {
@@ -586,7 +588,7 @@ static void vsclass_cells(json_t *c, const json_t *o, time_t now)
 static const struct column vgs_cols[] = {
 	NAME_COL, { "ReadyToUse", "boolean", "", 0 }, { "VolumeGroupSnapshotClass", "string", "", 0 },
 	{ "VolumeGroupSnapshotContent", "string", "", 0 }, { "CreationTime", "date", "", 0 },
-	AGE_COL,
+	CRD_AGE_COL,
 };
 static void vgs_cells(json_t *c, const json_t *o, time_t now)
 {
@@ -606,7 +608,7 @@ static const struct column vgsc_cols[] = {
 	NAME_COL, { "ReadyToUse", "boolean", "", 0 }, { "DeletionPolicy", "string", "", 0 },
 	{ "Driver", "string", "", 0 }, { "VolumeGroupSnapshotClass", "string", "", 0 },
 	{ "VolumeGroupSnapshotNamespace", "string", "", 0 },
-	{ "VolumeGroupSnapshot", "string", "", 0 }, AGE_COL,
+	{ "VolumeGroupSnapshot", "string", "", 0 }, CRD_AGE_COL,
 };
 static void vgsc_cells(json_t *c, const json_t *o, time_t now)
 {

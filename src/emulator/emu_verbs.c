@@ -22,108 +22,19 @@
 #include "base/xalloc.h"
 #include "emulator/emu_defaults.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_object.h"
 #include "emulator/emu_patch.h"
+#include "emulator/emu_validate.h"
 #include "emulator/emu_verbs.h"
 #include "kube/names.h"
 #include "kube/quantity.h"
 
 #define KEY_MAX 600
 
-/* ---- replies ---- */
-
-static const char *qualified(const struct emu_resource *r, char *buf, size_t len)
-{
-	if (*r->group)
-		snprintf(buf, len, "%s.%s", r->plural, r->group);
-	else
-		snprintf(buf, len, "%s", r->plural);
-	return buf;
-}
-
-static json_t *details_for(const struct emu_resource *r, const char *name)
-{
-	json_t *d = json_object();
-	if (name)
-		json_object_set_new(d, "name", json_string(name));
-	if (*r->group)
-		json_object_set_new(d, "group", json_string(r->group));
-	json_object_set_new(d, "kind", json_string(r->plural));
-	return d;
-}
-
-static void reply_not_found(struct reply *rp, const struct emu_resource *r, const char *name)
-{
-	char q[128], msg[1024];
-	snprintf(msg, sizeof(msg), "%s \"%s\" not found", qualified(r, q, sizeof(q)), name);
-	reply_status(rp, 404, "NotFound", msg, details_for(r, name));
-}
-
-static void reply_conflict(struct reply *rp, const struct emu_resource *r, const char *name,
-			   const char *why)
-{
-	char q[128], msg[1400];
-	snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on %s \"%s\": %s",
-		 qualified(r, q, sizeof(q)), name, why);
-	reply_status(rp, 409, "Conflict", msg, details_for(r, name));
-}
-
 static const char *const MODIFIED_MSG = "the object has been modified; please apply your changes "
 					"to the latest version and try again";
 
-/* 422 Invalid with one cause, shaped like upstream's field errors. */
-static void reply_invalid(struct reply *rp, const struct emu_resource *r, const char *name,
-			  const char *field, const char *cause_type, const char *detail)
-{
-	char msg[1600];
-	snprintf(msg, sizeof(msg), "%s%s%s \"%s\" is invalid: %s: %s", r->kind, *r->group ? "." : "",
-		 r->group, name ? name : "", field, detail);
-	json_t *d = json_object();
-	if (name)
-		json_object_set_new(d, "name", json_string(name));
-	if (*r->group)
-		json_object_set_new(d, "group", json_string(r->group));
-	json_object_set_new(d, "kind", json_string(r->kind));
-	json_object_set_new(d, "causes",
-			    json_pack("[{s:s, s:s, s:s}]", "reason", cause_type, "message", detail,
-				      "field", field));
-	reply_status(rp, 422, "Invalid", msg, d);
-}
-
-static void reply_object(struct reply *rp, unsigned code, const char *text)
-{
-	free(rp->text);
-	rp->code = code;
-	rp->text = xstrdup(text);
-}
-
-static void reply_dump(struct reply *rp, unsigned code, const json_t *obj)
-{
-	free(rp->text);
-	rp->code = code;
-	rp->text = json_dumps(obj, JSON_COMPACT);
-}
-
-static enum MHD_Result send_reply(struct emu_call *k, struct reply *rp)
-{
-	return emu_reply_text(k->conn, rp->code, rp->text, 0);
-}
-
 /* ---- small helpers ---- */
-
-static json_t *meta_of(json_t *obj)
-{
-	json_t *m = json_object_get(obj, "metadata");
-	if (!json_is_object(m)) {
-		m = json_object();
-		json_object_set_new(obj, "metadata", m);
-	}
-	return m;
-}
-
-static const char *meta_str(const json_t *obj, const char *field)
-{
-	return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
-}
 
 static void new_uid(char *buf, size_t len)
 {
@@ -138,34 +49,10 @@ static void new_uid(char *buf, size_t len)
 		 b[13], b[14], b[15]);
 }
 
-static void now_rfc3339(char *buf, size_t len)
-{
-	rfc3339_format(time(NULL), buf, len);
-}
-
 static void emu_set_type(const struct emu_resource *r, json_t *obj)
 {
 	json_object_set_new(obj, "apiVersion", json_string(r->api_version));
 	json_object_set_new(obj, "kind", json_string(r->kind));
-}
-
-static bool all_strings(const json_t *v, bool map)
-{
-	if (map ? !json_is_object(v) : !json_is_array(v))
-		return false;
-	const char *k;
-	size_t i;
-	json_t *e;
-	if (map) {
-		json_object_foreach((json_t *)v, k, e)
-			if (!json_is_string(e))
-				return false;
-	} else {
-		json_array_foreach((json_t *)v, i, e)
-			if (!json_is_string(e))
-				return false;
-	}
-	return true;
 }
 
 /*
@@ -186,13 +73,13 @@ static bool check_meta_types(const json_t *meta, struct reply *rp)
 	static const char *const maps[] = { "labels", "annotations" };
 	for (size_t i = 0; i < 2; i++) {
 		json_t *v = json_object_get(meta, maps[i]);
-		if (v && !json_is_null(v) && !all_strings(v, true)) {
+		if (v && !json_is_null(v) && !emu_all_strings(v, true)) {
 			reply_bad(rp, "metadata.%s must be a map of strings to strings", maps[i]);
 			return false;
 		}
 	}
 	json_t *f = json_object_get(meta, "finalizers");
-	if (f && !json_is_null(f) && !all_strings(f, false)) {
+	if (f && !json_is_null(f) && !emu_all_strings(f, false)) {
 		reply_bad(rp, "metadata.finalizers must be an array of strings");
 		return false;
 	}
@@ -253,9 +140,6 @@ static bool valid_name(struct emu_call *k, const char *name, struct reply *rp)
 	return ok;
 }
 
-static bool ns_terminating(struct emu_server *srv, const char *ns);
-static void ns_maybe_finish(struct emu_server *srv, const char *ns);
-
 /* ---- get ---- */
 
 enum MHD_Result emu_do_get(struct emu_call *k)
@@ -266,7 +150,7 @@ enum MHD_Result emu_do_get(struct emu_call *k)
 	pthread_mutex_lock(&k->srv->st.mu);
 	json_t *obj = emu_store_get(&k->srv->st, k->res, key);
 	if (obj && k->table) {
-		json_t *t = emu_table_new(k->r, &k->treq, meta_str(obj, "resourceVersion"));
+		json_t *t = emu_table_new(k->r, &k->treq, emu_meta_str(obj, "resourceVersion"));
 		emu_table_add_row(t, k->r, &k->treq, obj, time(NULL));
 		reply_dump(&rp, 200, t);
 		json_decref(t);
@@ -275,7 +159,7 @@ enum MHD_Result emu_do_get(struct emu_call *k)
 	else
 		reply_not_found(&rp, k->r, k->name);
 	pthread_mutex_unlock(&k->srv->st.mu);
-	return send_reply(k, &rp);
+	return emu_send_reply(k, &rp);
 }
 
 /* ---- create ---- */
@@ -306,7 +190,7 @@ static void set_phase_transition(const struct emu_resource *r, const json_t *old
 	if (!json_is_object(st) || !np || (op && !strcmp(op, np)))
 		return;
 	char ts[RFC3339_BUFLEN];
-	now_rfc3339(ts, sizeof(ts));
+	emu_now_rfc3339(ts, sizeof(ts));
 	json_object_set_new(st, "lastPhaseTransitionTime", json_string(ts));
 }
 
@@ -314,7 +198,7 @@ static void reset_server_fields(struct emu_call *k, json_t *obj, json_t *meta)
 {
 	char uid[40], ts[RFC3339_BUFLEN];
 	new_uid(uid, sizeof(uid));
-	now_rfc3339(ts, sizeof(ts));
+	emu_now_rfc3339(ts, sizeof(ts));
 	json_object_set_new(meta, "uid", json_string(uid));
 	json_object_set_new(meta, "creationTimestamp", json_string(ts));
 	if (emu_resource_has_generation(k->r))
@@ -373,9 +257,9 @@ enum MHD_Result emu_do_create(struct emu_call *k)
 	struct emu_store *st = &k->srv->st;
 	if (!parse_body(k, &obj, &rp) || !check_type(k, obj, &rp))
 		goto out;
-	json_t *meta = meta_of(obj);
+	json_t *meta = emu_meta_of(obj);
 	if (k->r->namespaced) {
-		const char *bns = meta_str(obj, "namespace");
+		const char *bns = emu_meta_str(obj, "namespace");
 		if (bns && *bns && strcmp(bns, k->ns)) {
 			reply_bad(&rp, "the namespace of the provided object (%s) does not match the "
 				  "namespace sent on the request (%s)", bns, k->ns);
@@ -388,18 +272,18 @@ enum MHD_Result emu_do_create(struct emu_call *k)
 	pthread_mutex_lock(&st->mu);
 	if (k->r->namespaced && !namespace_exists(k->srv, k->ns)) {
 		reply_ns_not_found(k->srv, &rp, k->ns);
-	} else if (k->r->namespaced && ns_terminating(k->srv, k->ns)) {
+	} else if (k->r->namespaced && emu_ns_terminating(k->srv, k->ns)) {
 		char msg[600];
 		snprintf(msg, sizeof(msg), "%s is forbidden: unable to create new content in namespace "
 			 "%s because it is being terminated", k->r->plural, k->ns);
 		reply_status(&rp, 403, "Forbidden", msg, NULL);
-	} else if (choose_name(k, meta, k->ns, &rp)) {
-		const char *name = meta_str(obj, "name");
+	} else if (choose_name(k, meta, k->ns, &rp) && emu_validate(k->r, NULL, obj, &rp)) {
+		const char *name = emu_meta_str(obj, "name");
 		char key[KEY_MAX], q[128], msg[800];
 		emu_store_key(k->r, k->ns, name, key, sizeof(key));
 		if (emu_store_get(st, k->res, key)) {
 			snprintf(msg, sizeof(msg), "%s \"%s\" already exists",
-				 qualified(k->r, q, sizeof(q)), name);
+				 emu_qualified(k->r, q, sizeof(q)), name);
 			reply_status(&rp, 409, "AlreadyExists", msg, details_for(k->r, name));
 		} else {
 			reset_server_fields(k, obj, meta);
@@ -417,7 +301,7 @@ unlock:
 	pthread_mutex_unlock(&st->mu);
 out:
 	json_decref(obj);
-	return send_reply(k, &rp);
+	return emu_send_reply(k, &rp);
 }
 
 /* ---- update and patch ---- */
@@ -484,19 +368,6 @@ static const char *immutable_field(const struct emu_resource *r, const json_t *o
 	return NULL;
 }
 
-static bool is_pod(const struct emu_resource *r)
-{
-	return !*r->group && !strcmp(r->plural, "pods");
-}
-
-/* spec.nodeName, "" when unset. */
-static const char *pod_node(const json_t *pod)
-{
-	const char *n = json_string_value(json_object_get(json_object_get(pod, "spec"),
-							  "nodeName"));
-	return n ? n : "";
-}
-
 /* A claim's spec.resources.requests.storage in bytes, -1 when absent or unreadable. */
 static int64_t claim_request(const json_t *pvc)
 {
@@ -538,7 +409,7 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 {
 	json_t *nobj = proposed;
 	const json_t *ometa = json_object_get(old, "metadata");
-	json_t *nmeta = meta_of(nobj);
+	json_t *nmeta = emu_meta_of(nobj);
 	if (k->r->has_status)
 		copy_field(nobj, old, "status");
 	const char *keep[] = { "uid", "creationTimestamp", "deletionTimestamp",
@@ -563,22 +434,26 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 				snprintf(detail, sizeof(detail), "Forbidden: no new finalizers can be "
 					 "added if the object is being deleted, found new finalizers "
 					 "[\"%s\"]", json_is_string(f) ? json_string_value(f) : "?");
-				reply_invalid(rp, k->r, meta_str(old, "name"), "metadata.finalizers",
+				reply_invalid(rp, k->r, emu_meta_str(old, "name"), "metadata.finalizers",
 					      "FieldValueForbidden", detail);
 				json_decref(nobj);
 				return NULL;
 			}
 		}
 	}
-	if (is_pod(k->r)) {
-		const char *on = pod_node(old), *nn = pod_node(nobj);
+	if (emu_is_pod(k->r)) {
+		const char *on = emu_pod_node(old), *nn = emu_pod_node(nobj);
 		if (*on && strcmp(on, nn)) {
-			reply_invalid(rp, k->r, meta_str(old, "name"), "spec.nodeName",
+			reply_invalid(rp, k->r, emu_meta_str(old, "name"), "spec.nodeName",
 				      "FieldValueForbidden", "Forbidden: pod updates may not change "
 				      "spec.nodeName once it is set (bind with pods/binding)");
 			json_decref(nobj);
 			return NULL;
 		}
+	}
+	if (!emu_validate(k->r, old, nobj, rp)) {
+		json_decref(nobj);
+		return NULL;
 	}
 	emu_apply_defaults(k->r->group, k->r->plural, nobj);
 	const char *frozen = immutable_field(k->r, old, nobj);
@@ -592,7 +467,7 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 			snprintf(detail, sizeof(detail), "Invalid value: \"%.180s\": field is immutable", nv);
 		else
 			snprintf(detail, sizeof(detail), "Invalid value: field is immutable");
-		reply_invalid(rp, k->r, meta_str(old, "name"), frozen,
+		reply_invalid(rp, k->r, emu_meta_str(old, "name"), frozen,
 			      vac ? "FieldValueForbidden" : "FieldValueInvalid", detail);
 		json_decref(nobj);
 		return NULL;
@@ -601,7 +476,7 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 	const char *refused = emu_update_refused(k->r->group, k->r->plural, old, nobj, why,
 						 sizeof(why));
 	if (refused) {
-		reply_invalid(rp, k->r, meta_str(old, "name"), refused, "FieldValueForbidden", why);
+		reply_invalid(rp, k->r, emu_meta_str(old, "name"), refused, "FieldValueForbidden", why);
 		json_decref(nobj);
 		return NULL;
 	}
@@ -609,8 +484,8 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 		char msg[600];
 		snprintf(msg, sizeof(msg), "%s \"%s\" is forbidden: only dynamically provisioned pvc can "
 			 "be resized and the storageclass that provisions the pvc must support resize",
-			 k->r->plural, meta_str(old, "name"));
-		reply_status(rp, 403, "Forbidden", msg, details_for(k->r, meta_str(old, "name")));
+			 k->r->plural, emu_meta_str(old, "name"));
+		reply_status(rp, 403, "Forbidden", msg, details_for(k->r, emu_meta_str(old, "name")));
 		json_decref(nobj);
 		return NULL;
 	}
@@ -653,8 +528,8 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 			return;
 	}
 	emu_set_type(k->r, nobj);
-	json_object_set_new(meta_of(nobj), "resourceVersion",
-			    json_string(meta_str(old, "resourceVersion")));
+	json_object_set_new(emu_meta_of(nobj), "resourceVersion",
+			    json_string(emu_meta_str(old, "resourceVersion")));
 	if (json_equal(nobj, old)) {
 		json_decref(nobj);
 		reply_dump(rp, 200, old);
@@ -668,7 +543,7 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 	/* as upstream's shouldDeleteDuringUpdate: the last finalizer of an object whose deletion
 	 * is due (grace period 0) goes; a gracefully deleted pod waits for its final delete */
 	const json_t *ometa = json_object_get(old, "metadata");
-	json_t *nmeta = meta_of(nobj), *fin = json_object_get(nmeta, "finalizers");
+	json_t *nmeta = emu_meta_of(nobj), *fin = json_object_get(nmeta, "finalizers");
 	const json_t *ogp = json_object_get(ometa, "deletionGracePeriodSeconds");
 	bool gone = json_object_get(ometa, "deletionTimestamp") && json_array_size(fin) == 0 &&
 		    json_array_size(json_object_get(ometa, "finalizers")) > 0 &&
@@ -677,18 +552,18 @@ static void finish_update(struct emu_call *k, const char *key, json_t *old, json
 						      gone ? EMU_DELETED : EMU_MODIFIED);
 	reply_object(rp, 200, ev->text);
 	if (gone && k->r->namespaced)
-		ns_maybe_finish(k->srv, k->ns);
+		emu_ns_maybe_finish(k->srv, k->ns);
 }
 
 static bool check_identity(struct emu_call *k, json_t *obj, struct reply *rp)
 {
-	const char *name = meta_str(obj, "name");
+	const char *name = emu_meta_str(obj, "name");
 	if (!name || strcmp(name, k->name)) {
 		reply_bad(rp, "the name of the object (%s) does not match the name on the URL (%s)",
 			  name ? name : "", k->name);
 		return false;
 	}
-	const char *ns = meta_str(obj, "namespace");
+	const char *ns = emu_meta_str(obj, "namespace");
 	if (k->r->namespaced && ns && *ns && strcmp(ns, k->ns)) {
 		reply_bad(rp, "the namespace of the provided object (%s) does not match the "
 			  "namespace sent on the request (%s)", ns, k->ns);
@@ -704,7 +579,7 @@ enum MHD_Result emu_do_update(struct emu_call *k)
 	struct emu_store *st = &k->srv->st;
 	if (!parse_body(k, &obj, &rp) || !check_type(k, obj, &rp) || !check_identity(k, obj, &rp))
 		goto out;
-	const char *rv = meta_str(obj, "resourceVersion");
+	const char *rv = emu_meta_str(obj, "resourceVersion");
 	bool unconditional = (!rv || !*rv) && !emu_resource_is_crd(k->r);
 	if ((!rv || !*rv) && !unconditional) {
 		reply_invalid(&rp, k->r, k->name, "metadata.resourceVersion", "FieldValueInvalid",
@@ -717,7 +592,7 @@ enum MHD_Result emu_do_update(struct emu_call *k)
 	json_t *old = emu_store_get(st, k->res, key);
 	if (!old) {
 		reply_not_found(&rp, k->r, k->name);
-	} else if (!unconditional && strcmp(rv, meta_str(old, "resourceVersion"))) {
+	} else if (!unconditional && strcmp(rv, emu_meta_str(old, "resourceVersion"))) {
 		reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
 	} else {
 		finish_update(k, key, old, obj, &rp);
@@ -726,7 +601,7 @@ enum MHD_Result emu_do_update(struct emu_call *k)
 	pthread_mutex_unlock(&st->mu);
 out:
 	json_decref(obj);
-	return send_reply(k, &rp);
+	return emu_send_reply(k, &rp);
 }
 
 enum patch_kind { PATCH_MERGE, PATCH_JSON, PATCH_STRATEGIC };
@@ -847,9 +722,9 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 			json_decref(old);
 			continue;
 		}
-		const char *prv = meta_str(res, "resourceVersion");
-		const char *name = meta_str(res, "name"), *ns = meta_str(res, "namespace");
-		if (prv && *prv && strcmp(prv, meta_str(old, "resourceVersion"))) {
+		const char *prv = emu_meta_str(res, "resourceVersion");
+		const char *name = emu_meta_str(res, "name"), *ns = emu_meta_str(res, "namespace");
+		if (prv && *prv && strcmp(prv, emu_meta_str(old, "resourceVersion"))) {
 			reply_conflict(&rp, k->r, k->name, MODIFIED_MSG);
 		} else if (!name || strcmp(name, k->name) ||
 			   (k->r->namespaced && (!ns || strcmp(ns, k->ns)))) {
@@ -867,481 +742,5 @@ enum MHD_Result emu_do_patch(struct emu_call *k)
 	}
 out:
 	json_decref(patch);
-	return send_reply(k, &rp);
-}
-
-/* ---- delete ---- */
-
-static bool check_preconditions(struct emu_call *k, const json_t *opts, const json_t *old,
-				struct reply *rp)
-{
-	const json_t *pre = json_object_get(opts, "preconditions");
-	const json_t *juid = json_object_get(pre, "uid"), *jrv = json_object_get(pre, "resourceVersion");
-	if ((pre && !json_is_object(pre) && !json_is_null(pre)) ||
-	    (juid && !json_is_string(juid) && !json_is_null(juid)) ||
-	    (jrv && !json_is_string(jrv) && !json_is_null(jrv))) {
-		reply_bad(rp, "DeleteOptions.preconditions must be {\"uid\": string, "
-			  "\"resourceVersion\": string}");
-		return false;
-	}
-	const char *uid = json_string_value(juid);
-	const char *rv = json_string_value(jrv);
-	char why[512];
-	if (uid && strcmp(uid, meta_str(old, "uid"))) {
-		snprintf(why, sizeof(why), "Precondition failed: UID in precondition: %s, UID in "
-			 "object meta: %s", uid, meta_str(old, "uid"));
-		reply_conflict(rp, k->r, k->name, why);
-		return false;
-	}
-	if (rv && strcmp(rv, meta_str(old, "resourceVersion"))) {
-		snprintf(why, sizeof(why), "Precondition failed: ResourceVersion in precondition: %s, "
-			 "ResourceVersion in object meta: %s", rv, meta_str(old, "resourceVersion"));
-		reply_conflict(rp, k->r, k->name, why);
-		return false;
-	}
-	return true;
-}
-
-/* What a DELETE asks for: gracePeriodSeconds when given. */
-struct grace {
-	bool given;
-	long long seconds;
-};
-
-/* Marks old as being deleted: deletionTimestamp = now + seconds, deletionGracePeriodSeconds. */
-static json_t *mark_deleting(const json_t *old, long long seconds, bool bump_generation)
-{
-	char ts[RFC3339_BUFLEN];
-	rfc3339_format(time(NULL) + (time_t)seconds, ts, sizeof(ts));
-	json_t *nobj = json_deep_copy(old);
-	json_t *nmeta = meta_of(nobj);
-	json_object_set_new(nmeta, "deletionTimestamp", json_string(ts));
-	json_object_set_new(nmeta, "deletionGracePeriodSeconds", json_integer(seconds));
-	json_int_t gen = json_integer_value(json_object_get(nmeta, "generation"));
-	if (bump_generation && gen > 0)
-		json_object_set_new(nmeta, "generation", json_integer(gen + 1));
-	return nobj;
-}
-
-/*
- * The grace period of a pod delete, as upstream's pod strategy computes it: the request's
- * gracePeriodSeconds (negative means 1), else spec.terminationGracePeriodSeconds, else 30; 0
- * for a pod no node runs (no spec.nodeName) or one that has terminated.
- */
-static long long pod_grace(const json_t *pod, struct grace g)
-{
-	long long s;
-	if (g.given) {
-		s = g.seconds < 0 ? 1 : g.seconds;
-	} else {
-		json_t *t = json_object_get(json_object_get(pod, "spec"),
-					    "terminationGracePeriodSeconds");
-		s = json_is_integer(t) ? (long long)json_integer_value(t) : 30;
-		if (s < 0)
-			s = 1;
-	}
-	const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"),
-							      "phase"));
-	if (!*pod_node(pod) || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
-		s = 0;
-	return s;
-}
-
-/*
- * Graceful deletion of a pod (lock held). Returns true when it answered: the pod got (or already
- * had) a deletionTimestamp with a grace period > 0 and stays, for its node agent to finish the
- * delete with grace period 0 (a shorter period shortens the pending one). False: delete it now.
- */
-static bool pod_graceful_delete(struct emu_server *srv, int res, const char *key, json_t *old,
-				struct grace g, struct reply *rp)
-{
-	const json_t *meta = json_object_get(old, "metadata");
-	const json_t *jgp = json_object_get(meta, "deletionGracePeriodSeconds");
-	long long s;
-	json_t *nobj;
-	if (json_object_get(meta, "deletionTimestamp")) {
-		long long pending = json_integer_value(jgp);
-		if (!json_is_integer(jgp) || pending <= 0)
-			return false;
-		s = g.given ? (g.seconds < 0 ? 1 : g.seconds) : pending;
-		if (s == 0)
-			return false;
-		if (s >= pending) {
-			if (rp)
-				reply_dump(rp, 200, old);
-			return true;
-		}
-		/* shorten: the deadline moves back by the difference */
-		time_t dts;
-		const char *dtext = meta_str(old, "deletionTimestamp");
-		if (!dtext || rfc3339_parse(dtext, &dts) < 0)
-			dts = time(NULL) + (time_t)pending;
-		char ts[RFC3339_BUFLEN];
-		rfc3339_format(dts - (time_t)(pending - s), ts, sizeof(ts));
-		nobj = json_deep_copy(old);
-		json_object_set_new(meta_of(nobj), "deletionTimestamp", json_string(ts));
-		json_object_set_new(meta_of(nobj), "deletionGracePeriodSeconds", json_integer(s));
-	} else {
-		s = pod_grace(old, g);
-		if (s == 0)
-			return false;
-		nobj = mark_deleting(old, s, true);
-	}
-	const struct emu_event *ev = emu_store_commit(&srv->st, res, key, nobj, EMU_MODIFIED);
-	if (rp)
-		reply_object(rp, 200, ev->text);
-	return true;
-}
-
-/*
- * Deletes one stored object (lock held): a scheduled pod is deleted gracefully (above);
- * finalizers make an object pending (deletionTimestamp, grace period 0, 200 with the object, as
- * kube-apiserver answers unless orphanDependents is false); else it goes (200 with the object
- * for the kinds whose registry returns it, else a Success Status). rp may be NULL.
- */
-static void delete_object(struct emu_server *srv, int res, const char *key, json_t *old,
-			  struct grace g, struct reply *rp)
-{
-	struct emu_resource *r = &srv->st.res[res];
-	json_t *meta = json_object_get(old, "metadata");
-	if (is_pod(r) && pod_graceful_delete(srv, res, key, old, g, rp))
-		return;
-	if (json_array_size(json_object_get(meta, "finalizers")) > 0) {
-		json_t *jgp = json_object_get(meta, "deletionGracePeriodSeconds");
-		if (json_object_get(meta, "deletionTimestamp") &&
-		    (!jgp || json_integer_value(jgp) == 0)) {
-			if (rp)
-				reply_dump(rp, 200, old);
-			return;
-		}
-		const struct emu_event *ev = emu_store_commit(&srv->st, res, key,
-							      mark_deleting(old, 0, false),
-							      EMU_MODIFIED);
-		if (rp)
-			reply_object(rp, 200, ev->text);
-		return;
-	}
-	if (emu_resource_returns_deleted(r)) {
-		const struct emu_event *ev = emu_store_commit(&srv->st, res, key,
-							      json_deep_copy(old), EMU_DELETED);
-		if (rp)
-			reply_object(rp, 200, ev->text);
-		return;
-	}
-	json_t *d = details_for(r, meta_str(old, "name"));
-	json_object_set_new(d, "uid", json_string(meta_str(old, "uid")));
-	emu_store_commit(&srv->st, res, key, json_deep_copy(old), EMU_DELETED);
-	json_t *s = json_pack("{s:s, s:s, s:{}, s:s, s:o}", "kind", "Status", "apiVersion", "v1",
-			      "metadata", "status", "Success", "details", d);
-	if (rp) {
-		free(rp->text);
-		rp->code = 200;
-		rp->text = json_dumps(s, JSON_COMPACT);
-	}
-	json_decref(s);
-}
-
-/* ---- namespace termination (what upstream's namespace controller does, done inline) ---- */
-
-static int ns_res(struct emu_server *srv)
-{
-	return emu_store_resource(&srv->st, "", "v1", "namespaces");
-}
-
-static bool ns_terminating(struct emu_server *srv, const char *ns)
-{
-	json_t *o = emu_store_get(&srv->st, ns_res(srv), ns);
-	return o && json_object_get(json_object_get(o, "metadata"), "deletionTimestamp");
-}
-
-/* Keys of every object in namespace ns of resource res (caller frees). */
-static char **ns_keys(struct emu_store *st, int res, const char *ns, size_t *n)
-{
-	char prefix[300];
-	snprintf(prefix, sizeof(prefix), "%s/", ns);
-	struct emu_resource *r = &st->res[res];
-	char **keys = NULL;
-	*n = 0;
-	for (size_t i = emu_store_lower_bound(r, prefix);
-	     i < r->n && !strncmp(r->items[i].key, prefix, strlen(prefix)); i++) {
-		keys = xrealloc(keys, (*n + 1) * sizeof(char *));
-		keys[(*n)++] = xstrdup(r->items[i].key);
-	}
-	return keys;
-}
-
-/* A terminating namespace goes once its last object is gone. */
-static void ns_maybe_finish(struct emu_server *srv, const char *ns)
-{
-	if (!ns || !ns_terminating(srv, ns))
-		return;
-	for (size_t i = 0; i < srv->st.nres; i++) {
-		size_t n;
-		char **keys = srv->st.res[i].namespaced ? ns_keys(&srv->st, (int)i, ns, &n) : NULL;
-		for (size_t j = 0; keys && j < n; j++)
-			free(keys[j]);
-		free(keys);
-		if (keys)
-			return;
-	}
-	int res = ns_res(srv);
-	char *name = xstrdup(ns); /* ns may point into the object being deleted */
-	emu_store_commit(&srv->st, res, name, json_deep_copy(emu_store_get(&srv->st, res, name)),
-			 EMU_DELETED);
-	free(name);
-}
-
-static void ns_delete(struct emu_call *k, const char *name, json_t *old, struct reply *rp)
-{
-	if (!strcmp(name, "default") || !strcmp(name, "kube-system") ||
-	    !strcmp(name, "kube-public")) {
-		char msg[256];
-		snprintf(msg, sizeof(msg), "namespaces \"%s\" is forbidden: this namespace may not "
-			 "be deleted", name);
-		reply_status(rp, 403, "Forbidden", msg, details_for(k->r, name));
-		return;
-	}
-	if (ns_terminating(k->srv, name)) {
-		reply_dump(rp, 200, old);
-		return;
-	}
-	char ts[RFC3339_BUFLEN];
-	now_rfc3339(ts, sizeof(ts));
-	json_t *nobj = json_deep_copy(old);
-	json_object_set_new(meta_of(nobj), "deletionTimestamp", json_string(ts));
-	json_object_set_new(nobj, "status", json_pack("{s:s}", "phase", "Terminating"));
-	const struct emu_event *ev = emu_store_commit(&k->srv->st, k->res, name, nobj,
-						      EMU_MODIFIED);
-	reply_object(rp, 200, ev->text);
-	for (size_t i = 0; i < k->srv->st.nres; i++) {
-		if (!k->srv->st.res[i].namespaced)
-			continue;
-		size_t n;
-		char **keys = ns_keys(&k->srv->st, (int)i, name, &n);
-		for (size_t j = 0; j < n; j++) {
-			json_t *o = emu_store_get(&k->srv->st, (int)i, keys[j]);
-			if (o)
-				delete_object(k->srv, (int)i, keys[j], o, (struct grace){ 0 },
-					      NULL);
-			free(keys[j]);
-		}
-		free(keys);
-	}
-	ns_maybe_finish(k->srv, name);
-}
-
-void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct reply *rp)
-{
-	if (k->dry_run) {
-		reply_dump(rp, 200, old);
-		return;
-	}
-	if (!strcmp(k->r->plural, "namespaces") && !*k->r->group) {
-		ns_delete(k, key, old, rp);
-		return;
-	}
-	char ns[300] = "";
-	snprintf(ns, sizeof(ns), "%s", meta_str(old, "namespace") ?: "");
-	delete_object(k->srv, k->res, key, old,
-		      (struct grace){ .given = k->has_grace, .seconds = k->grace }, rp);
-	if (k->r->namespaced)
-		ns_maybe_finish(k->srv, ns);
-}
-
-enum MHD_Result emu_do_delete(struct emu_call *k)
-{
-	struct reply rp = { 0 };
-	json_t *opts = NULL;
-	struct emu_store *st = &k->srv->st;
-	if (k->body_len) {
-		if (!parse_body(k, &opts, &rp))
-			goto out;
-		if (!json_is_object(opts)) {
-			reply_bad(&rp, "DeleteOptions must be a JSON object");
-			goto out;
-		}
-	}
-	if (!emu_delete_options(k, opts, &rp))
-		goto out;
-	char key[KEY_MAX];
-	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
-	pthread_mutex_lock(&st->mu);
-	json_t *old = emu_store_get(st, k->res, key);
-	if (!old)
-		reply_not_found(&rp, k->r, k->name);
-	else if (check_preconditions(k, opts, old, &rp))
-		emu_delete_locked(k, key, old, &rp);
-	pthread_mutex_unlock(&st->mu);
-out:
-	json_decref(opts);
-	return send_reply(k, &rp);
-}
-
-bool emu_delete_options(struct emu_call *k, const json_t *opts, struct reply *rp)
-{
-	const char *q = emu_arg(k, "gracePeriodSeconds");
-	if (q) {
-		char *end;
-		long long v = strtoll(q, &end, 10);
-		if (!*q || *end) {
-			reply_bad(rp, "gracePeriodSeconds: invalid value \"%.64s\": must be an integer",
-				  q);
-			return false;
-		}
-		k->has_grace = true;
-		k->grace = v;
-	}
-	json_t *jg = json_object_get(opts, "gracePeriodSeconds");
-	if (jg && !json_is_null(jg)) {
-		if (!json_is_integer(jg)) {
-			reply_bad(rp, "DeleteOptions.gracePeriodSeconds must be an integer");
-			return false;
-		}
-		k->has_grace = true;
-		k->grace = (long long)json_integer_value(jg);
-	}
-	const char *pp = emu_arg(k, "propagationPolicy");
-	json_t *jp = json_object_get(opts, "propagationPolicy");
-	if (jp && !json_is_null(jp)) {
-		if (!json_is_string(jp)) {
-			reply_bad(rp, "DeleteOptions.propagationPolicy must be a string");
-			return false;
-		}
-		pp = json_string_value(jp);
-	}
-	if (pp && strcmp(pp, "Orphan") && strcmp(pp, "Background") && strcmp(pp, "Foreground")) {
-		char detail[256];
-		snprintf(detail, sizeof(detail), "Unsupported value: \"%.64s\": supported values: "
-			 "\"Foreground\", \"Background\", \"Orphan\", \"nil\"", pp);
-		reply_invalid(rp, k->r, k->name, "propagationPolicy", "FieldValueNotSupported",
-			      detail);
-		return false;
-	}
-	return true;
-}
-
-/* The PodScheduled condition a bind sets (True), added or updated in status.conditions. */
-static void set_pod_scheduled(json_t *pod)
-{
-	json_t *status = json_object_get(pod, "status");
-	if (!json_is_object(status)) {
-		status = json_object();
-		json_object_set_new(pod, "status", status);
-	}
-	json_t *conds = json_object_get(status, "conditions");
-	if (!json_is_array(conds)) {
-		conds = json_array();
-		json_object_set_new(status, "conditions", conds);
-	}
-	char ts[RFC3339_BUFLEN];
-	now_rfc3339(ts, sizeof(ts));
-	size_t i;
-	json_t *c;
-	json_array_foreach(conds, i, c) {
-		const char *t = json_string_value(json_object_get(c, "type"));
-		if (json_is_object(c) && t && !strcmp(t, "PodScheduled")) {
-			json_object_set_new(c, "status", json_string("True"));
-			json_object_set_new(c, "lastTransitionTime", json_string(ts));
-			return;
-		}
-	}
-	json_array_append_new(conds, json_pack("{s:s, s:s, s:n, s:s}", "type", "PodScheduled",
-					       "status", "True", "lastProbeTime",
-					       "lastTransitionTime", ts));
-}
-
-/* ---- pods/binding ---- */
-
-enum MHD_Result emu_do_binding(struct emu_call *k)
-{
-	struct reply rp = { 0 };
-	json_t *b = NULL;
-	struct emu_store *st = &k->srv->st;
-	if (!parse_body(k, &b, &rp))
-		goto out;
-	if (!json_is_object(b)) {
-		reply_bad(&rp, "the request body must be a JSON Binding object");
-		goto out;
-	}
-	const char *kind = json_string_value(json_object_get(b, "kind"));
-	if (kind && strcmp(kind, "Binding")) {
-		reply_bad(&rp, "the kind in the data (%s) does not match the expected kind (Binding)",
-			  kind);
-		goto out;
-	}
-	const json_t *bmeta = json_object_get(b, "metadata");
-	const char *bname = json_string_value(json_object_get(bmeta, "name"));
-	const char *bns = json_string_value(json_object_get(bmeta, "namespace"));
-	if ((bname && *bname && strcmp(bname, k->name)) || (bns && *bns && strcmp(bns, k->ns))) {
-		reply_bad(&rp, "the name or namespace of the Binding (%s/%s) does not match the "
-			  "request (%s/%s)", bns ? bns : "", bname ? bname : "", k->ns, k->name);
-		goto out;
-	}
-	const json_t *target = json_object_get(b, "target");
-	const char *tkind = json_string_value(json_object_get(target, "kind"));
-	const char *node = json_string_value(json_object_get(target, "name"));
-	const json_t *ann = json_object_get(bmeta, "annotations");
-	if (!node || !*node) {
-		reply_invalid(&rp, k->r, k->name, "target.name", "FieldValueRequired",
-			      "Required value");
-		goto out;
-	}
-	if (tkind && *tkind && strcmp(tkind, "Node")) {
-		reply_invalid(&rp, k->r, k->name, "target.kind", "FieldValueNotSupported",
-			      "Unsupported value: must be empty or \"Node\"");
-		goto out;
-	}
-	if (ann && !json_is_null(ann) && !all_strings(ann, true)) {
-		reply_bad(&rp, "metadata.annotations must be a map of strings to strings");
-		goto out;
-	}
-	char key[KEY_MAX], why[600];
-	emu_store_key(k->r, k->ns, k->name, key, sizeof(key));
-	pthread_mutex_lock(&st->mu);
-	json_t *pod = emu_store_get(st, k->res, key);
-	const char *buid = json_string_value(json_object_get(bmeta, "uid"));
-	if (!pod) {
-		reply_not_found(&rp, k->r, k->name);
-	} else if (buid && *buid && strcmp(buid, meta_str(pod, "uid"))) {
-		snprintf(why, sizeof(why), "Precondition failed: UID in precondition: %s, UID in "
-			 "object meta: %s", buid, meta_str(pod, "uid"));
-		reply_conflict(&rp, k->r, k->name, why);
-	} else if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp")) {
-		snprintf(why, sizeof(why), "pod %s is being deleted, cannot be assigned to a host",
-			 k->name);
-		reply_conflict(&rp, k->r, k->name, why);
-	} else if (*pod_node(pod)) {
-		snprintf(why, sizeof(why), "pod %s is already assigned to node \"%s\"", k->name,
-			 pod_node(pod));
-		reply_conflict(&rp, k->r, k->name, why);
-	} else if (k->dry_run) {
-		rp.code = 201;
-		rp.text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-				  "\"status\":\"Success\",\"code\":201}");
-	} else {
-		json_t *nobj = json_deep_copy(pod);
-		json_t *spec = json_object_get(nobj, "spec");
-		if (!json_is_object(spec)) {
-			spec = json_object();
-			json_object_set_new(nobj, "spec", spec);
-		}
-		json_object_set_new(spec, "nodeName", json_string(node));
-		if (json_object_size(ann)) {
-			json_t *m = meta_of(nobj), *a = json_object_get(m, "annotations");
-			if (!json_is_object(a)) {
-				a = json_object();
-				json_object_set_new(m, "annotations", a);
-			}
-			json_object_update(a, (json_t *)ann);
-		}
-		set_pod_scheduled(nobj);
-		emu_store_commit(st, k->res, key, nobj, EMU_MODIFIED);
-		rp.code = 201;
-		rp.text = xstrdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-				  "\"status\":\"Success\",\"code\":201}");
-	}
-	pthread_mutex_unlock(&st->mu);
-out:
-	json_decref(b);
-	return send_reply(k, &rp);
+	return emu_send_reply(k, &rp);
 }

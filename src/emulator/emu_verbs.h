@@ -1,7 +1,8 @@
 /*
- * emu_verbs: the object verbs of kube-emulator (get, create, update, patch, delete, pods/binding)
- * with kube-apiserver's semantics; emu_watch.c builds list, watch and deletecollection on the
- * deletion helpers below.
+ * emu_verbs: the object verbs of kube-emulator with kube-apiserver's semantics: get, create,
+ * update and patch (emu_verbs.c), delete and namespace termination (emu_delete.c), pods/binding
+ * (emu_binding.c); emu_watch.c builds list, watch and deletecollection on the deletion helpers
+ * below.
  */
 #ifndef KCSI_EMULATOR_VERBS_H
 #define KCSI_EMULATOR_VERBS_H
@@ -11,6 +12,8 @@
 #include <stdbool.h>
 
 #include "emulator/emu_reply.h"
+
+struct emu_server;
 
 enum MHD_Result emu_do_get(struct emu_call *k);
 enum MHD_Result emu_do_create(struct emu_call *k);
@@ -27,5 +30,9 @@ enum MHD_Result emu_do_binding(struct emu_call *k);
 bool emu_delete_options(struct emu_call *k, const json_t *opts, struct reply *rp);
 /* Deletes (or marks for deletion, when finalizers remain) the stored object old at key. */
 void emu_delete_locked(struct emu_call *k, const char *key, json_t *old, struct reply *rp);
+/* Namespace ns is being deleted: nothing new may be created in it (store lock held). */
+bool emu_ns_terminating(struct emu_server *srv, const char *ns);
+/* Removes namespace ns when it is terminating and its last object is gone (store lock held). */
+void emu_ns_maybe_finish(struct emu_server *srv, const char *ns);
 
 #endif

@@ -213,11 +213,9 @@ static bool list_at_version(struct emu_call *k, struct list_range *lr, struct re
 		return false;
 	}
 	if (match && !strcmp(match, "Exact")) {
-		if (v < st->history_start) {
-			char msg[160];
-			snprintf(msg, sizeof(msg), "too old resource version: %llu (%" PRIu64 ")", v,
-				 st->history_start);
-			reply_status(rp, 410, "Expired", msg, NULL);
+		if (v < st->history_start) { /* kube-apiserver's words: the list goes to etcd */
+			reply_status(rp, 410, "Expired",
+				     "The resourceVersion for the provided list is too old.", NULL);
 			return false;
 		}
 		lr->rv = v;
@@ -410,6 +408,9 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 			strbuf_addf(&out, ",\"continue\":\"%s\"", tok);
 			if (!has_selectors(&q))
 				strbuf_addf(&out, ",\"remainingItemCount\":%zu", nv - i);
+		} else if (emu_resource_is_crd(k->r)) {
+			/* a custom resource's list says "continue":"" on its last page */
+			strbuf_addstr(&out, ",\"continue\":\"\"");
 		}
 		strbuf_addstr(&out, "},\"items\":[");
 		strbuf_add(&out, items.buf, items.len);

@@ -124,9 +124,23 @@ static void describe_exit(int status, char *buf, size_t len)
 		snprintf(buf, len, "stopped (status 0x%x)", status);
 }
 
-int up_procs_reap(struct up_procs *ps, bool restart)
+/* Gives p up after its last failure: says which, why and how to see more. */
+static void give_up(struct up_proc *p, const char *how)
+{
+	p->given_up = true;
+	p->restart_at = 0;
+	fprintf(stderr, "kcsi up: giving up on %s: it failed %d times in a row (last: %s)%s. "
+			"Last lines of %s:\n", p->name, p->restarts, how,
+		p->core ? "; it is a core component, so the stack stops"
+			: "; the rest of the stack keeps running without it",
+		p->log_path);
+	up_print_tail(p->log_path, TAIL_LINES);
+}
+
+int up_procs_reap(struct up_procs *ps)
 {
 	int exited = 0;
+	bool core_lost = false;
 	int64_t now = mono_now_ns();
 	for (int i = 0; i < ps->n; i++) {
 		struct up_proc *p = &ps->p[i];
@@ -140,24 +154,27 @@ int up_procs_reap(struct up_procs *ps, bool restart)
 			p->last_status = st;
 			char how[96];
 			describe_exit(st, how, sizeof(how));
-			if (!restart) {
-				fprintf(stderr, "kcsi up: %s %s. Last lines of %s:\n", p->name, how,
-					p->log_path);
-				up_print_tail(p->log_path, TAIL_LINES);
-				continue;
-			}
 			/* A child that ran for a minute starts its back-off afresh. */
 			if (now - p->start_ns > 60 * NSEC_PER_SEC)
 				p->restarts = 0;
+			p->restarts++;
+			if (ps->limit > 0 && p->restarts >= ps->limit) {
+				give_up(p, how);
+				core_lost = core_lost || p->core;
+				continue;
+			}
 			int64_t delay = BACKOFF_START_NS;
-			for (int k = 0; k < p->restarts && delay < BACKOFF_MAX_NS; k++)
+			for (int k = 1; k < p->restarts && delay < BACKOFF_MAX_NS; k++)
 				delay *= 2;
 			if (delay > BACKOFF_MAX_NS)
 				delay = BACKOFF_MAX_NS;
-			p->restarts++;
 			p->restart_at = now + delay;
-			fprintf(stderr, "kcsi up: %s %s; restarting in %llds. Last lines of %s:\n",
-				p->name, how, (long long)(delay / NSEC_PER_SEC), p->log_path);
+			fprintf(stderr, "kcsi up: %s %s; restarting in %llds (failure %d%s). Last lines of %s:\n",
+				p->name, how, (long long)(delay / NSEC_PER_SEC), p->restarts,
+				ps->limit > 0 ? (p->restarts + 1 == ps->limit ? ", the next one is the last"
+									     : "")
+					      : "",
+				p->log_path);
 			up_print_tail(p->log_path, TAIL_LINES);
 		} else if (p->restart_at && now >= p->restart_at) {
 			char err[256];
@@ -165,7 +182,7 @@ int up_procs_reap(struct up_procs *ps, bool restart)
 				fprintf(stderr, "kcsi up: %s\n", err);
 		}
 	}
-	return exited;
+	return core_lost ? -1 : exited;
 }
 
 static void stop_tier(struct up_procs *ps, int tier, int64_t grace_ns)

@@ -5,7 +5,10 @@
  * Each child runs in its own process group, with stdout and stderr appended to its log file and
  * PR_SET_PDEATHSIG set to SIGTERM, so a supervisor killed with SIGKILL still takes its children
  * down. A child that exits while the group runs is reported (status and the tail of its log) and
- * started again after a back-off that doubles from 1 s to 30 s.
+ * started again after a back-off that doubles from 1 s to 30 s. A child that failed `limit` times
+ * in a row (a run of a minute or more clears the count) is given up: reported once more, with
+ * why, and never started again, while the others keep running. Giving up a core child (one the
+ * whole group needs, up_proc.core) is the caller's to act on: up_procs_reap() says so.
  *
  * Life cycle: up_procs_add() for each child, up_proc_start() each, up_procs_reap() from the main
  * loop, up_procs_stop_all() at the end (SIGTERM in the reverse order of adding, SIGKILL after the
@@ -25,8 +28,10 @@ struct up_proc {
 	char **argv;         /* owned, NULL-terminated; argv[0] is an absolute path */
 	char log_path[4096];
 	pid_t pid;           /* 0 when not running */
-	int restarts;
+	int restarts;        /* failures in a row: exits after runs shorter than a minute */
 	int last_status;     /* wait status of the last exit */
+	bool core;           /* the group cannot work without it: giving it up ends the group */
+	bool given_up;       /* failed `limit` times in a row; never started again */
 	int64_t start_ns;    /* monotonic time of the last start */
 	int64_t restart_at;  /* monotonic time of the next start; 0 when none is due */
 	int tier;            /* stop order: higher tiers stop first (clients before their servers) */
@@ -36,6 +41,7 @@ struct up_proc {
 struct up_procs {
 	struct up_proc p[UP_MAX_PROCS];
 	int n;
+	int limit; /* failures in a row before a child is given up; 0: never (a kubelet's way) */
 };
 
 /* Adds a child (not started); argv is copied. Returns it, or NULL when the table is full. */
@@ -44,10 +50,11 @@ struct up_proc *up_procs_add(struct up_procs *ps, const char *name, const char *
 /* Starts (or restarts) a child. Returns 0, or -1 with a reason in err. */
 int up_proc_start(struct up_proc *p, char *err, size_t errlen);
 /*
- * Collects exited children and reports each with the tail of its log on stderr. With restart,
- * schedules their restart and starts the ones whose back-off has passed. Returns how many exited.
+ * Collects exited children, reports each with the tail of its log on stderr, schedules their
+ * restart (or gives them up, see above) and starts the ones whose back-off has passed. Returns
+ * how many exited, or -1 when a core child was given up (reported).
  */
-int up_procs_reap(struct up_procs *ps, bool restart);
+int up_procs_reap(struct up_procs *ps);
 /*
  * Stops the children tier by tier, highest first: SIGTERM to every running child of the tier,
  * SIGKILL to those still alive after grace_ns, then the next tier.

@@ -10,6 +10,9 @@
  *
  * Signals: SIGINT and SIGTERM are blocked and taken with sigtimedwait() in the one loop that also
  * reaps children, so a Ctrl-C at any moment (even during start-up) leads to the same orderly stop.
+ *
+ * The objects the run keeps on the API server are objects.c's; what it leaves under its work dir,
+ * cleanup.c's (the map: up_internal.h).
  */
 #include "up/up.h"
 
@@ -38,7 +41,9 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader.h"
+#include "up/crds.h"
 #include "up/proc.h"
+#include "up/up_internal.h"
 
 #define LOOP_DRIVER "loop.kcsi.io"
 /*
@@ -50,41 +55,6 @@
 #define KUBE_BURST "--kube-api-burst=400"
 #define STOP_GRACE_NS (3 * NSEC_PER_SEC) /* per tier; every kcsi component stops within 1 s */
 #define TICK_NS (20 * NSEC_PER_MSEC)
-
-/* An HTTP endpoint that answers 200 once a component is past its start-up. */
-struct up_probe {
-	const struct up_proc *proc;
-	int port;
-	const char *path;
-};
-
-struct up {
-	const struct up_config *cfg;
-	char dir[PATH_MAX];
-	char bin[PATH_MAX];
-	char kubeconfig[PATH_MAX + 16];
-	char driver_name[256];
-	bool attach_required;
-	bool snapshots; /* the driver has CREATE_DELETE_SNAPSHOT: csi-snapshotter runs beside it */
-	bool temp_dir;
-	bool external; /* --kubeconfig: someone else's API server, which outlives us */
-	bool no_snapshot_api; /* the API server serves no snapshot.storage.k8s.io/v1 (no CRDs) */
-	struct kube_config *kcfg;
-	struct kube_client *kc;
-	/* Objects this run made on an external API server, deleted in reverse order at exit. */
-	struct up_created {
-		const struct kube_resource *res;
-		const char *ns;
-		char name[256];
-	} created[2 + 3 * 16]; /* CSIDriver, attacher Lease, 3 per node */
-	int ncreated;
-	struct up_procs procs;
-	struct up_probe probes[UP_MAX_PROCS];
-	int nprobes;
-	sigset_t sigs;
-	int64_t t0;
-	char node_env[32]; /* while set, start_kcsi() gives the child NODE_NAME=<it> */
-};
 
 static volatile int stop_signal;
 
@@ -208,6 +178,8 @@ static struct up_proc *start_kcsi(struct up *u, const char *name, const char *bi
 	}
 	p->tier = !strcmp(binary, "kube-emulator") ? TIER_APISERVER
 		  : !strcmp(binary, "kcsi-loopplugin") ? TIER_DRIVER : TIER_CLIENT;
+	/* up.h: the components no node can do without */
+	p->core = !strcmp(binary, "kube-emulator") || !strcmp(binary, "kcsi-controller-manager");
 	if (u->node_env[0])
 		snprintf(p->env, sizeof(p->env), "NODE_NAME=%s", u->node_env);
 	if (up_proc_start(p, err, sizeof(err))) {
@@ -278,10 +250,10 @@ static struct up_proc *start_driver(struct up *u, const char *name, const char *
 /* ---- waiting ---- */
 
 /*
- * Sleeps one tick while watching for a stop signal and for children that exit. Before the stack
- * is ready (ready == false) an exit is fatal: returns -1 after reporting it.
+ * Sleeps one tick while watching for a stop signal and for children that exit (restarted, or
+ * given up: proc.h). Returns -1 on a stop signal or when a core component was given up.
  */
-static int tick(struct up *u, bool ready)
+static int tick(struct up *u)
 {
 	struct timespec ts = { 0, TICK_NS };
 	int sig = sigtimedwait(&u->sigs, NULL, &ts);
@@ -289,7 +261,7 @@ static int tick(struct up *u, bool ready)
 		stop_signal = sig;
 		return -1;
 	}
-	return up_procs_reap(&u->procs, ready) > 0 && !ready ? -1 : 0;
+	return up_procs_reap(&u->procs) < 0 ? -1 : 0;
 }
 
 static bool file_has(const char *path, const char *needle)
@@ -307,7 +279,7 @@ static bool file_has(const char *path, const char *needle)
 static int wait_for_file(struct up *u, const char *path, const char *needle, int64_t deadline)
 {
 	while (!file_has(path, needle)) {
-		if (tick(u, false))
+		if (tick(u))
 			return -1;
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: %s did not appear in time\n", path);
@@ -324,8 +296,13 @@ static int learn_driver(struct up *u, const char *sock, int64_t deadline)
 	pathf(endpoint, sizeof(endpoint), "unix://%s", sock);
 	struct stat st;
 	while (stat(sock, &st) != 0) {
-		if (tick(u, false))
+		if (tick(u))
 			return -1;
+		if (u->first_driver && u->first_driver->given_up) {
+			fprintf(stderr, "kcsi up: without %s nothing can start (its name decides the "
+					"CSIDriver and the sockets)\n", u->first_driver->name);
+			return -1;
+		}
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: the driver did not create %s in time\n", sock);
 			return -1;
@@ -374,131 +351,17 @@ out:
 	return rc;
 }
 
-static void remember(struct up *u, const struct kube_resource *res, const char *ns,
-		     const char *name)
-{
-	int max = (int)(sizeof(u->created) / sizeof(u->created[0]));
-	if (!u->external || u->ncreated >= max)
-		return;
-	struct up_created *c = &u->created[u->ncreated++];
-	c->res = res;
-	c->ns = ns;
-	snprintf(c->name, sizeof(c->name), "%s", name);
-}
-
-/*
- * Deletes what this run created on an external API server, newest first: a node's Lease and
- * CSINode before its Node, the CSIDriver last. Runs after every process stopped, so no kcsi-node
- * writes its Node again. Gone already (404) is fine; anything else is reported.
- */
-static int delete_created(struct up *u)
-{
-	int failed = 0;
-	for (int i = u->ncreated - 1; i >= 0; i--) {
-		struct up_created *c = &u->created[i];
-		struct kube_err e;
-		if (kube_delete(u->kc, c->res, c->ns, c->name, NULL, NULL, &e) &&
-		    !kube_err_is_not_found(&e)) {
-			fprintf(stderr, "kcsi up: could not delete %s %s: %s\n", c->res->resource, c->name,
-				e.message);
-			failed++;
-		}
-	}
-	u->ncreated = 0;
-	return failed;
-}
-
-/*
- * The CSIDriver object a driver's deployment would create: attachRequired from the driver's
- * PUBLISH_UNPUBLISH_VOLUME capability, pod info on mount so drivers see who mounts.
- */
-static int create_csidriver(struct up *u, struct kube_client *kc)
-{
-	json_t *obj = json_pack("{s:s, s:s, s:{s:s}, s:{s:b, s:b, s:[s], s:s}}",
-				"apiVersion", "storage.k8s.io/v1", "kind", "CSIDriver",
-				"metadata", "name", u->driver_name,
-				"spec", "attachRequired", u->attach_required, "podInfoOnMount", 1,
-				"volumeLifecycleModes", "Persistent", "fsGroupPolicy",
-				"ReadWriteOnceWithFSType");
-	struct kube_err e;
-	json_t *r = kube_create(kc, &KUBE_RES_CSIDRIVERS, NULL, obj, &e);
-	json_decref(obj);
-	if (!r && e.code != 409) {
-		fprintf(stderr, "kcsi up: creating CSIDriver %s: %s\n", u->driver_name, e.message);
-		return -1;
-	}
-	if (r) /* one that was there before is not ours to delete */
-		remember(u, &KUBE_RES_CSIDRIVERS, NULL, u->driver_name);
-	json_decref(r);
-	return 0;
-}
-
-/*
- * On an external API server, node-1..N must be new: a Node of that name belongs to a real kubelet
- * (or to another kcsi up), and deleting it at exit would take it from its owner. Each node's
- * Node, CSINode and Lease (written by kcsi-node) are then ours to delete.
- */
-static int claim_node_names(struct up *u)
-{
-	for (int i = 1; i <= u->cfg->nodes; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "node-%d", i);
-		struct kube_err e;
-		json_t *n = kube_get(u->kc, &KUBE_RES_NODES, NULL, name, &e);
-		json_decref(n);
-		if (n) {
-			fprintf(stderr, "kcsi up: Node %s already exists on that cluster; kcsi up runs only "
-					"nodes it creates (remove it, or use another cluster)\n", name);
-			return -1;
-		}
-		if (!kube_err_is_not_found(&e)) {
-			fprintf(stderr, "kcsi up: reading Node %s: %s\n", name, e.message);
-			return -1;
-		}
-		remember(u, &KUBE_RES_NODES, NULL, name);
-		remember(u, &KUBE_RES_CSINODES, NULL, name);
-		remember(u, &KUBE_RES_LEASES, "kube-node-lease", name);
-	}
-	return 0;
-}
-
-/* True when every node is Ready with the driver in its CSINode. */
-static bool nodes_ready(struct up *u, struct kube_client *kc)
-{
-	struct kube_err e;
-	for (int i = 1; i <= u->cfg->nodes; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "node-%d", i);
-		json_t *cn = kube_get(kc, &KUBE_RES_CSINODES, NULL, name, &e);
-		bool has = false;
-		size_t k;
-		json_t *d;
-		json_array_foreach(json_object_get(json_object_get(cn, "spec"), "drivers"), k, d) {
-			const char *dn = json_string_value(json_object_get(d, "name"));
-			has = has || (dn && !strcmp(dn, u->driver_name));
-		}
-		json_decref(cn);
-		if (!has)
-			return false;
-		json_t *node = kube_get(kc, &KUBE_RES_NODES, NULL, name, &e);
-		bool ready = false;
-		json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), k, d) {
-			const char *t = json_string_value(json_object_get(d, "type"));
-			const char *s = json_string_value(json_object_get(d, "status"));
-			ready = ready || (t && s && !strcmp(t, "Ready") && !strcmp(s, "True"));
-		}
-		json_decref(node);
-		if (!ready)
-			return false;
-	}
-	return true;
-}
-
 static bool probes_ready(struct up *u)
 {
-	for (int i = 0; i < u->nprobes; i++)
+	for (int i = 0; i < u->nprobes; i++) {
+		/* a livenessprobe of a driver given up stays unready: not waited for */
+		const struct up_proc *p = u->probes[i].proc;
+		const char *slash = strchr(p->name, '/');
+		if (p->given_up || (slash && up_instance_given_up(u, slash + 1)))
+			continue;
 		if (http_status(u->probes[i].port, u->probes[i].path) != 200)
 			return false;
+	}
 	return true;
 }
 
@@ -528,6 +391,12 @@ static int port_arg(char *arg)
 		add_probe(u, p_, port_, path);                                                   \
 	} while (0)
 
+/* Group snapshots are behind upstream's gate; the local stack turns it on where the API has them. */
+static const char *group_gate(const struct up *u)
+{
+	return u->no_group_api ? "CSIVolumeGroupSnapshot=false" : "CSIVolumeGroupSnapshot=true";
+}
+
 /*
  * The sidecars of one controller-mode driver instance at sock: provisioner, attacher, resizer
  * (loop driver: a --driver-cmd driver may not expand, and csi-resizer exits then), snapshotter
@@ -546,7 +415,7 @@ static int start_controller_sidecars(struct up *u, const char *sock)
 	if (u->snapshots && !u->no_snapshot_api)
 		START_PROBED(u, "csi-snapshotter", "csi-snapshotter", "/metrics", "--csi-address",
 			     sock, "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
-			     "--feature-gates", "CSIVolumeGroupSnapshot=true");
+			     "--feature-gates", group_gate(u));
 	/* One livenessprobe per driver instance, as a driver's pod carries one: its /healthz is the
 	 * driver's Probe, so "ready" also means every driver says it is ready. */
 	START_PROBED(u, "livenessprobe/controller", "livenessprobe", "/healthz", "--csi-address", sock);
@@ -563,17 +432,15 @@ static int start_controllers(struct up *u)
 			     "*,volume-scheduler");
 	if (u->no_snapshot_api)
 		goto sidecars;
-	/* group snapshots are behind upstream's gate; the local stack turns it on */
 	START_PROBED(u, "snapshot-controller", "snapshot-controller", "/metrics", "--kubeconfig",
-		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates",
-		     "CSIVolumeGroupSnapshot=true");
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", group_gate(u));
 sidecars:
 	if (u->cfg->distributed) {
 		/* The nodes' attachers elect their leader through this Lease: ours to delete too. */
 		char lease[256];
 		kube_leader_lease_name("external-attacher-leader", u->driver_name, lease, sizeof(lease));
 		if (u->attach_required)
-			remember(u, &KUBE_RES_LEASES, "default", lease);
+			up_remember(u, &KUBE_RES_LEASES, "default", lease);
 		return 0;
 	}
 	char sock[PATH_MAX + 32];
@@ -677,8 +544,12 @@ static void print_status(struct up *u)
 				url = buf;
 			}
 		printf("  %-40s pid %-7d %-8s %s\n", p->name, (int)p->pid,
-		       p->pid > 0 ? "running" : "stopped", url);
+		       p->given_up ? "given up" : p->pid > 0 ? "running" : "stopped", url);
 	}
+	if (u->no_snapshot_api)
+		printf("  %-40s not running: the cluster serves no snapshot CRDs\n"
+		       "  %-40s not running: the cluster serves no snapshot CRDs\n",
+		       "snapshot-controller", "csi-snapshotter");
 }
 
 /* Whether this run starts the given binary at all. */
@@ -764,36 +635,15 @@ static int start_first_drivers(struct up *u, char *sock, size_t len)
 	if (!u->cfg->distributed) {
 		pathf(sock, len, "%s/controller/csi.sock", u->dir);
 		unlink(sock);
-		return start_driver(u, "driver/controller", sock, "controller", "controller") ? 0 : -1;
+		u->first_driver = start_driver(u, "driver/controller", sock, "controller", "controller");
+		return u->first_driver ? 0 : -1;
 	}
 	for (int i = 1; i <= u->cfg->nodes; i++)
 		if (start_node_driver(u, i))
 			return -1;
+	u->first_driver = &u->procs.p[0]; /* node-1's: the first process added */
 	node_sock(u, "node-1", sock, len);
 	return 0;
-}
-
-/*
- * Most clusters do not install the external-snapshotter CRDs. Without them snapshot-controller
- * exits after --retry-crd-interval-max (as upstream's does), so on such a cluster the snapshot
- * components are not started, and kcsi up says so at start; everything else runs.
- */
-static void check_snapshot_api(struct up *u)
-{
-	if (!u->external)
-		return;
-	struct strbuf out = STRBUF_INIT;
-	struct kube_err e = { 0 };
-	struct kube_request rq = { .method = "GET", .path = "/apis/snapshot.storage.k8s.io/v1" };
-	if (kube_do(u->kc, &rq, &out, &e) < 0) {
-		u->no_snapshot_api = true;
-		printf("kcsi up: the cluster does not serve snapshot.storage.k8s.io/v1 (HTTP %d): "
-		       "snapshot-controller and csi-snapshotter are not started, the rest of the stack "
-		       "is; install the external-snapshotter CRDs (its client/config/crd) and run kcsi "
-		       "up again for snapshots\n", e.code);
-		fflush(stdout);
-	}
-	strbuf_release(&out);
 }
 
 /* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
@@ -804,14 +654,13 @@ static int bring_up(struct up *u)
 	if (check_binaries_and_dirs(u) || start_first_drivers(u, sock, sizeof(sock)) ||
 	    start_apiserver(u, deadline) || learn_driver(u, sock, deadline))
 		return -1;
-	check_snapshot_api(u);
-	if (create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
+	if (up_check_snapshot_api(u, deadline) || up_create_csidriver(u, u->kc) || (u->external && up_claim_node_names(u)) || start_controllers(u))
 		return -1;
 	for (int i = 1; i <= u->cfg->nodes; i++)
 		if ((!u->cfg->distributed && start_node_driver(u, i)) || start_node_sidecars(u, i))
 			return -1;
-	while (!probes_ready(u) || !nodes_ready(u, u->kc)) {
-		if (tick(u, false))
+	while (!probes_ready(u) || !up_nodes_ready(u, u->kc)) {
+		if (tick(u))
 			return -1;
 		if (mono_now_ns() > deadline) {
 			fprintf(stderr, "kcsi up: the stack was not ready within %llds; see the logs in %s/logs\n",
@@ -820,140 +669,6 @@ static int bring_up(struct up *u)
 		}
 	}
 	return 0;
-}
-
-/* ---- tear-down ---- */
-
-/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape_mount_path(char *s)
-{
-	char *w = s;
-	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-		    r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	}
-	*w = '\0';
-}
-
-static bool below(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 && path[n] == '/';
-}
-
-static int cmp_len_desc(const void *a, const void *b)
-{
-	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
-	return la < lb ? 1 : la > lb ? -1 : 0;
-}
-
-static int unmount_below(const char *dir)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return 0;
-	char **list = NULL, line[8192];
-	size_t n = 0, cap = 0;
-	while (fgets(line, sizeof(line), f)) {
-		char mp[4096];
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
-			continue;
-		unescape_mount_path(mp);
-		if (!below(mp, dir))
-			continue;
-		if (n == cap)
-			list = xrealloc(list, (cap = cap ? cap * 2 : 16) * sizeof(char *));
-		list[n++] = xstrdup(mp);
-	}
-	fclose(f);
-	if (n > 1)
-		qsort(list, n, sizeof(char *), cmp_len_desc);
-	int failed = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (umount2(list[i], 0) && errno != EINVAL && errno != ENOENT &&
-		    umount2(list[i], MNT_DETACH)) {
-			fprintf(stderr, "kcsi up: cannot unmount %s: %s\n", list[i], strerror(errno));
-			failed++;
-		}
-		free(list[i]);
-	}
-	free(list);
-	return failed;
-}
-
-static int detach_loops_below(const char *dir)
-{
-	DIR *d = opendir("/sys/block");
-	if (!d)
-		return 0;
-	int failed = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "loop", 4))
-			continue;
-		char path[512], backing[PATH_MAX];
-		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", e->d_name);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		bool ours = fgets(backing, sizeof(backing), f) && below(backing, dir);
-		fclose(f);
-		if (!ours)
-			continue;
-		snprintf(path, sizeof(path), "/dev/%s", e->d_name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || ioctl(fd, LOOP_CLR_FD, 0)) {
-			fprintf(stderr, "kcsi up: cannot detach %s: %s\n", path, strerror(errno));
-			failed++;
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-	closedir(d);
-	return failed;
-}
-
-int up_cleanup_dir(const char *dir)
-{
-	char real[PATH_MAX];
-	if (!realpath(dir, real))
-		snprintf(real, sizeof(real), "%s", dir);
-	int failed = unmount_below(real) + detach_loops_below(real);
-	if (strcmp(real, dir))
-		failed += unmount_below(dir) + detach_loops_below(dir);
-	return failed;
-}
-
-/* Removes a tree without crossing into another filesystem (a mount left behind stays intact). */
-static int remove_tree(const char *path, dev_t dev)
-{
-	struct stat st;
-	if (lstat(path, &st))
-		return errno == ENOENT ? 0 : -1;
-	if (st.st_dev != dev)
-		return -1;
-	if (S_ISDIR(st.st_mode)) {
-		DIR *d = opendir(path);
-		if (!d)
-			return -1;
-		struct dirent *e;
-		int rc = 0;
-		while ((e = readdir(d))) {
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			char sub[PATH_MAX];
-			snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-			rc |= remove_tree(sub, dev);
-		}
-		closedir(d);
-		return rmdir(path) || rc ? -1 : 0;
-	}
-	return unlink(path);
 }
 
 /* ---- the whole life ---- */
@@ -975,6 +690,7 @@ int up_run(const struct up_config *cfg)
 	signal(SIGTERM, SIG_DFL);
 	sigprocmask(SIG_BLOCK, &u->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	u->procs.limit = cfg->restart_limit;
 
 	if (cfg->dir && strlen(cfg->dir) > MAX_DIR_LEN) {
 		fprintf(stderr, "kcsi up: --dir is longer than %d characters\n", MAX_DIR_LEN);
@@ -1023,20 +739,28 @@ int up_run(const struct up_config *cfg)
 			fclose(f);
 		}
 		print_status(u);
-		printf("kcsi up: ready in %.2f s: %d node%s, driver %s\n"
+		int given_up = 0;
+		for (int i = 0; i < u->procs.n; i++)
+			given_up += u->procs.p[i].given_up;
+		printf("kcsi up: ready in %.2f s: %d node%s, driver %s%s\n"
 		       "export KUBECONFIG=%s\n",
 		       (double)(mono_now_ns() - u->t0) / 1e9, cfg->nodes, cfg->nodes == 1 ? "" : "s",
-		       u->driver_name, u->kubeconfig);
+		       u->driver_name, given_up ? " (without the components given up above)" : "",
+		       u->kubeconfig);
 		fflush(stdout);
-		while (!tick(u, true))
+		while (!tick(u))
 			;
+		if (!stop_signal) /* a core component was given up */
+			code = 1;
 	}
 	if (stop_signal)
 		printf("kcsi up: %s, stopping\n", stop_signal == SIGINT ? "interrupted" : "terminated");
 	fflush(stdout);
 	up_procs_stop_all(&u->procs, STOP_GRACE_NS);
 	up_procs_release(&u->procs);
-	if (u->ncreated && delete_created(u))
+	if (u->ncreated && up_delete_created(u))
+		code = 1;
+	if (u->crds.n && up_crds_remove(u->kc, &u->crds, 10 * NSEC_PER_SEC))
 		code = 1;
 	kube_client_free(u->kc);
 	kube_config_free(u->kcfg);
@@ -1048,7 +772,7 @@ int up_run(const struct up_config *cfg)
 	}
 	if (u->temp_dir && !cfg->keep && !left) {
 		struct stat st;
-		if (stat(u->dir, &st) || remove_tree(u->dir, st.st_dev))
+		if (stat(u->dir, &st) || up_remove_tree(u->dir, st.st_dev))
 			fprintf(stderr, "kcsi up: could not remove %s: %s\n", u->dir, strerror(errno));
 	} else {
 		char ready[PATH_MAX + 8];

@@ -20,6 +20,13 @@
  * D/nodes/N/csi.sock with its own csi-provisioner --node-deployment (and csi-attacher).
  * --kubeconfig: no kube-emulator; the objects kcsi up makes on that API server (CSIDriver, each
  * node's Node, CSINode, Lease) are listed and deleted, newest first, after the processes stop.
+ * With --install-snapshot-crds the snapshot CRDs it creates there (up/crds.h) are deleted last.
+ *
+ * A component that exits is restarted with a back-off; after restart_limit failures in a row it is
+ * given up and the rest keeps running. Only the core components end the stack when given up:
+ * the API server (kube-emulator), which everything talks to, and kcsi-controller-manager, without
+ * which no claim is bound, no volume attached and no pod scheduled on any node. Every other
+ * component serves one driver instance or one node, and the others still work without it.
  *
  * up_run() blocks until SIGINT or SIGTERM, then stops every process, unmounts whatever is still
  * mounted under D, detaches loop devices whose image lives under D, and (for a temporary D that
@@ -44,9 +51,12 @@ struct up_config {
 	const char *kubeconfig; /* an existing API server instead of kube-emulator; NULL: none */
 	bool no_controllers;    /* with kubeconfig: the cluster's own controllers and scheduler */
 	bool distributed;       /* --provisioning=distributed: no controller-mode driver */
+	bool install_snapshot_crds; /* with kubeconfig: create the missing snapshot CRDs */
+	int restart_limit;      /* failures in a row before a component is given up; 0: never */
 };
 
-/* Returns the process exit code: 0 after a clean stop, 1 when the stack could not start. */
+/* Returns the process exit code: 0 after a clean stop, 1 when the stack could not start or a core
+ * component was given up. */
 int up_run(const struct up_config *cfg);
 
 /*

@@ -7,8 +7,13 @@
 #     real scheduler, PV binder and attach/detach controller;
 #  2. without them (etcd and kube-apiserver only), kcsi-controller-manager does their work.
 # Both times kcsi up says at start that snapshot-controller and csi-snapshotter are not started
-# for want of the CRDs, the rest of the stack runs, and after SIGTERM exactly what kcsi up added
-# (Node, CSINode, node Lease, CSIDriver) is gone while what the test made is still there.
+# for want of the CRDs (and lists them as not running), the rest of the stack runs, and after
+# SIGTERM exactly what kcsi up added (Node, CSINode, node Lease, CSIDriver) is gone while what
+# the test made is still there.
+#  3. --install-snapshot-crds, on the real controllers, with one of the six CRDs there already
+#     (the cluster's): kcsi up creates the other five from deploy/kubernetes/snapshot-crds, the
+#     snapshot components run, a VolumeSnapshot of the writer's claim becomes ready and restores
+#     into a bound claim; at exit the five are gone and the cluster's one is still there.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}"
 . "$(dirname "$0")/lib_proc.sh" up-realcp
@@ -31,6 +36,8 @@ run_flow() { # label dir kcsi-up-args...
 		fail "$label: kcsi up did not say that the snapshot CRDs are missing"
 	grep -qE "^  (snapshot-controller|csi-snapshotter) +pid" "$d.out" &&
 		fail "$label: a snapshot component was started without the CRDs"
+	[ "$(grep -cE "^  (snapshot-controller|csi-snapshotter) +not running: the cluster serves no snapshot CRDs" "$d.out")" = 2 ] ||
+		fail "$label: the status does not list the snapshot components as not running"
 	$kubectl apply -f "$KCSI_SRC/examples/storageclass-wffc.yaml" \
 		-f "$KCSI_SRC/examples/pvc-filesystem.yaml" -f "$KCSI_SRC/examples/pod-writer.yaml" \
 		>/dev/null || fail "$label: kubectl apply of the examples"
@@ -61,9 +68,53 @@ run_flow() { # label dir kcsi-up-args...
 	$kubectl delete configmap keep-me >/dev/null
 }
 
+crd_names() { $kubectl get crd -o name 2>/dev/null | grep -c 'snapshot.storage.k8s.io$'; }
+crd_flow() { # label dir kcsi-up-args...
+	local label=$1 d=$2
+	shift 2
+	export KUBECONFIG=$RKC
+	# the cluster's own CRD, which kcsi up must neither replace nor delete
+	$kubectl apply -f "$KCSI_SRC/deploy/kubernetes/snapshot-crds/snapshot.storage.k8s.io_volumesnapshotclasses.yaml" \
+		>/dev/null || fail "$label: applying one CRD"
+	start_up "$d" --nodes 1 --kubeconfig "$RKC" --install-snapshot-crds "$@" || return
+	grep -q "CRD volumesnapshotclasses.snapshot.storage.k8s.io is there already: left as it is" "$d.out" ||
+		fail "$label: kcsi up did not leave the cluster's CRD alone"
+	grep -q "installed 5 snapshot CRDs" "$d.out" || fail "$label: kcsi up did not install the 5 missing CRDs"
+	[ "$(crd_names)" = 6 ] || fail "$label: $(crd_names) snapshot CRDs served, want 6"
+	for c in snapshot-controller csi-snapshotter; do
+		grep -qE "^  $c +pid [0-9]+ +running" "$d.out" || fail "$label: $c is not running"
+	done
+	$kubectl apply -f "$KCSI_SRC/examples/storageclass-wffc.yaml" -f "$KCSI_SRC/examples/storageclass-immediate.yaml" \
+		-f "$KCSI_SRC/examples/pvc-filesystem.yaml" -f "$KCSI_SRC/examples/pod-writer.yaml" \
+		>/dev/null || fail "$label: kubectl apply of the examples"
+	wait_for 60 phase_is pod/writer Running || fail "$label: pod/writer not Running"
+	$kubectl apply -f "$KCSI_SRC/examples/snapshot.yaml" >/dev/null || fail "$label: kubectl apply of examples/snapshot.yaml"
+	ready() { [ "$($kubectl get volumesnapshot data-snap -o jsonpath='{.status.readyToUse}')" = true ]; }
+	wait_for 60 ready || fail "$label: VolumeSnapshot data-snap not ready: $($kubectl get volumesnapshot data-snap -o jsonpath='{.status}')"
+	wait_for 60 phase_is pvc/data-restored Bound || fail "$label: the restored claim is not Bound"
+	$kubectl get volumegroupsnapshots >/dev/null 2>&1 || fail "$label: the group snapshot kinds are not served"
+	$kubectl delete pod writer --grace-period=0 --timeout=60s >/dev/null 2>&1 || fail "$label: deleting pod/writer"
+	$kubectl delete pvc data-restored --timeout=60s >/dev/null || fail "$label: deleting pvc/data-restored"
+	$kubectl delete volumesnapshot data-snap --timeout=60s >/dev/null || fail "$label: deleting the snapshot"
+	$kubectl delete pvc data --timeout=60s >/dev/null || fail "$label: deleting pvc/data"
+	wait_for 30 no_objects volumesnapshotcontents || fail "$label: VolumeSnapshotContents left"
+	wait_for 30 no_objects pv || fail "$label: PVs left after the claims were deleted"
+	$kubectl delete volumesnapshotclass kcsi-loop-snap >/dev/null
+	stop_up || fail "$label: kcsi up exited non-zero on SIGTERM"
+	grep -q "deleted the 5 snapshot CRDs it installed" "$d.out" || fail "$label: kcsi up did not delete its CRDs"
+	[ "$(crd_names)" = 1 ] || fail "$label: snapshot CRDs after exit: $($kubectl get crd -o name) (want the cluster's one only)"
+	$kubectl get crd volumesnapshotclasses.snapshot.storage.k8s.io >/dev/null 2>&1 ||
+		fail "$label: kcsi up deleted the CRD it did not create"
+	[ "$(grep -cF " $d/" /proc/self/mountinfo)" = 0 ] || fail "$label: mounts left under $d"
+	$kubectl delete sc kcsi-loop-wffc kcsi-loop >/dev/null
+	$kubectl delete crd volumesnapshotclasses.snapshot.storage.k8s.io >/dev/null
+}
+
 # ---- 1. the real controllers: --no-controllers ----
 realcp_start
 run_flow "real controllers" "$T/real" --no-controllers
+# ---- 3. the same control plane, kcsi up installing the snapshot CRDs ----
+crd_flow "install-snapshot-crds" "$T/crds" --no-controllers
 realcp_stop
 
 # ---- 2. etcd and kube-apiserver only: kcsi-controller-manager ----
