@@ -30,6 +30,7 @@ void prov_claim_done(struct prov_ctrl *c, const char *key)
 	struct kube_obj *o = kube_hmap_del(&c->in_progress, key);
 	pthread_mutex_unlock(&c->mu);
 	kube_obj_unref(o);
+	prov_topo_forget(c, key);
 }
 
 static void claim_in_progress(struct prov_ctrl *c, const char *key, const struct kube_obj *o)
@@ -71,8 +72,8 @@ static int reschedule(struct prov_ctrl *c, const struct kube_pvc *pvc)
 
 /*
  * Whether the claim needs no CreateVolume now: its PV exists or is being saved, its class names
- * another provisioner, its selected node is gone (the claim is rescheduled), or an external
- * populator fills its data source. *res then says what becomes of the key. The claims that go
+ * another provisioner, or an external populator fills its data source. (A selected node that is
+ * gone is prepare.c's business: the claim is rescheduled unless its topology is cached.) *res then says what becomes of the key. The claims that go
  * on get the Provisioning event.
  */
 static bool preflight(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
@@ -97,20 +98,6 @@ static bool preflight(struct prov_ctrl *c, const char *key, const struct kube_ob
 		       sc->provisioner ? sc->provisioner : "", key);
 		prov_claim_done(c, key);
 		return true;
-	}
-	if (pvc->selected_node && *pvc->selected_node && c->node_inf) {
-		struct kube_obj *node = prov_store_get(c->node_inf, NULL, pvc->selected_node);
-		if (!node) {
-			prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
-				   "failed to get target node: node \"%s\" not found", pvc->selected_node);
-			if (reschedule(c, pvc)) {
-				*res = PROV_WORK_RETRY;
-				return true;
-			}
-			prov_claim_done(c, key);
-			return true;
-		}
-		kube_obj_unref(node);
 	}
 	prov_event(c, o, KUBE_EVENT_NORMAL, "Provisioning",
 		   "External provisioner is provisioning volume for claim \"%s\"", key);
@@ -269,7 +256,7 @@ static char *pv_of_volume(struct prov_ctrl *c, const struct kube_obj *o, const s
 		.nmount_options = sc->nmount_options, .secrets = p->secrets, .claim_ns = pvc->meta.ns,
 		.claim_name = pvc->meta.name, .claim_uid = kube_obj_uid(o, uid, sizeof(uid)),
 		.claim_rv = pvc->meta.rv, .finalizer = c->o.gates.honor_pv_reclaim_policy,
-		.affinity = &aff,
+		.affinity = &aff, .vac_name = pvc->vac_name,
 	};
 	char *pvj = prov_pv_json(&ps);
 	prov_terms_free(&aff);
@@ -322,6 +309,12 @@ enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct
 		KLOG_E("Failed to provision volume for claim %s: %s", key, err);
 		prov_metrics_provision(c->metrics, p.cls, p.source, false, 0);
 		res = PROV_WORK_RETRY;
+		/* The selected node's CSINode is gone: hand the claim back to the scheduler. */
+		if (state == PROV_RESCHEDULE && pvc->selected_node && *pvc->selected_node &&
+		    reschedule(c, pvc) == 0) {
+			prov_claim_done(c, key);
+			res = PROV_WORK_DONE;
+		}
 	} else if (call_driver(c, key, o, pvc, &p, &resp, &cap, &res) == 0) {
 		save(c, key, o, pvc, sc, &p, resp->volume, cap);
 		csi_msg_free(resp);
@@ -367,6 +360,7 @@ enum prov_work prov_sync_claim(struct prov_ctrl *c, const char *key)
 		if (!o) {
 			if (c->nd)
 				prov_owner_forget(c, key);
+			prov_topo_forget(c, key);
 			return PROV_WORK_DONE;
 		}
 		KLOG_V(2, "Claim %s was deleted while its volume may be in progress, finishing it", key);

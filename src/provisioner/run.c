@@ -302,6 +302,7 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.cap_snapshot = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT);
 	o.cap_snmw = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
 	o.cap_publish = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME);
+	o.cap_modify = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
 	KLOG_V(2, "Supports topology: %s (feature gate Topology=%s)", o.cap_topology ? "true" : "false",
 	       m->gates.topology ? "true" : "false");
 	if (!o.cap_controller_service || !o.cap_create_delete)
