@@ -375,12 +375,17 @@ int prov_run(const struct prov_config *flags_cfg)
 		.setup = setup, .start = start, .stop = stop, .cleanup = cleanup,
 		.render_metrics = render_metrics,
 		.ud = &m,
+		/* external-provisioner v6.3's main calls klog.Fatal (exit 255) for the gates, the
+		 * kubeconfig and client, the driver's name and capabilities, NodeGetInfo and the
+		 * capacity set-up (setup), and the HTTP server; os.Exit(1) for connect and probe. */
+		.fatal_255 = SIDECAR_FATAL_KUBE | SIDECAR_FATAL_DISCOVER | SIDECAR_FATAL_SETUP |
+			     SIDECAR_FATAL_HTTP,
 	};
 	char err[512];
 
 	if (prov_parse_gates(&cfg->sc.feature_gates, &m.gates, err, sizeof(err))) {
 		KLOG_E("%s", err);
-		return 1;
+		return SIDECAR_EXIT_FATAL;
 	}
 	if (kubeconfig_env && *kubeconfig_env) {
 		KLOG_I("Found KUBECONFIG environment variable set, using that..");

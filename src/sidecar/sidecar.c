@@ -401,6 +401,12 @@ static int start_leader(struct runtime *rt, const struct kube_client_opts *ko, c
 	return 0;
 }
 
+/* The exit code of a failed start-up step: 255 where upstream's main calls klog.Fatal. */
+static int fatal_rc(const struct sidecar_ops *ops, unsigned step)
+{
+	return (ops->fatal_255 & step) ? SIDECAR_EXIT_FATAL : 1;
+}
+
 int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 {
 	static struct runtime the_runtime;
@@ -438,13 +444,14 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 	sc->kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
 	if (!sc->kcfg) {
 		KLOG_E("%s", err);
-		return 1;
+		return fatal_rc(ops, SIDECAR_FATAL_KUBE);
 	}
 	struct kube_client_opts ko = { .component = ops->component, .qps = cfg->kube.qps,
 				       .burst = cfg->kube.burst };
 	sc->kc = kube_client_new(sc->kcfg, &ko, err, sizeof(err));
 	if (!sc->kc) {
 		KLOG_E("%s", err);
+		rc = fatal_rc(ops, SIDECAR_FATAL_KUBE);
 		goto out;
 	}
 	sc->metrics = csi_metrics_new();
@@ -468,12 +475,14 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		}
 		if (discover(rt, err, sizeof(err))) {
 			KLOG_E("%s", err);
+			rc = fatal_rc(ops, SIDECAR_FATAL_DISCOVER);
 			goto out;
 		}
 		csi_metrics_set_driver(sc->metrics, sc->driver);
 	}
 	if (ops->setup(ops->ud, sc, err, sizeof(err))) {
 		KLOG_E("%s", err);
+		rc = fatal_rc(ops, SIDECAR_FATAL_SETUP);
 		goto out;
 	}
 	if (*addr) {
@@ -481,6 +490,7 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		if (!rt->http) {
 			KLOG_E("Failed to start HTTP server at specified address (\"%s\") and metrics "
 			       "path (\"%s\"): %s", addr, cfg->metrics_path, err);
+			rc = fatal_rc(ops, SIDECAR_FATAL_HTTP);
 			goto out;
 		}
 		/* With port 0 the kernel picked one: log the real one so tools can find it. */
@@ -491,6 +501,7 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		on_started_leading(rt);
 	} else if (start_leader(rt, &ko, err, sizeof(err))) {
 		KLOG_E("%s", err);
+		rc = fatal_rc(ops, SIDECAR_FATAL_LEADER);
 		goto out;
 	}
 	rc = run_loop(rt);

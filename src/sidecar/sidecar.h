@@ -80,6 +80,20 @@ struct sidecar_ops {
 	/* Appends the sidecar's own series (workqueues, controller counters) to /metrics. */
 	void (*render_metrics)(void *ud, struct strbuf *out);
 	void *ud;
+	/*
+	 * The start-up steps whose failure exits SIDECAR_EXIT_FATAL (255, as klog.Fatal exits in
+	 * the upstream binary) instead of 1 (upstream's os.Exit(1) / klog.FlushAndExit(.., 1)):
+	 * SIDECAR_FATAL_* bits. Each upstream main differs; each run.c says which it copies.
+	 */
+	unsigned fatal_255;
+};
+#define SIDECAR_EXIT_FATAL 255
+enum {
+	SIDECAR_FATAL_KUBE = 1u << 0,     /* the kubeconfig / client ("Failed to create config") */
+	SIDECAR_FATAL_DISCOVER = 1u << 1, /* the driver's name and capabilities */
+	SIDECAR_FATAL_SETUP = 1u << 2,    /* ops->setup (the component's own start-up) */
+	SIDECAR_FATAL_HTTP = 1u << 3,     /* the metrics / HTTP endpoint */
+	SIDECAR_FATAL_LEADER = 1u << 4,   /* the leader election's client and start */
 };
 
 /* What the sidecar's setup may read (valid from setup until sidecar_run returns). */
