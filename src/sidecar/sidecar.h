@@ -86,6 +86,13 @@ struct sidecar_ops {
 	 * SIDECAR_FATAL_* bits. Each upstream main differs; each run.c says which it copies.
 	 */
 	unsigned fatal_255;
+	/*
+	 * Start-up failures logged as upstream's logger.Error(err, "What failed", kv...) writes
+	 * them: the step's message, then err="..." (the JSON format's "err" field), as
+	 * external-attacher v4.12 does. false: the error text alone, as the klog.Errorf / Fatalf
+	 * of the other mains.
+	 */
+	bool structured_errors;
 };
 #define SIDECAR_EXIT_FATAL 255
 enum {

@@ -12,7 +12,8 @@
 #     logging configuration or gate, or the missing kubeconfig (a start-up failure: upstream
 #     exits 1 or, where its main calls klog.Fatal, 255; kcsi's exits the same).
 #  4. --logging-format=json: kcsi's lines have the keys of upstream's, in upstream's order
-#     (ts, caller, msg, v; errors without v), and --log-json-split-stream splits the streams.
+#     (ts, caller, msg, v; errors without v, their error in err), and --log-json-split-stream
+#     splits the streams.
 set -u
 . "$(dirname "$0")/lib_proc.sh" flags
 : "${KCSI_PEERS:?}" "${KCSI_SRC:?}"
@@ -141,9 +142,13 @@ up_info=$(keys '"msg":"Version"' "$T/up.json" | jq -c '.[0:4]')
 kc_info=$(keys '"msg":"Version' "$T/kc.json" | jq -c '.[0:4]')
 [ "$up_info" = '["ts","caller","msg","v"]' ] || fail "upstream's JSON info line has keys $up_info"
 [ "$kc_info" = "$up_info" ] || fail "kcsi's JSON info line has keys $kc_info, upstream's $up_info"
-up_err=$(grep -m1 '"err"' "$T/up.json" | jq -c 'keys_unsorted | map(select(. != "err"))')
+up_err=$(grep -m1 '"err"' "$T/up.json" | jq -c 'keys_unsorted')
 kc_err=$(grep -v '"v":' "$T/kc.json" | head -1 | jq -c 'keys_unsorted')
-[ "$kc_err" = "$up_err" ] || fail "kcsi's JSON error line has keys $kc_err, upstream's (without err) $up_err"
+[ "$kc_err" = "$up_err" ] || fail "kcsi's JSON error line has keys $kc_err, upstream's $up_err"
+up_line=$(grep -m1 '"err"' "$T/up.json" | jq -c '{msg, err}')
+kc_line=$(grep -v '"v":' "$T/kc.json" | head -1 | jq -c '{msg, err}')
+[ "$(echo "$kc_line" | jq -r .msg)" = "$(echo "$up_line" | jq -r .msg)" ] && echo "$kc_line" | jq -e '.err | test("/none")' >/dev/null ||
+	fail "kcsi's JSON error line $kc_line, upstream's $up_line (the same msg, the error in err)"
 grep -m1 '"msg":"Version' "$T/kc.json" | jq -e '(.ts | type) == "number" and (.ts > 1.7e12) and (.caller | test("^[a-z]+/[a-z_]+\\.c:[0-9]+$")) and .v == 0' >/dev/null ||
 	fail "kcsi's JSON info line: $(head -1 "$T/kc.json")"
 timeout 10 "$KCSI_BIN/csi-attacher" --logging-format=json --log-json-split-stream --kubeconfig "$T/none" >"$T/so" 2>"$T/se"

@@ -37,8 +37,10 @@ kc delete node n1 >/dev/null
 wait_for "PV once the driver answers" 30 pv_exists "$PV"
 check "CreateVolume was retried past the node's deletion" bash -c "[ $(calls "$PV") -ge 6 ]"
 check "the claim was not rescheduled (selected-node kept)" eq "$(sel inflight)" n1
-check "every call asked for the zone it started with" eq \
-	"$(grep "^CreateVolume .*\"name\":\"$PV\"" "$T/td.rec" | grep -c '"requisite":\[{"segments":{"topology.kcsi.dev/zone":"z1"}}\]')" "$(calls "$PV")"
+reqs() { grep "^CreateVolume .*\"name\":\"$PV\"" "$T/td.rec" | cut -d' ' -f2- | jq -c .accessibility_requirements | sort -u; }
+check "every call asked for the topology it started with" eq "$(reqs | wc -l)" 1
+check "... which prefers the selected node's zone and still offers it" eq \
+	"$(reqs | jq -r '"\(.preferred[0].segments["topology.kcsi.dev/zone"]) \([.requisite[].segments["topology.kcsi.dev/zone"]] | index("z1") != null)"')" "z1 true"
 check "the PV is in that zone" eq "$(pv_field "$PV" '.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]')" z1
 check "one volume in the driver" eq "$(td_volumes | grep -c .)" 1
 check "no reschedule event" eq "$(events_of PersistentVolumeClaim inflight | grep -c CSINode)" 0
