@@ -184,6 +184,7 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	c->kc = kc;
 	c->in_progress = empty;
 	c->topo_cache = empty;
+	c->slow = empty;
 	c->unsaved = empty;
 	pthread_mutex_init(&c->mu, NULL);
 	c->metrics = prov_metrics_new();

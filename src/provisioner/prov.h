@@ -399,10 +399,12 @@ struct prov_ctrl {
 	struct kube_workqueue *claimq, *volq, *saveq, *cloneq;
 	struct prov_metrics *metrics;
 	pthread_mutex_t mu;          /* guards in_progress, unsaved, owners, seen_nodes, topo_cache,
-					stop */
+					slow, stop */
 	struct kube_hmap in_progress; /* claims.c: claim key -> struct kube_obj * (a reference) */
 	struct kube_hmap topo_cache;  /* prepare.c: claim key -> the topology its first CreateVolume
 					 was given (upstream's per-claim topology cache) */
+	struct kube_hmap slow;        /* claims.c: claim key -> struct prov_slow * (its CreateVolume
+					 was infeasible: InvalidArgument) */
 	struct kube_hmap unsaved;     /* volumes.c: PV name -> its unsaved PV */
 	bool stop;
 	struct prov_cap *cap; /* --enable-capacity, else NULL */
