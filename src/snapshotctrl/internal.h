@@ -1,6 +1,7 @@
 /*
  * snapshot-controller's insides shared by its two sync files: controller.c (snapshots, contents,
- * claims) and group.c (group snapshots, with --feature-gates CSIVolumeGroupSnapshot=true).
+ * claims) and group.c (group snapshots, with --feature-gates CSIVolumeGroupSnapshot=true), and
+ * opmetrics.c (upstream's operation_total_seconds, fed by controller.c).
  * struct sctrl owns its informers and queues; the group ones are NULL without the gate.
  */
 #ifndef KCSI_SNAPSHOTCTRL_INTERNAL_H
