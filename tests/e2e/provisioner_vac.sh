@@ -20,7 +20,7 @@ mk_vac() { # NAME DRIVER TYPE
 		parameters: {type: $t}}' | kc create -f - >/dev/null
 }
 # The blocks the loop driver's image of a PV's volume takes on disk, in KiB.
-img_kib() { du -k "$(find "$T/pool" -name "$(pv_field "$1" .spec.csi.volumeHandle)*" -type f | head -1)" | cut -f1; }
+img_kib() { du -k "$T/pool/volumes/$(pv_field "$1" .spec.csi.volumeHandle).img" | cut -f1; }
 
 emu_start
 lp_start node-1
