@@ -8,8 +8,8 @@
  *   -> one VA metadata patch: finalizer + node-id annotation -> ControllerPublishVolume
  *   -> one status patch: attached, attachmentMetadata, attachError cleared.
  * Detach (deletionTimestamp and our finalizer):
- *   ControllerUnpublishVolume -> status patch (attached false) -> finalizer patch.
- *   Status first, so the object is never removed before its status says detached.
+ *   ControllerUnpublishVolume -> finalizer patch -> status patch (attached false), upstream's
+ *   v4.9+ order: a deleted VA without our finalizer is detached, so no second unpublish.
  * A failed CSI call records attachError/detachError on the VA, a Warning event, and the key
  * is retried with backoff; a timeout is a failure like any other: the volume may be attaching,
  * so it is retried, never marked detached.
@@ -282,38 +282,45 @@ out:
 	return res;
 }
 
+/*
+ * upstream's markAsDetached (v4.9+): the finalizer goes first, then status.attached=false. A VA
+ * being deleted without our finalizer counts as detached whatever its status says, so a crash
+ * between the two patches never calls ControllerUnpublishVolume again; the other order left a
+ * window (finalizer on, attached false) that reads as "a detach that may have timed out" and
+ * was unpublished a second time. Once the finalizer is gone the API server may remove the VA:
+ * a 404 on the status patch is success.
+ */
 static enum att_result mark_detached(struct att_ctrl *c, const struct kube_va *va)
 {
 	bool has_fin = kube_obj_has_finalizer(&va->meta, c->finalizer);
-	struct kube_obj *o;
 	struct kube_err e;
 	json_t *patch;
 	int rc;
 
 	if (!has_fin && !va->attached)
 		return ATT_DONE;
+	if (has_fin) {
+		patch = json_pack("{s:{s:o,s:s}}", "metadata", "finalizers",
+				  att_finalizers_json(&va->meta, c->finalizer, NULL), "resourceVersion",
+				  va->meta.rv ? va->meta.rv : "");
+		rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, false, patch, &e);
+		json_decref(patch);
+		if (rc && kube_err_is_not_found(&e))
+			return ATT_DONE;
+		if (rc) {
+			KLOG_W("Failed to remove finalizer from %s: %s", LOGQ(va->meta.name), e.message);
+			return from_kube_err(&e);
+		}
+		KLOG_V(4, "Finalizer removed from %s", LOGQ(va->meta.name));
+	}
 	patch = json_pack("{s:{s:b,s:n,s:n}}", "status", "attached", 0, "detachError",
 			  "attachmentMetadata");
-	o = att_patch(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
+	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, true, patch, &e);
 	json_decref(patch);
-	if (!o) {
+	if (rc && !kube_err_is_not_found(&e)) {
 		KLOG_W("Failed to mark %s as detached: %s", LOGQ(va->meta.name), e.message);
 		return from_kube_err(&e);
 	}
-	if (!has_fin) {
-		kube_obj_unref(o);
-		return ATT_DONE;
-	}
-	patch = json_pack("{s:{s:o,s:s}}", "metadata", "finalizers",
-			  att_finalizers_json(o, c->finalizer, NULL), "resourceVersion", o->rv);
-	rc = att_patch_only(c, &KUBE_RES_VOLUMEATTACHMENTS, va->meta.name, false, patch, &e);
-	json_decref(patch);
-	kube_obj_unref(o);
-	if (rc && !kube_err_is_not_found(&e)) {
-		KLOG_W("Failed to remove finalizer from %s: %s", LOGQ(va->meta.name), e.message);
-		return from_kube_err(&e);
-	}
-	KLOG_V(4, "Finalizer removed from %s", LOGQ(va->meta.name));
 	return ATT_DONE;
 }
 

@@ -120,11 +120,12 @@ int att_run(const struct att_config *cfg)
 		.ctrl_caps_only_with_service = true,
 		.setup = setup,
 		.ud = (void *)cfg,
+		.structured_errors = true, /* v4.12's logger.Error(err, ...): err="..." */
 	};
 	char err[512];
 
 	if (feature_gates_check(&cfg->sc.feature_gates, att_feature_gates, att_feature_gates_len, err, sizeof(err))) {
-		KLOG_E("%s", err);
+		KLOG_E("failed to store flag gates err=%s", LOGQ(err));
 		return 1;
 	}
 	if (cfg->worker_threads <= 0) {

@@ -843,20 +843,45 @@ struct kube_workqueue *prov_cap_queue(struct prov_cap *c)
 	return c->q;
 }
 
+/* FNV-1a, 32 bits, as eight hex digits (Go's hash/fnv New32a). */
+static void fnv32a_hex(const char *s, char out[9])
+{
+	uint32_t h = 2166136261u;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	snprintf(out, 9, "%08x", h);
+}
+
+/*
+ * upstream's getNameWithMaxLength("external-provisioner", node, 63): "<base>-<node>" when it
+ * fits a label value; otherwise the base is cut to make room for "-<hash of base>-<node>", and
+ * when even the node name alone is too long, "<base>-<hash of base-node>". The same rule as
+ * upstream, so a kcsi provisioner recognises the objects an upstream one left, and back.
+ */
 void prov_capacity_managed_by(const char *node, char *buf, size_t len)
 {
 	const char *base = "external-provisioner";
+	const int max = 63; /* DNS-1035 label */
+	char full[512], hash[9];
+
 	if (!node || !*node) {
 		snprintf(buf, len, "%s", base);
 		return;
 	}
-	if (strlen(base) + 1 + strlen(node) <= 63) {
-		snprintf(buf, len, "%s-%s", base, node);
+	snprintf(full, sizeof(full), "%s-%s", base, node);
+	if ((int)strlen(full) <= max) {
+		snprintf(buf, len, "%s", full);
 		return;
 	}
-	/* FNV-1a 64 of the node name: stable across restarts, unique enough per cluster. */
-	uint64_t h = 1469598103934665603ULL;
-	for (const unsigned char *p = (const unsigned char *)node; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	snprintf(buf, len, "%s-%016llx", base, (unsigned long long)h);
+	int base_len = max - 10 - (int)strlen(node);
+	if (base_len <= 0) {
+		fnv32a_hex(full, hash);
+		int plen = (int)strlen(base) < max - 9 ? (int)strlen(base) : max - 9;
+		snprintf(buf, len, "%.*s-%s", plen, base, hash);
+		if ((int)strlen(buf) > max)
+			buf[max] = '\0';
+		return;
+	}
+	fnv32a_hex(base, hash);
+	snprintf(buf, len, "%.*s-%s-%s", base_len, base, hash, node);
 }

@@ -22,6 +22,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the slow set: claims whose CreateVolume was infeasible (upstream's slowSet) ---- */
+
+struct prov_slow {
+	char claim_uid[64], class_uid[64]; /* a new claim or a recreated class starts afresh */
+	int64_t until_ns;                  /* no CreateVolume before (monotonic) */
+};
+
+static void slow_forget(struct prov_ctrl *c, const char *key)
+{
+	pthread_mutex_lock(&c->mu);
+	free(kube_hmap_del(&c->slow, key));
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* markForSlowRetry: no CreateVolume for --retry-interval-max unless the class changes. */
+static void slow_mark(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+		      const struct kube_storageclass *sc)
+{
+	struct prov_slow *s = xcalloc(1, sizeof(*s));
+	kube_obj_uid(o, s->claim_uid, sizeof(s->claim_uid));
+	kube_obj_uid(&sc->meta, s->class_uid, sizeof(s->class_uid));
+	s->until_ns = mono_now_ns() + c->o.retry_max_ns;
+	pthread_mutex_lock(&c->mu);
+	free(kube_hmap_put(&c->slow, key, s));
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* delayProvisioningIfRecentlyInfeasible: whether the claim must wait still. A class that is gone
+ * or was recreated (another UID), or another claim of the same name, ends the wait. */
+static bool slow_waits(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
+		       const struct kube_storageclass *sc)
+{
+	char uid[64], cuid[64];
+	bool wait = false, drop = false;
+
+	pthread_mutex_lock(&c->mu);
+	const struct prov_slow *s = kube_hmap_get(&c->slow, key);
+	if (s) {
+		drop = !sc || strcmp(s->class_uid, kube_obj_uid(&sc->meta, cuid, sizeof(cuid))) ||
+		       strcmp(s->claim_uid, kube_obj_uid(o, uid, sizeof(uid)));
+		wait = !drop && mono_now_ns() < s->until_ns;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (drop)
+		slow_forget(c, key);
+	return wait;
+}
+
 /* ---- claims whose CreateVolume may be in progress ---- */
 
 void prov_claim_done(struct prov_ctrl *c, const char *key)
@@ -30,6 +78,8 @@ void prov_claim_done(struct prov_ctrl *c, const char *key)
 	struct kube_obj *o = kube_hmap_del(&c->in_progress, key);
 	pthread_mutex_unlock(&c->mu);
 	kube_obj_unref(o);
+	prov_topo_forget(c, key);
+	slow_forget(c, key);
 }
 
 static void claim_in_progress(struct prov_ctrl *c, const char *key, const struct kube_obj *o)
@@ -42,6 +92,10 @@ static void claim_in_progress(struct prov_ctrl *c, const char *key, const struct
 
 void prov_claims_clear(struct prov_ctrl *c)
 {
+	for (size_t i = 0; i < c->slow.cap; i++)
+		if (c->slow.slots[i].key)
+			free(c->slow.slots[i].value);
+	kube_hmap_clear(&c->slow);
 	for (size_t i = 0; i < c->in_progress.cap; i++)
 		if (c->in_progress.slots[i].key)
 			kube_obj_unref(c->in_progress.slots[i].value);
@@ -71,8 +125,8 @@ static int reschedule(struct prov_ctrl *c, const struct kube_pvc *pvc)
 
 /*
  * Whether the claim needs no CreateVolume now: its PV exists or is being saved, its class names
- * another provisioner, its selected node is gone (the claim is rescheduled), or an external
- * populator fills its data source. *res then says what becomes of the key. The claims that go
+ * another provisioner, or an external populator fills its data source. (A selected node that is
+ * gone is prepare.c's business: the claim is rescheduled unless its topology is cached.) *res then says what becomes of the key. The claims that go
  * on get the Provisioning event.
  */
 static bool preflight(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
@@ -98,20 +152,6 @@ static bool preflight(struct prov_ctrl *c, const char *key, const struct kube_ob
 		prov_claim_done(c, key);
 		return true;
 	}
-	if (pvc->selected_node && *pvc->selected_node && c->node_inf) {
-		struct kube_obj *node = prov_store_get(c->node_inf, NULL, pvc->selected_node);
-		if (!node) {
-			prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
-				   "failed to get target node: node \"%s\" not found", pvc->selected_node);
-			if (reschedule(c, pvc)) {
-				*res = PROV_WORK_RETRY;
-				return true;
-			}
-			prov_claim_done(c, key);
-			return true;
-		}
-		kube_obj_unref(node);
-	}
 	prov_event(c, o, KUBE_EVENT_NORMAL, "Provisioning",
 		   "External provisioner is provisioning volume for claim \"%s\"", key);
 
@@ -131,8 +171,8 @@ static bool preflight(struct prov_ctrl *c, const char *key, const struct kube_ob
 
 /* A failed CreateVolume: in progress (same name again), final, or final and rescheduled. */
 static enum prov_work create_failed(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
-				    const struct kube_pvc *pvc, const struct prov_prep *p,
-				    const struct csi_status *st)
+				    const struct kube_pvc *pvc, const struct kube_storageclass *sc,
+				    const struct prov_prep *p, const struct csi_status *st)
 {
 	bool selected = pvc->selected_node && *pvc->selected_node;
 	bool may_reschedule = (c->topo || c->nd) && selected;
@@ -140,6 +180,18 @@ static enum prov_work create_failed(struct prov_ctrl *c, const char *key, const 
 	char err[1536];
 
 	prov_grpc_error(st, err, sizeof(err));
+	if (st->code == 3) { /* INVALID_ARGUMENT */
+		/* Infeasible: final, never rescheduled, and held back (upstream's slow set). */
+		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
+			   "Volume provisioning failed with infeasible error. Retries will be delayed. %s",
+			   err);
+		KLOG_E("CreateVolume %s for claim %s failed with an infeasible error, not retried for %llds unless its StorageClass changes: %s",
+		       p->name, key, (long long)(c->o.retry_max_ns / 1000000000), err);
+		prov_metrics_provision(c->metrics, p->cls, p->source, false, 0);
+		prov_claim_done(c, key);
+		slow_mark(c, key, o, sc);
+		return PROV_WORK_RETRY;
+	}
 	prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
 		   "failed to provision volume with StorageClass \"%s\": %s", p->cls, err);
 	KLOG_E("CreateVolume %s for claim %s failed (%s): %s", p->name, key,
@@ -205,7 +257,8 @@ static int check_volume(struct prov_ctrl *c, const char *key, const struct kube_
 /* CreateVolume. 0: a volume to record in *resp (the caller frees it) of *cap bytes; -1: nothing
  * to record, *res says what becomes of the key. */
 static int call_driver(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
-		       const struct kube_pvc *pvc, const struct prov_prep *p,
+		       const struct kube_pvc *pvc, const struct kube_storageclass *sc,
+		       const struct prov_prep *p,
 		       Csi__V1__CreateVolumeResponse **resp, int64_t *cap, enum prov_work *res)
 {
 	struct csi_status st = { 0 };
@@ -214,7 +267,7 @@ static int call_driver(struct prov_ctrl *c, const char *key, const struct kube_o
 	*res = PROV_WORK_RETRY;
 	KLOG_V(2, "CreateVolume %s for claim %s", p->name, key);
 	if (csi_create_volume(c->o.csi, p->req, resp, c->o.timeout_ns, &st) != 0) {
-		*res = create_failed(c, key, o, pvc, p, &st);
+		*res = create_failed(c, key, o, pvc, sc, p, &st);
 		return -1;
 	}
 	if (check_volume(c, key, o, pvc, p, (*resp)->volume, cap)) {
@@ -269,7 +322,7 @@ static char *pv_of_volume(struct prov_ctrl *c, const struct kube_obj *o, const s
 		.nmount_options = sc->nmount_options, .secrets = p->secrets, .claim_ns = pvc->meta.ns,
 		.claim_name = pvc->meta.name, .claim_uid = kube_obj_uid(o, uid, sizeof(uid)),
 		.claim_rv = pvc->meta.rv, .finalizer = c->o.gates.honor_pv_reclaim_policy,
-		.affinity = &aff,
+		.affinity = &aff, .vac_name = pvc->vac_name,
 	};
 	char *pvj = prov_pv_json(&ps);
 	prov_terms_free(&aff);
@@ -322,7 +375,13 @@ enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct
 		KLOG_E("Failed to provision volume for claim %s: %s", key, err);
 		prov_metrics_provision(c->metrics, p.cls, p.source, false, 0);
 		res = PROV_WORK_RETRY;
-	} else if (call_driver(c, key, o, pvc, &p, &resp, &cap, &res) == 0) {
+		/* The selected node's CSINode is gone: hand the claim back to the scheduler. */
+		if (state == PROV_RESCHEDULE && pvc->selected_node && *pvc->selected_node &&
+		    reschedule(c, pvc) == 0) {
+			prov_claim_done(c, key);
+			res = PROV_WORK_DONE;
+		}
+	} else if (call_driver(c, key, o, pvc, sc, &p, &resp, &cap, &res) == 0) {
 		save(c, key, o, pvc, sc, &p, resp->volume, cap);
 		csi_msg_free(resp);
 		prov_metrics_provision(c->metrics, p.cls, p.source, true, mono_now_ns() - start);
@@ -367,6 +426,8 @@ enum prov_work prov_sync_claim(struct prov_ctrl *c, const char *key)
 		if (!o) {
 			if (c->nd)
 				prov_owner_forget(c, key);
+			prov_topo_forget(c, key);
+			slow_forget(c, key);
 			return PROV_WORK_DONE;
 		}
 		KLOG_V(2, "Claim %s was deleted while its volume may be in progress, finishing it", key);
@@ -376,6 +437,14 @@ enum prov_work prov_sync_claim(struct prov_ctrl *c, const char *key)
 	const struct kube_storageclass *sc = kube_storageclass_of(so);
 	enum prov_work r = PROV_WORK_DONE;
 
+	if (pvc && slow_waits(c, key, o, sc)) {
+		/* upstream's DelayRetryError: requeued with the claim's backoff until the wait ends */
+		KLOG_V(4, "skipping volume provisioning for claim %s, because provisioning previously failed with infeasible error",
+		       key);
+		kube_obj_unref(so);
+		kube_obj_unref(o);
+		return PROV_WORK_RETRY;
+	}
 	switch (prov_should_provision(pvc, c->o.driver, sc)) {
 	case PROV_IGNORE:
 	case PROV_WAIT_FOR_NODE:

@@ -174,6 +174,8 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	c->o = *o;
 	c->kc = kc;
 	c->in_progress = empty;
+	c->topo_cache = empty;
+	c->slow = empty;
 	c->unsaved = empty;
 	pthread_mutex_init(&c->mu, NULL);
 	c->metrics = prov_metrics_new();
@@ -293,6 +295,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 	kube_workqueue_free(c->saveq);
 	kube_workqueue_free(c->cloneq);
 	prov_claims_clear(c);
+	prov_topo_clear(c);
 	prov_unsaved_clear(c);
 	prov_owners_clear(c);
 	prov_metrics_free(c->metrics);

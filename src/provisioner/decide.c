@@ -46,6 +46,7 @@ int prov_parse_gates(const struct flag_map *m, struct prov_gates *g, char *err, 
 		return -1;
 	g->topology = feature_gate_enabled(m, t, n, "Topology");
 	g->cross_namespace_source = feature_gate_enabled(m, t, n, "CrossNamespaceVolumeDataSource");
+	g->vac = feature_gate_enabled(m, t, n, "VolumeAttributesClass");
 	g->honor_pv_reclaim_policy = true;
 	return 0;
 }
@@ -121,6 +122,7 @@ static const char *const known_prefixed[] = {
 	"node-publish-secret-name", "node-publish-secret-namespace",
 	"controller-expand-secret-name", "controller-expand-secret-namespace",
 	"node-expand-secret-name", "node-expand-secret-namespace",
+	"controller-modify-secret-name", "controller-modify-secret-namespace",
 };
 
 int prov_strip_params(const struct kube_kv *params, size_t n, struct kube_kv *out, char *err,
@@ -173,6 +175,9 @@ static const struct secret_keys secret_keys[PROV_SECRET_KINDS] = {
 		PROV_PARAM_PREFIX "controller-expand-secret-namespace", NULL, NULL },
 	[PROV_SECRET_NODE_EXPAND] = { "NodeExpand", PROV_PARAM_PREFIX "node-expand-secret-name",
 		PROV_PARAM_PREFIX "node-expand-secret-namespace", NULL, NULL },
+	[PROV_SECRET_CONTROLLER_MODIFY] = { "ControllerModify",
+		PROV_PARAM_PREFIX "controller-modify-secret-name",
+		PROV_PARAM_PREFIX "controller-modify-secret-namespace", NULL, NULL },
 };
 static const struct secret_keys default_secret_keys = {
 	"Default", PROV_PARAM_PREFIX "secret-name", PROV_PARAM_PREFIX "secret-namespace", NULL, NULL

@@ -5,6 +5,7 @@
  */
 #include "provisioner/prov.h"
 
+#include "base/log.h"
 #include "base/xalloc.h"
 
 #include <stdio.h>
@@ -89,13 +90,129 @@ static void node_accessibility(struct prov_ctrl *c, Csi__V1__CreateVolumeRequest
 	req->accessibility_requirements = tr;
 }
 
+/* ---- the per-claim topology cache ---- */
+
+struct topo_saved {
+	char uid[64];                /* the claim's: a new claim of the same name starts afresh */
+	struct prov_terms rq, pf;    /* keys and values owned (strdup) */
+};
+
+static void terms_copy(struct prov_terms *dst, const struct prov_terms *src)
+{
+	dst->n = src->n;
+	dst->t = xcalloc(src->n + 1, sizeof(*dst->t));
+	for (size_t i = 0; i < src->n; i++) {
+		dst->t[i].n = src->t[i].n;
+		dst->t[i].segs = xcalloc(src->t[i].n + 1, sizeof(*dst->t[i].segs));
+		for (size_t j = 0; j < src->t[i].n; j++)
+			dst->t[i].segs[j] = (struct kube_kv){ xstrdup(src->t[i].segs[j].key),
+							      xstrdup(src->t[i].segs[j].value) };
+	}
+}
+
+static void terms_free_owned(struct prov_terms *ts)
+{
+	for (size_t i = 0; i < ts->n; i++)
+		for (size_t j = 0; j < ts->t[i].n; j++) {
+			free((char *)ts->t[i].segs[j].key);
+			free((char *)ts->t[i].segs[j].value);
+		}
+	prov_terms_free(ts);
+}
+
+static void saved_free(struct topo_saved *s)
+{
+	if (!s)
+		return;
+	terms_free_owned(&s->rq);
+	terms_free_owned(&s->pf);
+	free(s);
+}
+
+void prov_topo_forget(struct prov_ctrl *c, const char *key)
+{
+	pthread_mutex_lock(&c->mu);
+	struct topo_saved *s = kube_hmap_del(&c->topo_cache, key);
+	pthread_mutex_unlock(&c->mu);
+	saved_free(s);
+}
+
+void prov_topo_clear(struct prov_ctrl *c)
+{
+	for (size_t i = 0; i < c->topo_cache.cap; i++)
+		if (c->topo_cache.slots[i].key)
+			saved_free(c->topo_cache.slots[i].value);
+	kube_hmap_clear(&c->topo_cache);
+}
+
+/* The cached requirement of claim key (the UID must match) into req; false when none. */
+static bool topo_cached(struct prov_ctrl *c, const char *key, const char *uid,
+			Csi__V1__CreateVolumeRequest *req, struct csi_arena *a)
+{
+	bool found = false;
+	pthread_mutex_lock(&c->mu);
+	const struct topo_saved *s = kube_hmap_get(&c->topo_cache, key);
+	if (s && !strcmp(s->uid, uid)) {
+		found = true;
+		if (s->rq.n) {
+			Csi__V1__TopologyRequirement *tr = csi_msg_new(a, &csi__v1__topology_requirement__descriptor);
+			for (size_t i = 0; i < s->rq.n; i++)
+				csi_repeated_add(a, &tr->base, "requisite", prov_csi_topology(a, &s->rq.t[i]));
+			for (size_t i = 0; i < s->pf.n; i++)
+				csi_repeated_add(a, &tr->base, "preferred", prov_csi_topology(a, &s->pf.t[i]));
+			req->accessibility_requirements = tr;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return found;
+}
+
+static void topo_save(struct prov_ctrl *c, const char *key, const char *uid,
+		      const struct prov_terms *rq, const struct prov_terms *pf)
+{
+	struct topo_saved *s = xcalloc(1, sizeof(*s));
+	snprintf(s->uid, sizeof(s->uid), "%s", uid);
+	terms_copy(&s->rq, rq);
+	terms_copy(&s->pf, pf);
+	pthread_mutex_lock(&c->mu);
+	struct topo_saved *old = kube_hmap_put(&c->topo_cache, key, s);
+	pthread_mutex_unlock(&c->mu);
+	saved_free(old);
+}
+
+/* Whether the cached CSINodes have one named name. */
+static bool has_csinode(struct prov_ctrl *c, const char *name)
+{
+	struct kube_obj *o = prov_store_get(c->csinode_inf, NULL, name);
+	kube_obj_unref(o);
+	return o != NULL;
+}
+
+/*
+ * The request's AccessibilityRequirements: the claim's cached ones, else computed (seed 004's
+ * table, topology.c) and cached. A selected node without a CSINode (and nothing cached) is
+ * upstream's NotFound: *state PROV_RESCHEDULE, the claim goes back to the scheduler.
+ */
 static int accessibility(struct prov_ctrl *c, const struct kube_pvc *pvc,
 			 const struct kube_storageclass *sc, Csi__V1__CreateVolumeRequest *req,
-			 struct csi_arena *a, char *err, size_t errlen)
+			 struct csi_arena *a, enum prov_state *state, char *err, size_t errlen)
 {
 	if (c->nd) {
 		node_accessibility(c, req, a);
 		return 0;
+	}
+	char key[600], uid[64];
+	snprintf(key, sizeof(key), "%s/%s", pvc->meta.ns, pvc->meta.name);
+	kube_obj_uid(&pvc->meta, uid, sizeof(uid));
+	if (topo_cached(c, key, uid, req, a)) {
+		KLOG_V(4, "Claim %s: the topology of its first CreateVolume, from the cache", key);
+		return 0;
+	}
+	if (pvc->selected_node && *pvc->selected_node && !has_csinode(c, pvc->selected_node)) {
+		snprintf(err, errlen, "failed to get selected CSINode %s: csinode.storage.k8s.io \"%s\" not found",
+			 pvc->selected_node, pvc->selected_node);
+		*state = PROV_RESCHEDULE;
+		return -1;
 	}
 	struct prov_topo_node *nodes;
 	struct kube_obj **refs;
@@ -113,7 +230,9 @@ static int accessibility(struct prov_ctrl *c, const struct kube_pvc *pvc,
 
 	if (rc)
 		snprintf(err, errlen, "error generating accessibility requirements: %s", e2);
-	else if (rq.n) {
+	else
+		topo_save(c, key, uid, &rq, &pf);
+	if (!rc && rq.n) {
 		Csi__V1__TopologyRequirement *tr = csi_msg_new(a, &csi__v1__topology_requirement__descriptor);
 		for (size_t i = 0; i < rq.n; i++)
 			csi_repeated_add(a, &tr->base, "requisite", prov_csi_topology(a, &rq.t[i]));
@@ -185,6 +304,12 @@ static int check_claim(struct prov_ctrl *c, const struct kube_pvc *pvc, struct p
 	}
 	if (p->clone && !c->o.cap_clone) {
 		snprintf(err, errlen, "CSI driver does not support clone operations: controller CLONE_VOLUME capability is not reported");
+		return -1;
+	}
+	if (c->o.gates.vac && pvc->vac_name && *pvc->vac_name)
+		p->vac = pvc->vac_name;
+	if (p->vac && !c->o.cap_modify) {
+		snprintf(err, errlen, "CSI driver does not support VolumeAttributesClass: controller MODIFY_VOLUME capability is not reported");
 		return -1;
 	}
 	if (pvc->request < 0) {
@@ -297,6 +422,39 @@ static int request_parameters(struct prov_ctrl *c, const struct kube_pvc *pvc,
 	return 0;
 }
 
+/*
+ * The claim's VolumeAttributesClass: its parameters become the request's mutable_parameters.
+ * Read with a GET, as upstream (no informer for a field few claims set). A class that does not
+ * exist (yet) keeps the claim waiting (*state stays PROV_NO_CHANGE, retried with backoff); one
+ * of another driver is final.
+ */
+static int request_vac(struct prov_ctrl *c, struct prov_prep *p, enum prov_state *state,
+		       char *err, size_t errlen)
+{
+	struct kube_err e;
+	json_t *vac = kube_get(c->kc, &KUBE_RES_VOLUMEATTRIBUTESCLASSES, NULL, p->vac, &e);
+
+	if (!vac) {
+		snprintf(err, errlen, "%s", e.message);
+		return -1;
+	}
+	const char *drv = json_string_value(json_object_get(vac, "driverName"));
+	if (!prov_streq(drv, c->o.driver)) {
+		snprintf(err, errlen, "VAC %s referenced in PVC is for driver %s which does not match driver name %s",
+			 p->vac, drv ? drv : "", c->o.driver);
+		*state = PROV_FINISHED;
+		json_decref(vac);
+		return -1;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach(json_object_get(vac, "parameters"), k, v)
+		if (json_is_string(v))
+			csi_map_add(p->a, &p->req->base, "mutable_parameters", k, json_string_value(v));
+	json_decref(vac);
+	return 0;
+}
+
 int prov_prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		 const struct kube_storageclass *sc, struct prov_prep *p, enum prov_state *state,
 		 char *err, size_t errlen)
@@ -319,7 +477,7 @@ int prov_prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		return -1;
 	if (p->snapshot && prov_snapshot_source(c, pvc, sc, p, err, errlen))
 		return -1;
-	if (c->topo && accessibility(c, pvc, sc, p->req, p->a, err, errlen))
+	if (c->topo && accessibility(c, pvc, sc, p->req, p->a, state, err, errlen))
 		return -1;
 	if (request_secrets(c, pvc, sc, p, err, errlen))
 		return -1;
@@ -327,5 +485,7 @@ int prov_prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		*state = PROV_FINISHED; /* an unknown csi.storage.k8s.io/ key: the class is wrong */
 		return -1;
 	}
+	if (p->vac && request_vac(c, p, state, err, errlen))
+		return -1;
 	return 0;
 }

@@ -79,6 +79,8 @@
 #define PROV_ANN_PROVISIONED_BY "pv.kubernetes.io/provisioned-by"
 #define PROV_ANN_DELETE_SECRET_NAME "volume.kubernetes.io/provisioner-deletion-secret-name"
 #define PROV_ANN_DELETE_SECRET_NS "volume.kubernetes.io/provisioner-deletion-secret-namespace"
+#define PROV_ANN_MODIFY_SECRET_NAME "volume.kubernetes.io/controller-modify-secret-name"
+#define PROV_ANN_MODIFY_SECRET_NS "volume.kubernetes.io/controller-modify-secret-namespace"
 #define PROV_PV_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
 #define PROV_CLONE_FINALIZER "provisioner.storage.kubernetes.io/cloning-protection"
 #define PROV_IDENTITY_KEY "storage.kubernetes.io/csiProvisionerIdentity"
@@ -95,6 +97,8 @@ struct prov_gates {
 	bool honor_pv_reclaim_policy;  /* the PV deletion-protection finalizer: always on since
 					  v6.2 removed the HonorPVReclaimPolicy gate */
 	bool cross_namespace_source;   /* CrossNamespaceVolumeDataSource, default false; accepted */
+	bool vac;                      /* VolumeAttributesClass, GA, default true: a claim's class
+					  goes to CreateVolume and onto the PV */
 };
 /*
  * Fills g from --feature-gates, checked against prov_feature_gates and the generic gates
@@ -142,6 +146,8 @@ int prov_strip_params(const struct kube_kv *params, size_t n, struct kube_kv *ou
 enum prov_secret_kind {
 	PROV_SECRET_PROVISIONER, PROV_SECRET_CONTROLLER_PUBLISH, PROV_SECRET_NODE_STAGE,
 	PROV_SECRET_NODE_PUBLISH, PROV_SECRET_CONTROLLER_EXPAND, PROV_SECRET_NODE_EXPAND,
+	PROV_SECRET_CONTROLLER_MODIFY, /* no PV field: the PV's controller-modify-secret
+					  annotations, which csi-resizer reads */
 	PROV_SECRET_KINDS
 };
 struct prov_secret_ref {
@@ -244,6 +250,7 @@ struct prov_pv_spec {
 	const char *claim_ns, *claim_name, *claim_uid, *claim_rv;
 	bool finalizer;                      /* the deletion-protection finalizer */
 	const struct prov_terms *affinity;   /* accessible_topology; NULL or empty: none */
+	const char *vac_name;                /* spec.volumeAttributesClassName; NULL or "": none */
 };
 /* The PV exactly as upstream writes it (see pv.c), as JSON text; the caller frees it. */
 char *prov_pv_json(const struct prov_pv_spec *s);
@@ -348,7 +355,7 @@ struct prov_ctrl_opts {
 	const char *default_fstype;
 	/* Driver capabilities */
 	bool cap_controller_service, cap_create_delete, cap_clone, cap_snapshot, cap_snmw,
-	     cap_publish, cap_topology;
+	     cap_publish, cap_topology, cap_modify;
 	const char *identity; /* storage.kubernetes.io/csiProvisionerIdentity value */
 	/* --enable-capacity: NULL or the capacity controller's options */
 	const struct prov_cap_opts *capacity;
@@ -391,8 +398,13 @@ struct prov_ctrl {
 	struct kube_informer *pvc_inf, *pv_inf, *sc_inf, *csinode_inf, *node_inf, *va_inf;
 	struct kube_workqueue *claimq, *volq, *saveq, *cloneq;
 	struct prov_metrics *metrics;
-	pthread_mutex_t mu;          /* guards in_progress, unsaved, owners, seen_nodes, stop */
+	pthread_mutex_t mu;          /* guards in_progress, unsaved, owners, seen_nodes, topo_cache,
+					slow, stop */
 	struct kube_hmap in_progress; /* claims.c: claim key -> struct kube_obj * (a reference) */
+	struct kube_hmap topo_cache;  /* prepare.c: claim key -> the topology its first CreateVolume
+					 was given (upstream's per-claim topology cache) */
+	struct kube_hmap slow;        /* claims.c: claim key -> struct prov_slow * (its CreateVolume
+					 was infeasible: InvalidArgument) */
 	struct kube_hmap unsaved;     /* volumes.c: PV name -> its unsaved PV */
 	bool stop;
 	struct prov_cap *cap; /* --enable-capacity, else NULL */
@@ -447,6 +459,7 @@ struct prov_prep {
 	char cls[256];
 	const char *source;    /* dataSource kind for metrics */
 	bool clone, snapshot;
+	const char *vac;       /* the claim's VolumeAttributesClass (gate on), or NULL */
 	struct prov_secret_ref secrets[PROV_SECRET_KINDS];
 	int64_t requested;
 };
@@ -458,6 +471,15 @@ struct prov_prep {
 int prov_prepare(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		 const struct kube_storageclass *sc, struct prov_prep *p, enum prov_state *state,
 		 char *err, size_t errlen);
+/*
+ * The per-claim topology cache (prepare.c): the requisite and preferred topology a claim's
+ * request got first are kept until its provisioning ends (success, a final error, the claim
+ * forgotten), so a retried CreateVolume asks for the same place even when the selected node or
+ * its CSINode is gone meanwhile, instead of the claim being rescheduled while a volume may be
+ * in the making (the leak upstream's cache closes). forget: drop key's entry; clear: all.
+ */
+void prov_topo_forget(struct prov_ctrl *c, const char *key);
+void prov_topo_clear(struct prov_ctrl *c);
 Csi__V1__Topology *prov_csi_topology(struct csi_arena *a, const struct prov_term *t);
 /* One VolumeCapability for an access mode bit (enum kube_access_mode): block, or mount without
  * fsType and flags (the caller adds them). */

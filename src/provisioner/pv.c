@@ -4,13 +4,15 @@
  *
  *   metadata: name, annotations {pv.kubernetes.io/provisioned-by,
  *             volume.kubernetes.io/provisioner-deletion-secret-name/-namespace ("" without a
- *             provisioner secret)}, finalizers [external-provisioner.volume.kubernetes.io/finalizer]
+ *             provisioner secret), volume.kubernetes.io/controller-modify-secret-name/-namespace
+ *             (only with a controller-modify secret)}, finalizers [external-provisioner.volume.kubernetes.io/finalizer]
  *             (always: upstream v6.2 removed the HonorPVReclaimPolicy gate)
  *   spec: accessModes (the claim's), capacity.storage (the driver's answer, binary SI),
  *         csi {driver, volumeHandle, volumeAttributes (volume_context + the provisioner identity),
  *              fsType (not for Block, omitted when empty), the five secret references, readOnly (only when true)},
  *         mountOptions (the class's), persistentVolumeReclaimPolicy (the class's), storageClassName,
  *         volumeMode, nodeAffinity (accessible_topology, one term per topology, op In),
+ *         volumeAttributesClassName (the claim's, when set),
  *         claimRef {kind, namespace, name, uid, apiVersion, resourceVersion}
  */
 #include "provisioner/prov.h"
@@ -88,6 +90,11 @@ char *prov_pv_json(const struct prov_pv_spec *s)
 	jw_kv_str(&w, PROV_ANN_DELETE_SECRET_NAME, prov->set ? prov->name : "");
 	jw_kv_str(&w, PROV_ANN_DELETE_SECRET_NS, prov->set ? prov->ns : "");
 	jw_kv_str(&w, PROV_ANN_PROVISIONED_BY, s->driver);
+	const struct prov_secret_ref *mod = &s->secrets[PROV_SECRET_CONTROLLER_MODIFY];
+	if (mod->set) { /* only when the class names one, unlike the deletion pair */
+		jw_kv_str(&w, PROV_ANN_MODIFY_SECRET_NAME, mod->name);
+		jw_kv_str(&w, PROV_ANN_MODIFY_SECRET_NS, mod->ns);
+	}
 	jw_end_object(&w);
 	if (s->finalizer) {
 		jw_key(&w, "finalizers");
@@ -150,6 +157,8 @@ char *prov_pv_json(const struct prov_pv_spec *s)
 	}
 	if (s->affinity)
 		node_affinity(&w, s->affinity);
+	if (s->vac_name && *s->vac_name)
+		jw_kv_str(&w, "volumeAttributesClassName", s->vac_name);
 	jw_key(&w, "claimRef");
 	jw_begin_object(&w);
 	jw_kv_str(&w, "kind", "PersistentVolumeClaim");

@@ -303,6 +303,7 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.cap_snapshot = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT);
 	o.cap_snmw = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
 	o.cap_publish = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME);
+	o.cap_modify = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME);
 	KLOG_V(2, "Supports topology: %s (feature gate Topology=%s)", o.cap_topology ? "true" : "false",
 	       m->gates.topology ? "true" : "false");
 	if (!o.cap_controller_service || !o.cap_create_delete)
@@ -348,12 +349,17 @@ int prov_run(const struct prov_config *flags_cfg)
 		.lease_name = lease_name,
 		.setup = setup, .cleanup = cleanup,
 		.ud = &m,
+		/* external-provisioner v6.3's main calls klog.Fatal (exit 255) for the gates, the
+		 * kubeconfig and client, the driver's name and capabilities, NodeGetInfo and the
+		 * capacity set-up (setup), and the HTTP server; os.Exit(1) for connect and probe. */
+		.fatal_255 = SIDECAR_FATAL_KUBE | SIDECAR_FATAL_DISCOVER | SIDECAR_FATAL_SETUP |
+			     SIDECAR_FATAL_HTTP,
 	};
 	char err[512];
 
 	if (prov_parse_gates(&cfg->sc.feature_gates, &m.gates, err, sizeof(err))) {
 		KLOG_E("%s", err);
-		return 1;
+		return SIDECAR_EXIT_FATAL;
 	}
 	if (kubeconfig_env && *kubeconfig_env) {
 		KLOG_I("Found KUBECONFIG environment variable set, using that..");

@@ -418,6 +418,21 @@ struct kube_recorder *sidecar_recorder(struct sidecar *sc, const char *component
 	return sc->recorder;
 }
 
+/* A failed start-up step's line: "<what> err=<quoted err>" (structured), or err alone. */
+static void startup_error(const struct sidecar_ops *ops, const char *what, const char *err)
+{
+	if (ops->structured_errors)
+		KLOG_E("%s err=%s", what, LOGQ(err));
+	else
+		KLOG_E("%s", err);
+}
+
+/* The exit code of a failed start-up step: 255 where upstream's main calls klog.Fatal. */
+static int fatal_rc(const struct sidecar_ops *ops, unsigned step)
+{
+	return (ops->fatal_255 & step) ? SIDECAR_EXIT_FATAL : 1;
+}
+
 int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 {
 	static struct runtime the_runtime;
@@ -454,14 +469,15 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 	addr = *cfg->metrics_address ? cfg->metrics_address : cfg->http_endpoint;
 	sc->kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
 	if (!sc->kcfg) {
-		KLOG_E("%s", err);
-		return 1;
+		startup_error(ops, "Failed to build a Kubernetes config", err);
+		return fatal_rc(ops, SIDECAR_FATAL_KUBE);
 	}
 	struct kube_client_opts ko = { .component = ops->component, .qps = cfg->kube.qps,
 				       .burst = cfg->kube.burst };
 	sc->kc = kube_client_new(sc->kcfg, &ko, err, sizeof(err));
 	if (!sc->kc) {
-		KLOG_E("%s", err);
+		startup_error(ops, "Failed to create a Clientset", err);
+		rc = fatal_rc(ops, SIDECAR_FATAL_KUBE);
 		goto out;
 	}
 	sc->metrics = csi_metrics_new();
@@ -476,29 +492,45 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		co.max_log_len = cfg->max_grpc_log_length;
 		sc->csi = csi_connect(cfg->csi_address, &co, err, sizeof(err));
 		if (!sc->csi) {
-			KLOG_E("%s", err);
+			char what[600];
+			snprintf(what, sizeof(what), "Failed to connect to the CSI driver csiAddress=%s",
+				 LOGQ(cfg->csi_address));
+			/* err= last, after the step's pairs, as zapr orders them */
+			startup_error(ops, what, err);
 			goto out;
 		}
 		if (sidecar_probe_forever(sc->csi, cfg->timeout_ns, err, sizeof(err))) {
-			KLOG_E("%s", err);
+			startup_error(ops, "Failed to probe the CSI driver", err);
 			goto out;
 		}
 		if (discover(rt, err, sizeof(err))) {
-			KLOG_E("%s", err);
+			startup_error(ops, "Failed to get the CSI driver name", err);
+			rc = fatal_rc(ops, SIDECAR_FATAL_DISCOVER);
 			goto out;
 		}
 		csi_metrics_set_driver(sc->metrics, sc->driver);
 	}
 	if (ops->setup(ops->ud, sc, err, sizeof(err))) {
 		KLOG_E("%s", err);
+		rc = fatal_rc(ops, SIDECAR_FATAL_SETUP);
 		goto out;
 	}
 	assert(sc->ctrl && sc->ctrl_ops); /* setup's contract: it built the controller */
 	if (*addr) {
 		rt->http = diag_server_start(addr, err, sizeof(err));
-		if (!rt->http) {
+		if (!rt->http && ops->structured_errors) {
+			char what[600];
+			snprintf(what, sizeof(what), "Failed to start HTTP server at specified address "
+				 "and metrics path address=%s", LOGQ(addr));
+			snprintf(what + strlen(what), sizeof(what) - strlen(what), " metricsPath=%s",
+				 LOGQ(cfg->metrics_path));
+			startup_error(ops, what, err);
+		} else if (!rt->http) {
 			KLOG_E("Failed to start HTTP server at specified address (\"%s\") and metrics "
 			       "path (\"%s\"): %s", addr, cfg->metrics_path, err);
+		}
+		if (!rt->http) {
+			rc = fatal_rc(ops, SIDECAR_FATAL_HTTP);
 			goto out;
 		}
 		/* With port 0 the kernel picked one: log the real one so tools can find it. */
@@ -509,6 +541,7 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		on_started_leading(rt);
 	} else if (start_leader(rt, &ko, err, sizeof(err))) {
 		KLOG_E("%s", err);
+		rc = fatal_rc(ops, SIDECAR_FATAL_LEADER);
 		goto out;
 	}
 	rc = run_loop(rt);

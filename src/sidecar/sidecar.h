@@ -120,6 +120,27 @@ struct sidecar_ops {
 	/* Frees what else setup built, after the controller. May be NULL. */
 	void (*cleanup)(void *ud);
 	void *ud;
+	/*
+	 * The start-up steps whose failure exits SIDECAR_EXIT_FATAL (255, as klog.Fatal exits in
+	 * the upstream binary) instead of 1 (upstream's os.Exit(1) / klog.FlushAndExit(.., 1)):
+	 * SIDECAR_FATAL_* bits. Each upstream main differs; each run.c says which it copies.
+	 */
+	unsigned fatal_255;
+	/*
+	 * Start-up failures logged as upstream's logger.Error(err, "What failed", kv...) writes
+	 * them: the step's message, then err="..." (the JSON format's "err" field), as
+	 * external-attacher v4.12 does. false: the error text alone, as the klog.Errorf / Fatalf
+	 * of the other mains.
+	 */
+	bool structured_errors;
+};
+#define SIDECAR_EXIT_FATAL 255
+enum {
+	SIDECAR_FATAL_KUBE = 1u << 0,     /* the kubeconfig / client ("Failed to create config") */
+	SIDECAR_FATAL_DISCOVER = 1u << 1, /* the driver's name and capabilities */
+	SIDECAR_FATAL_SETUP = 1u << 2,    /* ops->setup (the component's own start-up) */
+	SIDECAR_FATAL_HTTP = 1u << 3,     /* the metrics / HTTP endpoint */
+	SIDECAR_FATAL_LEADER = 1u << 4,   /* the leader election's client and start */
 };
 
 /* What the sidecar's setup may read (valid from setup until sidecar_run returns). */

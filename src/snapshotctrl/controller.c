@@ -74,7 +74,22 @@ static void on_vs_update(const struct kube_obj *old, const struct kube_obj *o, v
 	(void)old;
 	vs_changed(ud, o);
 }
-static void on_vs_delete(const struct kube_obj *o, void *ud) { vs_changed(ud, o); }
+static const char *snapshot_driver(struct sctrl *c, const struct kube_vs *vs, char *buf,
+				   size_t len);
+static void on_vs_delete(const struct kube_obj *o, void *ud)
+{
+	struct sctrl *c = ud;
+	const struct kube_vs *vs = kube_vs_of(o);
+	char uid[64], drv[256];
+
+	/* upstream's deleteSnapshot: the deletion's operation ends when the object is gone */
+	if (vs) {
+		sctrl_opm_success(c->opm, SCTRL_OP_DELETE, kube_obj_uid(o, uid, sizeof(uid)),
+				  snapshot_driver(c, vs, drv, sizeof(drv)));
+		sctrl_opm_forget(c->opm, uid);
+	}
+	vs_changed(c, o);
+}
 
 static void vsc_changed(struct sctrl *c, const struct kube_obj *o)
 {
@@ -164,6 +179,23 @@ static void simple_error(struct sctrl *c, const struct kube_vs *vs, const char *
 	status_error(c, vs, &e);
 }
 
+/* upstream's getSnapshotDriverName: the class's driver, else the bound or source content's. */
+static const char *snapshot_driver(struct sctrl *c, const struct kube_vs *vs, char *buf,
+				   size_t len)
+{
+	struct kube_obj *o = vs->class_name ? sctrl_get(c, INF_CLASS, NULL, vs->class_name) : NULL;
+	const char *d = o ? kube_vsclass_of(o)->driver : NULL;
+
+	if (!d) {
+		kube_obj_unref(o);
+		o = sctrl_get(c, INF_VSC, NULL, vs->bound_content ? vs->bound_content : vs->source_content);
+		d = o ? kube_vsc_of(o)->driver : NULL;
+	}
+	snprintf(buf, len, "%s", d ? d : "");
+	kube_obj_unref(o);
+	return buf;
+}
+
 /* upstream's updateSnapshotStatus: the content's status merged into the snapshot's. */
 static int update_status(struct sctrl *c, const struct kube_vs *vs, const struct kube_vsc *content)
 {
@@ -202,12 +234,18 @@ static int update_status(struct sctrl *c, const struct kube_vs *vs, const struct
 		simple_error(c, vs, "SnapshotStatusUpdateFailed", false, msg);
 		return RETRY;
 	}
-	if (st.created_event)
+	char uid[64];
+	kube_obj_uid(&vs->meta, uid, sizeof(uid));
+	if (st.created_event) {
+		sctrl_opm_success(c->opm, SCTRL_OP_CREATE, uid, content->driver);
 		snap_event(c->o.recorder, &vs->meta, false, "SnapshotCreated",
 			   "Snapshot %s was successfully created by the CSI driver.", key);
-	if (st.ready_event)
+	}
+	if (st.ready_event) {
+		sctrl_opm_success(c->opm, SCTRL_OP_CREATE_READY, uid, content->driver);
 		snap_event(c->o.recorder, &vs->meta, false, "SnapshotReady",
 			   "Snapshot %s is ready to use.", key);
+	}
 	return DONE;
 }
 
@@ -415,6 +453,9 @@ static int sync_deleting(struct sctrl *c, const struct kube_vs *vs)
 		snap_content_name(vs, name, sizeof(name));
 		cname = name;
 	}
+	char uid[64], drv[256];
+	sctrl_opm_start(c->opm, SCTRL_OP_DELETE, kube_obj_uid(&vs->meta, uid, sizeof(uid)),
+			snapshot_driver(c, vs, drv, sizeof(drv)), vs->source_content != NULL);
 	struct kube_obj *co = sctrl_get(c, INF_VSC, NULL, cname);
 	struct kube_obj **claims = kube_store_by_index(kube_informer_store(c->inf[INF_PVC]), "ns",
 						       vs->meta.ns ? vs->meta.ns : "", &n);
@@ -497,6 +538,15 @@ static int sync_unready(struct sctrl *c, const struct kube_vs *vs, const struct 
 			const struct kube_vsclass *cls)
 {
 	struct snap_error e = { 0 };
+	char uid[64], drv[256];
+
+	/* upstream's syncUnreadySnapshot starts the create operations (once each) */
+	kube_obj_uid(&vs->meta, uid, sizeof(uid));
+	snprintf(drv, sizeof(drv), "%s", cls && cls->driver ? cls->driver :
+		 content && content->driver ? content->driver : "");
+	if (!vs->creation_time)
+		sctrl_opm_start(c->opm, SCTRL_OP_CREATE, uid, drv, vs->source_content != NULL);
+	sctrl_opm_start(c->opm, SCTRL_OP_CREATE_READY, uid, drv, vs->source_content != NULL);
 
 	if (vs->source_content) {
 		switch (snap_check_preprovisioned(vs, content, &e)) {
@@ -664,6 +714,7 @@ struct sctrl *sctrl_new(struct kube_client *kc, const struct sctrl_opts *o)
 	c->o = *o;
 	c->kc = kc;
 	pthread_mutex_init(&c->mu, NULL);
+	c->opm = sctrl_opm_new();
 	for (int i = 0; i < NINF; i++) {
 		if ((i == INF_NODE && !o->distributed) || (i >= INF_VGS && !o->groups))
 			continue;
@@ -743,6 +794,7 @@ void sctrl_free(struct sctrl *c)
 	if (c->vgsq)
 		kube_workqueue_free(c->vgsq);
 	pthread_mutex_destroy(&c->mu);
+	sctrl_opm_free(c->opm);
 	free(c);
 }
 
@@ -751,4 +803,5 @@ void sctrl_render_metrics(struct sctrl *c, struct strbuf *out)
 	struct kube_workqueue *qs[] = { c->vsq, c->vscq, c->claimq, c->vgsq };
 
 	kube_workqueue_render_metrics(qs, c->vgsq ? 4 : 3, out);
+	sctrl_opm_render(c->opm, out);
 }

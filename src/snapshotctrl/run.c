@@ -119,12 +119,15 @@ int sctrl_run(const struct sctrl_config *cfg)
 		.dummy_driver = "snapshot-controller", /* no CSI driver: skip connect and discovery */
 		.setup = setup,
 		.ud = (void *)cfg,
+		/* snapshot-controller v8.6: klog.Fatal (exit 255) for the gates, the HTTP endpoint and
+		 * the leader election; every other start-up failure is os.Exit(1). */
+		.fatal_255 = SIDECAR_FATAL_HTTP | SIDECAR_FATAL_LEADER,
 	};
 	char err[512];
 
 	if (feature_gates_check(&cfg->sc.feature_gates, snap_feature_gates, snap_feature_gates_len, err, sizeof(err))) {
-		KLOG_E("%s", err);
-		return 1;
+		KLOG_E("Error while parsing feature gates: %s", err);
+		return SIDECAR_EXIT_FATAL;
 	}
 	if (cfg->worker_threads <= 0) {
 		KLOG_E("option -worker-threads must be greater than zero");

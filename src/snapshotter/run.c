@@ -114,14 +114,17 @@ int snapper_run(const struct snapper_config *cfg)
 		.lease_name = lease_name,
 		.setup = setup,
 		.ud = (void *)cfg,
+		/* csi-snapshotter v8.6: klog.Fatal (exit 255) for the gates, NODE_NAME and the HTTP
+		 * server; every other start-up failure is os.Exit(1). */
+		.fatal_255 = SIDECAR_FATAL_HTTP,
 	};
 	const char *node = getenv("NODE_NAME");
 
 	char err[512];
 
 	if (feature_gates_check(&cfg->sc.feature_gates, snap_feature_gates, snap_feature_gates_len, err, sizeof(err))) {
-		KLOG_E("%s", err);
-		return 1;
+		KLOG_E("Error while parsing feature gates: %s", err);
+		return SIDECAR_EXIT_FATAL;
 	}
 	if (cfg->worker_threads <= 0) {
 		KLOG_E("option -worker-threads must be greater than zero");
@@ -133,7 +136,7 @@ int snapper_run(const struct snapper_config *cfg)
 	}
 	if (cfg->node_deployment && (!node || !*node)) {
 		KLOG_E("The NODE_NAME environment variable must be set when using --enable-node-deployment.");
-		return 1;
+		return SIDECAR_EXIT_FATAL;
 	}
 	if (!*cfg->name_prefix) {
 		KLOG_E("Snapshot name prefix cannot be of length 0");

@@ -53,9 +53,21 @@ kc delete volumeattachment va-3 --wait=false >/dev/null
 wait_for "va-3 removed" 20 va_gone va-3
 wait_for "pv-rox finalizer removed and PV deleted" 20 pv_gone pv-rox
 
-# Detach va-1; pv-rwo is not being deleted, so its finalizer stays.
+# Detach va-1; pv-rwo is not being deleted, so its finalizer stays. Watched as `kubectl get -w`
+# shows it: upstream v4.9+'s order, the finalizer goes before status.attached turns false, so
+# the VA is never "being deleted, finalizer on, attached false" (which reads as a detach that
+# may have timed out, and was unpublished a second time after a crash between the two patches).
+kc get volumeattachment va-1 --watch --output-watch-events -o json >"$T/va-1.watch" 2>/dev/null &
+WATCH=$!
+sleep 0.5
 kc delete volumeattachment va-1 --wait=false >/dev/null
 wait_for "va-1 removed" 20 va_gone va-1
+sleep 0.5
+kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
+deleting() { jq -c --arg f "$FIN" 'select(.object.metadata.deletionTimestamp) | [.type, ((.object.metadata.finalizers // []) | index($f) != null), (.object.status.attached // false)]' "$T/va-1.watch"; }
+check "the watch saw va-1 being deleted" bash -c "[ -n '$(deleting | head -1)' ]"
+check "never attached=false while the finalizer is on" eq "$(deleting | grep -c '^\["[A-Z]*",true,false\]')" 0
+check "removed with attached=true and no finalizer (finalizer first)" eq "$(deleting | tail -1)" '["DELETED",false,true]'
 check "vol-1 unpublished" lp_not_published "$V1" node-1
 check "pv-rwo keeps its finalizer (not being deleted)" eq "$(kc get pv pv-rwo -o json | jq -r '.metadata.finalizers | join(",")')" "$FIN"
 

@@ -62,7 +62,8 @@ check "Block PV: volumeMode Block, no fsType" eq "$(pv_field "$(pv_of blk)" '"\(
 check "ROX PV keeps the access mode" eq "$(pv_field "$(pv_of rox)" '.spec.accessModes | join(",")')" ReadOnlyMany
 check "RWOP PV keeps the access mode" eq "$(pv_field "$(pv_of rwop)" '.spec.accessModes | join(",")')" ReadWriteOncePod
 # The loop driver cannot share a local device between nodes: the user sees why, on the claim.
-wait_for "RWX refused with the driver's reason" 20 has_event PersistentVolumeClaim rwx "ProvisioningFailed: failed to provision volume with StorageClass \"fast\": rpc error: code = InvalidArgument"
+# InvalidArgument is infeasible (v6.3): its own message, retried no sooner than --retry-interval-max.
+wait_for "RWX refused with the driver's reason" 20 has_event PersistentVolumeClaim rwx "ProvisioningFailed: Volume provisioning failed with infeasible error. Retries will be delayed. rpc error: code = InvalidArgument"
 check "no PV for the RWX claim" bash -c "! kubectl --kubeconfig '$KC' get pv '$(pv_of rwx)' >/dev/null 2>&1"
 
 # 3. WaitForFirstConsumer: nothing until a node is selected, then the node's topology.

@@ -3,7 +3,8 @@
 # snapshot field by field (content, statuses, finalizers, events, the CreateSnapshot request),
 # the default class, deletion with Delete (DeleteSnapshot, secrets from the content's
 # annotations) and Retain (nothing called), a pre-provisioned content bound and made ready by
-# ListSnapshots, metrics, a clean SIGTERM of both.
+# ListSnapshots, metrics (snapshot-controller's operation_total_seconds as v8.6 labels it), a
+# clean SIGTERM of both.
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -118,6 +119,15 @@ check "snapshot bound to pre-1" eq "$(vs_field s4 .status.boundVolumeSnapshotCon
 curl -s "http://127.0.0.1:$SPORT/metrics" >"$T/m"
 check "workqueue metrics of the content queue" grep -q 'workqueue_adds_total{name="csi-snapshotter-content"}' "$T/m"
 check "CSI call metrics" grep -q 'csi_sidecar_operations_seconds_count{.*method_name="/csi.v1.Controller/CreateSnapshot"' "$T/m"
+# snapshot-controller's operation metric, labelled as v8.6's: driver, operation, type, status.
+curl -s "http://127.0.0.1:$(att_http_port sctrl)/metrics" >"$T/cm"
+opcount() { sed -n "s/^snapshot_controller_operation_total_seconds_count{driver_name=\"$DRV\",operation_name=\"$1\",operation_status=\"$2\",snapshot_type=\"$3\"} //p" "$T/cm"; }
+check "CreateSnapshot of the dynamic snapshots observed" bash -c "[ '$(opcount CreateSnapshot success dynamic)' -ge 2 ]"
+check "CreateSnapshotAndReady of the dynamic snapshots observed" bash -c "[ '$(opcount CreateSnapshotAndReady success dynamic)' -ge 2 ]"
+check "CreateSnapshotAndReady of the pre-provisioned one observed" eq "$(opcount CreateSnapshotAndReady success pre-provisioned)" 1
+check "DeleteSnapshot of s1 and s3 observed" eq "$(opcount DeleteSnapshot success dynamic)" 2
+check "upstream's buckets (le 600, +Inf)" grep -q 'snapshot_controller_operation_total_seconds_bucket{driver_name=.*,le="600"}' "$T/cm"
+check "operations in flight: none pending" grep -qx 'snapshot_controller_operations_in_flight 0' "$T/cm"
 sigterm_checked snapper sctrl
 [ "$FAILS" -eq 0 ] || { tail -40 "$T/sctrl.log" >&2; tail -40 "$T/snapper.log" >&2; }
 finish

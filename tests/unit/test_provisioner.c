@@ -560,9 +560,13 @@ static void test_node_deployment(void)
 	CHECK_STR(buf, "external-provisioner");
 	prov_capacity_managed_by("node-1", buf, sizeof(buf));
 	CHECK_STR(buf, "external-provisioner-node-1");
+	/* Upstream's getNameWithMaxLength, values from a Go run of its rule (hash/fnv): */
 	prov_capacity_managed_by("a-very-long-node-name-that-does-not-fit-into-a-label-value.example.com", buf, sizeof(buf));
-	CHECK(strlen(buf) <= 63);
-	CHECK(strncmp(buf, "external-provisioner-", 21) == 0);
+	CHECK_STR(buf, "external-provisioner-ab5bdb89"); /* node alone too long: hash of all */
+	prov_capacity_managed_by("worker-node-0123456789-abcdefghij-klmnopq", buf, sizeof(buf));
+	CHECK_STR(buf, "external-provisioner-worker-node-0123456789-abcdefghij-klmnopq"); /* 62 */
+	prov_capacity_managed_by("worker-node-0123456789-abcdefghij-klmnopqrst", buf, sizeof(buf));
+	CHECK_STR(buf, "external--53f40b57-worker-node-0123456789-abcdefghij-klmnopqrst");
 }
 
 int main(void)
