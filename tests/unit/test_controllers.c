@@ -32,6 +32,8 @@ struct plan_case {
 	const char *want; /* actions joined by "; " */
 };
 
+static bool t_no_force; /* --disable-force-detach-on-timeout for the cases being run */
+
 static const struct plan_case *cur;
 
 static bool t_busy(const char *uniq, void *ud)
@@ -56,6 +58,8 @@ static void t_health(const char *node, struct ad_node_health *h, void *ud)
 			h->ready = true;
 		else if (f == '#')
 			h->ready = true, h->out_of_service = true;
+		else if (f == '%') /* NotReady and out-of-service */
+			h->out_of_service = true;
 		else if (f != '!')
 			continue;
 		return;
@@ -105,7 +109,7 @@ static void run_plan_case(const struct plan_case *c)
 			}
 		}
 	}
-	struct ad_plan_in in = { d, nd, a, na, t_busy, t_health, NULL, NOW, MAX_WAIT };
+	struct ad_plan_in in = { d, nd, a, na, t_busy, t_health, NULL, NOW, MAX_WAIT, t_no_force };
 	n = ad_plan(&in, out, 2 * MAXP);
 	for (size_t i = 0; i < n; i++) {
 		const struct ad_action *x = &out[i];
@@ -165,9 +169,27 @@ static void test_plan(void)
 		{ "many volumes: detaches first, in order, then attaches",
 		  { "a@n1", "b@n2" }, { "c@n1", "d@n2m", "e@n2" }, { "n1", "n2" }, { 0 },
 		  "detach c@n1; wait d@n2; detach e@n2; attach a@n1; attach b@n2" },
+		{ "not mounted, wanted detached past the max wait: upstream counts it as forced",
+		  { 0 }, { "v1@n1/400" }, { "n1" }, { 0 }, "detach v1@n1 (timeout)" },
+		{ "still mounted on a Ready node past the max wait: wait (only an unhealthy node is forced)",
+		  { 0 }, { "v1@n1m/400" }, { "n1" }, { 0 }, "wait v1@n1" },
+		{ "out-of-service past the max wait: counted as timeout, as upstream's reconciler does",
+		  { 0 }, { "v1@n1m/400" }, { "n1%" }, { 0 }, "detach v1@n1 (timeout)" },
+	};
+	static const struct plan_case no_force[] = {
+		{ "--disable-force-detach-on-timeout: a NotReady node's mounted volume waits for ever",
+		  { 0 }, { "v1@n1m/100000" }, { "n1!" }, { 0 }, "wait v1@n1" },
+		{ "--disable-force-detach-on-timeout: the out-of-service taint still detaches",
+		  { 0 }, { "v1@n1m/100000" }, { "n1%" }, { 0 }, "detach v1@n1 (out-of-service)" },
+		{ "--disable-force-detach-on-timeout: an unmounted volume is a normal detach",
+		  { 0 }, { "v1@n1/100000" }, { "n1!" }, { 0 }, "detach v1@n1" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_plan_case(&cases[i]);
+	t_no_force = true;
+	for (size_t i = 0; i < sizeof(no_force) / sizeof(no_force[0]); i++)
+		run_plan_case(&no_force[i]);
+	t_no_force = false;
 }
 
 /* The wanted-again rule: a pair that is desired again forgets when its detach was first wanted. */
@@ -179,7 +201,7 @@ static void test_plan_requested_time(void)
 	struct ad_action out[4];
 
 	cur = &none;
-	struct ad_plan_in in = { NULL, 0, &a, 1, NULL, t_health, NULL, NOW, MAX_WAIT };
+	struct ad_plan_in in = { NULL, 0, &a, 1, NULL, t_health, NULL, NOW, MAX_WAIT, false };
 	CHECK_INT(ad_plan(&in, out, 4), 1);
 	CHECK_INT(out[0].kind, AD_ACT_WAIT_UNMOUNT);
 	CHECK_INT(a.detach_requested_ns, NOW);
@@ -604,7 +626,7 @@ static void test_vs_tolerations(void)
 	/* The first taint that matters and is not tolerated; PreferNoSchedule never stops a pod. */
 	struct kube_taint ts[] = { { "soft", "", "PreferNoSchedule", NULL }, { "a", "1", "NoSchedule", NULL },
 				   { "b", "2", "NoExecute", NULL } };
-	struct kube_toleration ta = { "a", "Exists", NULL, NULL };
+	struct kube_toleration ta = { "a", "Exists", NULL, NULL, false, 0 };
 	const struct kube_taint *u = vs_untolerated(ts, 3, NULL, 0);
 	CHECK(u && !strcmp(u->key, "a"));
 	u = vs_untolerated(ts, 3, &ta, 1);
