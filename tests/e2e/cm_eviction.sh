@@ -125,7 +125,7 @@ echo "figure: p-5 deleted ${LAT}s after the taint's timeAdded (tolerationSeconds
 check "p-5 deleted 4..8 s after timeAdded" eval "[ \"\$(echo \"$LAT >= 4 && $LAT <= 8\" | bc)\" = 1 ]"
 check "p-forever stays" not_deleting p-forever
 check "p-default (300 s) stays" not_deleting p-default
-check "deletions counted" eq "$(metrics | awk '$1 == "taint_eviction_controller_pod_deletions_total" {print $2}')" 2
+wait_for "deletions counted" 5 eval '[ "$(metrics | awk '"'"'$1 == "taint_eviction_controller_pod_deletions_total" {print $2}'"'"')" = 2 ]'
 
 # ---- 2. zones ----
 alive a4 b1 b2  # a1, a2, a3 silent: zone a 3 of 4 not Ready, PartialDisruption
