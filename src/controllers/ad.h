@@ -100,6 +100,7 @@ struct ad_plan_in {
 	void *ud;
 	int64_t now_ns;
 	int64_t max_wait_ns; /* --max-wait-for-unmount (upstream's 6 minutes) */
+	bool no_force_timeout; /* --disable-force-detach-on-timeout */
 };
 
 /*

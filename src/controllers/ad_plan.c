@@ -103,16 +103,17 @@ size_t ad_plan(struct ad_plan_in *in, struct ad_action *out, size_t max)
 			a->detach_requested_ns = in->now_ns;
 		if (in->health)
 			in->health(a->node, &h, in->ud);
-		if (a->mounted) {
-			if (h.out_of_service)
-				forced = AD_FORCE_OUT_OF_SERVICE;
-			else if (!h.ready && in->now_ns - a->detach_requested_ns >= in->max_wait_ns)
-				forced = AD_FORCE_TIMEOUT;
-			else {
-				out[n++] = (struct ad_action){ AD_ACT_WAIT_UNMOUNT, AD_FORCE_NONE, i };
-				continue;
-			}
+		/* upstream's reconciler: the timeout forces only on a node that is not healthy, but
+		 * once expired any detach skips the safety check and counts as forced (timeout before
+		 * out-of-service); --disable-force-detach-on-timeout leaves only the taint. */
+		bool expired = !in->no_force_timeout &&
+			       in->now_ns - a->detach_requested_ns >= in->max_wait_ns;
+		if (a->mounted && !(expired && !h.ready) && !h.out_of_service) {
+			out[n++] = (struct ad_action){ AD_ACT_WAIT_UNMOUNT, AD_FORCE_NONE, i };
+			continue;
 		}
+		forced = expired ? AD_FORCE_TIMEOUT
+			 : h.out_of_service ? AD_FORCE_OUT_OF_SERVICE : AD_FORCE_NONE;
 		out[n++] = (struct ad_action){ AD_ACT_DETACH, forced, i };
 		kube_hmap_put(&locked, a->uniq, (void *)1);
 	}

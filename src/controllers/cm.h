@@ -35,6 +35,7 @@ struct cm_config {
 	int64_t ad_sync_ns;       /* --attach-detach-reconcile-sync-period */
 	bool ad_disable_sync;     /* --disable-attach-detach-reconcile-sync */
 	int64_t ad_max_wait_ns;   /* --max-wait-for-unmount */
+	bool ad_no_force_detach;  /* --disable-force-detach-on-timeout */
 	const char *va_naming;    /* --va-naming kubernetes|seed */
 	int ad_workers;           /* --attach-detach-workers */
 	/* persistentvolume-binder */
@@ -45,6 +46,10 @@ struct cm_config {
 	int64_t node_monitor_period_ns;  /* --node-monitor-period */
 	int64_t node_monitor_grace_ns;   /* --node-monitor-grace-period */
 	int64_t node_startup_grace_ns;   /* --node-startup-grace-period */
+	double node_eviction_rate;       /* --node-eviction-rate (nodes/s, a healthy zone) */
+	double secondary_eviction_rate;  /* --secondary-node-eviction-rate (a disrupted zone) */
+	double unhealthy_zone_threshold; /* --unhealthy-zone-threshold */
+	int large_cluster_threshold;     /* --large-cluster-size-threshold */
 };
 
 enum cm_kind { CM_PODS, CM_NODES, CM_PVS, CM_PVCS, CM_SCS, CM_VAS, CM_CSIDRIVERS, CM_CSINODES,
@@ -93,6 +98,8 @@ extern const struct cm_controller cm_pvc_protection;
 extern const struct cm_controller cm_pv_protection;
 extern const struct cm_controller cm_volume_scheduler;
 extern const struct cm_controller cm_nodelifecycle;
+extern const struct cm_controller cm_taint_eviction;
+extern const struct cm_controller cm_podgc;
 
 /*
  * Whether --controllers enables `name`: kube-controller-manager's rules ("*" enables the default

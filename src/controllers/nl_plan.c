@@ -142,6 +142,14 @@ static bool owned(const struct kube_taint *t, const char *ready)
 	return false;
 }
 
+static bool has_taint(const struct nl_plan_in *in, const char *key, const char *effect)
+{
+	for (size_t i = 0; i < in->ntaints; i++)
+		if (is(in->taints[i].key, key) && is(in->taints[i].effect, effect))
+			return true;
+	return false;
+}
+
 static void plan_taints(const struct nl_plan_in *in, struct nl_plan_out *out)
 {
 	const struct kube_node_condition *rc = nl_condition(out->conds, out->nconds, "Ready");
@@ -155,10 +163,18 @@ static void plan_taints(const struct nl_plan_in *in, struct nl_plan_out *out)
 	}
 	if (in->unschedulable)
 		want_add(&w, NL_TAINT_UNSCHEDULABLE, "NoSchedule");
-	if (is(ready, "False"))
-		want_add(&w, NL_TAINT_NOT_READY, "NoExecute");
-	else if (is(ready, "Unknown"))
-		want_add(&w, NL_TAINT_UNREACHABLE, "NoExecute");
+	const char *nx = is(ready, "False") ? NL_TAINT_NOT_READY
+			 : is(ready, "Unknown") ? NL_TAINT_UNREACHABLE : NULL;
+	const char *opp = is(ready, "False") ? NL_TAINT_UNREACHABLE : NL_TAINT_NOT_READY;
+	if (nx && in->noexec == NL_NOEXEC_REMOVE)
+		nx = NULL; /* every zone fully disrupted: no NoExecute taint at all */
+	else if (nx && in->noexec == NL_NOEXEC_HOLD && !has_taint(in, nx, "NoExecute") &&
+		 !has_taint(in, opp, "NoExecute")) {
+		out->noexec_pending = true; /* waits for its zone's rate limiter */
+		nx = NULL;
+	}
+	if (nx)
+		want_add(&w, nx, "NoExecute");
 
 	out->taints = xcalloc(in->ntaints + MAX_WANT + 1, sizeof(*out->taints));
 	for (size_t i = 0; i < in->ntaints; i++) {

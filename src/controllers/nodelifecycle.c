@@ -4,15 +4,19 @@
  *
  * One thread makes a pass over every cached Node each --node-monitor-period, and at once when a
  * Node or a Lease in kube-node-lease changes (upstream reacts to node events with its NoSchedule
- * pass and monitors health on the period; one pass doing both is the same result sooner). Per
- * node: nl_observe() with the Ready heartbeat and the Lease's renewTime, nl_plan(), then at most
- * two merge patches carrying the resourceVersion they were computed from: /status with the whole
- * condition list, then spec.taints with the whole taint list. A 409 is left to the next pass,
- * which the changed node's event starts anyway.
+ * pass and monitors health on the period; one pass doing both is the same result sooner). A pass
+ * has two halves, as upstream's monitorNodeHealth then handleDisruption:
+ *   1. per node: nl_observe() with the Ready heartbeat and the Lease's renewTime, nl_plan() for
+ *      the conditions, one merge patch of /status with the whole list (carrying the
+ *      resourceVersion it was computed from); the node's new Ready counted in its zone;
+ *   2. nl_zones_update() over the zones, then per node nl_plan() again for the taints, with
+ *      what the zones allow: NL_NOEXEC_REMOVE in master disruption mode, else a new NoExecute
+ *      taint only with a token of the zone's bucket (nl_zone_take); one merge patch of
+ *      spec.taints. A node still waiting for a token makes the next pass come when one is due.
+ * A 409 is left to the next pass, which the changed node's event starts anyway.
  *
- * Not done (upstream does): pod eviction by the NoExecute taints (upstream's separate
- * taint-eviction-controller), the per-zone rate limit of NoExecute tainting
- * (--node-eviction-rate) and its "all zones disrupted" mode, and marking pods not Ready.
+ * Not done (upstream does): marking pods not Ready (MarkPodsNotReady). Pod eviction is the
+ * taint-eviction-controller's (tainteviction.c).
  */
 #include "controllers/cm.h"
 #include "controllers/nl.h"
@@ -35,6 +39,9 @@ struct nlc {
 	pthread_t loop;
 	bool kicked, stopping, started;
 	struct kube_hmap health; /* node name -> struct nl_health * (the loop thread's own) */
+	pthread_mutex_t zmu;     /* zones: the loop writes, /metrics reads */
+	struct nl_zone *zones;
+	size_t nzones;
 };
 
 static void kick(void *ud)
@@ -133,16 +140,78 @@ static void log_taints(const struct kube_node *n, const struct nl_plan_out *o)
 	strbuf_release(&sb);
 }
 
-static void sync_node(struct nlc *c, const struct kube_node *n, int64_t now)
+/* upstream's GetZoneKey: "region:\0:zone", "" when a node has neither label. */
+static size_t zone_key(const struct kube_node *n, char *buf, size_t len)
+{
+	const char *zone = NULL, *region = NULL, *bzone = NULL, *bregion = NULL;
+
+	for (uint16_t i = 0; i < n->nlabels; i++) {
+		const char *k = n->labels[i].key;
+		if (!strcmp(k, "topology.kubernetes.io/zone"))
+			zone = n->labels[i].value;
+		else if (!strcmp(k, "topology.kubernetes.io/region"))
+			region = n->labels[i].value;
+		else if (!strcmp(k, "failure-domain.beta.kubernetes.io/zone"))
+			bzone = n->labels[i].value;
+		else if (!strcmp(k, "failure-domain.beta.kubernetes.io/region"))
+			bregion = n->labels[i].value;
+	}
+	zone = zone ? zone : bzone ? bzone : "";
+	region = region ? region : bregion ? bregion : "";
+	if (!*zone && !*region)
+		return 0;
+	int w = snprintf(buf, len, "%s:%c:%s", region, '\0', zone);
+	return w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
+}
+
+static bool excluded(const struct kube_node *n)
+{
+	for (uint16_t i = 0; i < n->nlabels; i++)
+		if (!strcmp(n->labels[i].key, "node.kubernetes.io/exclude-disruption"))
+			return true;
+	return false;
+}
+
+/* The zone of a node (added in state Initial with the primary rate; c->zmu held). */
+static struct nl_zone *zone_of(struct nlc *c, const struct kube_node *n, int64_t now)
+{
+	char key[sizeof(c->zones[0].key)];
+	size_t len = zone_key(n, key, sizeof(key));
+
+	for (size_t i = 0; i < c->nzones; i++)
+		if (c->zones[i].keylen == len && !memcmp(c->zones[i].key, key, len))
+			return &c->zones[i];
+	c->zones = xrealloc(c->zones, (c->nzones + 1) * sizeof(*c->zones));
+	struct nl_zone *z = &c->zones[c->nzones++];
+	memset(z, 0, sizeof(*z));
+	memcpy(z->key, key, len);
+	z->keylen = len;
+	z->rate = c->cm->cfg->node_eviction_rate > 0 ? c->cm->cfg->node_eviction_rate : 0;
+	z->tokens = 1;
+	z->refilled_ns = now;
+	KLOG_I("Initializing eviction metric for zone \"%.*s\"", (int)len, key);
+	return z;
+}
+
+/* One node of a pass: its plan input, its zone and the resourceVersion to write taints with. */
+struct nl_item {
+	struct kube_obj *obj;
+	struct nl_plan_in in;
+	size_t zone; /* index into c->zones */
+	char *rv;    /* NULL: the conditions write failed, no taints this pass */
+};
+
+/* Conditions: observe, plan, write; the item keeps what the taint step needs. */
+static void sync_conditions(struct nlc *c, struct nl_item *it, int64_t now)
 {
 	const struct cm_config *cfg = c->cm->cfg;
+	const struct kube_node *n = kube_node_of(it->obj);
 	struct nl_health *h = kube_hmap_get(&c->health, n->meta.name);
 	const struct kube_node_condition *ready = nl_condition(n->conditions, n->nconditions, "Ready");
 	struct kube_obj *lo = kube_store_get(cm_store(c->cm, CM_LEASES), "kube-node-lease", n->meta.name);
 	const struct kube_lease *l = kube_lease_of(lo);
 	time_t created = 0;
 	struct nl_plan_out out;
-	char *rv;
 
 	if (!h) {
 		h = xcalloc(1, sizeof(*h));
@@ -153,27 +222,61 @@ static void sync_node(struct nlc *c, const struct kube_node *n, int64_t now)
 	nl_observe(h, ready != NULL, ready ? ready->heartbeat : NULL, l ? l->renew_time : NULL,
 		   (int64_t)created * NSEC_PER_SEC, now);
 	kube_obj_unref(lo);
-	struct nl_plan_in in = {
+	it->in = (struct nl_plan_in){
 		n->conditions, n->nconditions, n->taints, n->ntaints, n->unschedulable, n->created,
 		h->probe_ns, ready ? cfg->node_monitor_grace_ns : cfg->node_startup_grace_ns, now,
+		NL_NOEXEC_HOLD,
 	};
-	nl_plan(&in, &out);
-	rv = xstrdup(n->meta.rv);
+	nl_plan(&it->in, &out);
+	it->rv = xstrdup(n->meta.rv);
 	if (out.conds_changed) {
-		char *nrv = patch_node(c, n->meta.name, rv, true, "conditions", conditions_json(&out));
-		free(rv);
-		rv = nrv;
-		if (rv)
+		char *nrv = patch_node(c, n->meta.name, it->rv, true, "conditions", conditions_json(&out));
+		free(it->rv);
+		it->rv = nrv;
+		if (it->rv)
 			ready_event(c, n, &out);
 	}
-	if (rv && out.taints_changed) {
-		char *nrv = patch_node(c, n->meta.name, rv, false, "taints", taints_json(&out));
-		if (nrv)
+	const struct kube_node_condition *rc = nl_condition(out.conds, out.nconds, "Ready");
+	struct nl_zone *z = zone_of(c, n, now);
+	it->zone = (size_t)(z - c->zones);
+	if (!excluded(n)) {
+		if (rc && rc->status && !strcmp(rc->status, "True"))
+			z->ready++;
+		else
+			z->not_ready++;
+	}
+	nl_plan_out_release(&out);
+}
+
+/* Taints, with what the zones allow; returns true when a NoExecute taint still waits. */
+static bool sync_taints(struct nlc *c, struct nl_item *it, enum nl_disruption d, int64_t now)
+{
+	const struct kube_node *n = kube_node_of(it->obj);
+	struct nl_zone *z = &c->zones[it->zone];
+	struct nl_plan_out out;
+	bool evicting = false;
+
+	it->in.noexec = d == NL_DISRUPTION_ENTER || d == NL_DISRUPTION_IN ? NL_NOEXEC_REMOVE
+									   : NL_NOEXEC_HOLD;
+	nl_plan(&it->in, &out);
+	if (out.noexec_pending && nl_zone_take(z, now)) {
+		nl_plan_out_release(&out);
+		it->in.noexec = NL_NOEXEC_ADD;
+		nl_plan(&it->in, &out);
+		evicting = true;
+	}
+	bool pending = out.noexec_pending;
+	if (it->rv && out.taints_changed) {
+		char *nrv = patch_node(c, n->meta.name, it->rv, false, "taints", taints_json(&out));
+		if (nrv) {
 			log_taints(n, &out);
+			if (evicting)
+				z->evictions++;
+		}
 		free(nrv);
 	}
-	free(rv);
 	nl_plan_out_release(&out);
+	return pending;
 }
 
 /* Forgets the nodes that are gone (their observation would greet a new node of that name). */
@@ -199,19 +302,73 @@ static void prune(struct nlc *c)
 	free(gone);
 }
 
-static void pass(struct nlc *c)
+/* Zones no node of this pass is in are dropped (upstream deletes their state). */
+static void drop_empty_zones(struct nlc *c, struct nl_item *items, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < c->nzones; i++) {
+		bool used = false;
+		for (size_t j = 0; j < n && !used; j++)
+			used = items[j].zone == i;
+		if (!used)
+			continue;
+		for (size_t j = 0; j < n; j++)
+			if (items[j].zone == i)
+				items[j].zone = k;
+		c->zones[k++] = c->zones[i];
+	}
+	c->nzones = k;
+}
+
+/* One pass; returns how long until the next one is needed (a NoExecute taint waits for a token). */
+static int64_t pass(struct nlc *c)
 {
 	size_t n;
 	struct kube_obj **nodes = kube_store_list(cm_store(c->cm, CM_NODES), &n);
-	int64_t now = wall_now_ns();
+	struct nl_item *items = xcalloc(n + 1, sizeof(*items));
+	size_t ni = 0;
+	int64_t now = wall_now_ns(), wait = c->cm->cfg->node_monitor_period_ns;
+	struct nl_rates rates = { c->cm->cfg->node_eviction_rate, c->cm->cfg->secondary_eviction_rate,
+				  c->cm->cfg->unhealthy_zone_threshold,
+				  c->cm->cfg->large_cluster_threshold };
 
+	pthread_mutex_lock(&c->zmu);
+	for (size_t i = 0; i < c->nzones; i++)
+		c->zones[i].ready = c->zones[i].not_ready = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct kube_node *node = kube_node_of(nodes[i]);
-		if (node)
-			sync_node(c, node, now);
+		if (!kube_node_of(nodes[i]))
+			continue;
+		items[ni].obj = nodes[i];
+		sync_conditions(c, &items[ni++], now);
 	}
+	drop_empty_zones(c, items, ni);
+	enum nl_disruption d = nl_zones_update(c->zones, c->nzones, &rates, now);
+	if (d == NL_DISRUPTION_ENTER)
+		KLOG_I("Controller detected that all Nodes are not-Ready. Entering master disruption mode");
+	if (d == NL_DISRUPTION_EXIT) {
+		KLOG_I("Controller detected that some Nodes are Ready. Exiting master disruption mode");
+		for (size_t i = 0; i < c->health.cap; i++)
+			if (c->health.slots[i].key)
+				((struct nl_health *)c->health.slots[i].value)->probe_ns = now;
+	}
+	for (size_t i = 0; i < ni; i++) {
+		struct nl_zone *z = &c->zones[items[i].zone];
+		if (sync_taints(c, &items[i], d, now) && z->rate > 0) {
+			/* the next token of its zone */
+			int64_t t = (int64_t)((1 - z->tokens) / z->rate * (double)NSEC_PER_SEC);
+			if (t < 100 * NSEC_PER_MSEC)
+				t = 100 * NSEC_PER_MSEC;
+			if (t < wait)
+				wait = t;
+		}
+		free(items[i].rv);
+	}
+	pthread_mutex_unlock(&c->zmu);
+	free(items);
 	kube_objs_free(nodes, n);
 	prune(c);
+	return wait;
 }
 
 static void *loop_main(void *arg)
@@ -222,9 +379,9 @@ static void *loop_main(void *arg)
 	while (!c->stopping) {
 		c->kicked = false;
 		pthread_mutex_unlock(&c->mu);
-		pass(c);
+		int64_t wait = pass(c);
 		pthread_mutex_lock(&c->mu);
-		struct timespec ts = wall_deadline(c->cm->cfg->node_monitor_period_ns);
+		struct timespec ts = wall_deadline(wait);
 		while (!c->stopping && !c->kicked)
 			if (pthread_cond_timedwait(&c->wake, &c->mu, &ts))
 				break;
@@ -240,6 +397,7 @@ static void *nl_init(struct cm_ctx *cm)
 	c->cm = cm;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->wake, NULL);
+	pthread_mutex_init(&c->zmu, NULL);
 	cm_on_any_change(cm, CM_NODES, kick, c);
 	cm_on_any_change(cm, CM_LEASES, kick, c);
 	return c;
@@ -276,12 +434,54 @@ static void nl_free(void *self)
 		if (c->health.slots[i].key)
 			free(c->health.slots[i].value);
 	kube_hmap_clear(&c->health);
+	free(c->zones);
+	pthread_mutex_destroy(&c->zmu);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->wake);
 	free(c);
 }
 
+static void metric_head(struct strbuf *out, const char *name, const char *type, const char *help)
+{
+	strbuf_addf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric_zone(struct strbuf *out, const char *name, const struct nl_zone *z, double v)
+{
+	strbuf_addf(out, "%s{zone=\"", name);
+	strbuf_add(out, z->key, z->keylen); /* upstream's key holds a NUL byte; printed as is */
+	strbuf_addf(out, "\"} %g\n", v);
+}
+
+static void nl_metrics(void *self, struct strbuf *out)
+{
+	struct nlc *c = self;
+	static const struct {
+		const char *name, *type, *help;
+	} m[] = {
+		{ "node_collector_evictions_total", "counter", "[STABLE] Number of Node evictions that happened since current instance of NodeController started." },
+		{ "node_collector_unhealthy_nodes_in_zone", "gauge", "[ALPHA] Gauge measuring number of not Ready Nodes per zones." },
+		{ "node_collector_zone_health", "gauge", "[ALPHA] Gauge measuring percentage of healthy nodes per zone." },
+		{ "node_collector_zone_size", "gauge", "[ALPHA] Gauge measuring number of registered Nodes per zones." },
+	};
+
+	pthread_mutex_lock(&c->zmu);
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		metric_head(out, m[k].name, m[k].type, m[k].help);
+		for (size_t i = 0; i < c->nzones; i++) {
+			const struct nl_zone *z = &c->zones[i];
+			int size = z->ready + z->not_ready;
+			double v = k == 0 ? (double)z->evictions
+				   : k == 1 ? z->not_ready
+				   : k == 2 ? (size ? 100.0 * z->ready / size : 100) : size;
+			metric_zone(out, m[k].name, z, v);
+		}
+	}
+	pthread_mutex_unlock(&c->zmu);
+}
+
 const struct cm_controller cm_nodelifecycle = {
 	.name = "nodelifecycle", .default_on = true,
 	.init = nl_init, .start = nl_start, .stop = nl_stop, .free = nl_free,
+	.metrics = nl_metrics,
 };

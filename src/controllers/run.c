@@ -36,6 +36,8 @@ static const struct cm_controller *const all_controllers[] = {
 	&cm_pv_protection,
 	&cm_volume_scheduler,
 	&cm_nodelifecycle,
+	&cm_taint_eviction,
+	&cm_podgc,
 };
 #define NCONTROLLERS (sizeof(all_controllers) / sizeof(all_controllers[0]))
 
@@ -43,7 +45,7 @@ void cm_register_flags(struct flagset *fs, struct cm_config *c)
 {
 	kube_options_register(fs, &c->kube);
 	flags_string(fs, "controllers", &c->controllers, "*",
-		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, nodelifecycle, volume-scheduler (not in '*').");
+		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, nodelifecycle, taint-eviction-controller, podgc, volume-scheduler (not in '*').");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
 		     "Address of the diagnostics HTTP server (/healthz, /metrics), e.g. :8080; empty disables it.");
 	flags_bool(fs, "leader-elect", &c->leader_elect, false,
@@ -54,6 +56,8 @@ void cm_register_flags(struct flagset *fs, struct cm_config *c)
 		   "Do not run that periodic check.");
 	flags_duration(fs, "max-wait-for-unmount", &c->ad_max_wait_ns, 6 * NSEC_PER_MIN,
 		       "How long a volume still mounted on a node that is not Ready is waited for before it is detached anyway.");
+	flags_bool(fs, "disable-force-detach-on-timeout", &c->ad_no_force_detach, false,
+		   "Prevent force detaching volumes based on maximum unmount time and node status. If this flag is set to true, the non-graceful node shutdown feature (the node.kubernetes.io/out-of-service taint) must be used to recover from node failure.");
 	flags_string(fs, "va-naming", &c->va_naming, "kubernetes",
 		     "VolumeAttachment names: 'kubernetes' (csi-<sha256(volumeHandle+driver+node)>, as kubelet and kube-controller-manager) or 'seed' (pv-<sha256(pvName+node)>, seed 001).");
 	flags_int(fs, "attach-detach-workers", &c->ad_workers, 10,
@@ -68,6 +72,14 @@ void cm_register_flags(struct flagset *fs, struct cm_config *c)
 		       "How long a node may go without a Ready heartbeat or a Lease renewal before its conditions become Unknown and it gets the unreachable taints.");
 	flags_duration(fs, "node-startup-grace-period", &c->node_startup_grace_ns, NSEC_PER_MIN,
 		       "The same for a node that has never posted a Ready condition, counted from its creation.");
+	flags_double(fs, "node-eviction-rate", &c->node_eviction_rate, 0.1,
+		     "Number of nodes per second on which pods are deleted in case of node failure when a zone is healthy (see --unhealthy-zone-threshold): the rate at which nodes of a zone get their NoExecute taint. Zone refers to entire cluster in non-multizone clusters.");
+	flags_double(fs, "secondary-node-eviction-rate", &c->secondary_eviction_rate, 0.01,
+		     "The same when a zone is unhealthy. Implicitly 0 when the zone has --large-cluster-size-threshold nodes or fewer.");
+	flags_int(fs, "large-cluster-size-threshold", &c->large_cluster_threshold, 50,
+		  "Number of nodes of a zone from which it is large for the eviction logic: --secondary-node-eviction-rate is 0 for zones this size or smaller.");
+	flags_double(fs, "unhealthy-zone-threshold", &c->unhealthy_zone_threshold, 0.55,
+		     "Fraction of Nodes in a zone which needs to be not Ready (minimum 3) for zone to be treated as unhealthy.");
 }
 
 struct cm_runtime {

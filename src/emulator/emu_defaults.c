@@ -106,6 +106,45 @@ static void namespace_defaults(json_t *obj)
 		json_object_set_new(spec, "finalizers", json_pack("[s]", "kubernetes"));
 }
 
+/*
+ * The DefaultTolerationSeconds admission plugin (on create and update of pods proper): a pod
+ * with no toleration of node.kubernetes.io/not-ready:NoExecute (same key or none, NoExecute or
+ * any effect) gets one, Exists, tolerationSeconds 300; the same for unreachable.
+ */
+static void pod_default_tolerations(json_t *obj)
+{
+	static const char *const keys[] = { "node.kubernetes.io/not-ready",
+					    "node.kubernetes.io/unreachable" };
+	json_t *spec = json_object_get(obj, "spec");
+	if (!json_is_object(spec))
+		return;
+	json_t *tols = json_object_get(spec, "tolerations");
+	if (tols && !json_is_array(tols) && !json_is_null(tols))
+		return; /* a wrong type is the validation's to refuse */
+	bool have[2] = { false, false };
+	size_t i;
+	json_t *t;
+	json_array_foreach(tols, i, t) {
+		const char *k = json_string_value(json_object_get(t, "key"));
+		const char *e = json_string_value(json_object_get(t, "effect"));
+		bool effect_ok = !e || !*e || !strcmp(e, "NoExecute");
+		for (size_t j = 0; j < 2; j++)
+			if (effect_ok && (!k || !*k || !strcmp(k, keys[j])))
+				have[j] = true;
+	}
+	for (size_t j = 0; j < 2; j++) {
+		if (have[j])
+			continue;
+		if (!json_is_array(tols)) {
+			tols = json_array();
+			json_object_set_new(spec, "tolerations", tols);
+		}
+		json_array_append_new(tols, json_pack("{s:s, s:s, s:s, s:I}", "key", keys[j],
+						      "operator", "Exists", "effect", "NoExecute",
+						      "tolerationSeconds", (json_int_t)300));
+	}
+}
+
 void emu_apply_defaults(const char *group, const char *plural, json_t *obj)
 {
 	if (!json_is_object(obj))
@@ -114,6 +153,8 @@ void emu_apply_defaults(const char *group, const char *plural, json_t *obj)
 		secret_string_data(obj);
 	if (!*group && !strcmp(plural, "namespaces"))
 		namespace_defaults(obj);
+	if (!*group && !strcmp(plural, "pods"))
+		pod_default_tolerations(obj);
 	if (!*group && !strcmp(plural, "nodes")) { /* allocatable defaults to the capacity */
 		json_t *st = json_object_get(obj, "status");
 		json_t *cap = json_object_get(st, "capacity");

@@ -611,9 +611,18 @@ int kube_patch_discard(struct kube_client *c, const struct kube_resource *r, con
 int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		const char *name, const char *uid, const char *resource_version, struct kube_err *e)
 {
+	return kube_delete_grace(c, r, ns, name, uid, resource_version, -1, e);
+}
+
+int kube_delete_grace(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		      const char *name, const char *uid, const char *resource_version,
+		      long long grace_seconds, struct kube_err *e)
+{
 	struct strbuf p = STRBUF_INIT, out = STRBUF_INIT;
 	kube_path(&p, r, ns, name, NULL);
 	json_t *opts = json_pack("{s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1");
+	if (grace_seconds >= 0)
+		json_object_set_new(opts, "gracePeriodSeconds", json_integer(grace_seconds));
 	if (uid || resource_version) {
 		json_t *pre = json_object();
 		if (uid)

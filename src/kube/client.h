@@ -164,6 +164,10 @@ int kube_patch_discard(struct kube_client *c, const struct kube_resource *r, con
 /* DELETE with optional preconditions (uid, resourceVersion); returns 0 or -1. */
 int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
 		const char *name, const char *uid, const char *resource_version, struct kube_err *e);
+/* The same with DeleteOptions.gracePeriodSeconds (>= 0; 0 is a force delete of a pod). */
+int kube_delete_grace(struct kube_client *c, const struct kube_resource *r, const char *ns,
+		      const char *name, const char *uid, const char *resource_version,
+		      long long grace_seconds, struct kube_err *e);
 
 /* Counters for tests and benchmarks. */
 struct kube_client_stats {

@@ -306,6 +306,8 @@ struct kube_toleration {
 	const char *op;     /* operator: Equal (or NULL, which means Equal) or Exists */
 	const char *value;
 	const char *effect; /* NULL or "": every effect */
+	bool has_seconds;   /* tolerationSeconds is set (absent: tolerate for ever) */
+	int64_t seconds;    /* tolerationSeconds */
 };
 
 struct kube_pod { /* core/v1 Pod */
@@ -321,6 +323,9 @@ struct kube_pod { /* core/v1 Pod */
 	uint16_t nnode_selector;
 	uint8_t phase;                /* enum kube_pod_phase */
 	bool ready;                   /* status.conditions[type=Ready].status == True */
+	bool running;                 /* a container (init, regular or ephemeral) whose status has
+				       * a state neither terminated nor waiting (upstream's
+				       * IsPodTerminated reads a deleted pod with none as gone) */
 	uint16_t ntolerations;
 	const struct kube_toleration *tolerations; /* spec.tolerations (volume-scheduler) */
 };

@@ -226,14 +226,29 @@ static void pk_condition(struct packer *pk, const jv_t *e, void *out)
 	};
 }
 
-/* An entry of Pod.spec.tolerations (volume-scheduler's TaintToleration rule). */
+/* An entry of Pod.spec.tolerations (volume-scheduler's TaintToleration rule, taint eviction). */
 static void pk_toleration(struct packer *pk, const jv_t *e, void *out)
 {
+	const jv_t *secs = jv_get(e, "tolerationSeconds");
 	(void)pk;
 	*(struct kube_toleration *)out = (struct kube_toleration){
 		kube_intern(pk_jstr(e, "key")), kube_intern(pk_jstr(e, "operator")),
 		kube_intern(pk_jstr(e, "value")), kube_intern(pk_jstr(e, "effect")),
+		jv_is_integer(secs), jv_is_integer(secs) ? jv_int(secs) : 0,
 	};
+}
+
+/* Whether a status list has a container neither terminated nor waiting (upstream's notRunning). */
+static bool any_running(const jv_t *statuses)
+{
+	size_t i;
+	const jv_t *e;
+	jv_array_foreach(statuses, i, e) {
+		const jv_t *state = jv_get(e, "state");
+		if (!jv_get(state, "terminated") && !jv_get(state, "waiting"))
+			return true;
+	}
+	return false;
 }
 
 static int node_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
@@ -471,6 +486,9 @@ static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 		if (type && cs && !strcmp(type, "Ready"))
 			p->ready = !strcmp(cs, "True");
 	}
+	p->running = any_running(jv_get(st, "initContainerStatuses")) ||
+		     any_running(jv_get(st, "containerStatuses")) ||
+		     any_running(jv_get(st, "ephemeralContainerStatuses"));
 	/* Two passes over spec.volumes: count the kept ones, then pack them. */
 	const jv_t *vols = jv_get(spec, "volumes");
 	size_t n = 0;

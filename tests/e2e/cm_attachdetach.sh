@@ -77,7 +77,7 @@ curl -s "http://127.0.0.1:$PORT/metrics" >"$T/metrics"
 check "forced detach counted" grep -q '^attachdetach_controller_forced_detaches{reason="timeout"} 1' "$T/metrics"
 check "attaches counted" grep -q '^kcsi_attachdetach_operations_total{operation="attach",result="success"} 2' "$T/metrics"
 check "process metrics" grep -q '^process_resident_memory_bytes [1-9]' "$T/metrics"
-check "log says why it forced" grep -q 'is not Ready and volume .* was not unmounted within 3s: force detaching' "$T/cm.log"
+check "log says why it forced, in upstream's words" grep -q 'this volume is not safe to detach, but maxWaitForUnmountDuration expired, force detaching duration="3s"' "$T/cm.log"
 node_ready node-2 True
 
 # A driver whose CSIDriver says attachRequired: false gets no VolumeAttachment.

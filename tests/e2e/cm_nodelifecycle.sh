@@ -5,7 +5,9 @@
 # Ready loses the taint; a Ready False node gets not-ready (NoSchedule and NoExecute); a node
 # whose heartbeat and Lease stop becomes Unknown ("Kubelet stopped posting node status.") with
 # the unreachable taints, which go again when both resume; a Lease renewal alone keeps a node
-# whose status is not updated Ready.
+# whose status is not updated Ready. A third node, n3, keeps posting in the background: with every
+# node silent upstream's "all zones fully disrupted" rule would add no NoExecute taint at all
+# (cm_eviction tests that).
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -41,6 +43,14 @@ heartbeat n1 True
 renew n1
 mk_tainted_node n2
 heartbeat n2 False
+mk_tainted_node n3
+heartbeat n3 True
+( while :; do
+	curl -s -o /dev/null -X PATCH -H 'Content-Type: application/merge-patch+json' --data-binary \
+		"{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"lastHeartbeatTime\":\"$(now)\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}" \
+		"$S/api/v1/nodes/n3/status"
+	sleep 1
+done ) &
 cm_start cm --controllers nodelifecycle --node-monitor-period 200ms --node-monitor-grace-period 3s -v 2
 
 wait_for "n1 (Ready True) loses the not-ready taint" 10 has_taints n1 ""

@@ -13,6 +13,7 @@
 #include "controllers/binder.h"
 #include "controllers/cm.h"
 #include "controllers/nl.h"
+#include "controllers/te.h"
 #include "controllers/vs.h"
 #include "base/sha256.h"
 #include "check.h"
@@ -31,6 +32,8 @@ struct plan_case {
 	const char *busy[MAXP];
 	const char *want; /* actions joined by "; " */
 };
+
+static bool t_no_force; /* --disable-force-detach-on-timeout for the cases being run */
 
 static const struct plan_case *cur;
 
@@ -56,6 +59,8 @@ static void t_health(const char *node, struct ad_node_health *h, void *ud)
 			h->ready = true;
 		else if (f == '#')
 			h->ready = true, h->out_of_service = true;
+		else if (f == '%') /* NotReady and out-of-service */
+			h->out_of_service = true;
 		else if (f != '!')
 			continue;
 		return;
@@ -105,7 +110,7 @@ static void run_plan_case(const struct plan_case *c)
 			}
 		}
 	}
-	struct ad_plan_in in = { d, nd, a, na, t_busy, t_health, NULL, NOW, MAX_WAIT };
+	struct ad_plan_in in = { d, nd, a, na, t_busy, t_health, NULL, NOW, MAX_WAIT, t_no_force };
 	n = ad_plan(&in, out, 2 * MAXP);
 	for (size_t i = 0; i < n; i++) {
 		const struct ad_action *x = &out[i];
@@ -165,9 +170,27 @@ static void test_plan(void)
 		{ "many volumes: detaches first, in order, then attaches",
 		  { "a@n1", "b@n2" }, { "c@n1", "d@n2m", "e@n2" }, { "n1", "n2" }, { 0 },
 		  "detach c@n1; wait d@n2; detach e@n2; attach a@n1; attach b@n2" },
+		{ "not mounted, wanted detached past the max wait: upstream counts it as forced",
+		  { 0 }, { "v1@n1/400" }, { "n1" }, { 0 }, "detach v1@n1 (timeout)" },
+		{ "still mounted on a Ready node past the max wait: wait (only an unhealthy node is forced)",
+		  { 0 }, { "v1@n1m/400" }, { "n1" }, { 0 }, "wait v1@n1" },
+		{ "out-of-service past the max wait: counted as timeout, as upstream's reconciler does",
+		  { 0 }, { "v1@n1m/400" }, { "n1%" }, { 0 }, "detach v1@n1 (timeout)" },
+	};
+	static const struct plan_case no_force[] = {
+		{ "--disable-force-detach-on-timeout: a NotReady node's mounted volume waits for ever",
+		  { 0 }, { "v1@n1m/100000" }, { "n1!" }, { 0 }, "wait v1@n1" },
+		{ "--disable-force-detach-on-timeout: the out-of-service taint still detaches",
+		  { 0 }, { "v1@n1m/100000" }, { "n1%" }, { 0 }, "detach v1@n1 (out-of-service)" },
+		{ "--disable-force-detach-on-timeout: an unmounted volume is a normal detach",
+		  { 0 }, { "v1@n1/100000" }, { "n1!" }, { 0 }, "detach v1@n1" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_plan_case(&cases[i]);
+	t_no_force = true;
+	for (size_t i = 0; i < sizeof(no_force) / sizeof(no_force[0]); i++)
+		run_plan_case(&no_force[i]);
+	t_no_force = false;
 }
 
 /* The wanted-again rule: a pair that is desired again forgets when its detach was first wanted. */
@@ -179,7 +202,7 @@ static void test_plan_requested_time(void)
 	struct ad_action out[4];
 
 	cur = &none;
-	struct ad_plan_in in = { NULL, 0, &a, 1, NULL, t_health, NULL, NOW, MAX_WAIT };
+	struct ad_plan_in in = { NULL, 0, &a, 1, NULL, t_health, NULL, NOW, MAX_WAIT, false };
 	CHECK_INT(ad_plan(&in, out, 4), 1);
 	CHECK_INT(out[0].kind, AD_ACT_WAIT_UNMOUNT);
 	CHECK_INT(a.detach_requested_ns, NOW);
@@ -447,7 +470,8 @@ static void run_nl_case(const struct nl_case *c)
 		taints[nt] = (struct kube_taint){ tkey[nt], "", teff[nt], NULL };
 	}
 	struct nl_plan_in in = { conds, nc, taints, nt, c->unschedulable, "2020-01-01T00:00:00Z",
-				 now - (int64_t)c->age * NSEC_PER_SEC, 50 * NSEC_PER_SEC, now };
+				 now - (int64_t)c->age * NSEC_PER_SEC, 50 * NSEC_PER_SEC, now,
+				 NL_NOEXEC_ADD };
 	nl_plan(&in, &out);
 	if (!c->want_conds != !out.conds_changed) {
 		fprintf(stderr, "case \"%s\": conditions %s\n", c->what, out.conds_changed ? "changed" : "unchanged");
@@ -498,7 +522,7 @@ static void test_nl_plan(void)
 static void test_nl_plan_never_posted(void)
 {
 	struct nl_plan_in in = { NULL, 0, NULL, 0, false, "2020-01-01T00:00:00Z",
-				 NOW - 61 * NSEC_PER_SEC, 60 * NSEC_PER_SEC, NOW };
+				 NOW - 61 * NSEC_PER_SEC, 60 * NSEC_PER_SEC, NOW, NL_NOEXEC_ADD };
 	struct nl_plan_out out;
 
 	nl_plan(&in, &out);
@@ -586,6 +610,210 @@ static void parse_tol(const char *s, char *k, char *v, char *e, char *op, struct
 	t->key = *k ? k : NULL, t->op = NULL, t->value = v, t->effect = *e ? e : NULL;
 }
 
+/* What nl_plan does with the NoExecute taint under each limiter answer (upstream's queue). */
+static void test_nl_noexec(void)
+{
+	static const struct {
+		const char *what, *ready, *taint; /* taint: an existing NoExecute key, or NULL */
+		enum nl_noexec mode;
+		const char *want; /* the NoExecute keys after, "" none */
+		bool pending;
+	} cases[] = {
+		{ "Unknown, the limiter says yes: unreachable added", "Unknown", NULL, NL_NOEXEC_ADD, "unreachable", false },
+		{ "Unknown, the limiter says not yet: nothing, pending", "Unknown", NULL, NL_NOEXEC_HOLD, "", true },
+		{ "Unknown, already tainted: kept without a token", "Unknown", "unreachable", NL_NOEXEC_HOLD, "unreachable", false },
+		{ "False after Unknown: swapped at once, no token needed", "False", "unreachable", NL_NOEXEC_HOLD, "not-ready", false },
+		{ "True: the taint goes whatever the limiter", "True", "unreachable", NL_NOEXEC_HOLD, "", false },
+		{ "every zone fully disrupted: removed", "Unknown", "unreachable", NL_NOEXEC_REMOVE, "", false },
+		{ "every zone fully disrupted: not added either", "Unknown", NULL, NL_NOEXEC_REMOVE, "", false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kube_node_condition rc = { "Ready", cases[i].ready, NULL, NULL, "hb", "tr" };
+		char key[128];
+		snprintf(key, sizeof(key), "node.kubernetes.io/%s", cases[i].taint ? cases[i].taint : "");
+		struct kube_taint t = { key, "", "NoExecute", NULL };
+		struct nl_plan_in in = { &rc, 1, &t, cases[i].taint ? 1 : 0, false, "2020-01-01T00:00:00Z",
+					 NOW, 50 * NSEC_PER_SEC, NOW, cases[i].mode };
+		struct nl_plan_out out;
+		char got[256] = "";
+		nl_plan(&in, &out);
+		for (size_t k = 0; k < out.ntaints; k++)
+			if (!strcmp(out.taints[k].effect, "NoExecute"))
+				snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", *got ? " " : "",
+					 out.taints[k].key + strlen("node.kubernetes.io/"));
+		if (strcmp(got, cases[i].want) || out.noexec_pending != cases[i].pending) {
+			fprintf(stderr, "case \"%s\": got \"%s\" pending %d\n", cases[i].what, got,
+				out.noexec_pending);
+			check_failures++;
+		}
+		nl_plan_out_release(&out);
+	}
+}
+
+/* Zone states (ComputeZoneState) with the default threshold 0.55. */
+static void test_nl_zone_state(void)
+{
+	CHECK_INT(nl_zone_state(3, 0, 0.55), NL_ZONE_NORMAL);
+	CHECK_INT(nl_zone_state(0, 1, 0.55), NL_ZONE_FULL);
+	CHECK_INT(nl_zone_state(0, 0, 0.55), NL_ZONE_NORMAL);  /* no nodes */
+	CHECK_INT(nl_zone_state(1, 2, 0.55), NL_ZONE_NORMAL);  /* 2 not Ready: fewer than 3 */
+	CHECK_INT(nl_zone_state(2, 3, 0.55), NL_ZONE_PARTIAL); /* 3 of 5 = 0.6 */
+	CHECK_INT(nl_zone_state(3, 3, 0.55), NL_ZONE_NORMAL);  /* 0.5 */
+	CHECK_INT(nl_zone_state(1, 3, 0.75), NL_ZONE_PARTIAL); /* exactly the threshold */
+}
+
+static struct nl_zone zone(int ready, int not_ready, uint8_t state, double rate)
+{
+	struct nl_zone z = { .ready = ready, .not_ready = not_ready, .state = state, .rate = rate,
+			     .tokens = 1 };
+	return z;
+}
+
+/* handleDisruption: the modes and the limiter rates per zone state. */
+static void test_nl_zones_update(void)
+{
+	const struct nl_rates r = { 0.1, 0.01, 0.55, 50 };
+	const int64_t s = NSEC_PER_SEC;
+
+	/* two zones, one wholly silent: it is FullDisruption and keeps the primary rate (upstream
+	 * assumes a zone really down when the others are up); the other stays Normal */
+	struct nl_zone z[2] = { zone(2, 0, NL_ZONE_INITIAL, 0.1), zone(0, 2, NL_ZONE_INITIAL, 0.1) };
+	CHECK_INT(nl_zones_update(z, 2, &r, 0), NL_DISRUPTION_NONE);
+	CHECK_INT(z[0].state, NL_ZONE_NORMAL);
+	CHECK_INT(z[1].state, NL_ZONE_FULL);
+	CHECK(z[1].rate == 0.1);
+	/* a small zone partly down (3 of 4): evictions stop there (ReducedQPSFunc) */
+	struct nl_zone p[2] = { zone(1, 3, NL_ZONE_NORMAL, 0.1), zone(5, 0, NL_ZONE_NORMAL, 0.1) };
+	CHECK_INT(nl_zones_update(p, 2, &r, 0), NL_DISRUPTION_NONE);
+	CHECK_INT(p[0].state, NL_ZONE_PARTIAL);
+	CHECK(p[0].rate == 0);
+	CHECK(!nl_zone_take(&p[0], 100 * s));
+	/* a large zone partly down (40 of 60): the secondary rate */
+	struct nl_zone l[2] = { zone(20, 40, NL_ZONE_NORMAL, 0.1), zone(5, 0, NL_ZONE_NORMAL, 0.1) };
+	nl_zones_update(l, 2, &r, 0);
+	CHECK(l[0].rate == 0.01);
+	/* every zone silent: master disruption mode, no rate anywhere; then still in it */
+	struct nl_zone a[2] = { zone(0, 2, NL_ZONE_NORMAL, 0.1), zone(0, 3, NL_ZONE_FULL, 0.1) };
+	CHECK_INT(nl_zones_update(a, 2, &r, 0), NL_DISRUPTION_ENTER);
+	CHECK(a[0].rate == 0 && a[1].rate == 0);
+	CHECK_INT(a[0].state, NL_ZONE_FULL);
+	CHECK_INT(nl_zones_update(a, 2, &r, s), NL_DISRUPTION_IN);
+	/* one node back: exit, each zone's rate set for its new state */
+	a[0].ready = 1;
+	a[0].not_ready = 1;
+	CHECK_INT(nl_zones_update(a, 2, &r, 2 * s), NL_DISRUPTION_EXIT);
+	CHECK_INT(a[0].state, NL_ZONE_NORMAL);
+	CHECK_INT(a[1].state, NL_ZONE_FULL);
+	CHECK(a[0].rate == 0.1 && a[1].rate == 0.1);
+	/* a single zone that is all silent is "every zone": no eviction */
+	struct nl_zone one = zone(0, 1, NL_ZONE_NORMAL, 0.1);
+	CHECK_INT(nl_zones_update(&one, 1, &r, 0), NL_DISRUPTION_ENTER);
+	CHECK_INT(nl_zones_update(NULL, 0, &r, 0), NL_DISRUPTION_NONE);
+}
+
+/* The per-zone token bucket: burst 1, then one node per 1/rate seconds. */
+static void test_nl_zone_take(void)
+{
+	const int64_t s = NSEC_PER_SEC;
+	struct nl_zone z = zone(1, 1, NL_ZONE_NORMAL, 0.1);
+
+	z.refilled_ns = 0;
+	CHECK(nl_zone_take(&z, 0));       /* the first at once */
+	CHECK(!nl_zone_take(&z, 5 * s));  /* the second not within 10 s */
+	CHECK(!nl_zone_take(&z, 9 * s));
+	CHECK(nl_zone_take(&z, 10 * s));
+	CHECK(!nl_zone_take(&z, 10 * s));
+	CHECK(nl_zone_take(&z, 100 * s)); /* burst 1: a long pause does not save up tokens */
+	CHECK(!nl_zone_take(&z, 100 * s));
+}
+
+/* Taint eviction: te_decide's verdicts and te_schedule's clock, as tables. */
+static void test_te(void)
+{
+	static const struct {
+		const char *what;
+		const char *taints;  /* "key:Effect" words */
+		const char *tols;    /* "key:op:effect:seconds" words ("-" empty, seconds "-" absent) */
+		enum te_verdict want;
+		int64_t secs;
+	} cases[] = {
+		{ "no taint: keep", "", "", TE_KEEP, 0 },
+		{ "NoSchedule only: not this controller's", "u:NoSchedule", "", TE_KEEP, 0 },
+		{ "untolerated NoExecute: now", "u:NoExecute", "", TE_NOW, 0 },
+		{ "the admission's defaults: 300 s", "u:NoExecute",
+		  "n:Exists:NoExecute:300 u:Exists:NoExecute:300", TE_AFTER, 300 },
+		{ "tolerated for ever", "u:NoExecute", "u:Exists:NoExecute:-", TE_KEEP, 0 },
+		{ "Exists with no key and no effect tolerates all, for ever", "u:NoExecute n:NoExecute",
+		  "-:Exists:-:-", TE_KEEP, 0 },
+		{ "one of two taints untolerated: now", "u:NoExecute x:NoExecute", "u:Exists:NoExecute:5",
+		  TE_NOW, 0 },
+		{ "two taints: the smaller tolerationSeconds of the tolerations used", "u:NoExecute x:NoExecute",
+		  "u:Exists:NoExecute:50 x:Exists:NoExecute:5", TE_AFTER, 5 },
+		{ "a forever toleration and a timed one: the timed one counts", "u:NoExecute x:NoExecute",
+		  "u:Exists:NoExecute:- x:Exists:NoExecute:7", TE_AFTER, 7 },
+		{ "the first toleration that matches is the one used", "u:NoExecute",
+		  "u:Exists:NoExecute:- u:Exists:NoExecute:5", TE_KEEP, 0 },
+		{ "tolerationSeconds 0: now", "u:NoExecute", "u:Exists:NoExecute:0", TE_NOW, 0 },
+		{ "negative tolerationSeconds: now", "u:NoExecute", "u:Exists:NoExecute:-3", TE_NOW, 0 },
+		{ "a NoSchedule toleration does not tolerate NoExecute", "u:NoExecute",
+		  "u:Exists:NoSchedule:-", TE_NOW, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kube_taint ts[4];
+		struct kube_toleration tl[4];
+		char tb[4][64], eb[4][64], kb[4][64], ob[4][64], fb[4][64];
+		size_t nt = 0, nl = 0;
+		const char *p = cases[i].taints;
+		while (*p && nt < 4) {
+			int used = 0;
+			if (sscanf(p, " %63[^:]:%63s%n", tb[nt], eb[nt], &used) != 2)
+				break;
+			ts[nt] = (struct kube_taint){ tb[nt], "", eb[nt], NULL };
+			nt++;
+			p += used;
+			while (*p == ' ')
+				p++;
+		}
+		p = cases[i].tols;
+		while (*p && nl < 4) {
+			char sec[16];
+			int used = 0;
+			if (sscanf(p, " %63[^:]:%63[^:]:%63[^:]:%15s%n", kb[nl], ob[nl], fb[nl], sec, &used) != 4)
+				break;
+			tl[nl] = (struct kube_toleration){ strcmp(kb[nl], "-") ? kb[nl] : NULL, ob[nl], NULL,
+							   strcmp(fb[nl], "-") ? fb[nl] : NULL,
+							   strcmp(sec, "-") != 0, atoll(sec) };
+			nl++;
+			p += used;
+			while (*p == ' ')
+				p++;
+		}
+		int64_t secs = -1;
+		enum te_verdict v = te_decide(ts, nt, tl, nl, &secs);
+		if (v != cases[i].want || (v == TE_AFTER && secs != cases[i].secs)) {
+			fprintf(stderr, "case \"%s\": verdict %d secs %lld\n", cases[i].what, v, (long long)secs);
+			check_failures++;
+		}
+	}
+
+	/* The schedule: the clock starts when the taint is first seen and is not restarted. */
+	const int64_t s = NSEC_PER_SEC;
+	struct te_sched sc = { 0 };
+	CHECK_INT(te_schedule(&sc, TE_KEEP, 0, 0), TE_UNCHANGED);
+	CHECK_INT(te_schedule(&sc, TE_AFTER, 5, 10 * s), TE_SCHEDULED);
+	CHECK(sc.fire_ns == 15 * s);
+	CHECK_INT(te_schedule(&sc, TE_AFTER, 5, 12 * s), TE_UNCHANGED);
+	CHECK(sc.fire_ns == 15 * s);
+	/* the taint goes first: cancelled (told with the cancel event) */
+	CHECK_INT(te_schedule(&sc, TE_KEEP, 0, 13 * s), TE_CANCELLED);
+	CHECK(!sc.set);
+	/* a new untolerated taint while waiting: now, the waiting one cancelled */
+	CHECK_INT(te_schedule(&sc, TE_AFTER, 300, 20 * s), TE_SCHEDULED);
+	CHECK_INT(te_schedule(&sc, TE_NOW, 0, 21 * s), TE_RESCHEDULED);
+	CHECK(sc.fire_ns == 21 * s);
+	CHECK_INT(te_schedule(&sc, TE_NOW, 0, 22 * s), TE_UNCHANGED);
+}
+
 static void test_vs_tolerations(void)
 {
 	for (size_t i = 0; i < sizeof(tol_cases) / sizeof(tol_cases[0]); i++) {
@@ -604,7 +832,7 @@ static void test_vs_tolerations(void)
 	/* The first taint that matters and is not tolerated; PreferNoSchedule never stops a pod. */
 	struct kube_taint ts[] = { { "soft", "", "PreferNoSchedule", NULL }, { "a", "1", "NoSchedule", NULL },
 				   { "b", "2", "NoExecute", NULL } };
-	struct kube_toleration ta = { "a", "Exists", NULL, NULL };
+	struct kube_toleration ta = { "a", "Exists", NULL, NULL, false, 0 };
 	const struct kube_taint *u = vs_untolerated(ts, 3, NULL, 0);
 	CHECK(u && !strcmp(u->key, "a"));
 	u = vs_untolerated(ts, 3, &ta, 1);
@@ -835,6 +1063,11 @@ int main(void)
 	RUN(test_nl_plan);
 	RUN(test_nl_plan_never_posted);
 	RUN(test_nl_observe);
+	RUN(test_nl_noexec);
+	RUN(test_nl_zone_state);
+	RUN(test_nl_zones_update);
+	RUN(test_nl_zone_take);
+	RUN(test_te);
 	RUN(test_vs_tolerations);
 	RUN(test_vs_limits);
 	RUN(test_vs_reasons);

@@ -1,0 +1,300 @@
+/*
+ * tainteviction: the I/O of kube-controller-manager's taint-eviction-controller (rules: te.h,
+ * te_plan.c). On in "*", as upstream (its name there: taint-eviction-controller).
+ *
+ * One thread makes a pass over every cached pod with spec.nodeName and not being deleted,
+ * at once when a pod or a node changes and otherwise when the next scheduled eviction is due (at
+ * the latest every 5 s). Per pod: te_decide() with the node's taints, te_schedule() on the pod's
+ * entry. A due eviction: event TaintManagerEviction "Marking for deletion Pod ns/name" on the
+ * pod, then GET the pod, add the DisruptionTarget condition (strategic merge patch of /status,
+ * only when the pod does not have it yet) and DELETE it with its default grace period (the
+ * kubelet, or kcsi-node, finishes it; a node that is gone never does: podgc's out-of-service
+ * rule or a force delete does), up to 5 tries 10 ms apart as upstream. A pod that vanishes with
+ * an eviction scheduled, or whose taint goes first, gets "Cancelling deletion of Pod ns/name".
+ *
+ * Metric: taint_eviction_controller_pod_deletions_total (upstream's name).
+ */
+#include "controllers/cm.h"
+#include "controllers/te.h"
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "kube/hmap.h"
+#include "kube/store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TE_IDLE_NS (5 * NSEC_PER_SEC)
+#define TE_RETRIES 5
+
+struct tec {
+	struct cm_ctx *cm;
+	pthread_mutex_t mu;
+	pthread_cond_t wake;
+	pthread_t loop;
+	bool kicked, stopping, started;
+	struct kube_hmap sched; /* "ns/name" -> struct te_sched * (the loop thread's own) */
+	atomic_ullong deletions;
+};
+
+static void kick(void *ud)
+{
+	struct tec *c = ud;
+
+	pthread_mutex_lock(&c->mu);
+	c->kicked = true;
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void pod_event(struct tec *c, const char *ns, const char *name, const char *verb)
+{
+	struct kube_objref ref = { "Pod", "v1", ns, name, NULL, NULL };
+
+	kube_event(c->cm->rec, &ref, KUBE_EVENT_NORMAL, "TaintManagerEviction", "%s Pod %s/%s", verb,
+		   ns, name);
+}
+
+/* The pod's DisruptionTarget condition is already True with our reason. */
+static bool has_condition(const json_t *pod)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, e) {
+		const char *t = json_string_value(json_object_get(e, "type"));
+		const char *s = json_string_value(json_object_get(e, "status"));
+		const char *r = json_string_value(json_object_get(e, "reason"));
+		if (t && !strcmp(t, "DisruptionTarget"))
+			return s && !strcmp(s, "True") && r && !strcmp(r, "DeletionByTaintManager");
+	}
+	return false;
+}
+
+/* upstream's addConditionAndDeletePod: 0, or -1 with e. */
+static int condition_and_delete(struct tec *c, const char *ns, const char *name, struct kube_err *e)
+{
+	json_t *pod = kube_get(c->cm->kc, &KUBE_RES_PODS, ns, name, e);
+	char now[RFC3339_BUFLEN];
+
+	if (!pod)
+		return -1;
+	if (!has_condition(pod)) {
+		rfc3339_format(time(NULL), now, sizeof(now));
+		json_t *p = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions",
+				      "type", "DisruptionTarget", "status", "True", "reason",
+				      "DeletionByTaintManager", "message",
+				      "Taint manager: deleting due to NoExecute taint",
+				      "lastTransitionTime", now);
+		char *body = json_dumps(p, JSON_COMPACT);
+		int rc = kube_patch_discard(c->cm->kc, &KUBE_RES_PODS, ns, name, true,
+					    KUBE_PATCH_STRATEGIC, body, e);
+		free(body);
+		json_decref(p);
+		if (rc) {
+			json_decref(pod);
+			return -1;
+		}
+	}
+	json_decref(pod);
+	return kube_delete(c->cm->kc, &KUBE_RES_PODS, ns, name, NULL, NULL, e);
+}
+
+static void evict(struct tec *c, const char *key)
+{
+	char ns[256], name[512];
+	const char *slash = strchr(key, '/');
+	struct kube_err e = { 0 };
+
+	if (!slash || (size_t)(slash - key) >= sizeof(ns))
+		return;
+	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+	snprintf(name, sizeof(name), "%s", slash + 1);
+	KLOG_I("Deleting pod %s (taint-eviction-controller)", key);
+	pod_event(c, ns, name, "Marking for deletion");
+	for (int i = 0; i < TE_RETRIES; i++) {
+		if (!condition_and_delete(c, ns, name, &e)) {
+			atomic_fetch_add(&c->deletions, 1);
+			return;
+		}
+		if (kube_err_is_not_found(&e))
+			return;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	KLOG_E("evicting pod %s: %s", key, e.message);
+}
+
+/* One pass; returns when the next eviction is due (wall ns). */
+static int64_t pass(struct tec *c)
+{
+	size_t npods;
+	struct kube_obj **pods = kube_store_list(cm_store(c->cm, CM_PODS), &npods);
+	struct kube_store *nodes = cm_store(c->cm, CM_NODES);
+	struct kube_hmap seen = KUBE_HMAP_INIT;
+	char **due = NULL;
+	size_t ndue = 0;
+	int64_t now = wall_now_ns(), next = now + TE_IDLE_NS;
+	char key[800];
+
+	for (size_t i = 0; i < npods; i++) {
+		const struct kube_pod *p = kube_pod_of(pods[i]);
+		if (!p || !p->node_name || p->meta.deletion_ts)
+			continue;
+		struct kube_obj *no = kube_store_get(nodes, NULL, p->node_name);
+		const struct kube_node *n = kube_node_of(no);
+		int64_t secs;
+		/* A node not in the cache has no taints (upstream forgets a deleted node's). */
+		enum te_verdict v = te_decide(n ? n->taints : NULL, n ? n->ntaints : 0, p->tolerations,
+					      p->ntolerations, &secs);
+		kube_obj_unref(no);
+		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->meta.name);
+		kube_hmap_put(&seen, key, (void *)1);
+		struct te_sched *s = kube_hmap_get(&c->sched, key);
+		struct te_sched none = { 0 };
+		enum te_change ch = te_schedule(s ? s : &none, v, secs, now);
+		if (ch == TE_CANCELLED || ch == TE_RESCHEDULED)
+			pod_event(c, p->meta.ns, p->meta.name, "Cancelling deletion of");
+		if (ch == TE_SCHEDULED && v == TE_AFTER)
+			KLOG_I("pod %s tolerates the NoExecute taints of node %s for %llds", key,
+			       p->node_name, (long long)secs);
+		if (!s && none.set) {
+			s = xmalloc(sizeof(*s));
+			*s = none;
+			kube_hmap_put(&c->sched, key, s);
+		} else if (s && !s->set) {
+			free(kube_hmap_del(&c->sched, key));
+			s = NULL;
+		}
+		if (s && s->fire_ns <= now) {
+			due = xrealloc(due, (ndue + 1) * sizeof(*due));
+			due[ndue++] = xstrdup(key);
+		} else if (s && s->fire_ns < next) {
+			next = s->fire_ns;
+		}
+	}
+	kube_objs_free(pods, npods);
+	/* Entries of pods gone (cancelled, told) or being deleted (someone else's delete: forgotten). */
+	char **gone = NULL;
+	size_t ngone = 0;
+	for (size_t i = 0; i < c->sched.cap; i++) {
+		const char *k = c->sched.slots[i].key;
+		if (k && !kube_hmap_get(&seen, k)) {
+			gone = xrealloc(gone, (ngone + 1) * sizeof(*gone));
+			gone[ngone++] = xstrdup(k);
+		}
+	}
+	for (size_t i = 0; i < ngone; i++) {
+		const char *slash = strchr(gone[i], '/');
+		struct kube_obj *o = NULL;
+		if (slash) {
+			char ns[256];
+			snprintf(ns, sizeof(ns), "%.*s", (int)(slash - gone[i]), gone[i]);
+			o = kube_store_get(cm_store(c->cm, CM_PODS), ns, slash + 1);
+			if (!o) {
+				pod_event(c, ns, slash + 1, "Cancelling deletion of");
+			}
+		}
+		kube_obj_unref(o);
+		free(kube_hmap_del(&c->sched, gone[i]));
+		free(gone[i]);
+	}
+	free(gone);
+	kube_hmap_clear(&seen);
+	for (size_t i = 0; i < ndue; i++) {
+		free(kube_hmap_del(&c->sched, due[i]));
+		evict(c, due[i]);
+		free(due[i]);
+	}
+	free(due);
+	return next;
+}
+
+static void *loop_main(void *arg)
+{
+	struct tec *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	while (!c->stopping) {
+		c->kicked = false;
+		pthread_mutex_unlock(&c->mu);
+		int64_t next = pass(c), wait = next - wall_now_ns();
+		pthread_mutex_lock(&c->mu);
+		struct timespec ts = wall_deadline(wait > 0 ? wait : 0);
+		while (!c->stopping && !c->kicked)
+			if (pthread_cond_timedwait(&c->wake, &c->mu, &ts))
+				break;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static void *te_init(struct cm_ctx *cm)
+{
+	struct tec *c = xcalloc(1, sizeof(*c));
+
+	c->cm = cm;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	cm_on_any_change(cm, CM_NODES, kick, c);
+	cm_on_any_change(cm, CM_PODS, kick, c);
+	return c;
+}
+
+static int te_start(void *self)
+{
+	struct tec *c = self;
+
+	if (pthread_create(&c->loop, NULL, loop_main, c))
+		return -1;
+	c->started = true;
+	return 0;
+}
+
+static void te_stop(void *self)
+{
+	struct tec *c = self;
+
+	pthread_mutex_lock(&c->mu);
+	c->stopping = true;
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->mu);
+	if (c->started)
+		pthread_join(c->loop, NULL);
+	c->started = false;
+}
+
+static void te_free(void *self)
+{
+	struct tec *c = self;
+
+	for (size_t i = 0; i < c->sched.cap; i++)
+		if (c->sched.slots[i].key)
+			free(c->sched.slots[i].value);
+	kube_hmap_clear(&c->sched);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->wake);
+	free(c);
+}
+
+static void te_metrics(void *self, struct strbuf *out)
+{
+	struct tec *c = self;
+
+	strbuf_addf(out, "# HELP taint_eviction_controller_pod_deletions_total [ALPHA] Total number of Pods deleted by TaintEvictionController since its start.\n"
+			 "# TYPE taint_eviction_controller_pod_deletions_total counter\n"
+			 "taint_eviction_controller_pod_deletions_total %llu\n",
+		    (unsigned long long)atomic_load(&c->deletions));
+}
+
+const struct cm_controller cm_taint_eviction = {
+	.name = "taint-eviction-controller", .default_on = true,
+	.init = te_init, .start = te_start, .stop = te_stop, .free = te_free,
+	.metrics = te_metrics,
+};
