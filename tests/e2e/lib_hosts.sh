@@ -7,9 +7,15 @@
 # kube-controller-manager v1.36.1 or kcsi-controller-manager), plus the controller side of the
 # driver: kcsi-loopplugin --mode controller --detach-staged, csi-provisioner, csi-attacher.
 # Each host runs kcsi-loopplugin --mode node (its pool is the shared $T/pool, what a SAN gives
-# every host; one driver zone, "local", for all), csi-node-driver-registrar and kcsi-node, node name = host name. They are entered
-# with `nsenter --net`, not `ip netns exec`: the latter also makes a private mount namespace per
-# process, which would hide the driver's mounts from kcsi-node and from the test.
+# every host; one driver zone, "local", for all), csi-node-driver-registrar and kcsi-node, node
+# name = host name. A host is a network namespace and a mount namespace of its own (a machine's
+# own mount table over the shared files; propagation slave: the root's mounts reach it, its
+# don't leave it), both kept by files under $T/ns, and its processes enter both with nsenter
+# (not `ip netns exec`, which would make a new mount namespace per process, so kcsi-node would
+# not see the driver's mounts). Loop devices are the kernel's, not a namespace's: a volume a
+# stopped host still has mounted is the same loop device the next host mounts (the same
+# superblock, so the data is shared the way a SAN's disk is, without a SAN's corruption of a
+# double writer: that is what faults_check.py looks for in the publish logs instead).
 #
 # bed_up CM N            the bridge, N hosts host-1..N (zone label zone-a for odd, zone-b for
 #                        even), the control plane with CM (kcsi | real) as controller manager,
@@ -49,10 +55,24 @@ journal() {
 	echo "$line}" >>"$T/journal.jsonl"
 }
 host_ns() { echo "kbed$BED_ID-$1"; }
-in_host() { local h=$1; shift; nsenter --net="/run/netns/$(host_ns "$h")" "$@"; }
+# in_host H CMD...: CMD in H's network and mount namespaces
+in_host() { local h=$1; shift; nsenter --net="/run/netns/$(host_ns "$h")" --mount="$T/ns/$h" "$@"; }
+exec_in() { in_host "$@"; }
+# bg_in H LOG CMD...: CMD started there in the background, output appended to LOG; sets BG_PID
+# to CMD's own pid (the subshell execs nsenter, which execs CMD)
+bg_in() {
+	local h=$1 log=$2
+	shift 2
+	(exec nsenter --net="/run/netns/$(host_ns "$h")" --mount="$T/ns/$h" "$@" >>"$log" 2>&1 </dev/null) &
+	BG_PID=$!
+}
 
 bed_net_up() {
 	local n=$1 i h ns
+	# the mount namespaces' files live on a private mount: a namespace file bind-mounted where
+	# propagation is shared would be refused
+	mkdir -p "$T/ns"
+	mount --bind "$T/ns" "$T/ns" && mount --make-private "$T/ns" || { fail "a private mount for $T/ns"; return 1; }
 	ip link add "$BED_BR" type bridge || { fail "ip link add bridge $BED_BR"; return 1; }
 	ip addr add "$BED_IP/24" dev "$BED_BR"
 	ip link set "$BED_BR" up
@@ -65,6 +85,8 @@ bed_net_up() {
 		ip -n "$ns" addr add "$BED_NET.$((10 + i))/24" dev eth0
 		ip -n "$ns" link set eth0 up
 		ip -n "$ns" link set lo up
+		touch "$T/ns/$h"
+		unshare --mount="$T/ns/$h" --propagation slave true || { fail "unshare --mount for $h"; return 1; }
 		BED_HOSTS+=("$h")
 	done
 }
@@ -74,18 +96,16 @@ host_start() {
 	[ $((${1#host-} % 2)) = 0 ] && zone=zone-b
 	mkdir -p "$d/kubelet/plugins/loop.kcsi.io" "$d/kubelet/plugins_registry"
 	local sock=$d/kubelet/plugins/loop.kcsi.io/csi.sock
-	in_host "$h" "$KCSI_BIN/kcsi-loopplugin" --mode node --endpoint "unix://$sock" --v=2 \
-		--nodeid "$h" --pool-dir "$T/pool" >>"$d/lp.log" 2>&1 &
-	HOST_PIDS[$h:lp]=$!
-	in_host "$h" "$KCSI_BIN/csi-node-driver-registrar" --csi-address "$sock" \
-		--kubelet-registration-path "$sock" --plugin-registration-path "$d/kubelet/plugins_registry" \
-		>>"$d/registrar.log" 2>&1 &
-	HOST_PIDS[$h:reg]=$!
-	in_host "$h" "$KCSI_BIN/kcsi-node" --kubeconfig "$RKC" --node-name "$h" --root-dir "$d/kubelet" \
-		--node-labels "topology.kubernetes.io/zone=$zone" \
-		--node-status-update-frequency 2s --node-lease-duration-seconds 8 --v=2 \
-		>>"$d/kcsi-node.log" 2>&1 &
-	HOST_PIDS[$h:node]=$!
+	bg_in "$h" "$d/lp.log" "$KCSI_BIN/kcsi-loopplugin" --mode node --endpoint "unix://$sock" --v=2 \
+		--nodeid "$h" --pool-dir "$T/pool"
+	HOST_PIDS[$h:lp]=$BG_PID
+	bg_in "$h" "$d/registrar.log" "$KCSI_BIN/csi-node-driver-registrar" --csi-address "$sock" \
+		--kubelet-registration-path "$sock" --plugin-registration-path "$d/kubelet/plugins_registry"
+	HOST_PIDS[$h:reg]=$BG_PID
+	bg_in "$h" "$d/kcsi-node.log" "$KCSI_BIN/kcsi-node" --kubeconfig "$RKC" --node-name "$h" \
+		--root-dir "$d/kubelet" --node-labels "topology.kubernetes.io/zone=$zone" \
+		--node-status-update-frequency 2s --node-lease-duration-seconds 8 --v=2
+	HOST_PIDS[$h:node]=$BG_PID
 }
 host_pids() { local k; for k in lp reg node; do [ -n "${HOST_PIDS[$1:$k]:-}" ] && echo "${HOST_PIDS[$1:$k]}"; done; }
 host_stop() {
@@ -239,6 +259,18 @@ va_on() { # CLAIM HOST: a VolumeAttachment of the claim's PV to HOST exists
 		'[.items[] | select(.spec.source.persistentVolumeName == $pv and .spec.nodeName == $n)] | length > 0' >/dev/null
 }
 va_gone_on() { ! va_on "$@"; }
+# fence H CLAIM SECS: once the claim's volume is detached from H (its VolumeAttachment gone: the
+# forced detach), H loses the disk, as a SAN fences a host it detached: one kernel's loop
+# device cannot be in two machines, so the bed unmounts H's mounts of it (umount -l in H's mount
+# namespace; what H's kcsi-node and driver find when it comes back is the empty directories).
+# Says so (FENCE); journals it.
+fence() {
+	local h=$1 c=$2 m
+	wait_for "the volume of $c detached from $h" "$3" va_gone_on "$c" "$h" || return 1
+	for m in $(host_mounts "$h" | sort -r); do in_host "$h" umount -l "$m"; done
+	journal fence host="$h"
+	echo "FENCE: $h cut off its disk after the forced detach (simulated: its mounts of the volume unmounted in its mount namespace; a SAN would refuse its I/O instead)"
+}
 taint_oos() { K taint node "$1" node.kubernetes.io/out-of-service=nodeshutdown:NoExecute >/dev/null && journal oos host="$1"; }
 untaint_oos() { K taint node "$1" node.kubernetes.io/out-of-service=nodeshutdown:NoExecute- >/dev/null; }
 
@@ -254,11 +286,15 @@ BED_CHECK_ARGS=
 bed_leaks() {
 	local left
 	wait_for "no VolumeAttachment left" 60 no_vas || fail "VolumeAttachments left: $(K get volumeattachments -o name | tr '\n' ' ')"
-	left=$(grep -F " $T/" /proc/self/mountinfo | awk '{print $5}')
-	[ -z "$left" ] || fail "mounts left: $left"
+	for h in "${BED_HOSTS[@]}"; do
+		left=$(host_mounts "$h")
+		[ -z "$left" ] || fail "mounts left on $h: $left"
+	done
 	left=$(losetup -a | grep -F "$T/")
 	[ -z "$left" ] || fail "loop devices left: $left"
 }
+# host_mounts H: what H has mounted under $T (its own mount table, not the root's)
+host_mounts() { exec_in "$1" cat /proc/self/mountinfo 2>/dev/null | awk -v t="$T/hosts/" 'index($5, t) == 1 {print $5}'; }
 no_vas() { [ -z "$(K get volumeattachments -o name 2>/dev/null)" ]; }
 
 bed_stop() {
@@ -276,9 +312,15 @@ bed_stop() {
 	HOST_PIDS=()
 	CTL_PIDS=()
 	CM_PID=
+	for h in "${BED_HOSTS[@]}"; do
+		[ -f "$T/ns/$h" ] || continue
+		host_mounts "$h" | sort -r | while read -r m; do exec_in "$h" umount -l "$m" 2>/dev/null; done
+		umount "$T/ns/$h" 2>/dev/null
+		ip netns del "$(host_ns "$h")" 2>/dev/null
+	done
+	umount "$T/ns" 2>/dev/null
 	grep -F " $T/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	losetup -a | grep -F "$T/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
-	for h in "${BED_HOSTS[@]}"; do ip netns del "$(host_ns "$h")" 2>/dev/null; done
 	BED_HOSTS=()
 	ip link del "$BED_BR" 2>/dev/null
 	true
