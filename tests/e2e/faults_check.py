@@ -152,12 +152,14 @@ def forced_ok(first, later, journal, detaches, max_wait):
     if not td:
         return 'no detach from %s before the publish on %s' % (first['host'], later['host'])
     td = td[-1]
+    # this fault's episode only: what the journal says about the host since its fault
+    since = faults[-1]['t'] - SLACK
     oos = [e['t'] for e in journal if e['event'] == 'oos' and e.get('host') == first['host']
-           and e['t'] <= td + SLACK]
+           and since <= e['t'] <= td + SLACK]
     if oos:
         return 'ok: detached %.1f s after the out-of-service taint' % (td - oos[0])
     dels = [e['t'] for e in journal if e['event'] == 'deleted' and e.get('host') == first['host']
-            and e['t'] <= td + SLACK]
+            and since <= e['t'] <= td + SLACK]
     if not dels:
         return 'detached at %.1f with neither a pod deletion nor out-of-service before it' % td
     waited = td - dels[-1]
