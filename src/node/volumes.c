@@ -574,6 +574,29 @@ static void add_publish_context(struct nd *nd, struct csi_arena *a, ProtobufCMes
 	json_decref(va);
 }
 
+/*
+ * Whether the API server itself (not the informers' cache, which a node coming back from a
+ * partition may still hold from before it) has this node's VolumeAttachment of the volume,
+ * attached. A volume force-detached meanwhile and attached to another node has none for this
+ * node: it is not staged or published here (issue 35). No answer from the API server: no.
+ */
+static bool attached_here(struct nd *nd, const struct desired *d, char *why, size_t len)
+{
+	char name[80];
+	va_name(nd, d->driver, d->handle, name);
+	struct kube_err e;
+	json_t *va = kube_get(nd->kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL, name, &e);
+	const char *node = json_string_value(json_object_get(json_object_get(va, "spec"), "nodeName"));
+	bool ok = va && node && !strcmp(node, nd->cfg->node_name) &&
+		  json_is_true(json_object_get(json_object_get(va, "status"), "attached"));
+	if (!ok)
+		snprintf(why, len, "%s", !va && kube_err_is_not_found(&e)
+			 ? "is gone (the volume was detached from this node)"
+			 : !va ? "cannot be read from the API server" : "is not attached");
+	json_decref(va);
+	return ok;
+}
+
 static json_t *vol_data(struct nd *nd, const struct desired *d, bool attach)
 {
 	char va[80] = "";
@@ -983,6 +1006,15 @@ static void mount_one(struct nd *nd, struct desired *d)
 				m->waiting_reported = true;
 			}
 			goto out; /* checked again next pass, no backoff: the attach may land any time */
+		}
+		char why[80];
+		if (!attached_here(nd, d, why, sizeof(why))) {
+			char name[80];
+			va_name(nd, d->driver, d->handle, name);
+			KLOG_W("MountVolume for volume \"%s\" waits: VolumeAttachment %s for node %s %s",
+			       d->spec, name, nd->cfg->node_name, why);
+			backoff_fail(&m->next_try, &m->delay);
+			goto out;
 		}
 	}
 	if (!d->inline_vol && !is_reported(d->unique))
