@@ -4,7 +4,7 @@ SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print
 
 # The peers nobody here wrote (upstream sidecars, csi-sanity, Kubernetes v1.36.1, etcd), built from
 # their Go modules as tests/peers/go.mod pins them, cached outside the tree; see scripts/peers.sh.
-.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-unit demo bench images clean
+.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-unit test-faults demo bench images clean
 
 all: build
 
@@ -51,6 +51,10 @@ test: build build-asan build-release build-clang build-fuzz peers
 
 test-unit: build
 	ctest --test-dir build -L unit --output-on-failure
+
+# The fault scenarios between hosts alone (docs/faults.md); make test runs them too.
+test-faults: build peers
+	ctest --test-dir build -L faults --output-on-failure
 
 demo: build
 	bash scripts/demo.sh

@@ -2,14 +2,21 @@
 # A real Kubernetes control plane as a test fixture: etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler, the peers scripts/peers.sh built (v1.36.1, etcd v3.6.8), on 127.0.0.1 only.
 #
-#   scripts/realcp.sh start [--dir DIR] [--peers BINDIR] [--no-controllers]
+#   scripts/realcp.sh start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm]
+#                           [--address IP] [--kcm-args ARGS]
 #       generates a CA and the certificates (openssl, P-256), starts the four processes on free
 #       loopback ports, waits until each answers ready, and prints
 #         KUBECONFIG=DIR/kubeconfig
 #         realcp: ready in 5.2 s, RSS 420 MiB (etcd 40, kube-apiserver 300, ...)
 #       DIR (default: a new /tmp/kcsi-realcp.XXXXXX) must not exist or be empty. The processes
 #       outlive this command (own session); `stop` ends them. --no-controllers starts neither
-#       kube-controller-manager nor kube-scheduler. On failure everything started is stopped, the
+#       kube-controller-manager nor kube-scheduler; --no-kcm starts kube-scheduler but no
+#       kube-controller-manager (the caller runs its own, e.g. kcsi-controller-manager with
+#       DIR/kcm.kubeconfig; nothing then makes the default ServiceAccount). --address IP: the
+#       API server listens on IP (an address of this host, e.g. a bridge's, for clients in other
+#       network namespaces) instead of 127.0.0.1, its certificate names it, and every kubeconfig
+#       points there. --kcm-args: more flags for kube-controller-manager (blank-separated).
+#       On failure everything started is stopped, the
 #       logs' tails are printed and DIR is removed; exit 1.
 #   scripts/realcp.sh stop DIR
 #       SIGTERM to each process, newest first, one at a time (SIGKILL after 10 s), then removes
@@ -26,6 +33,7 @@
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
+KCM_ARGS=
 peers=${KCSI_PEERS:-$src/build-peers/bin}
 PROG=realcp
 . "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, stop_pid, stop_dir, ...
@@ -55,7 +63,7 @@ gen_pki() {
 		-addext "basicConstraints=critical,CA:TRUE" \
 		-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
 	gen_cert apiserver "/CN=kube-apiserver" server \
-		"IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+		"IP:127.0.0.1,IP:$ADDR,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	gen_cert admin "/O=system:masters/CN=kubernetes-admin" client
 	gen_cert kcm "/CN=system:kube-controller-manager" client
 	gen_cert scheduler "/CN=system:kube-scheduler" client
@@ -69,7 +77,7 @@ kind: Config
 clusters:
 - name: realcp
   cluster:
-    server: https://127.0.0.1:$PA
+    server: https://$ADDR:$PA
     certificate-authority-data: $(base64 -w0 "$D/ca.crt")
 users:
 - name: $2
@@ -94,12 +102,12 @@ launch() { # name args...: a new session, so the caller's signals and exit do no
 
 curl_admin() { curl -sf --max-time 2 --cacert "$D/ca.crt" --cert "$D/pki/admin.crt" --key "$D/pki/admin.key" "$@"; }
 ready_etcd() { curl -sf --max-time 2 "http://127.0.0.1:$PE/health" | grep -q '"health":"true"'; }
-ready_apiserver() { [ "$(curl_admin "https://127.0.0.1:$PA/readyz")" = ok ]; }
+ready_apiserver() { [ "$(curl_admin "https://$ADDR:$PA/readyz")" = ok ]; }
 ready_healthz() { [ "$(curl -sfk --max-time 2 "https://127.0.0.1:$1/healthz")" = ok ]; }
 # kube-controller-manager's ServiceAccount controller made the default ServiceAccount, without
 # which the ServiceAccount admission plugin refuses every pod.
 ready_kcm() {
-	ready_healthz "$PK" && curl_admin "https://127.0.0.1:$PA/api/v1/namespaces/default/serviceaccounts/default" >/dev/null
+	ready_healthz "$PK" && curl_admin "https://$ADDR:$PA/api/v1/namespaces/default/serviceaccounts/default" >/dev/null
 }
 alive() { # name: still running?
 	local pid
@@ -135,14 +143,18 @@ stop_all() { # -> 0 if nothing is left
 }
 
 cmd_start() {
-	local nocontrollers=0
+	local nocontrollers=0 nokcm=0
 	D=
+	ADDR=127.0.0.1
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--dir) D=$(realpath -m "$2"); shift 2 ;;
 		--peers) peers=$2; shift 2 ;;
 		--no-controllers) nocontrollers=1; shift ;;
-		*) die "unknown argument to start: $1 (start [--dir DIR] [--peers BINDIR] [--no-controllers])" ;;
+		--no-kcm) nokcm=1; shift ;;
+		--address) ADDR=$2; shift 2 ;;
+		--kcm-args) KCM_ARGS=$2; shift 2 ;;
+		*) die "unknown argument to start: $1 (start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm] [--address IP] [--kcm-args ARGS])" ;;
 		esac
 	done
 	local b
@@ -171,7 +183,7 @@ cmd_start() {
 		--listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
 		--initial-cluster "realcp=http://127.0.0.1:$PP" --unsafe-no-fsync --log-level warn
 	launch kube-apiserver --etcd-servers "http://127.0.0.1:$PE" \
-		--bind-address 127.0.0.1 --secure-port "$PA" --advertise-address 127.0.0.1 \
+		--bind-address "$ADDR" --secure-port "$PA" --advertise-address "$ADDR" \
 		--endpoint-reconciler-type none --cert-dir "$D/pki" \
 		--tls-cert-file "$D/pki/apiserver.crt" --tls-private-key-file "$D/pki/apiserver.key" \
 		--client-ca-file "$D/ca.crt" --authorization-mode Node,RBAC --allow-privileged=true \
@@ -181,17 +193,21 @@ cmd_start() {
 	# kube-controller-manager and kube-scheduler read the extension-apiserver-authentication
 	# ConfigMap at start, under roles the API server's bootstrap makes: they start once it is ready.
 	wait_ready etcd 30 ready_etcd && wait_ready kube-apiserver 60 ready_apiserver || ok=0
-	if [ $ok = 1 ] && [ $nocontrollers = 0 ]; then
+	if [ $ok = 1 ] && [ $nocontrollers = 0 ] && [ $nokcm = 0 ]; then
+		# shellcheck disable=SC2086 # --kcm-args: more flags, split on blanks
 		launch kube-controller-manager --kubeconfig "$D/kcm.kubeconfig" \
 			--authentication-kubeconfig "$D/kcm.kubeconfig" --authorization-kubeconfig "$D/kcm.kubeconfig" \
 			--bind-address 127.0.0.1 --secure-port "$PK" --cert-dir "$D/pki/kcm" --leader-elect=false \
 			--root-ca-file "$D/ca.crt" --service-account-private-key-file "$D/sa.key" \
 			--cluster-signing-cert-file "$D/ca.crt" --cluster-signing-key-file "$D/ca.key" \
-			--use-service-account-credentials=true --v=1
+			--use-service-account-credentials=true --v=1 $KCM_ARGS
+	fi
+	if [ $ok = 1 ] && [ $nocontrollers = 0 ]; then
 		launch kube-scheduler --kubeconfig "$D/scheduler.kubeconfig" \
 			--authentication-kubeconfig "$D/scheduler.kubeconfig" --authorization-kubeconfig "$D/scheduler.kubeconfig" \
 			--bind-address 127.0.0.1 --secure-port "$PS" --cert-dir "$D/pki/scheduler" --leader-elect=false --v=1
-		wait_ready kube-scheduler 60 ready_healthz "$PS" && wait_ready kube-controller-manager 60 ready_kcm || ok=0
+		wait_ready kube-scheduler 60 ready_healthz "$PS" || ok=0
+		[ $ok = 0 ] || [ $nokcm = 1 ] || wait_ready kube-controller-manager 60 ready_kcm || ok=0
 	fi
 	if [ $ok = 0 ]; then
 		for b in etcd kube-apiserver kube-controller-manager kube-scheduler; do
@@ -220,5 +236,5 @@ case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
 rss) [ $# = 2 ] || die "usage: rss DIR"; D=$(realpath -m "$2"); [ -f "$D/pids" ] || die "no $D/pids"; echo "realcp: $(rss_line)" ;;
-*) die "usage: $0 start [--dir DIR] [--peers BINDIR] [--no-controllers] | stop DIR | rss DIR" ;;
+*) die "usage: $0 start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm] [--address IP] [--kcm-args ARGS] | stop DIR | rss DIR" ;;
 esac

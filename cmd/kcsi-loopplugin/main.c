@@ -89,6 +89,11 @@ int main(int argc, char **argv)
 		     "Largest volume CreateVolume and ControllerExpandVolume accept");
 	flags_string(fs, "default-fstype", &cfg.default_fstype, "ext4",
 		     "Filesystem for mount volumes that name none (ext4 or xfs)");
+	flags_bool(fs, "detach-staged", &cfg.detach_staged, false,
+		   "ControllerUnpublishVolume of a volume a node still has staged detaches it anyway, "
+		   "as a SAN fences a host it can no longer reach (the attach/detach controller's "
+		   "forced detach of a node that is gone); by default it is refused "
+		   "(FAILED_PRECONDITION) until the node unstages it");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
 	log_register_flags(fs);
 	int rest = flags_parse_or_exit(fs, argc, argv);

@@ -123,8 +123,16 @@ static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage
 			struct lp_attachment *a = lp_volume_attachment(v, node);
 			if (!a)
 				break;
-			if (lp_in_use_on_nodes(ctx, d, v->id, node, &ret))
+			struct lp_stage *sr = NULL;
+			if (d->cfg.detach_staged) {
+				if (lp_stage_load(d->pool, node, v->id, &sr) == 1)
+					KLOG_W("Detaching a volume its node still has staged "
+					       "(--detach-staged: the node is fenced off it) volume=%s "
+					       "node=%s", LOGQ(v->id), LOGQ(node));
+				lp_stage_free(sr);
+			} else if (lp_in_use_on_nodes(ctx, d, v->id, node, &ret)) {
 				break;
+			}
 			char *n = xstrdup(node), *dev = xstrdup(a->device);
 			if (lp_volume_detach(d->pool, v, n, &st))
 				ret = lp_fail_call(ctx, &st);

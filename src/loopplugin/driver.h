@@ -60,6 +60,7 @@ struct lp_config {
 	int attach_limit;           /* per node; 0: only the device-name range limits */
 	int64_t max_volume_size;    /* bytes */
 	const char *default_fstype; /* "ext4" */
+	bool detach_staged;         /* ControllerUnpublish of a volume still staged: detach (fence) */
 };
 
 struct lp_driver;

@@ -188,7 +188,8 @@ static int node_publish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			goto out;
 		}
 	}
-	KLOG_I("Published volume volume=%s target=%s readonly=%d", LOGQ(v->id), LOGQ(target), ro);
+	KLOG_I("Published volume volume=%s target=%s node=%s mode=%d readonly=%d", LOGQ(v->id),
+	       LOGQ(target), LOGQ(d->cfg.nodeid), cs.mode, ro);
 out:
 	free(target);
 	free(staging);
@@ -242,7 +243,8 @@ static int node_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 	free(dev);
 	free(img);
 	if (!ret)
-		KLOG_I("Unpublished volume volume=%s target=%s", LOGQ(req->volume_id), LOGQ(target));
+		KLOG_I("Unpublished volume volume=%s target=%s node=%s", LOGQ(req->volume_id),
+		       LOGQ(target), LOGQ(d->cfg.nodeid));
 	free(target);
 	lp_inflight_end(d->inflight, key);
 	return ret;

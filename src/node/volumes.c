@@ -5,8 +5,8 @@
  * One thread runs a reconcile pass every 200 ms over the informers' stores:
  *   desired: every CSI volume of every pod with spec.nodeName == this node that is not
  *            terminating (deletionTimestamp) or terminal (Succeeded/Failed);
- *   actual:  `mounts` (one per pod and volume: NodePublishVolume done or maybe done) and
- *            `devices` (one per staged volume: NodeStageVolume done or maybe done).
+ *   actual:  `vm_mounts` (one per pod and volume: NodePublishVolume done or maybe done) and
+ *            `vm_devices` (one per staged volume: NodeStageVolume done or maybe done).
  * A pass reports Node.status.volumesInUse (the union of desired and actual volumes), then
  * unpublishes what no pod wants, unstages devices no pod uses, stages and publishes what is
  * missing (only once the volume is attached and reported in use), marks pods whose volumes are
@@ -22,7 +22,7 @@
  *   block data          <root>/plugins/kubernetes.io/csi/volumeDevices/<pv>/data/vol_data.json
  *   block pod link      <root>/pods/<uid>/volumeDevices/kubernetes.io~csi/<pv> -> publish path
  * vol_data.json is written before the CSI call that creates a mount, so after a crash the state
- * is rebuilt from the root dir (reconstruct()) and the mount table: a pod deleted while
+ * is rebuilt from the root dir (vm_reconstruct()) and the mount table: a pod deleted while
  * kcsi-node was down is still unpublished and its volume unstaged.
  *
  * Failures are retried per volume with exponential backoff (500 ms doubling to 1 min) and
@@ -33,8 +33,12 @@
  * volumes each pass; its memory per volume (struct vm_resize) lives on the staged device, or on
  * the mount for drivers that do not stage. Volume stats (stats.c) are collected from here too,
  * every --volume-stats-agg-period, so they run on this thread between passes.
+ *
+ * Files: this one has the desired state, the mounting and the pass; volumes_state.c the actual
+ * state's records, the paths and the reconstruction; volumes_unmount.c the teardown
+ * (volumes_int.h is what they share).
  */
-#include "node/node_int.h"
+#include "node/volumes_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -53,410 +57,11 @@
 #include "base/xalloc.h"
 #include "kube/config.h"
 
-/* What a volume's node expansion remembers across passes (expand.c's nd_expand fields). */
-struct vm_resize {
-	int64_t done, failed, next_try, delay;
-};
-
-struct vm_mount {
-	struct vm_mount *next;
-	char *pod_uid, *spec, *driver, *handle, *unique, *target;
-	bool block;
-	bool published; /* NodePublishVolume succeeded (or the mount table shows it) */
-	bool maybe;     /* a NodePublishVolume was tried: unpublish before forgetting it */
-	bool waiting_reported;
-	int64_t first_seen, next_try, delay;
-	struct vm_resize rs; /* online expansion of a driver that does not stage */
-};
-
-struct vm_device {
-	struct vm_device *next;
-	char *unique, *driver, *handle, *spec, *staging;
-	bool block, staged, maybe;
-	int64_t next_try, delay;
-	struct vm_resize rs; /* node expansion, shared by the pods of the volume */
-};
-
-/* One CSI volume a pod wants, for one pass. Strings are borrowed from records or `buf`. */
-struct desired {
-	const struct kube_pod *pod;
-	const struct kube_pv *pv; /* NULL for inline volumes */
-	const struct kube_pod_volume *vol;
-	char uid[40];
-	const char *spec, *driver, *handle;
-	char unique[600];
-	char inline_handle[80];
-	bool resolved, block, readonly, inline_vol;
-};
-
-static struct vm_mount *mounts;
-static struct vm_device *devices;
 static char **reported;    /* volumesInUse last written */
 static size_t nreported;
 static pthread_t thread;
 static bool started;
 static int64_t next_stats; /* monotonic time of the next volume stats pass */
-
-/* ---- small helpers ---- */
-
-static char *path_join(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *path_join(const char *fmt, ...)
-{
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	return strbuf_detach(&sb, NULL);
-}
-
-static void mkdir_p(const char *path, mode_t mode)
-{
-	char *p = xstrdup(path);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		mkdir(p, mode);
-		*s = '/';
-	}
-	mkdir(p, mode);
-	free(p);
-}
-
-static char *parent_of(const char *path)
-{
-	char *p = xstrdup(path);
-	char *slash = strrchr(p, '/');
-	if (slash && slash != p)
-		*slash = '\0';
-	return p;
-}
-
-/* True when path is a mount point in this mount namespace (/proc/self/mountinfo). */
-static bool is_mountpoint(const char *path)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return false;
-	char line[8192];
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *save = NULL, *tok = strtok_r(line, " ", &save);
-		for (int i = 0; tok && i < 4; i++)
-			tok = strtok_r(NULL, " ", &save);
-		if (!tok)
-			continue;
-		/* mountinfo escapes space, tab, newline and backslash as \ooo */
-		char dec[4096];
-		size_t n = 0;
-		for (char *s = tok; *s && n + 1 < sizeof(dec); s++) {
-			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
-				dec[n++] = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-				s += 3;
-			} else {
-				dec[n++] = *s;
-			}
-		}
-		dec[n] = '\0';
-		found = strcmp(dec, path) == 0;
-	}
-	fclose(f);
-	return found;
-}
-
-static int write_json(const char *path, json_t *obj)
-{
-	char *tmp = path_join("%s.tmp", path);
-	int rc = json_dump_file(obj, tmp, JSON_COMPACT | JSON_SORT_KEYS);
-	if (rc == 0)
-		rc = rename(tmp, path);
-	if (rc)
-		KLOG_E("Cannot write %s: %s", path, strerror(errno));
-	unlink(tmp);
-	free(tmp);
-	return rc;
-}
-
-static json_t *read_json(const char *path)
-{
-	return json_load_file(path, 0, NULL);
-}
-
-static const char *jget(json_t *o, const char *k)
-{
-	return json_string_value(json_object_get(o, k));
-}
-
-static void backoff_fail(int64_t *next_try, int64_t *delay)
-{
-	*delay = *delay ? (*delay * 2 > NSEC_PER_MIN ? NSEC_PER_MIN : *delay * 2) : 500 * NSEC_PER_MSEC;
-	*next_try = mono_now_ns() + *delay;
-}
-
-#define pod_event(nd, pod, reason, ...) \
-	nd_event((nd), (pod) ? &(pod)->meta : NULL, true, (reason), __VA_ARGS__)
-
-/* ---- paths ---- */
-
-static char *fs_staging_path(struct nd *nd, const char *driver, const char *handle)
-{
-	char sha[65];
-	sha256_hex(handle, strlen(handle), sha);
-	return path_join("%s/plugins/kubernetes.io/csi/%s/%s/globalmount", nd->cfg->root_dir, driver,
-			 sha);
-}
-
-static char *block_staging_path(struct nd *nd, const char *pv)
-{
-	return path_join("%s/plugins/kubernetes.io/csi/volumeDevices/staging/%s", nd->cfg->root_dir, pv);
-}
-
-static char *target_path(struct nd *nd, const char *uid, const char *spec, bool block)
-{
-	if (block)
-		return path_join("%s/plugins/kubernetes.io/csi/volumeDevices/publish/%s/%s",
-				 nd->cfg->root_dir, spec, uid);
-	return path_join("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", nd->cfg->root_dir, uid, spec);
-}
-
-static char *block_data_dir(struct nd *nd, const char *pv)
-{
-	return path_join("%s/plugins/kubernetes.io/csi/volumeDevices/%s/data", nd->cfg->root_dir, pv);
-}
-
-static char *block_pod_link(struct nd *nd, const char *uid, const char *pv)
-{
-	return path_join("%s/pods/%s/volumeDevices/kubernetes.io~csi/%s", nd->cfg->root_dir, uid, pv);
-}
-
-static void va_name(struct nd *nd, const char *driver, const char *handle, char out[80])
-{
-	char *s = path_join("%s%s%s", handle, driver, nd->cfg->node_name);
-	char sha[65];
-	sha256_hex(s, strlen(s), sha);
-	free(s);
-	snprintf(out, 80, "csi-%s", sha);
-}
-
-/* Removes the pod's empty kubelet directories, deepest first (non-empty ones stay). */
-static void prune_pod_dirs(struct nd *nd, const char *uid)
-{
-	const char *sub[] = { "volumes/kubernetes.io~csi", "volumes", "volumeDevices/kubernetes.io~csi",
-			      "volumeDevices", "" };
-	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
-		char *p = path_join("%s/pods/%s/%s", nd->cfg->root_dir, uid, sub[i]);
-		rmdir(p);
-		free(p);
-	}
-}
-
-/* ---- actual state ---- */
-
-static struct vm_mount *mount_find(const char *uid, const char *spec)
-{
-	for (struct vm_mount *m = mounts; m; m = m->next)
-		if (!strcmp(m->pod_uid, uid) && !strcmp(m->spec, spec))
-			return m;
-	return NULL;
-}
-
-static struct vm_mount *mount_add(const char *uid, const char *spec, const char *driver,
-				  const char *handle, const char *unique, const char *target,
-				  bool block)
-{
-	struct vm_mount *m = xcalloc(1, sizeof(*m));
-	m->pod_uid = xstrdup(uid);
-	m->spec = xstrdup(spec);
-	m->driver = xstrdup(driver);
-	m->handle = xstrdup(handle);
-	m->unique = xstrdup(unique);
-	m->target = xstrdup(target);
-	m->block = block;
-	m->first_seen = mono_now_ns();
-	m->next = mounts;
-	mounts = m;
-	return m;
-}
-
-static void mount_free(struct vm_mount *m)
-{
-	free(m->pod_uid);
-	free(m->spec);
-	free(m->driver);
-	free(m->handle);
-	free(m->unique);
-	free(m->target);
-	free(m);
-}
-
-static struct vm_device *device_find(const char *unique)
-{
-	for (struct vm_device *d = devices; d; d = d->next)
-		if (!strcmp(d->unique, unique))
-			return d;
-	return NULL;
-}
-
-static struct vm_device *device_add(const char *unique, const char *driver, const char *handle,
-				    const char *spec, const char *staging, bool block)
-{
-	struct vm_device *d = xcalloc(1, sizeof(*d));
-	d->unique = xstrdup(unique);
-	d->driver = xstrdup(driver);
-	d->handle = xstrdup(handle);
-	d->spec = xstrdup(spec);
-	d->staging = xstrdup(staging);
-	d->block = block;
-	d->next = devices;
-	devices = d;
-	return d;
-}
-
-static void device_free(struct vm_device *d)
-{
-	free(d->unique);
-	free(d->driver);
-	free(d->handle);
-	free(d->spec);
-	free(d->staging);
-	free(d);
-}
-
-static void unique_name(const char *driver, const char *handle, char *out, size_t len)
-{
-	snprintf(out, len, "kubernetes.io/csi/%s^%s", driver, handle);
-}
-
-/* ---- reconstruction after a restart ---- */
-
-static void reconstruct_pod(struct nd *nd, const char *uid)
-{
-	char unique[600];
-	char *dir = path_join("%s/pods/%s/volumes/kubernetes.io~csi", nd->cfg->root_dir, uid);
-	DIR *dd = opendir(dir);
-	for (struct dirent *de; dd && (de = readdir(dd));) {
-		if (de->d_name[0] == '.')
-			continue;
-		char *data = path_join("%s/%s/vol_data.json", dir, de->d_name);
-		json_t *j = read_json(data);
-		const char *drv = jget(j, "driverName"), *h = jget(j, "volumeHandle");
-		if (drv && h) {
-			char *target = target_path(nd, uid, de->d_name, false);
-			unique_name(drv, h, unique, sizeof(unique));
-			struct vm_mount *m = mount_add(uid, de->d_name, drv, h, unique, target, false);
-			m->maybe = true;
-			m->published = is_mountpoint(target);
-			KLOG_I("Reconstructed volume pod=\"%s\" volume=\"%s\" driver=\"%s\" mounted=%d", uid,
-			       de->d_name, drv, m->published);
-			free(target);
-		} else {
-			KLOG_W("Ignoring %s: no driverName/volumeHandle", data);
-		}
-		json_decref(j);
-		free(data);
-	}
-	if (dd)
-		closedir(dd);
-	free(dir);
-	dir = path_join("%s/pods/%s/volumeDevices/kubernetes.io~csi", nd->cfg->root_dir, uid);
-	dd = opendir(dir);
-	for (struct dirent *de; dd && (de = readdir(dd));) {
-		if (de->d_name[0] == '.')
-			continue;
-		char *ddir = block_data_dir(nd, de->d_name);
-		char *data = path_join("%s/vol_data.json", ddir);
-		json_t *j = read_json(data);
-		const char *drv = jget(j, "driverName"), *h = jget(j, "volumeHandle");
-		if (drv && h) {
-			char *target = target_path(nd, uid, de->d_name, true);
-			unique_name(drv, h, unique, sizeof(unique));
-			struct vm_mount *m = mount_add(uid, de->d_name, drv, h, unique, target, true);
-			m->maybe = true;
-			m->published = is_mountpoint(target);
-			KLOG_I("Reconstructed block volume pod=\"%s\" volume=\"%s\" mapped=%d", uid,
-			       de->d_name, m->published);
-			free(target);
-		}
-		json_decref(j);
-		free(data);
-		free(ddir);
-	}
-	if (dd)
-		closedir(dd);
-	free(dir);
-}
-
-static void reconstruct(struct nd *nd)
-{
-	char unique[600];
-	char *dir = path_join("%s/pods", nd->cfg->root_dir);
-	DIR *dd = opendir(dir);
-	for (struct dirent *de; dd && (de = readdir(dd));)
-		if (de->d_name[0] != '.')
-			reconstruct_pod(nd, de->d_name);
-	if (dd)
-		closedir(dd);
-	free(dir);
-
-	char *csi = path_join("%s/plugins/kubernetes.io/csi", nd->cfg->root_dir);
-	DIR *drivers = opendir(csi);
-	for (struct dirent *dr; drivers && (dr = readdir(drivers));) {
-		if (dr->d_name[0] == '.' || !strcmp(dr->d_name, "volumeDevices"))
-			continue;
-		char *ddir = path_join("%s/%s", csi, dr->d_name);
-		DIR *vols = opendir(ddir);
-		for (struct dirent *v; vols && (v = readdir(vols));) {
-			if (v->d_name[0] == '.')
-				continue;
-			char *data = path_join("%s/%s/vol_data.json", ddir, v->d_name);
-			json_t *j = read_json(data);
-			const char *drv = jget(j, "driverName"), *h = jget(j, "volumeHandle");
-			if (drv && h) {
-				char *staging = path_join("%s/%s/globalmount", ddir, v->d_name);
-				unique_name(drv, h, unique, sizeof(unique));
-				struct vm_device *d = device_add(unique, drv, h, v->d_name, staging, false);
-				d->maybe = true;
-				d->staged = is_mountpoint(staging);
-				KLOG_I("Reconstructed staged volume driver=\"%s\" handle=\"%s\" mounted=%d",
-				       drv, h, d->staged);
-				free(staging);
-			}
-			json_decref(j);
-			free(data);
-		}
-		if (vols)
-			closedir(vols);
-		free(ddir);
-	}
-	if (drivers)
-		closedir(drivers);
-	char *staging_dir = path_join("%s/volumeDevices/staging", csi);
-	DIR *st = opendir(staging_dir);
-	for (struct dirent *v; st && (v = readdir(st));) {
-		if (v->d_name[0] == '.')
-			continue;
-		char *ddir = block_data_dir(nd, v->d_name);
-		char *data = path_join("%s/vol_data.json", ddir);
-		json_t *j = read_json(data);
-		const char *drv = jget(j, "driverName"), *h = jget(j, "volumeHandle");
-		if (drv && h) {
-			char *staging = block_staging_path(nd, v->d_name);
-			unique_name(drv, h, unique, sizeof(unique));
-			struct vm_device *d = device_add(unique, drv, h, v->d_name, staging, true);
-			d->maybe = true;
-			d->staged = true; /* a block staging path holds no mount to check */
-			free(staging);
-		}
-		json_decref(j);
-		free(data);
-		free(ddir);
-	}
-	if (st)
-		closedir(st);
-	free(staging_dir);
-	free(csi);
-}
 
 /* ---- desired state ---- */
 
@@ -479,7 +84,7 @@ static bool resolve(struct nd *nd, const struct kube_pod *pod, const struct kube
 	kube_obj_uid(&pod->meta, d->uid, sizeof(d->uid));
 	d->readonly = v->read_only;
 	if (v->csi_driver) {
-		char *s = path_join("%s%s", d->uid, v->name);
+		char *s = vm_path_join("%s%s", d->uid, v->name);
 		char sha[65];
 		sha256_hex(s, strlen(s), sha);
 		free(s);
@@ -516,7 +121,7 @@ static bool resolve(struct nd *nd, const struct kube_pod *pod, const struct kube
 		d->readonly = v->read_only || pv->read_only;
 		d->resolved = true;
 	}
-	unique_name(d->driver, d->handle, d->unique, sizeof(d->unique));
+	vm_unique_name(d->driver, d->handle, d->unique, sizeof(d->unique));
 	return true;
 }
 
@@ -563,7 +168,7 @@ static void add_publish_context(struct nd *nd, struct csi_arena *a, ProtobufCMes
 				const struct desired *d)
 {
 	char name[80];
-	va_name(nd, d->driver, d->handle, name);
+	vm_va_name(nd, d->driver, d->handle, name);
 	struct kube_err e;
 	json_t *va = kube_get(nd->kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL, name, &e);
 	const char *k;
@@ -574,11 +179,34 @@ static void add_publish_context(struct nd *nd, struct csi_arena *a, ProtobufCMes
 	json_decref(va);
 }
 
+/*
+ * Whether the API server itself (not the informers' cache, which a node coming back from a
+ * partition may still hold from before it) has this node's VolumeAttachment of the volume,
+ * attached. A volume force-detached meanwhile and attached to another node has none for this
+ * node: it is not staged or published here (issue 35). No answer from the API server: no.
+ */
+static bool attached_here(struct nd *nd, const struct desired *d, char *why, size_t len)
+{
+	char name[80];
+	vm_va_name(nd, d->driver, d->handle, name);
+	struct kube_err e;
+	json_t *va = kube_get(nd->kc, &KUBE_RES_VOLUMEATTACHMENTS, NULL, name, &e);
+	const char *node = json_string_value(json_object_get(json_object_get(va, "spec"), "nodeName"));
+	bool ok = va && node && !strcmp(node, nd->cfg->node_name) &&
+		  json_is_true(json_object_get(json_object_get(va, "status"), "attached"));
+	if (!ok)
+		snprintf(why, len, "%s", !va && kube_err_is_not_found(&e)
+			 ? "is gone (the volume was detached from this node)"
+			 : !va ? "cannot be read from the API server" : "is not attached");
+	json_decref(va);
+	return ok;
+}
+
 static json_t *vol_data(struct nd *nd, const struct desired *d, bool attach)
 {
 	char va[80] = "";
 	if (attach)
-		va_name(nd, d->driver, d->handle, va);
+		vm_va_name(nd, d->driver, d->handle, va);
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "specVolID", d->spec, "volumeHandle",
 			 d->handle, "driverName", d->driver, "nodeName", nd->cfg->node_name,
 			 "attachmentID", va, "volumeLifecycleMode",
@@ -689,12 +317,12 @@ static void report_in_use(struct nd *nd, struct desired *want, size_t nwant)
 	for (size_t i = 0; i < nwant; i++)
 		if (want[i].resolved && !want[i].inline_vol)
 			set[n++] = want[i].unique;
-	for (struct vm_device *d = devices; d; d = d->next) {
+	for (struct vm_device *d = vm_devices; d; d = d->next) {
 		if (n == cap)
 			set = xrealloc(set, (cap *= 2) * sizeof(char *));
 		set[n++] = d->unique;
 	}
-	for (struct vm_mount *m = mounts; m; m = m->next) {
+	for (struct vm_mount *m = vm_mounts; m; m = m->next) {
 		if (n == cap)
 			set = xrealloc(set, (cap *= 2) * sizeof(char *));
 		if (m->maybe || m->published)
@@ -739,145 +367,6 @@ static void report_in_use(struct nd *nd, struct desired *want, size_t nwant)
 	free(set);
 }
 
-static bool wanted(struct desired *want, size_t nwant, const char *uid, const char *spec)
-{
-	for (size_t i = 0; i < nwant; i++)
-		if (want[i].resolved && !strcmp(want[i].uid, uid) && !strcmp(want[i].spec, spec))
-			return true;
-	return false;
-}
-
-static bool unique_wanted(struct desired *want, size_t nwant, const char *unique)
-{
-	for (size_t i = 0; i < nwant; i++)
-		if (want[i].resolved && !strcmp(want[i].unique, unique))
-			return true;
-	return false;
-}
-
-static void unpublish_unwanted(struct nd *nd, struct desired *want, size_t nwant)
-{
-	int64_t now = mono_now_ns();
-	for (struct vm_mount **pp = &mounts; *pp;) {
-		struct vm_mount *m = *pp;
-		if (wanted(want, nwant, m->pod_uid, m->spec) || now < m->next_try) {
-			pp = &m->next;
-			continue;
-		}
-		if (m->maybe || m->published) {
-			struct nd_driver *drv = nd_driver_get(nd, m->driver);
-			if (!drv) {
-				KLOG_V(2, "Waiting for driver %s to unpublish volume=\"%s\" pod=\"%s\"",
-				       m->driver, m->spec, m->pod_uid);
-				backoff_fail(&m->next_try, &m->delay);
-				pp = &m->next;
-				continue;
-			}
-			Csi__V1__NodeUnpublishVolumeRequest req = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
-			Csi__V1__NodeUnpublishVolumeResponse *resp = NULL;
-			struct csi_status st;
-			req.volume_id = m->handle;
-			req.target_path = m->target;
-			int rc = csi_node_unpublish_volume(drv->conn, &req, &resp, nd->cfg->timeout_ns, &st);
-			csi_msg_free(resp);
-			nd_driver_put(nd, drv);
-			if (rc) {
-				KLOG_E("UnmountVolume.TearDown failed for volume \"%s\" pod=\"%s\": rpc error: code = %s desc = %.400s",
-				       m->spec, m->pod_uid, csi_code_go_name(st.code), st.message);
-				backoff_fail(&m->next_try, &m->delay);
-				pp = &m->next;
-				continue;
-			}
-			KLOG_I("UnmountVolume.TearDown succeeded for volume \"%s\" pod=\"%s\"", m->spec,
-			       m->pod_uid);
-		}
-		/* The directories the kubelet made: target (if the driver left it), vol_data, parent. */
-		rmdir(m->target);
-		unlink(m->target);
-		if (m->block) {
-			char *link = block_pod_link(nd, m->pod_uid, m->spec);
-			unlink(link);
-			free(link);
-			char *parent = parent_of(m->target);
-			rmdir(parent);
-			free(parent);
-		} else {
-			char *parent = parent_of(m->target);
-			char *data = path_join("%s/vol_data.json", parent);
-			unlink(data);
-			rmdir(parent);
-			free(data);
-			free(parent);
-		}
-		prune_pod_dirs(nd, m->pod_uid);
-		*pp = m->next;
-		mount_free(m);
-	}
-}
-
-static bool device_in_use(const struct vm_device *d)
-{
-	for (struct vm_mount *m = mounts; m; m = m->next)
-		if (!strcmp(m->unique, d->unique) && (m->maybe || m->published))
-			return true;
-	return false;
-}
-
-static void unstage_unused(struct nd *nd, struct desired *want, size_t nwant)
-{
-	int64_t now = mono_now_ns();
-	for (struct vm_device **pp = &devices; *pp;) {
-		struct vm_device *d = *pp;
-		if (unique_wanted(want, nwant, d->unique) || device_in_use(d) || now < d->next_try) {
-			pp = &d->next;
-			continue;
-		}
-		struct nd_driver *drv = nd_driver_get(nd, d->driver);
-		if (!drv) {
-			backoff_fail(&d->next_try, &d->delay);
-			pp = &d->next;
-			continue;
-		}
-		Csi__V1__NodeUnstageVolumeRequest req = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
-		Csi__V1__NodeUnstageVolumeResponse *resp = NULL;
-		struct csi_status st;
-		req.volume_id = d->handle;
-		req.staging_target_path = d->staging;
-		int rc = csi_node_unstage_volume(drv->conn, &req, &resp, nd->cfg->timeout_ns, &st);
-		csi_msg_free(resp);
-		nd_driver_put(nd, drv);
-		if (rc) {
-			KLOG_E("UnmountDevice failed for volume \"%s\": rpc error: code = %s desc = %.400s",
-			       d->spec, csi_code_go_name(st.code), st.message);
-			backoff_fail(&d->next_try, &d->delay);
-			pp = &d->next;
-			continue;
-		}
-		KLOG_I("UnmountDevice succeeded for volume \"%s\" staging=\"%s\"", d->spec, d->staging);
-		rmdir(d->staging);
-		if (d->block) {
-			char *ddir = block_data_dir(nd, d->spec);
-			char *data = path_join("%s/vol_data.json", ddir);
-			unlink(data);
-			rmdir(ddir);
-			char *pvdir = parent_of(ddir);
-			rmdir(pvdir);
-			free(pvdir);
-			free(data);
-			free(ddir);
-		} else {
-			char *parent = parent_of(d->staging);
-			char *data = path_join("%s/vol_data.json", parent);
-			unlink(data);
-			rmdir(parent);
-			free(data);
-			free(parent);
-		}
-		*pp = d->next;
-		device_free(d);
-	}
-}
-
 static int expand(struct nd *nd, struct nd_driver *drv, const struct desired *d, const char *path,
 		  const char *staging, struct vm_resize *rs, bool at_mount)
 {
@@ -894,13 +383,13 @@ static void expand_published(struct nd *nd, struct desired *want, size_t nwant)
 {
 	for (size_t i = 0; i < nwant && !atomic_load(&nd->stop); i++) {
 		struct desired *d = &want[i];
-		struct vm_mount *m = d->resolved && d->pv ? mount_find(d->uid, d->spec) : NULL;
+		struct vm_mount *m = d->resolved && d->pv ? vm_mount_find(d->uid, d->spec) : NULL;
 		if (!m || !m->published)
 			continue;
 		struct nd_driver *drv = nd_driver_get(nd, d->driver);
 		if (!drv)
 			continue;
-		struct vm_device *dev = device_find(d->unique);
+		struct vm_device *dev = vm_device_find(d->unique);
 		expand(nd, drv, d, m->target, dev ? dev->staging : NULL, dev ? &dev->rs : &m->rs,
 		       false);
 		nd_driver_put(nd, drv);
@@ -918,10 +407,10 @@ static void collect_stats(struct nd *nd, struct desired *want, size_t nwant)
 	size_t n = 0;
 	for (size_t i = 0; i < nwant; i++) {
 		struct desired *d = &want[i];
-		struct vm_mount *m = d->resolved && d->pv ? mount_find(d->uid, d->spec) : NULL;
+		struct vm_mount *m = d->resolved && d->pv ? vm_mount_find(d->uid, d->spec) : NULL;
 		if (!m || !m->published || !d->vol->claim_name)
 			continue;
-		struct vm_device *dev = device_find(d->unique);
+		struct vm_device *dev = vm_device_find(d->unique);
 		v[n++] = (struct nd_stats_volume){ .pod = d->pod, .claim = d->vol->claim_name,
 						   .pod_volume = d->vol->name, .driver = d->driver,
 						   .handle = d->handle, .target = m->target,
@@ -935,12 +424,12 @@ static void collect_stats(struct nd *nd, struct desired *want, size_t nwant)
 static void mount_one(struct nd *nd, struct desired *d)
 {
 	char err[1200];
-	struct vm_mount *m = mount_find(d->uid, d->spec);
+	struct vm_mount *m = vm_mount_find(d->uid, d->spec);
 	if (m && m->published)
 		return;
 	if (!m) {
-		char *target = target_path(nd, d->uid, d->spec, d->block);
-		m = mount_add(d->uid, d->spec, d->driver, d->handle, d->unique, target, d->block);
+		char *target = vm_target_path(nd, d->uid, d->spec, d->block);
+		m = vm_mount_add(d->uid, d->spec, d->driver, d->handle, d->unique, target, d->block);
 		free(target);
 	}
 	if (mono_now_ns() < m->next_try)
@@ -952,7 +441,7 @@ static void mount_one(struct nd *nd, struct desired *d)
 			  "attacher.MountDevice failed to create newCsiDriverClient: driver name %s "
 			  "not found in the list of registered CSI drivers",
 			  d->spec, d->driver);
-		backoff_fail(&m->next_try, &m->delay);
+		vm_backoff_fail(&m->next_try, &m->delay);
 		return;
 	}
 	struct kube_obj *co = kube_store_get(kube_informer_store(nd->csidrivers), NULL, d->driver);
@@ -965,7 +454,7 @@ static void mount_one(struct nd *nd, struct desired *d)
 			  "MountVolume.SetUp failed for volume \"%s\" : CSI driver %s does not allow "
 			  "Ephemeral inline volumes (CSIDriver volumeLifecycleModes)",
 			  d->spec, d->driver);
-		backoff_fail(&m->next_try, &m->delay);
+		vm_backoff_fail(&m->next_try, &m->delay);
 		goto out;
 	}
 	if (attach) {
@@ -984,34 +473,43 @@ static void mount_one(struct nd *nd, struct desired *d)
 			}
 			goto out; /* checked again next pass, no backoff: the attach may land any time */
 		}
+		char why[80];
+		if (!attached_here(nd, d, why, sizeof(why))) {
+			char name[80];
+			vm_va_name(nd, d->driver, d->handle, name);
+			KLOG_W("MountVolume for volume \"%s\" waits: VolumeAttachment %s for node %s %s",
+			       d->spec, name, nd->cfg->node_name, why);
+			vm_backoff_fail(&m->next_try, &m->delay);
+			goto out;
+		}
 	}
 	if (!d->inline_vol && !is_reported(d->unique))
 		goto out; /* volumesInUse first, so the controller never detaches a mounted volume */
 
 	char *staging = NULL;
 	if (drv->stage_unstage && !d->inline_vol) {
-		struct vm_device *dev = device_find(d->unique);
+		struct vm_device *dev = vm_device_find(d->unique);
 		if (!dev) {
-			char *sp = d->block ? block_staging_path(nd, d->spec)
-					    : fs_staging_path(nd, d->driver, d->handle);
-			dev = device_add(d->unique, d->driver, d->handle, d->spec, sp, d->block);
+			char *sp = d->block ? vm_block_staging_path(nd, d->spec)
+					    : vm_fs_staging_path(nd, d->driver, d->handle);
+			dev = vm_device_add(d->unique, d->driver, d->handle, d->spec, sp, d->block);
 			free(sp);
 		}
 		if (!dev->staged) {
 			json_t *vd = d->block ? vol_data(nd, d, attach)
 					      : json_pack("{s:s, s:s}", "driverName", d->driver,
 							  "volumeHandle", d->handle);
-			char *ddir = d->block ? block_data_dir(nd, d->spec) : parent_of(dev->staging);
-			char *data = path_join("%s/vol_data.json", ddir);
-			mkdir_p(ddir, 0750);
+			char *ddir = d->block ? vm_block_data_dir(nd, d->spec) : vm_parent_of(dev->staging);
+			char *data = vm_path_join("%s/vol_data.json", ddir);
+			vm_mkdir_p(ddir, 0750);
 			if (d->block)
-				mkdir_p(dev->staging, 0750);
-			int wrc = write_json(data, vd);
+				vm_mkdir_p(dev->staging, 0750);
+			int wrc = vm_write_json(data, vd);
 			json_decref(vd);
 			free(data);
 			free(ddir);
 			if (wrc) {
-				backoff_fail(&m->next_try, &m->delay);
+				vm_backoff_fail(&m->next_try, &m->delay);
 				goto out;
 			}
 			dev->maybe = true;
@@ -1021,7 +519,7 @@ static void mount_one(struct nd *nd, struct desired *d)
 					  "MountVolume.MountDevice failed for volume \"%s\" : %s", d->spec,
 					  err);
 				KLOG_E("MountVolume.MountDevice failed for volume \"%s\": %s", d->spec, err);
-				backoff_fail(&m->next_try, &m->delay);
+				vm_backoff_fail(&m->next_try, &m->delay);
 				goto out;
 			}
 			dev->staged = true;
@@ -1031,28 +529,28 @@ static void mount_one(struct nd *nd, struct desired *d)
 		staging = dev->staging;
 		/* Offline expansion: a claim grown while no pod used it, before the pod sees it. */
 		if (expand(nd, drv, d, dev->staging, dev->staging, &dev->rs, true)) {
-			backoff_fail(&m->next_try, &m->delay);
+			vm_backoff_fail(&m->next_try, &m->delay);
 			goto out;
 		}
 	}
 	/* SetUp: the parent of the target and vol_data.json, then NodePublishVolume. */
-	char *parent = parent_of(m->target);
-	mkdir_p(parent, 0750);
+	char *parent = vm_parent_of(m->target);
+	vm_mkdir_p(parent, 0750);
 	if (!d->block) {
 		json_t *vd = vol_data(nd, d, attach);
-		char *data = path_join("%s/vol_data.json", parent);
-		int wrc = write_json(data, vd);
+		char *data = vm_path_join("%s/vol_data.json", parent);
+		int wrc = vm_write_json(data, vd);
 		json_decref(vd);
 		free(data);
 		if (wrc) {
 			free(parent);
-			backoff_fail(&m->next_try, &m->delay);
+			vm_backoff_fail(&m->next_try, &m->delay);
 			goto out;
 		}
 	} else {
-		char *link = block_pod_link(nd, d->uid, d->spec);
-		char *ldir = parent_of(link);
-		mkdir_p(ldir, 0750);
+		char *link = vm_block_pod_link(nd, d->uid, d->spec);
+		char *ldir = vm_parent_of(link);
+		vm_mkdir_p(ldir, 0750);
 		/* the link is the pod's record of the mapping: it exists before the publish */
 		unlink(link);
 		if (symlink(m->target, link) != 0)
@@ -1067,7 +565,7 @@ static void mount_one(struct nd *nd, struct desired *d)
 			  d->spec, err);
 		KLOG_E("MountVolume.SetUp failed for volume \"%s\" pod=\"%s/%s\": %s", d->spec,
 		       d->pod->meta.ns, d->pod->meta.name, err);
-		backoff_fail(&m->next_try, &m->delay);
+		vm_backoff_fail(&m->next_try, &m->delay);
 		goto out;
 	}
 	m->published = true;
@@ -1131,7 +629,7 @@ static void finish_deletion(struct nd *nd, const struct kube_pod *pod, const cha
 
 static bool pod_has_mounts(const char *uid)
 {
-	for (struct vm_mount *m = mounts; m; m = m->next)
+	for (struct vm_mount *m = vm_mounts; m; m = m->next)
 		if (!strcmp(m->pod_uid, uid) && (m->maybe || m->published))
 			return true;
 	return false;
@@ -1164,8 +662,8 @@ static void reconcile(struct nd *nd)
 		}
 	}
 	report_in_use(nd, want, nwant);
-	unpublish_unwanted(nd, want, nwant);
-	unstage_unused(nd, want, nwant);
+	vm_unpublish_unwanted(nd, want, nwant);
+	vm_unstage_unused(nd, want, nwant);
 	for (size_t i = 0; i < nwant && !atomic_load(&nd->stop); i++)
 		if (want[i].resolved)
 			mount_one(nd, &want[i]);
@@ -1189,7 +687,7 @@ static void reconcile(struct nd *nd)
 		for (size_t w = 0; w < nwant && all; w++) {
 			if (want[w].pod != pod)
 				continue;
-			struct vm_mount *m = want[w].resolved ? mount_find(uid, want[w].spec) : NULL;
+			struct vm_mount *m = want[w].resolved ? vm_mount_find(uid, want[w].spec) : NULL;
 			all = m && m->published;
 		}
 		if (all)
@@ -1219,7 +717,7 @@ static void *volumes_main(void *arg)
 
 int nd_volumes_start(struct nd *nd)
 {
-	reconstruct(nd);
+	vm_reconstruct(nd);
 	if (pthread_create(&thread, NULL, volumes_main, nd) != 0) {
 		KLOG_E("Cannot start the volume manager thread");
 		return -1;
@@ -1241,15 +739,15 @@ int nd_volumes_stop(struct nd *nd)
 	}
 	started = false;
 	next_stats = 0;
-	while (mounts) {
-		struct vm_mount *m = mounts;
-		mounts = m->next;
-		mount_free(m);
+	while (vm_mounts) {
+		struct vm_mount *m = vm_mounts;
+		vm_mounts = m->next;
+		vm_mount_free(m);
 	}
-	while (devices) {
-		struct vm_device *d = devices;
-		devices = d->next;
-		device_free(d);
+	while (vm_devices) {
+		struct vm_device *d = vm_devices;
+		vm_devices = d->next;
+		vm_device_free(d);
 	}
 	for (size_t i = 0; i < nreported; i++)
 		free(reported[i]);
