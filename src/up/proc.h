@@ -33,6 +33,12 @@ struct up_proc {
 	char env[128];       /* "NAME=value" added to the child's environment, or "" */
 };
 
+/*
+ * Stop tiers: clients of the API server and of the drivers first, then the drivers, then the
+ * API server, so nobody spends its last second reconnecting to a server that is already gone.
+ */
+enum { TIER_APISERVER, TIER_DRIVER, TIER_CLIENT };
+
 struct up_procs {
 	struct up_proc p[UP_MAX_PROCS];
 	int n;

@@ -38,6 +38,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader.h"
+#include "up/fleet.h"
 #include "up/proc.h"
 
 #define LOOP_DRIVER "loop.kcsi.io"
@@ -177,12 +178,6 @@ static struct up_proc *add_proc(struct up *u, const char *name, const char *cons
 	pathf(log_path, sizeof(log_path), "%s/logs/%s.log", u->dir, file);
 	return up_procs_add(&u->procs, name, log_path, (char *const *)args);
 }
-
-/*
- * Stop tiers: clients of the API server and of the drivers first, then the drivers, then the
- * API server, so nobody spends its last second reconnecting to a server that is already gone.
- */
-enum { TIER_APISERVER, TIER_DRIVER, TIER_CLIENT };
 
 /* Adds and starts a kcsi binary with -v and the given arguments (NULL-terminated). */
 static struct up_proc *start_kcsi(struct up *u, const char *name, const char *binary, ...)
@@ -796,6 +791,21 @@ static void check_snapshot_api(struct up *u)
 	strbuf_release(&out);
 }
 
+/* The nodes above UP_FLEET_ABOVE: three processes for all of them (up/fleet.h). */
+static int start_fleet(struct up *u)
+{
+	struct up_fleet f = { .dir = u->dir, .bin = u->bin, .kubeconfig = u->kubeconfig,
+			      .driver_name = u->driver_name, .qps = KUBE_QPS, .burst = KUBE_BURST,
+			      .nodes = u->cfg->nodes, .verbosity = u->cfg->verbosity,
+			      .procs = &u->procs };
+	struct up_fleet_probe pr[UP_FLEET_PROBES];
+	if (up_fleet_start(&f, pr))
+		return -1;
+	for (int i = 0; i < UP_FLEET_PROBES; i++)
+		add_probe(u, pr[i].proc, pr[i].port, pr[i].path);
+	return 0;
+}
+
 /* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
 static int bring_up(struct up *u)
 {
@@ -807,10 +817,15 @@ static int bring_up(struct up *u)
 	check_snapshot_api(u);
 	if (create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
 		return -1;
-	for (int i = 1; i <= u->cfg->nodes; i++)
+	bool fleet = up_fleet_wanted(u->cfg);
+	if (fleet && start_fleet(u))
+		return -1;
+	for (int i = 1; i <= u->cfg->nodes && !fleet; i++)
 		if ((!u->cfg->distributed && start_node_driver(u, i)) || start_node_sidecars(u, i))
 			return -1;
-	while (!probes_ready(u) || !nodes_ready(u, u->kc)) {
+	while (!probes_ready(u) ||
+	       !(fleet ? up_fleet_nodes_ready(u->kc, u->driver_name, u->cfg->nodes)
+		       : nodes_ready(u, u->kc))) {
 		if (tick(u, false))
 			return -1;
 		if (mono_now_ns() > deadline) {
