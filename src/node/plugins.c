@@ -557,8 +557,10 @@ static void *watcher_main(void *arg)
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0 || inotify_add_watch(fd, nd->registry_dir, IN_CREATE | IN_DELETE | IN_MOVED_TO |
 								     IN_MOVED_FROM) < 0) {
-		KLOG_W("Cannot watch %s with inotify (%s); listing it every 200 ms instead",
-		       nd->registry_dir, strerror(errno));
+		static atomic_int said; /* once per process: a fleet has hundreds of these */
+		if (!atomic_exchange(&said, 1))
+			KLOG_W("Cannot watch %s with inotify (%s); listing it every 200 ms instead "
+			       "(and so for every node that has none)", nd->registry_dir, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		fd = -1;

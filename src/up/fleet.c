@@ -73,8 +73,12 @@ static int free_port_arg(char arg[48])
 
 static struct up_proc *start(const struct up_fleet *f, const char *name, int tier, char **argv)
 {
-	char log_path[4096 + 64], err[512];
-	snprintf(log_path, sizeof(log_path), "%s/logs/%s.log", f->dir, name);
+	char log_path[4096 + 64], file[64], err[512];
+	pathf(file, sizeof(file), "%s", name);
+	for (char *p = file; *p; p++)
+		if (*p == '/')
+			*p = '_';
+	pathf(log_path, sizeof(log_path), "%s/logs/%s.log", f->dir, file);
 	struct up_proc *p = up_procs_add(f->procs, name, log_path, argv);
 	if (!p) {
 		fprintf(stderr, "kcsi up: too many processes\n");
@@ -140,12 +144,12 @@ int up_fleet_start(const struct up_fleet *f, struct up_fleet_probe probes[UP_FLE
 	char *node[] = { bin[2], "--fleet-size", size, "--node-name", "node", "--root-dir", root,
 			 "--kubeconfig", (char *)f->kubeconfig, (char *)f->qps, (char *)f->burst,
 			 "--http-endpoint", node_http, v, NULL };
-	if (!start(f, "driver_nodes", TIER_DRIVER, driver))
+	if (!start(f, "driver/nodes", TIER_DRIVER, driver))
 		return -1;
-	probes[0].proc = start(f, "csi-node-driver-registrar_nodes", TIER_CLIENT, registrar);
+	probes[0].proc = start(f, "csi-node-driver-registrar/nodes", TIER_CLIENT, registrar);
 	probes[0].port = reg_port;
 	probes[0].path = "/healthz";
-	probes[1].proc = probes[0].proc ? start(f, "kcsi-node_nodes", TIER_CLIENT, node) : NULL;
+	probes[1].proc = probes[0].proc ? start(f, "kcsi-node/nodes", TIER_CLIENT, node) : NULL;
 	probes[1].port = node_port;
 	probes[1].path = "/healthz";
 	return probes[1].proc ? 0 : -1;
