@@ -178,6 +178,8 @@ static struct kube_informer *informer(struct kube_client *kc, const struct kube_
 {
 	struct kube_informer_opts o = { .kind = kind, .resync_ns = resync_ns };
 	struct kube_informer *inf = kube_informer_new(kc, &o);
+	if (kind == &KUBE_KIND_POD_T)
+		kube_informer_add_index(inf, ND_PODS_BY_NODE, kube_index_pod_by_node);
 	kube_informer_start(inf);
 	return inf;
 }

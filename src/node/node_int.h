@@ -68,6 +68,10 @@ int nd_node_register(struct nd *nd);
 void nd_node_set_status(struct nd *nd);
 void nd_lease_renew(struct nd *nd);
 
+/* The pod informer's index by spec.nodeName (kube_index_pod_by_node), registered by run.c and
+ * fleet.c: a volume manager pass reads its node's pods only, not every pod of the cluster. */
+#define ND_PODS_BY_NODE "nodeName"
+
 /* plugins.c */
 int nd_plugins_start(struct nd *nd);
 /* Stops the watcher; -1 when it is stuck in a call to a driver (the caller then exits at once). */

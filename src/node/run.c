@@ -267,6 +267,8 @@ static struct kube_informer *informer(struct nd *nd, const struct kube_kind *kin
 {
 	struct kube_informer_opts o = { .kind = kind, .resync_ns = nd->cfg->kube.resync_ns };
 	struct kube_informer *inf = kube_informer_new(nd->kc, &o);
+	if (kind == &KUBE_KIND_POD_T)
+		kube_informer_add_index(inf, ND_PODS_BY_NODE, kube_index_pod_by_node);
 	kube_informer_start(inf);
 	return inf;
 }

@@ -1142,7 +1142,8 @@ static bool pod_has_mounts(const char *uid)
 static void reconcile(struct nd *nd)
 {
 	size_t npods = 0;
-	struct kube_obj **pods = kube_store_list(kube_informer_store(nd->pods), &npods);
+	struct kube_obj **pods = kube_store_by_index(kube_informer_store(nd->pods), ND_PODS_BY_NODE,
+						     nd->cfg->node_name, &npods);
 	size_t cap = 16, nwant = 0, nhold = 0;
 	struct desired *want = xcalloc(cap, sizeof(*want));
 	struct kube_obj **hold = xcalloc(cap, sizeof(*hold));

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define UP_MAX_PROCS 96 /* 16 nodes: 6 + 16 * 4 processes */
+#define UP_MAX_PROCS 96 /* 16 nodes: 6 + 16 * 4 processes; more nodes run as 3 (up/fleet.h) */
 
 struct up_proc {
 	char name[64];       /* "csi-attacher", "kcsi-node/node-1" */

@@ -47,8 +47,8 @@
  * 10 for sidecars) protect a shared production API server; here the API server is ours alone, and
  * at 5 qps a hundred claims would queue for tens of seconds behind the limiter.
  */
-#define KUBE_QPS "--kube-api-qps=200"
-#define KUBE_BURST "--kube-api-burst=400"
+#define KUBE_QPS u->kube_qps
+#define KUBE_BURST u->kube_burst
 #define STOP_GRACE_NS (3 * NSEC_PER_SEC) /* per tier; every kcsi component stops within 1 s */
 #define TICK_NS (20 * NSEC_PER_MSEC)
 
@@ -85,6 +85,11 @@ struct up {
 	sigset_t sigs;
 	int64_t t0;
 	char node_env[32]; /* while set, start_kcsi() gives the child NODE_NAME=<it> */
+	/*
+	 * KUBE_QPS and KUBE_BURST: 200 and 400; with a fleet of nodes (up/fleet.h) 2000 and 4000,
+	 * since a thousand pods' claims, attachments and bindings are ten times the requests.
+	 */
+	char kube_qps[32], kube_burst[32];
 };
 
 static volatile int stop_signal;
@@ -979,6 +984,9 @@ int up_run(const struct up_config *cfg)
 	u->cfg = cfg;
 	u->external = cfg->kubeconfig && *cfg->kubeconfig;
 	u->t0 = mono_now_ns();
+	bool many = up_fleet_wanted(cfg);
+	snprintf(u->kube_qps, sizeof(u->kube_qps), "--kube-api-qps=%d", many ? 2000 : 200);
+	snprintf(u->kube_burst, sizeof(u->kube_burst), "--kube-api-burst=%d", many ? 4000 : 400);
 	sigemptyset(&u->sigs);
 	sigaddset(&u->sigs, SIGINT);
 	sigaddset(&u->sigs, SIGTERM);
