@@ -102,7 +102,7 @@ int cli_up_main(int argc, char **argv)
 		goto out;
 	}
 	c.distributed = !strcmp(provisioning, "distributed");
-	if (up_fleet_wanted(&c) && (c.distributed || c.driver_cmd || c.kubeconfig)) {
+	if (up_fleet_wanted(c.nodes) && (c.distributed || c.driver_cmd || c.kubeconfig)) {
 		fprintf(stderr, "kcsi up: --nodes above %d runs the loop driver with central "
 				"provisioning on kube-emulator (no --provisioning=distributed, "
 				"--driver-cmd or --kubeconfig)\n", UP_FLEET_ABOVE);

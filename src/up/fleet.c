@@ -31,9 +31,9 @@
 #include "base/strbuf.h"
 #include "kube/client.h"
 
-bool up_fleet_wanted(const struct up_config *cfg)
+bool up_fleet_wanted(int nodes)
 {
-	return cfg->nodes > UP_FLEET_ABOVE;
+	return nodes > UP_FLEET_ABOVE;
 }
 
 static void pathf(char *buf, size_t len, const char *fmt, ...);

@@ -10,7 +10,6 @@
 
 #include "kube/client.h"
 #include "up/proc.h"
-#include "up/up.h"
 
 #define UP_FLEET_ABOVE 16 /* up to this many nodes, each node is its own processes */
 #define UP_FLEET_MAX 5000
@@ -31,7 +30,7 @@ struct up_fleet_probe {
 	const char *path;
 };
 
-bool up_fleet_wanted(const struct up_config *cfg);
+bool up_fleet_wanted(int nodes);
 /* Makes the nodes' folders and starts the three processes: 0, or -1 (reported on stderr). */
 int up_fleet_start(const struct up_fleet *f, struct up_fleet_probe probes[UP_FLEET_PROBES]);
 /* Every node-1..n Ready, with `driver` in its CSINode. */

@@ -822,7 +822,7 @@ static int bring_up(struct up *u)
 	check_snapshot_api(u);
 	if (create_csidriver(u, u->kc) || (u->external && claim_node_names(u)) || start_controllers(u))
 		return -1;
-	bool fleet = up_fleet_wanted(u->cfg);
+	bool fleet = up_fleet_wanted(u->cfg->nodes);
 	if (fleet && start_fleet(u))
 		return -1;
 	for (int i = 1; i <= u->cfg->nodes && !fleet; i++)
@@ -984,7 +984,7 @@ int up_run(const struct up_config *cfg)
 	u->cfg = cfg;
 	u->external = cfg->kubeconfig && *cfg->kubeconfig;
 	u->t0 = mono_now_ns();
-	bool many = up_fleet_wanted(cfg);
+	bool many = up_fleet_wanted(cfg->nodes);
 	snprintf(u->kube_qps, sizeof(u->kube_qps), "--kube-api-qps=%d", many ? 2000 : 200);
 	snprintf(u->kube_burst, sizeof(u->kube_burst), "--kube-api-burst=%d", many ? 4000 : 400);
 	sigemptyset(&u->sigs);
