@@ -21,6 +21,7 @@
 #include "base/log_flags.h"
 #include "csi/server.h"
 #include "loopplugin/driver.h"
+#include "loopplugin/fleet.h"
 #include "loopplugin/pool.h"
 
 #define STOP_GRACE_MS 400
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
 {
 	struct lp_config cfg;
 	const char *endpoint, *max_size;
-	int threads;
+	int threads, fleet_size;
 	struct flagset *fs = flags_new("kcsi-loopplugin", "kcsi-loopplugin [flags]");
 	flags_enable_version(fs, KCSI_VERSION);
 	flags_string(fs, "endpoint", &endpoint, "unix:///csi/csi.sock",
@@ -95,6 +96,10 @@ int main(int argc, char **argv)
 		   "forced detach of a node that is gone); by default it is refused "
 		   "(FAILED_PRECONDITION) until the node unstages it");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
+	flags_int(fs, "fleet-size", &fleet_size, 0,
+		  "Serve the node service of this many emulated nodes (kcsi up --nodes above 16): "
+		  "node i has the ID <nodeid>-<i> and the socket --endpoint with {node} replaced by "
+		  "that ID; needs --mode node. 0: one node");
 	log_register_flags(fs);
 	int rest = flags_parse_or_exit(fs, argc, argv);
 	char err[512];
@@ -165,6 +170,11 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+	if (fleet_size) {
+		int rc = lp_fleet_serve(&cfg, endpoint, fleet_size, &sigs);
+		flags_free(fs);
+		return rc;
+	}
 	struct lp_status st;
 	struct lp_driver *d = lp_driver_new(&cfg, &st);
 	if (!d) {

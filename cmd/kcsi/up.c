@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "cli.h"
+#include "up/fleet.h"
 #include "up/up.h"
 
 int cli_up_main(int argc, char **argv)
@@ -18,7 +19,11 @@ int cli_up_main(int argc, char **argv)
 		     "Work directory (kubeconfig, logs, sockets, volume images); default a new temporary "
 		     "directory, removed at exit");
 	flags_bool(fs, "keep", &c.keep, false, "Keep the temporary work directory (and its logs) at exit");
-	flags_int(fs, "nodes", &c.nodes, 2, "Number of emulated nodes, each with its driver, registrar and kcsi-node");
+	flags_int(fs, "nodes", &c.nodes, 2,
+		  "Number of emulated nodes (1 to 5000): up to 16, each with its own driver, "
+		  "registrar, livenessprobe and kcsi-node; above 16, one driver, one registrar and "
+		  "one kcsi-node process serve all nodes, each node on its own sockets (central "
+		  "provisioning, loop driver, kube-emulator only)");
 	flags_string(fs, "driver", &c.driver, "loop", "Driver to run: loop (kcsi-loopplugin)");
 	flags_string(fs, "driver-cmd", &c.driver_cmd, "",
 		     "Run this CSI driver instead, through /bin/sh; {endpoint}, {nodeid} and {mode} "
@@ -55,7 +60,7 @@ int cli_up_main(int argc, char **argv)
 	case FLAGS_HELP:
 		printf("kcsi up: run kube-emulator (or use --kubeconfig's API server) and the whole CSI\n"
 		       "stack (provisioner, attacher, controller-manager, and per node a driver, registrar\n"
-		       "and kcsi-node) until Ctrl-C.\n\n");
+		       "and kcsi-node; above 16 nodes one of each serves all nodes) until Ctrl-C.\n\n");
 		flags_print_usage(fs, stdout);
 		goto out;
 	case FLAGS_VERSION:
@@ -73,8 +78,8 @@ int cli_up_main(int argc, char **argv)
 		code = EXIT_USAGE;
 		goto out;
 	}
-	if (c.nodes < 1 || c.nodes > 16) {
-		fprintf(stderr, "kcsi up: --nodes %d: want 1 to 16\n", c.nodes);
+	if (c.nodes < 1 || c.nodes > UP_FLEET_MAX) {
+		fprintf(stderr, "kcsi up: --nodes %d: want 1 to %d\n", c.nodes, UP_FLEET_MAX);
 		code = EXIT_USAGE;
 		goto out;
 	}
@@ -117,6 +122,13 @@ int cli_up_main(int argc, char **argv)
 		goto out;
 	}
 	c.distributed = !strcmp(provisioning, "distributed");
+	if (up_fleet_wanted(c.nodes) && (c.distributed || c.driver_cmd || c.kubeconfig)) {
+		fprintf(stderr, "kcsi up: --nodes above %d runs the loop driver with central "
+				"provisioning on kube-emulator (no --provisioning=distributed, "
+				"--driver-cmd or --kubeconfig)\n", UP_FLEET_ABOVE);
+		code = EXIT_USAGE;
+		goto out;
+	}
 	code = up_run(&c);
 out:
 	flags_free(fs);

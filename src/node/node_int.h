@@ -55,7 +55,22 @@ struct nd {
 	struct nd_machine machine;          /* read once at start (status.c) */
 	struct nd_resources capacity, allocatable;
 	char since[32];                     /* RFC 3339: when this process found the node Ready */
+	pthread_t vm_thread, watcher;       /* volumes.c's and plugins.c's threads */
+	bool vm_started, watcher_started;
 };
+
+/*
+ * run.c: the node's own objects, for run.c's heartbeat loop and fleet.c's. Register creates the
+ * Node or merges our labels and annotation (0, or -1 logged); status is the whole Node status as
+ * a merge patch; renew creates or renews the node's Lease in kube-node-lease.
+ */
+int nd_node_register(struct nd *nd);
+void nd_node_set_status(struct nd *nd);
+void nd_lease_renew(struct nd *nd);
+
+/* The pod informer's index by spec.nodeName (kube_index_pod_by_node), registered by run.c and
+ * fleet.c: a volume manager pass reads its node's pods only, not every pod of the cluster. */
+#define ND_PODS_BY_NODE "nodeName"
 
 /* plugins.c */
 int nd_plugins_start(struct nd *nd);

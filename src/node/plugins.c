@@ -43,9 +43,8 @@ struct watched {
 	int64_t delay;
 };
 
-static pthread_t watcher;
-static bool watcher_started;
-static struct watched *watched;
+/* The watched sockets belong to the watcher thread: a fleet process runs one per node. */
+static _Thread_local struct watched *watched;
 
 /* ---- driver table ---- */
 
@@ -515,6 +514,42 @@ static bool is_socket_name(const char *dir, const char *name, char *path, size_t
 	return lstat(path, &sb) == 0 && S_ISSOCK(sb.st_mode);
 }
 
+static bool is_watched(const char *path)
+{
+	for (struct watched *w = watched; w; w = w->next)
+		if (!strcmp(w->path, path))
+			return true;
+	return false;
+}
+
+/* Adds the sockets in the registry dir that are not watched yet (start, and polling mode). */
+static void scan_registry(struct nd *nd, char *path, size_t len)
+{
+	DIR *dir = opendir(nd->registry_dir);
+	for (struct dirent *de; dir && (de = readdir(dir));)
+		if (is_socket_name(nd->registry_dir, de->d_name, path, len) && !is_watched(path))
+			watch_add(path);
+	if (dir)
+		closedir(dir);
+}
+
+/*
+ * inotify instances are a per-user limit (fs.inotify.max_user_instances, 128 by default): a
+ * fleet of a thousand nodes in one process runs out of them. A node that cannot have one lists
+ * its registry dir every pass instead (200 ms, so a new socket is seen as soon), and a socket
+ * that went away is dropped when it is no longer listed.
+ */
+static void poll_registry(struct nd *nd, char *path, size_t len)
+{
+	scan_registry(nd, path, len);
+	for (struct watched *w = watched, *next; w; w = next) {
+		next = w->next;
+		struct stat sb;
+		if (lstat(w->path, &sb) != 0)
+			watch_remove(nd, w->path);
+	}
+}
+
 static void *watcher_main(void *arg)
 {
 	struct nd *nd = arg;
@@ -522,21 +557,22 @@ static void *watcher_main(void *arg)
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0 || inotify_add_watch(fd, nd->registry_dir, IN_CREATE | IN_DELETE | IN_MOVED_TO |
 								     IN_MOVED_FROM) < 0) {
-		KLOG_E("Cannot watch %s: %s", nd->registry_dir, strerror(errno));
+		static atomic_int said; /* once per process: a fleet has hundreds of these */
+		if (!atomic_exchange(&said, 1))
+			KLOG_W("Cannot watch %s with inotify (%s); listing it every 200 ms instead "
+			       "(and so for every node that has none)", nd->registry_dir, strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		return NULL;
+		fd = -1;
 	}
 	KLOG_I("Watching plugin registration directory path=\"%s\"", nd->registry_dir);
-	DIR *dir = opendir(nd->registry_dir);
-	for (struct dirent *de; dir && (de = readdir(dir));)
-		if (is_socket_name(nd->registry_dir, de->d_name, path, sizeof(path)))
-			watch_add(path);
-	if (dir)
-		closedir(dir);
+	scan_registry(nd, path, sizeof(path));
 	while (!atomic_load(&nd->stop)) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, 200) > 0) {
+		if (fd < 0) {
+			sleep_ns(200 * NSEC_PER_MSEC);
+			poll_registry(nd, path, sizeof(path));
+		} else if (poll(&p, 1, 200) > 0) {
 			char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
 			ssize_t n = read(fd, buf, sizeof(buf));
 			for (ssize_t off = 0; n > 0 && off < n;) {
@@ -556,7 +592,8 @@ static void *watcher_main(void *arg)
 			if (w->state == W_PENDING && now >= w->next_try)
 				try_register(nd, w);
 	}
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	while (watched) {
 		struct watched *w = watched;
 		watched = w->next;
@@ -569,25 +606,25 @@ static void *watcher_main(void *arg)
 
 int nd_plugins_start(struct nd *nd)
 {
-	if (pthread_create(&watcher, NULL, watcher_main, nd) != 0) {
+	if (pthread_create(&nd->watcher, NULL, watcher_main, nd) != 0) {
 		KLOG_E("Cannot start the plugin watcher thread");
 		return -1;
 	}
-	watcher_started = true;
+	nd->watcher_started = true;
 	return 0;
 }
 
 int nd_plugins_stop(struct nd *nd)
 {
-	if (watcher_started) {
+	if (nd->watcher_started) {
 		/* the watcher may be in a CSI call (NodeGetInfo of a slow driver): never wait long */
 		struct timespec dl = wall_deadline(250 * NSEC_PER_MSEC);
-		if (pthread_timedjoin_np(watcher, NULL, &dl) != 0) {
+		if (pthread_timedjoin_np(nd->watcher, NULL, &dl) != 0) {
 			KLOG_W("Plugin watcher busy in a call to a driver; exiting without waiting for it");
 			return -1;
 		}
 	}
-	watcher_started = false;
+	nd->watcher_started = false;
 	pthread_mutex_lock(&nd->lock);
 	int n = nd->ndrivers;
 	struct nd_driver *all[ND_MAX_DRIVERS];

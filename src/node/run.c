@@ -91,7 +91,7 @@ static json_t *node_labels(struct nd *nd)
 }
 
 /* Registers the node as the kubelet does: create, or merge our labels and annotation. */
-static int node_register(struct nd *nd)
+int nd_node_register(struct nd *nd)
 {
 	struct kube_err e;
 	json_t *md = json_pack("{s:s, s:o, s:{s:s}}", "name", nd->cfg->node_name, "labels",
@@ -132,7 +132,7 @@ static void *register_main(void *arg)
 {
 	struct reg_job *j = arg;
 	int64_t delay = 100 * NSEC_PER_MSEC;
-	while (!atomic_load(&j->stop) && node_register(j->nd)) {
+	while (!atomic_load(&j->stop) && nd_node_register(j->nd)) {
 		for (int64_t slept = 0; slept < delay && !atomic_load(&j->stop);
 		     slept += 50 * NSEC_PER_MSEC) {
 			struct timespec ts = { 0, 50 * 1000 * 1000 };
@@ -181,7 +181,7 @@ static int register_until_done(struct nd *nd, const sigset_t *set)
  * conditions (ours are all of them) and leaves spec.taints alone, which the node lifecycle
  * controller owns (node.kubernetes.io/not-ready and unreachable).
  */
-static void node_set_status(struct nd *nd)
+void nd_node_set_status(struct nd *nd)
 {
 	char now[RFC3339_BUFLEN];
 	rfc3339_format(time(NULL), now, sizeof(now));
@@ -195,7 +195,7 @@ static void node_set_status(struct nd *nd)
 }
 
 /* Creates or renews the node's Lease in kube-node-lease (holder = node name). */
-static void lease_renew(struct nd *nd)
+void nd_lease_renew(struct nd *nd)
 {
 	struct kube_err e;
 	char now[64];
@@ -267,6 +267,8 @@ static struct kube_informer *informer(struct nd *nd, const struct kube_kind *kin
 {
 	struct kube_informer_opts o = { .kind = kind, .resync_ns = nd->cfg->kube.resync_ns };
 	struct kube_informer *inf = kube_informer_new(nd->kc, &o);
+	if (kind == &KUBE_KIND_POD_T)
+		kube_informer_add_index(inf, ND_PODS_BY_NODE, kube_index_pod_by_node);
 	kube_informer_start(inf);
 	return inf;
 }
@@ -388,8 +390,8 @@ int nd_run(struct nd_config *cfg)
 			rc = 0;
 		goto out;
 	}
-	node_set_status(&nd);
-	lease_renew(&nd);
+	nd_node_set_status(&nd);
+	nd_lease_renew(&nd);
 	nd_csinode_ensure(&nd);
 
 	if (*cfg->http_endpoint) {
@@ -425,11 +427,11 @@ int nd_run(struct nd_config *cfg)
 		}
 		int64_t now = mono_now_ns();
 		if (now >= next_lease) {
-			lease_renew(&nd);
+			nd_lease_renew(&nd);
 			next_lease = now + lease_every;
 		}
 		if (now >= next_status) {
-			node_set_status(&nd);
+			nd_node_set_status(&nd);
 			next_status = now + cfg->status_update_ns;
 		}
 	}

@@ -57,11 +57,14 @@
 #include "base/xalloc.h"
 #include "kube/config.h"
 
-static char **reported;    /* volumesInUse last written */
-static size_t nreported;
-static pthread_t thread;
-static bool started;
-static int64_t next_stats; /* monotonic time of the next volume stats pass */
+/*
+ * The volume manager's state belongs to its thread: one kcsi-node process may run many nodes
+ * (fleet.c), each with its own volume manager thread over the shared informers. vm_mounts and
+ * vm_devices (volumes_state.c) are per thread too.
+ */
+static _Thread_local char **reported; /* volumesInUse last written */
+static _Thread_local size_t nreported;
+static _Thread_local int64_t next_stats; /* monotonic time of the next volume stats pass */
 
 /* ---- desired state ---- */
 
@@ -638,7 +641,8 @@ static bool pod_has_mounts(const char *uid)
 static void reconcile(struct nd *nd)
 {
 	size_t npods = 0;
-	struct kube_obj **pods = kube_store_list(kube_informer_store(nd->pods), &npods);
+	struct kube_obj **pods = kube_store_by_index(kube_informer_store(nd->pods), ND_PODS_BY_NODE,
+						     nd->cfg->node_name, &npods);
 	size_t cap = 16, nwant = 0, nhold = 0;
 	struct desired *want = xcalloc(cap, sizeof(*want));
 	struct kube_obj **hold = xcalloc(cap, sizeof(*hold));
@@ -700,44 +704,9 @@ static void reconcile(struct nd *nd)
 	kube_objs_free(pods, npods);
 }
 
-static void *volumes_main(void *arg)
+/* Frees the thread's state (the end of volumes_main). */
+static void forget_state(void)
 {
-	struct nd *nd = arg;
-	struct kube_informer *infs[] = { nd->pods, nd->nodes, nd->pvs, nd->pvcs, nd->csidrivers };
-	for (size_t i = 0; i < 5 && !atomic_load(&nd->stop);)
-		if (kube_informer_wait_synced(infs[i], 200 * NSEC_PER_MSEC))
-			i++;
-	KLOG_I("Volume manager started node=\"%s\"", nd->cfg->node_name);
-	while (!atomic_load(&nd->stop)) {
-		reconcile(nd);
-		sleep_ns(200 * NSEC_PER_MSEC);
-	}
-	return NULL;
-}
-
-int nd_volumes_start(struct nd *nd)
-{
-	vm_reconstruct(nd);
-	if (pthread_create(&thread, NULL, volumes_main, nd) != 0) {
-		KLOG_E("Cannot start the volume manager thread");
-		return -1;
-	}
-	started = true;
-	return 0;
-}
-
-int nd_volumes_stop(struct nd *nd)
-{
-	(void)nd;
-	if (started) {
-		/* A CSI call in flight may take long: never hold up shutdown for it. */
-		struct timespec dl = wall_deadline(250 * NSEC_PER_MSEC);
-		if (pthread_timedjoin_np(thread, NULL, &dl) != 0) {
-			KLOG_W("Volume manager busy in a CSI call; exiting without waiting for it");
-			return -1;
-		}
-	}
-	started = false;
 	next_stats = 0;
 	while (vm_mounts) {
 		struct vm_mount *m = vm_mounts;
@@ -754,5 +723,45 @@ int nd_volumes_stop(struct nd *nd)
 	free(reported);
 	reported = NULL;
 	nreported = 0;
+}
+
+static void *volumes_main(void *arg)
+{
+	struct nd *nd = arg;
+	vm_reconstruct(nd);
+	struct kube_informer *infs[] = { nd->pods, nd->nodes, nd->pvs, nd->pvcs, nd->csidrivers };
+	for (size_t i = 0; i < 5 && !atomic_load(&nd->stop);)
+		if (kube_informer_wait_synced(infs[i], 200 * NSEC_PER_MSEC))
+			i++;
+	KLOG_I("Volume manager started node=\"%s\"", nd->cfg->node_name);
+	while (!atomic_load(&nd->stop)) {
+		reconcile(nd);
+		sleep_ns(200 * NSEC_PER_MSEC);
+	}
+	forget_state();
+	return NULL;
+}
+
+int nd_volumes_start(struct nd *nd)
+{
+	if (pthread_create(&nd->vm_thread, NULL, volumes_main, nd) != 0) {
+		KLOG_E("Cannot start the volume manager thread");
+		return -1;
+	}
+	nd->vm_started = true;
+	return 0;
+}
+
+int nd_volumes_stop(struct nd *nd)
+{
+	if (nd->vm_started) {
+		/* A CSI call in flight may take long: never hold up shutdown for it. */
+		struct timespec dl = wall_deadline(250 * NSEC_PER_MSEC);
+		if (pthread_timedjoin_np(nd->vm_thread, NULL, &dl) != 0) {
+			KLOG_W("Volume manager busy in a CSI call; exiting without waiting for it");
+			return -1;
+		}
+	}
+	nd->vm_started = false;
 	return 0;
 }

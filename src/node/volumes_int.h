@@ -49,9 +49,10 @@ struct desired {
 	bool resolved, block, readonly, inline_vol;
 };
 
-/* The actual state: every pod volume published (or maybe), every volume staged (or maybe). */
-extern struct vm_mount *vm_mounts;
-extern struct vm_device *vm_devices;
+/* The actual state: every pod volume published (or maybe), every volume staged (or maybe), per
+ * volume manager thread (one per node; fleet.c runs many in one process). */
+extern _Thread_local struct vm_mount *vm_mounts;
+extern _Thread_local struct vm_device *vm_devices;
 
 #define pod_event(nd, pod, reason, ...) \
 	nd_event((nd), (pod) ? &(pod)->meta : NULL, true, (reason), __VA_ARGS__)

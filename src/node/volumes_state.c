@@ -22,8 +22,8 @@
 #include "base/xalloc.h"
 #include "kube/config.h"
 
-struct vm_mount *vm_mounts;
-struct vm_device *vm_devices;
+_Thread_local struct vm_mount *vm_mounts;
+_Thread_local struct vm_device *vm_devices;
 
 /* ---- small helpers ---- */
 

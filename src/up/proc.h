@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define UP_MAX_PROCS 96 /* 16 nodes: 6 + 16 * 4 processes */
+#define UP_MAX_PROCS 96 /* 16 nodes: 6 + 16 * 4 processes; more nodes run as 3 (up/fleet.h) */
 
 struct up_proc {
 	char name[64];       /* "csi-attacher", "kcsi-node/node-1" */
@@ -37,6 +37,12 @@ struct up_proc {
 	int tier;            /* stop order: higher tiers stop first (clients before their servers) */
 	char env[128];       /* "NAME=value" added to the child's environment, or "" */
 };
+
+/*
+ * Stop tiers: clients of the API server and of the drivers first, then the drivers, then the
+ * API server, so nobody spends its last second reconnecting to a server that is already gone.
+ */
+enum { TIER_APISERVER, TIER_DRIVER, TIER_CLIENT };
 
 struct up_procs {
 	struct up_proc p[UP_MAX_PROCS];

@@ -42,6 +42,7 @@
 #include "kube/config.h"
 #include "kube/leader.h"
 #include "up/crds.h"
+#include "up/fleet.h"
 #include "up/proc.h"
 #include "up/up_internal.h"
 
@@ -51,8 +52,8 @@
  * 10 for sidecars) protect a shared production API server; here the API server is ours alone, and
  * at 5 qps a hundred claims would queue for tens of seconds behind the limiter.
  */
-#define KUBE_QPS "--kube-api-qps=200"
-#define KUBE_BURST "--kube-api-burst=400"
+#define KUBE_QPS u->kube_qps
+#define KUBE_BURST u->kube_burst
 #define STOP_GRACE_NS (3 * NSEC_PER_SEC) /* per tier; every kcsi component stops within 1 s */
 #define TICK_NS (20 * NSEC_PER_MSEC)
 
@@ -147,12 +148,6 @@ static struct up_proc *add_proc(struct up *u, const char *name, const char *cons
 	pathf(log_path, sizeof(log_path), "%s/logs/%s.log", u->dir, file);
 	return up_procs_add(&u->procs, name, log_path, (char *const *)args);
 }
-
-/*
- * Stop tiers: clients of the API server and of the drivers first, then the drivers, then the
- * API server, so nobody spends its last second reconnecting to a server that is already gone.
- */
-enum { TIER_APISERVER, TIER_DRIVER, TIER_CLIENT };
 
 /* Adds and starts a kcsi binary with -v and the given arguments (NULL-terminated). */
 static struct up_proc *start_kcsi(struct up *u, const char *name, const char *binary, ...)
@@ -646,6 +641,21 @@ static int start_first_drivers(struct up *u, char *sock, size_t len)
 	return 0;
 }
 
+/* The nodes above UP_FLEET_ABOVE: three processes for all of them (up/fleet.h). */
+static int start_fleet(struct up *u)
+{
+	struct up_fleet f = { .dir = u->dir, .bin = u->bin, .kubeconfig = u->kubeconfig,
+			      .driver_name = u->driver_name, .qps = KUBE_QPS, .burst = KUBE_BURST,
+			      .nodes = u->cfg->nodes, .verbosity = u->cfg->verbosity,
+			      .procs = &u->procs };
+	struct up_fleet_probe pr[UP_FLEET_PROBES];
+	if (up_fleet_start(&f, pr))
+		return -1;
+	for (int i = 0; i < UP_FLEET_PROBES; i++)
+		add_probe(u, pr[i].proc, pr[i].port, pr[i].path);
+	return 0;
+}
+
 /* Everything up to "ready"; returns 0, or -1 (reported) when the stack cannot start. */
 static int bring_up(struct up *u)
 {
@@ -656,10 +666,15 @@ static int bring_up(struct up *u)
 		return -1;
 	if (up_check_snapshot_api(u, deadline) || up_create_csidriver(u, u->kc) || (u->external && up_claim_node_names(u)) || start_controllers(u))
 		return -1;
-	for (int i = 1; i <= u->cfg->nodes; i++)
+	bool fleet = up_fleet_wanted(u->cfg->nodes);
+	if (fleet && start_fleet(u))
+		return -1;
+	for (int i = 1; i <= u->cfg->nodes && !fleet; i++)
 		if ((!u->cfg->distributed && start_node_driver(u, i)) || start_node_sidecars(u, i))
 			return -1;
-	while (!probes_ready(u) || !up_nodes_ready(u, u->kc)) {
+	while (!probes_ready(u) ||
+	       !(fleet ? up_fleet_nodes_ready(u->kc, u->driver_name, u->cfg->nodes)
+		       : up_nodes_ready(u, u->kc))) {
 		if (tick(u))
 			return -1;
 		if (mono_now_ns() > deadline) {
@@ -679,6 +694,9 @@ int up_run(const struct up_config *cfg)
 	u->cfg = cfg;
 	u->external = cfg->kubeconfig && *cfg->kubeconfig;
 	u->t0 = mono_now_ns();
+	bool many = up_fleet_wanted(cfg->nodes);
+	snprintf(u->kube_qps, sizeof(u->kube_qps), "--kube-api-qps=%d", many ? 2000 : 200);
+	snprintf(u->kube_burst, sizeof(u->kube_burst), "--kube-api-burst=%d", many ? 4000 : 400);
 	sigemptyset(&u->sigs);
 	sigaddset(&u->sigs, SIGINT);
 	sigaddset(&u->sigs, SIGTERM);

@@ -7,6 +7,7 @@
  *                                             driver only), livenessprobe
  *   kcsi-controller-manager                 attach/detach, PV binder, protection, volume-scheduler
  *   per node N: <driver> in node mode       + csi-node-driver-registrar, livenessprobe, kcsi-node
+ *   (above 16 nodes: one node-mode driver, one registrar and one kcsi-node for all; up/fleet.h)
  *
  * Layout of the work directory D:
  *   D/kubeconfig            for kubectl (KUBECONFIG=D/kubeconfig)
@@ -41,7 +42,7 @@
 struct up_config {
 	const char *dir;        /* work directory; NULL or "" makes a temporary one */
 	bool keep;              /* keep a temporary dir at exit */
-	int nodes;              /* >= 1 */
+	int nodes;              /* 1..UP_FLEET_MAX; above UP_FLEET_ABOVE: fleet mode (up/fleet.h) */
 	const char *driver;     /* "loop" */
 	const char *driver_cmd; /* overrides driver: "CMD {endpoint} {nodeid} {mode}" */
 	const char *bin_dir;    /* where the kcsi binaries are; NULL: next to this executable */

@@ -61,6 +61,11 @@ struct up {
 	sigset_t sigs;
 	int64_t t0;
 	char node_env[32]; /* while set, start_kcsi() gives the child NODE_NAME=<it> */
+	/*
+	 * KUBE_QPS and KUBE_BURST (up.c): 200 and 400; with a fleet of nodes (up/fleet.h) 2000 and
+	 * 4000, since a thousand pods' claims, attachments and bindings are ten times the requests.
+	 */
+	char kube_qps[32], kube_burst[32];
 };
 
 /* ---- objects.c ---- */

@@ -342,6 +342,31 @@ static struct kube_obj *make_va(const char *name, const char *pv, const char *rv
 	return decode(&KUBE_KIND_VOLUMEATTACHMENT, text);
 }
 
+/* A pod moves from unscheduled to its node's index when it is bound (the volume manager's read). */
+static void test_pod_by_node_index(void)
+{
+	struct kube_store *s = kube_store_new();
+	kube_store_add_index(s, "node", kube_index_pod_by_node);
+	const char *pending = "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\","
+			      "\"resourceVersion\":\"1\"},\"spec\":{}}";
+	const char *bound = "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\","
+			    "\"resourceVersion\":\"2\"},\"spec\":{\"nodeName\":\"node-7\"}}";
+	CHECK(kube_store_put(s, decode(&KUBE_KIND_POD_T, pending)) == NULL);
+	size_t n;
+	struct kube_obj **v = kube_store_by_index(s, "node", "node-7", &n);
+	CHECK_INT(n, 0);
+	kube_objs_free(v, n);
+	kube_obj_unref(kube_store_put(s, decode(&KUBE_KIND_POD_T, bound)));
+	v = kube_store_by_index(s, "node", "node-7", &n);
+	CHECK_INT(n, 1);
+	CHECK(n == 1 && strcmp(kube_pod_of(v[0])->node_name, "node-7") == 0);
+	kube_objs_free(v, n);
+	v = kube_store_by_index(s, "node", "node-8", &n);
+	CHECK_INT(n, 0);
+	kube_objs_free(v, n);
+	kube_store_free(s);
+}
+
 static void test_store_and_index(void)
 {
 	struct kube_store *s = kube_store_new();
@@ -529,6 +554,7 @@ int main(void)
 	RUN(test_pvc_storageclass);
 	RUN(test_csinode_entry_without_name_is_refused);
 	RUN(test_store_and_index);
+	RUN(test_pod_by_node_index);
 	RUN(test_watch_decoder);
 	RUN(test_ratelimit);
 	RUN(test_slab_gives_back);
