@@ -97,6 +97,12 @@ size_t kube_index_va_by_node(const struct kube_obj *o, const char **vals, size_t
 	return va ? one_value(va->node_name, vals, max) : 0;
 }
 
+size_t kube_index_pod_by_node(const struct kube_obj *o, const char **vals, size_t max)
+{
+	const struct kube_pod *pod = kube_pod_of(o);
+	return pod ? one_value(pod->node_name, vals, max) : 0;
+}
+
 size_t kube_index_pvc_by_volume(const struct kube_obj *o, const char **vals, size_t max)
 {
 	const struct kube_pvc *pvc = kube_pvc_of(o);

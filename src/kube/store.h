@@ -28,6 +28,8 @@ typedef size_t (*kube_index_fn)(const struct kube_obj *o, const char **vals, siz
 size_t kube_index_va_by_pv(const struct kube_obj *o, const char **vals, size_t max);
 size_t kube_index_va_by_node(const struct kube_obj *o, const char **vals, size_t max);
 size_t kube_index_pvc_by_volume(const struct kube_obj *o, const char **vals, size_t max);
+/* A Pod by spec.nodeName (none while unscheduled): what a node's kubelet reads. */
+size_t kube_index_pod_by_node(const struct kube_obj *o, const char **vals, size_t max);
 
 struct kube_store *kube_store_new(void);
 /* Releases the store's references and frees it. */
