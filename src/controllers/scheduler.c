@@ -340,7 +340,6 @@ static bool tracks_capacity(struct vsched *s, const struct kube_storageclass *sc
 	return on;
 }
 
-
 static const char *claims_unfit(struct vsched *s, struct fit *f, const struct kube_node *n)
 {
 	for (size_t i = 0; i < f->nci; i++) {
