@@ -35,6 +35,8 @@ struct kube_informer *cm_informer(struct cm_ctx *c, enum cm_kind k)
 		c->inf[k] = kube_informer_new(c->kc, &o);
 		if (k == CM_PVCS)
 			kube_informer_add_index(c->inf[k], "volume", kube_index_pvc_by_volume);
+		if (k == CM_PODS)
+			kube_informer_add_index(c->inf[k], CM_PODS_BY_NODE, kube_index_pod_by_node);
 	}
 	return c->inf[k];
 }

@@ -63,7 +63,9 @@ struct cm_ctx {
 	struct kube_informer *inf[CM_NKINDS];
 };
 
-/* The shared informer of a kind (created on first call; handlers only before cm_start_informers). */
+/* The shared informer of a kind (created on first call; handlers only before cm_start_informers).
+ * Indexes: the pods' by spec.nodeName (CM_PODS_BY_NODE), the claims' by spec.volumeName. */
+#define CM_PODS_BY_NODE "node"
 struct kube_informer *cm_informer(struct cm_ctx *c, enum cm_kind k);
 struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k);
 /*

@@ -236,20 +236,6 @@ static int32_t csinode_limit(const char *driver, void *ud)
 	return -1;
 }
 
-/* Whether this scheduler bound p to node a moment ago (the cache does not show it yet). */
-static bool assumed_on(struct vsched *s, const struct kube_pod *p, const char *node)
-{
-	int64_t now = mono_now_ns();
-
-	for (size_t i = 0; i < ASSUMED_MAX; i++) {
-		const struct assumed_pod *a = &s->assumed[i];
-		if (a->node && now - a->at <= ASSUMED_TTL && !strcmp(a->node, node) &&
-		    !strcmp(a->name, p->meta.name) && !strcmp(a->ns, p->meta.ns ? p->meta.ns : ""))
-			return true;
-	}
-	return false;
-}
-
 /* Whether this scheduler bound p a moment ago, to any node (vs_rwop_user's placed()). */
 static bool assumed_anywhere(const struct kube_pod *p, void *ud)
 {
@@ -289,14 +275,34 @@ static bool rwop_in_use(struct vsched *s, const struct kube_pod *p, const struct
 	return false;
 }
 
+/* What node_unfit() reads besides the node. */
+struct fit {
+	const struct kube_pod *p;
+	const struct claim_info *ci;
+	size_t nci;
+	const struct vs_volume *vols; /* the pod's CSI volumes */
+	size_t nvols;
+	struct kube_obj **pods;
+	size_t npods;
+	/* the pods this scheduler bound that the cache still shows unbound (collect_assumed), each
+	 * once, and their nodes (interned) */
+	struct kube_obj *assumed[ASSUMED_MAX];
+	const char *assumed_node[ASSUMED_MAX];
+	size_t nassumed;
+	json_t *caps;                 /* CSIStorageCapacity list, fetched on first need */
+	bool rwop_in_use;             /* a ReadWriteOncePod claim of the pod has another user */
+};
+
 /* NodeVolumeLimits: whether the pod's volumes (add) would pass an attach limit of the node. */
 static bool over_limit(struct vsched *s, const struct kube_node *n, const struct vs_volume *add,
-		       size_t nadd, struct kube_obj *const *pods, size_t npods)
+		       size_t nadd, const struct fit *f)
 {
 	struct kube_obj *co = kube_store_get(cm_store(s->cm, CM_CSINODES), NULL, n->meta.name);
 	struct limit_ctx lc = { kube_csinode_of(co) };
 	struct vs_volume *used = NULL;
-	size_t nused = 0, cap = 0;
+	size_t nused = 0, cap = 0, npods;
+	struct kube_obj **pods;
+	const char *node = kube_intern(n->meta.name);
 	bool limited = false, over;
 
 	for (size_t i = 0; i < nadd && !limited; i++)
@@ -305,13 +311,16 @@ static bool over_limit(struct vsched *s, const struct kube_node *n, const struct
 		kube_obj_unref(co);
 		return false;
 	}
+	pods = kube_store_by_index(cm_store(s->cm, CM_PODS), CM_PODS_BY_NODE, node, &npods);
 	for (size_t i = 0; i < npods; i++) {
 		const struct kube_pod *p = kube_pod_of(pods[i]);
-		if (!p || kube_pod_terminated(p))
-			continue;
-		if (p->node_name ? !strcmp(p->node_name, n->meta.name) : assumed_on(s, p, n->meta.name))
+		if (p && !kube_pod_terminated(p))
 			pod_volumes(s, p, &used, &nused, &cap);
 	}
+	kube_objs_free(pods, npods);
+	for (size_t i = 0; i < f->nassumed; i++)
+		if (f->assumed_node[i] == node)
+			pod_volumes(s, kube_pod_of(f->assumed[i]), &used, &nused, &cap);
 	over = vs_over_limit(used, nused, add, nadd, csinode_limit, &lc) != NULL;
 	vols_free(used, nused);
 	kube_obj_unref(co);
@@ -330,19 +339,6 @@ static bool tracks_capacity(struct vsched *s, const struct kube_storageclass *sc
 	kube_obj_unref(o);
 	return on;
 }
-
-/* What node_unfit() reads besides the node. */
-struct fit {
-	const struct kube_pod *p;
-	const struct claim_info *ci;
-	size_t nci;
-	const struct vs_volume *vols; /* the pod's CSI volumes */
-	size_t nvols;
-	struct kube_obj **pods;
-	size_t npods;
-	json_t *caps;                 /* CSIStorageCapacity list, fetched on first need */
-	bool rwop_in_use;             /* a ReadWriteOncePod claim of the pod has another user */
-};
 
 static const char *claims_unfit(struct vsched *s, struct fit *f, const struct kube_node *n)
 {
@@ -380,7 +376,7 @@ static const char *claims_unfit(struct vsched *s, struct fit *f, const struct ku
 	return NULL;
 }
 
-static size_t pods_on(struct vsched *s, struct kube_obj *const *pods, size_t npods, const char *node);
+static size_t pods_on(struct vsched *s, const struct fit *f, const char *node);
 
 /* Why node n cannot run the pod (written to why), or false when it can; kube-scheduler's filter
  * order: unschedulable, taints, node selector, allocatable pods, volume restrictions, volume
@@ -405,11 +401,11 @@ static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *
 			r = "node(s) didn't match Pod's node affinity/selector";
 	/* NodeResourcesFit's pod count: the node's allocatable pods, as kube-scheduler checks */
 	if (!r && n->allocatable_pods >= 0 &&
-	    pods_on(s, f->pods, f->npods, n->meta.name) >= (size_t)n->allocatable_pods)
+	    pods_on(s, f, n->meta.name) >= (size_t)n->allocatable_pods)
 		r = "Too many pods";
 	if (!r && f->rwop_in_use)
 		r = VS_REASON_RWOP_CONFLICT;
-	if (!r && f->nvols && over_limit(s, n, f->vols, f->nvols, f->pods, f->npods))
+	if (!r && f->nvols && over_limit(s, n, f->vols, f->nvols, f))
 		r = "node(s) exceed max volume count";
 	if (!r)
 		r = claims_unfit(s, f, n);
@@ -418,31 +414,58 @@ static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *
 	return r != NULL;
 }
 
-static size_t pods_on(struct vsched *s, struct kube_obj *const *pods, size_t npods, const char *node)
+/* The pods on a node: those the cache shows bound to it (through the pod informer's
+ * spec.nodeName index, so a count costs the node's pods, not the cluster's) and those this
+ * scheduler bound to it a moment ago. */
+static size_t pods_on(struct vsched *s, const struct fit *f, const char *node)
 {
-	size_t k = 0;
-	int64_t now = mono_now_ns();
+	size_t k = 0, n;
+	struct kube_obj **pods = kube_store_by_index(cm_store(s->cm, CM_PODS), CM_PODS_BY_NODE, node, &n);
 
-	for (size_t i = 0; i < npods; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct kube_pod *p = kube_pod_of(pods[i]);
-		if (p && p->node_name && !strcmp(p->node_name, node) && !kube_pod_terminated(p))
+		if (p && !kube_pod_terminated(p))
 			k++;
 	}
+	kube_objs_free(pods, n);
+	node = kube_intern(node);
+	for (size_t i = 0; i < f->nassumed; i++)
+		if (f->assumed_node[i] == node)
+			k++;
+	return k;
+}
+
+/* Fills f->assumed once per sync: the live entries of s->assumed whose pod the cache still shows
+ * unbound and running; entries whose pod is gone, bound in the cache, or older than ASSUMED_TTL
+ * are freed. */
+static void collect_assumed(struct vsched *s, struct fit *f)
+{
+	int64_t now = mono_now_ns();
+
+	f->nassumed = 0;
 	for (size_t i = 0; i < ASSUMED_MAX; i++) {
 		struct assumed_pod *a = &s->assumed[i];
+		struct kube_obj *o;
+		const struct kube_pod *p;
+		bool seen = false;
+
 		if (!a->node || now - a->at > ASSUMED_TTL) {
 			a->node = NULL;
 			continue;
 		}
-		struct kube_obj *o = kube_store_get(cm_store(s->cm, CM_PODS), a->ns, a->name);
-		const struct kube_pod *p = kube_pod_of(o);
+		o = kube_store_get(cm_store(s->cm, CM_PODS), a->ns, a->name);
+		p = kube_pod_of(o);
 		if (!p || p->node_name)
-			a->node = NULL; /* gone, or the cache shows the binding: counted above */
-		else if (!strcmp(a->node, node))
-			k++;
-		kube_obj_unref(o);
+			a->node = NULL; /* gone, or the cache shows the binding: counted through the index */
+		for (size_t j = 0; p && !p->node_name && j < f->nassumed && !seen; j++)
+			seen = f->assumed[j] == o;
+		if (!p || p->node_name || seen || kube_pod_terminated(p)) {
+			kube_obj_unref(o);
+			continue;
+		}
+		f->assumed[f->nassumed] = o;
+		f->assumed_node[f->nassumed++] = a->node;
 	}
-	return k;
 }
 
 static void assume(struct vsched *s, const struct kube_pod *p, const char *node)
@@ -616,6 +639,7 @@ static enum cm_result sync_pod(void *self, const char *key)
 	nodes = kube_store_list(cm_store(s->cm, CM_NODES), &nnodes);
 	f.pods = kube_store_list(cm_store(s->cm, CM_PODS), &f.npods);
 	f.rwop_in_use = rwop_in_use(s, p, ci, nci, f.pods, f.npods);
+	collect_assumed(s, &f);
 	for (size_t i = 0; i < nnodes; i++) {
 		const struct kube_node *n = kube_node_of(nodes[i]);
 		char w[320];
@@ -627,7 +651,7 @@ static enum cm_result sync_pod(void *self, const char *key)
 			vs_reasons_add(&why, w);
 			continue;
 		}
-		load = pods_on(s, f.pods, f.npods, n->meta.name);
+		load = pods_on(s, &f, n->meta.name);
 		if (!best || load < best_load || (load == best_load && strcmp(n->meta.name, best->meta.name) < 0))
 			best = n, best_load = load;
 	}
@@ -662,6 +686,8 @@ out:
 	vols_free(vols, f.nvols);
 	kube_objs_free(nodes, nnodes);
 	kube_objs_free(f.pods, f.npods);
+	for (size_t i = 0; i < f.nassumed; i++)
+		kube_obj_unref(f.assumed[i]);
 	infos_free(ci, p->nvolumes); /* unused slots are zero */
 	kube_obj_unref(po);
 	return r;

@@ -1,5 +1,15 @@
 /*
- * loopdev: the ioctls, and a scan of /sys/block for backing files.
+ * loopdev: the ioctls, the device hint on each image, and a scan of /sys/block for backing files.
+ *
+ * Finding an image's device by reading every loop device's backing_file costs one sysfs open per
+ * device on the machine, so with a thousand volumes staged each lookup cost a thousand opens. So
+ * lp_loop_attach() writes the device's name into the image's HINT_XATTR before it configures the
+ * device, and lp_loop_find() reads that and checks it against the one device's backing_file: a
+ * stale hint (the device detached, or since backing another file; a clone carrying its source's
+ * attribute) reads as "not attached". An image without a hint is not attached, as long as every
+ * device set up for a pool image went through lp_loop_attach(): lp_loop_hint_all() (at a node
+ * plugin's start) gives a hint to images attached before hints existed. Where the filesystem
+ * keeps no user xattrs (or setting one failed once), lookups scan /sys/block as before.
  *
  * Attaching races with any other program on the host that grabs loop devices (the free device
  * reported by LOOP_CTL_GET_FREE may be taken before our LOOP_CONFIGURE), so a busy device means
@@ -12,12 +22,14 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "base/timeutil.h"
@@ -37,30 +49,112 @@ static bool read_backing(const char *name, char *buf, size_t len)
 	return ok;
 }
 
-int lp_loop_find(const char *image, char **dev)
+#define HINT_XATTR "user.kcsi.loop-device"
+
+/* Set once a hint could not be written: from then on every lookup scans. */
+static atomic_bool hints_broken;
+
+/* Calls fn(name, backing) for each attached loop device until it returns true. */
+static void each_loop(bool (*fn)(const char *name, const char *backing, void *arg), void *arg)
 {
-	*dev = NULL;
 	DIR *d = opendir("/sys/block");
 	if (!d)
-		return 0;
+		return;
 	struct dirent *de;
-	int found = 0;
 	while ((de = readdir(d))) {
 		if (strncmp(de->d_name, "loop", 4) != 0)
 			continue;
 		char backing[4096];
-		if (!read_backing(de->d_name, backing, sizeof(backing)))
-			continue;
-		if (strcmp(backing, image) == 0) {
-			char path[300];
-			snprintf(path, sizeof(path), "/dev/%s", de->d_name);
-			*dev = xstrdup(path);
-			found = 1;
+		if (read_backing(de->d_name, backing, sizeof(backing)) && fn(de->d_name, backing, arg))
 			break;
-		}
 	}
 	closedir(d);
-	return found;
+}
+
+struct scan_arg {
+	const char *image;
+	char name[64];
+};
+
+static bool scan_cb(const char *name, const char *backing, void *arg)
+{
+	struct scan_arg *a = arg;
+	if (strcmp(backing, a->image) != 0)
+		return false;
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	return true;
+}
+
+static bool valid_name(const char *name)
+{
+	if (strncmp(name, "loop", 4) != 0 || !name[4])
+		return false;
+	for (const char *c = name + 4; *c; c++)
+		if (*c < '0' || *c > '9')
+			return false;
+	return true;
+}
+
+/* The image's hint: 1 with the device name, 0 without one, -1 when hints cannot be used. */
+static int read_hint(const char *image, char *name, size_t len)
+{
+	if (atomic_load(&hints_broken))
+		return -1;
+	ssize_t n = getxattr(image, HINT_XATTR, name, len - 1);
+	if (n < 0)
+		return errno == ENODATA ? 0 : errno == ENOENT ? 0 : -1;
+	name[n] = '\0';
+	return valid_name(name) ? 1 : 0;
+}
+
+static void write_hint(const char *image, const char *name)
+{
+	if (setxattr(image, HINT_XATTR, name, strlen(name), 0) < 0)
+		atomic_store(&hints_broken, true);
+}
+
+int lp_loop_find(const char *image, char **dev)
+{
+	*dev = NULL;
+	struct scan_arg a = { image, "" };
+	char backing[4096];
+	int h = read_hint(image, a.name, sizeof(a.name));
+	if (h == 0)
+		return 0;
+	if (h == 1 && !(read_backing(a.name, backing, sizeof(backing)) &&
+			strcmp(backing, image) == 0))
+		return 0; /* stale: the hinted device no longer backs the image */
+	if (h < 0)
+		each_loop(scan_cb, &a);
+	if (!a.name[0])
+		return 0;
+	char path[300];
+	snprintf(path, sizeof(path), "/dev/%s", a.name);
+	*dev = xstrdup(path);
+	return 1;
+}
+
+struct hint_arg {
+	const char *prefix;
+	size_t n;
+};
+
+static bool hint_cb(const char *name, const char *backing, void *arg)
+{
+	struct hint_arg *a = arg;
+	size_t len = strlen(a->prefix);
+	if (strncmp(backing, a->prefix, len) == 0 && backing[len] == '/') {
+		write_hint(backing, name);
+		a->n++;
+	}
+	return false;
+}
+
+size_t lp_loop_hint_all(const char *dir)
+{
+	struct hint_arg a = { dir, 0 };
+	each_loop(hint_cb, &a);
+	return a.n;
 }
 
 /* Binds fd to the loop device loopfd; returns 0 or an errno. */
@@ -125,6 +219,8 @@ int lp_loop_attach(const char *volume, const char *image, bool readonly, char **
 			err = errno;
 			break;
 		}
+		/* the hint first: a crash after LOOP_CONFIGURE still leaves the device findable */
+		write_hint(image, path + 5);
 		err = loop_bind(lfd, fd, image, readonly);
 		close(lfd);
 		if (err == 0)

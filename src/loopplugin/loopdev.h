@@ -5,8 +5,10 @@
  * LOOP_SET_STATUS64 on kernels before 5.8), without LO_FLAGS_AUTOCLEAR: the device must outlive
  * the driver process, so that a restarted driver finds its volumes still staged. That is also how
  * it finds them: the kernel records each device's backing file in
- * /sys/block/loopN/loop/backing_file, and lp_loop_find() looks an image up there. No state file
- * can disagree with the kernel.
+ * /sys/block/loopN/loop/backing_file. lp_loop_attach() names the device in an extended attribute
+ * of the image (user.kcsi.loop-device) and lp_loop_find() checks that one device's backing_file,
+ * so a lookup costs two reads however many devices the machine has; the kernel's answer decides,
+ * the attribute only says where to ask (loopdev.c: stale hints, filesystems without xattrs).
  *
  * Devices are named by path ("/dev/loop7"); strings returned are owned by the caller.
  */
@@ -14,6 +16,7 @@
 #define KCSI_LOOPPLUGIN_LOOPDEV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "loopplugin/status.h"
@@ -23,6 +26,12 @@
  * (malloc'd "/dev/loopN"), 0 when there is none.
  */
 int lp_loop_find(const char *image, char **dev);
+/*
+ * Scans every loop device once and writes the device hint on each backing file under dir (the
+ * pool's images), so lp_loop_find() sees devices set up before hints existed or by another
+ * program. Returns how many it found.
+ */
+size_t lp_loop_hint_all(const char *dir);
 /*
  * Returns the device for image, setting one up when there is none (idempotent). readonly makes
  * a new device read-only. volume names the volume in errors.

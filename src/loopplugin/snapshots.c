@@ -113,6 +113,10 @@ void lp_node_recover(struct lp_driver *d)
 	char **keys = NULL;
 	size_t n = 0;
 	lp_driver_thaw_all(d);
+	/* devices set up before device hints existed (loopdev.h) become findable */
+	size_t hinted = lp_loop_hint_all(lp_pool_dir(d->pool));
+	if (hinted)
+		KLOG_V(2, "Found loop devices of the pool's images devices=%zu", hinted);
 	lp_stage_list(d->pool, d->cfg.nodeid, &keys, &n);
 	for (size_t i = 0; i < n; i++) {
 		char *img = lp_volume_image(d->pool, keys[i]), *dev = NULL;

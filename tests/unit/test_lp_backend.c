@@ -352,7 +352,25 @@ static void test_loop_fs_lifecycle(void)
 	CHECK_INT(lp_umount(v->id, mnt, &st), 0);
 	CHECK_INT(lp_loop_detach(v->id, dev, &st), 0);
 	free(found);
+	/* the image still names the device in its hint: the kernel's backing_file decides */
 	CHECK_INT(lp_loop_find(img, &found), 0);
+
+	/* a device another program set up (no hint) is found once the start-up scan has run */
+	struct strbuf los = STRBUF_INIT;
+	const char *losetup[] = { "losetup", "--find", "--show", img, NULL };
+	if (lp_exec(losetup, &los) == 0 && strncmp(los.buf, "/dev/loop", 9) == 0) {
+		los.buf[strcspn(los.buf, "\n")] = '\0';
+		CHECK(lp_loop_hint_all(lp_pool_dir(pool)) >= 1);
+		CHECK_INT(lp_loop_find(img, &found), 1);
+		CHECK_STR(found, los.buf);
+		CHECK_INT(lp_loop_detach(v->id, los.buf, &st), 0);
+		free(found);
+		found = NULL;
+		CHECK_INT(lp_loop_find(img, &found), 0);
+	} else {
+		CHECK(!"losetup --find --show failed");
+	}
+	strbuf_release(&los);
 
 	/* snapshot: a copy of the image; a new volume from it has the data */
 	struct lp_snapshot s = { lp_snapshot_id_for_name("snap1"), "snap1", v->id, v->size, 5, "" };
