@@ -38,6 +38,10 @@ struct emu_call {
 	const char *method;
 	int res;
 	struct emu_resource *r;
+	/* the apiVersion the client addressed: r->api_version, or the group with r->also_version
+	 * (emu_served_text converts answers to it) */
+	const char *api_version;
+	char api_version_buf[96];
 	const char *ns;   /* NULL for cluster-scoped, or all namespaces */
 	const char *name; /* NULL for the collection */
 	const char *sub;  /* NULL or "status" */

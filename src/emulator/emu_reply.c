@@ -181,7 +181,38 @@ void reply_dump(struct reply *rp, unsigned code, const json_t *obj)
 	rp->text = json_dumps(obj, JSON_COMPACT);
 }
 
+void emu_served_object(const struct emu_call *k, json_t *obj)
+{
+	const json_t *av = json_object_get(obj, "apiVersion");
+	if (json_is_string(av) && !strcmp(json_string_value(av), k->r->api_version))
+		json_object_set_new(obj, "apiVersion", json_string(k->api_version));
+}
+
+char *emu_served_text(const struct emu_call *k, char *text)
+{
+	if (!text || !k->r || k->api_version == k->r->api_version)
+		return text;
+	json_t *doc = json_loads(text, 0, NULL);
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		return text;
+	}
+	/* an object, or a list whose apiVersion and items' apiVersion name the storage version */
+	emu_served_object(k, doc);
+	json_t *items = json_object_get(doc, "items"), *it;
+	size_t i;
+	if (json_is_array(items))
+		json_array_foreach(items, i, it)
+			emu_served_object(k, it);
+	char *out = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (!out)
+		return text;
+	free(text);
+	return out;
+}
+
 enum MHD_Result emu_send_reply(struct emu_call *k, struct reply *rp)
 {
-	return emu_reply_text(k->conn, rp->code, rp->text, 0);
+	return emu_reply_text(k->conn, rp->code, emu_served_text(k, rp->text), 0);
 }

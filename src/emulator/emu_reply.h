@@ -59,7 +59,13 @@ void reply_invalid(struct reply *rp, const struct emu_resource *r, const char *n
 /* A 2xx answer: the object's text (copied) or the JSON serialized. */
 void reply_object(struct reply *rp, unsigned code, const char *text);
 void reply_dump(struct reply *rp, unsigned code, const json_t *obj);
-/* Queues rp's answer on k's connection (takes its text). */
+/*
+ * An answer in the version the client addressed (k->api_version) when that is not the storage
+ * version: obj's apiVersion, or text's and its items' (text taken over, the result returned).
+ */
+void emu_served_object(const struct emu_call *k, json_t *obj);
+char *emu_served_text(const struct emu_call *k, char *text);
+/* Queues rp's answer on k's connection (takes its text), in k's served version. */
 enum MHD_Result emu_send_reply(struct emu_call *k, struct reply *rp);
 
 #endif

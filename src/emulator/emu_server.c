@@ -60,9 +60,10 @@ static json_t *resource_list(struct emu_server *srv, const char *group, const ch
 	char gv[96] = "";
 	for (size_t i = 0; i < srv->st.nres; i++) {
 		struct emu_resource *r = &srv->st.res[i];
-		if (strcmp(r->group, group) || strcmp(r->version, version))
+		if (strcmp(r->group, group) || (strcmp(r->version, version) &&
+		    (!r->also_version || strcmp(r->also_version, version))))
 			continue;
-		snprintf(gv, sizeof(gv), "%s", r->api_version);
+		snprintf(gv, sizeof(gv), "%s%s%s", group, *group ? "/" : "", version);
 		json_t *shorts = json_array();
 		for (const char *p = r->short_names; *p;) {
 			size_t n = strcspn(p, ",");
@@ -95,13 +96,22 @@ static json_t *resource_list(struct emu_server *srv, const char *group, const ch
 			 "groupVersion", gv, "resources", list);
 }
 
-static json_t *group_entry(const char *group, const char *version)
+/* A group's APIGroup entry, the preferred version first: also_version (v1 where v1beta2 is
+ * stored) when there is one, as kube-apiserver orders a CRD's versions by maturity. */
+static json_t *group_entry(const struct emu_resource *r)
 {
+	const char *versions[2] = { r->also_version ? r->also_version : r->version,
+				    r->also_version ? r->version : NULL };
+	json_t *list = json_array();
 	char gv[96];
-	snprintf(gv, sizeof(gv), "%s/%s", group, version);
-	return json_pack("{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "name", group, "versions",
-			 "groupVersion", gv, "version", version, "preferredVersion",
-			 "groupVersion", gv, "version", version);
+	for (int i = 0; i < 2 && versions[i]; i++) {
+		snprintf(gv, sizeof(gv), "%s/%s", r->group, versions[i]);
+		json_array_append_new(list, json_pack("{s:s, s:s}", "groupVersion", gv, "version",
+						      versions[i]));
+	}
+	snprintf(gv, sizeof(gv), "%s/%s", r->group, versions[0]);
+	return json_pack("{s:s, s:o, s:{s:s, s:s}}", "name", r->group, "versions", list,
+			 "preferredVersion", "groupVersion", gv, "version", versions[0]);
 }
 
 static json_t *group_list(struct emu_server *srv)
@@ -113,7 +123,7 @@ static json_t *group_list(struct emu_server *srv)
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = !strcmp(srv->st.res[j].group, g);
 		if (!seen)
-			json_array_append_new(groups, group_entry(g, srv->st.res[i].version));
+			json_array_append_new(groups, group_entry(&srv->st.res[i]));
 	}
 	return json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
 			 groups);
@@ -133,6 +143,11 @@ static json_t *openapi_root(struct emu_server *srv)
 		snprintf(key, sizeof(key), "%s%s", *r->group ? "apis/" : "api/", r->api_version);
 		snprintf(url, sizeof(url), "/openapi/v3/%s?hash=kube-emulator-1", key);
 		json_object_set_new(paths, key, json_pack("{s:s}", "serverRelativeURL", url));
+		if (r->also_version) {
+			snprintf(key, sizeof(key), "apis/%s/%s", r->group, r->also_version);
+			snprintf(url, sizeof(url), "/openapi/v3/%s?hash=kube-emulator-1", key);
+			json_object_set_new(paths, key, json_pack("{s:s}", "serverRelativeURL", url));
+		}
 	}
 	return json_pack("{s:o}", "paths", paths);
 }
@@ -142,14 +157,21 @@ static json_t *openapi_gv(struct emu_server *srv, const char *gvpath)
 	json_t *paths = json_object();
 	for (size_t i = 0; i < srv->st.nres; i++) {
 		const struct emu_resource *r = &srv->st.res[i];
-		char key[128], path[256];
+		char key[128], alt[128] = "", path[256];
 		snprintf(key, sizeof(key), "%s%s", *r->group ? "apis/" : "api/", r->api_version);
+		if (r->also_version)
+			snprintf(alt, sizeof(alt), "apis/%s/%s", r->group, r->also_version);
+		const char *version = r->version;
+		if (*alt && !strcmp(alt, gvpath)) {
+			snprintf(key, sizeof(key), "%s", alt);
+			version = r->also_version;
+		}
 		if (strcmp(key, gvpath))
 			continue;
 		snprintf(path, sizeof(path), "/%s/%s%s/{name}", key,
 			 r->namespaced ? "namespaces/{namespace}/" : "", r->plural);
 		json_t *op = json_pack("{s:{s:s, s:s, s:s}, s:s, s:[{s:s, s:s, s:{s:s}}], s:{s:{s:s}}}",
-			"x-kubernetes-group-version-kind", "group", r->group, "version", r->version,
+			"x-kubernetes-group-version-kind", "group", r->group, "version", version,
 			"kind", r->kind, "x-kubernetes-action", "patch", "parameters", "name",
 			"fieldValidation", "in", "query", "schema", "type", "string", "responses",
 			"200", "description", "OK");
@@ -189,7 +211,7 @@ static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *
 				if (strcmp(srv->st.res[i].group, g))
 					continue;
 				if (n == 1) {
-					json_t *e = group_entry(g, srv->st.res[i].version);
+					json_t *e = group_entry(&srv->st.res[i]);
 					json_object_set_new(e, "kind", json_string("APIGroup"));
 					json_object_set_new(e, "apiVersion", json_string("v1"));
 					return emu_reply_json(c, 200, e);
@@ -287,6 +309,8 @@ static bool route_resource(struct emu_server *srv, char **s, int n, struct emu_c
 	if (k->res < 0)
 		return false;
 	k->r = &srv->st.res[k->res];
+	snprintf(k->api_version_buf, sizeof(k->api_version_buf), "%s/%s", group, version);
+	k->api_version = strcmp(version, k->r->version) ? k->api_version_buf : k->r->api_version;
 	k->name = rest >= 2 ? s[i + 1] : NULL;
 	k->sub = rest == 3 ? s[i + 2] : NULL;
 	bool binding = k->sub && !strcmp(k->sub, "binding") && !*k->r->group &&

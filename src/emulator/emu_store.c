@@ -27,7 +27,8 @@ const char *const emu_event_names[3] = { "ADDED", "MODIFIED", "DELETED" };
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct emu_resource resource_table[] = {
-	/* group, version, plural, singular, kind, namespaced, status, short, fields, create_status */
+	/* group, version, plural, singular, kind, namespaced, status, short, fields, create_status,
+	 * also_version */
 	{ "", "v1", "namespaces", "namespace", "Namespace", false, false, "ns", "status.phase",
 	  "{\"phase\":\"Active\"}" },
 	{ "", "v1", "nodes", "node", "Node", false, true, "no", "spec.unschedulable", NULL },
@@ -66,15 +67,18 @@ static const struct emu_resource resource_table[] = {
 	  "VolumeSnapshotContent", false, true, "vsc,vscs", "", "" },
 	{ "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", "volumesnapshotclass",
 	  "VolumeSnapshotClass", false, false, "vsclass,vsclasses", "", NULL },
-	/* its group snapshot CRDs, at the version external-snapshotter v8.2+ serves (v1beta2) */
+	/*
+	 * its group snapshot CRDs as v8.6 serves them: stored at v1beta2, served at v1beta2 and v1
+	 * (same schema; v8.6's sidecars use v1, v8.2-v8.5's v1beta2)
+	 */
 	{ "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshots", "volumegroupsnapshot",
-	  "VolumeGroupSnapshot", true, true, "vgs", "", "" },
+	  "VolumeGroupSnapshot", true, true, "vgs", "", "", "v1" },
 	{ "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshotcontents",
 	  "volumegroupsnapshotcontent", "VolumeGroupSnapshotContent", false, true, "vgsc,vgscs", "",
-	  "" },
+	  "", "v1" },
 	{ "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshotclasses",
 	  "volumegroupsnapshotclass", "VolumeGroupSnapshotClass", false, false,
-	  "vgsclass,vgsclasses", "", NULL },
+	  "vgsclass,vgsclasses", "", NULL, "v1" },
 	/* RBAC, stored only (nothing is authorized by it): deploy/kubernetes applies here too */
 	{ "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false,
 	  false, "", "", NULL },
@@ -161,8 +165,9 @@ int emu_store_resource(const struct emu_store *st, const char *group, const char
 {
 	for (size_t i = 0; i < st->nres; i++) {
 		const struct emu_resource *r = &st->res[i];
-		if (!strcmp(r->group, group) && !strcmp(r->version, version) &&
-		    !strcmp(r->plural, plural))
+		if (!strcmp(r->group, group) && !strcmp(r->plural, plural) &&
+		    (!strcmp(r->version, version) ||
+		     (r->also_version && !strcmp(r->also_version, version))))
 			return (int)i;
 	}
 	return -1;

@@ -47,6 +47,12 @@ struct emu_resource {
 	const char *short_names; /* comma-separated, may be "" */
 	const char *fields;      /* extra field-selector paths, comma-separated, may be "" */
 	const char *create_status; /* JSON the status is reset to on create; NULL: keep, "": drop */
+	/*
+	 * A second served version of the same kind and schema, or NULL: a CRD with several served
+	 * versions. Objects are stored once, at `version` (the storage version); a request addressed
+	 * to also_version reads and writes them with that apiVersion, as kube-apiserver converts.
+	 */
+	const char *also_version;
 	char api_version[64];      /* "v1" or "group/version" */
 	struct emu_entry *items;   /* sorted by key */
 	size_t n, cap;
@@ -94,7 +100,8 @@ bool emu_resource_returns_deleted(const struct emu_resource *r);
 void emu_store_init(struct emu_store *st, size_t history);
 void emu_store_free(struct emu_store *st);
 
-/* Lookups (caller holds mu where it reads objects). Return -1 when not served. */
+/* Lookups (caller holds mu where it reads objects). Return -1 when not served. A resource is
+ * found by its storage version or its also_version. */
 int emu_store_resource(const struct emu_store *st, const char *group, const char *version,
 		       const char *plural);
 int emu_store_resource_by_kind(const struct emu_store *st, const char *api_version,

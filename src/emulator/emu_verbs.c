@@ -94,10 +94,13 @@ static bool check_type(struct emu_call *k, json_t *obj, struct reply *rp)
 		return false;
 	}
 	json_t *av = json_object_get(obj, "apiVersion"), *kind = json_object_get(obj, "kind");
-	if (av && (!json_is_string(av) || strcmp(json_string_value(av), k->r->api_version))) {
+	/* the addressed version, or the stored one (what a patch of a stored object starts from);
+	 * the object is stored at r->api_version either way (emu_set_type) */
+	if (av && (!json_is_string(av) || (strcmp(json_string_value(av), k->api_version) &&
+					   strcmp(json_string_value(av), k->r->api_version)))) {
 		reply_bad(rp, "the API version in the data (%s) does not match the expected API "
 			  "version (%s)", json_is_string(av) ? json_string_value(av) : "not a string",
-			  k->r->api_version);
+			  k->api_version);
 		return false;
 	}
 	if (kind && (!json_is_string(kind) || strcmp(json_string_value(kind), k->r->kind))) {

@@ -388,6 +388,7 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 			/* a built-in kind's list items carry no apiVersion and kind, as the real
 			 * server's; a custom resource's do */
 			json_t *item = json_copy(obj);
+			emu_served_object(k, item);
 			if (!emu_resource_is_crd(k->r)) {
 				json_object_del(item, "apiVersion");
 				json_object_del(item, "kind");
@@ -401,7 +402,7 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 		}
 		struct strbuf out = STRBUF_INIT;
 		strbuf_addf(&out, "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":"
-			    "{\"resourceVersion\":\"%" PRIu64 "\"", k->r->kind, k->r->api_version,
+			    "{\"resourceVersion\":\"%" PRIu64 "\"", k->r->kind, k->api_version,
 			    lr.rv);
 		char *tok = more ? continue_encode(lr.rv, last) : NULL;
 		if (more) {
@@ -448,6 +449,7 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 struct emu_watch {
 	struct emu_server *srv;
 	struct emu_resource *r;
+	char api_version[96]; /* the version the client addressed (emu_call.api_version) */
 	struct query q;
 	uint64_t cursor;
 	int64_t deadline_ns; /* mono; 0: none */
@@ -472,12 +474,12 @@ static void add_frame(struct strbuf *sb, const char *type, const char *text)
 	strbuf_addstr(sb, "}\n");
 }
 
-static void add_bookmark(struct strbuf *sb, const struct emu_resource *r, uint64_t rv,
-			 bool initial_end)
+static void add_bookmark(struct strbuf *sb, const struct emu_resource *r, const char *api_version,
+			 uint64_t rv, bool initial_end)
 {
 	strbuf_addf(sb, "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
 		    "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"%s}}}\n", r->kind,
-		    r->api_version, rv,
+		    api_version, rv,
 		    initial_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "");
 }
 
@@ -500,6 +502,12 @@ static void add_object_frame(struct emu_watch *w, const char *type, const json_t
 		emu_table_add_row(t, w->r, &w->treq, obj, time(NULL));
 		own = json_dumps(t, JSON_COMPACT);
 		json_decref(t);
+	} else if (strcmp(w->api_version, w->r->api_version)) {
+		/* addressed at the resource's other served version: the object in that one */
+		json_t *c = json_copy((json_t *)obj);
+		json_object_set_new(c, "apiVersion", json_string(w->api_version));
+		own = json_dumps(c, JSON_COMPACT);
+		json_decref(c);
 	} else if (!text) {
 		own = json_dumps(obj, JSON_COMPACT);
 	}
@@ -588,7 +596,7 @@ static void watch_fill(struct emu_watch *w)
 			break;
 		}
 		if (w->bookmarks && now >= w->next_bookmark_ns) {
-			add_bookmark(&w->out, w->r, w->cursor, false);
+			add_bookmark(&w->out, w->r, w->api_version, w->cursor, false);
 			w->next_bookmark_ns = now + w->srv->cfg.bookmark_interval_ns;
 			break;
 		}
@@ -704,6 +712,7 @@ enum MHD_Result emu_do_watch(struct emu_call *k)
 	bool initial;
 	w->srv = k->srv;
 	w->r = k->r;
+	snprintf(w->api_version, sizeof(w->api_version), "%s", k->api_version);
 	w->out = (struct strbuf)STRBUF_INIT;
 	w->table = k->table;
 	w->treq = k->treq;
@@ -724,7 +733,7 @@ enum MHD_Result emu_do_watch(struct emu_call *k)
 		watch_initial(w);
 		w->cursor = st->rv;
 		if (send_initial && w->bookmarks)
-			add_bookmark(&w->out, w->r, w->cursor, true);
+			add_bookmark(&w->out, w->r, w->api_version, w->cursor, true);
 	} else if (w->cursor < st->history_start) {
 		add_expired(&w->out, w->cursor, st->history_start);
 		w->finished = true;

@@ -40,9 +40,9 @@ const struct kube_resource KUBE_RES_VOLUMEATTRIBUTESCLASSES = { "storage.k8s.io"
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTS = { "snapshot.storage.k8s.io", "v1", "volumesnapshots", true };
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS = { "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents", false };
 const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES = { "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses", false };
-const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTS = { "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshots", true };
-const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS = { "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshotcontents", false };
-const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES = { "groupsnapshot.storage.k8s.io", "v1beta2", "volumegroupsnapshotclasses", false };
+const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTS = { "groupsnapshot.storage.k8s.io", "v1", "volumegroupsnapshots", true };
+const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS = { "groupsnapshot.storage.k8s.io", "v1", "volumegroupsnapshotcontents", false };
+const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES = { "groupsnapshot.storage.k8s.io", "v1", "volumegroupsnapshotclasses", false };
 
 #define RETRY_AFTER_CAP_S 60
 

@@ -66,7 +66,7 @@ extern const struct kube_resource KUBE_RES_VOLUMEATTRIBUTESCLASSES;
 extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTS;        /* snapshot.storage.k8s.io/v1 */
 extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCONTENTS;
 extern const struct kube_resource KUBE_RES_VOLUMESNAPSHOTCLASSES;
-extern const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTS; /* groupsnapshot.storage.k8s.io/v1beta2 */
+extern const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTS; /* groupsnapshot.storage.k8s.io/v1 (v8.6) */
 extern const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS;
 extern const struct kube_resource KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES;
 

@@ -240,9 +240,9 @@ void kube_objref_of(const struct kube_obj *o, struct kube_objref *ref, char *uid
 		[KUBE_KIND_VS] = { "VolumeSnapshot", "snapshot.storage.k8s.io/v1" },
 		[KUBE_KIND_VSC] = { "VolumeSnapshotContent", "snapshot.storage.k8s.io/v1" },
 		[KUBE_KIND_VSCLASS] = { "VolumeSnapshotClass", "snapshot.storage.k8s.io/v1" },
-		[KUBE_KIND_VGS] = { "VolumeGroupSnapshot", "groupsnapshot.storage.k8s.io/v1beta2" },
-		[KUBE_KIND_VGSC] = { "VolumeGroupSnapshotContent", "groupsnapshot.storage.k8s.io/v1beta2" },
-		[KUBE_KIND_VGSCLASS] = { "VolumeGroupSnapshotClass", "groupsnapshot.storage.k8s.io/v1beta2" },
+		[KUBE_KIND_VGS] = { "VolumeGroupSnapshot", "groupsnapshot.storage.k8s.io/v1" },
+		[KUBE_KIND_VGSC] = { "VolumeGroupSnapshotContent", "groupsnapshot.storage.k8s.io/v1" },
+		[KUBE_KIND_VGSCLASS] = { "VolumeGroupSnapshotClass", "groupsnapshot.storage.k8s.io/v1" },
 	};
 	memset(ref, 0, sizeof(*ref));
 	if (o->kind < sizeof(kinds) / sizeof(kinds[0]) && kinds[o->kind][0]) {

@@ -446,7 +446,7 @@ struct kube_vgs { /* groupsnapshot.storage.k8s.io VolumeGroupSnapshot */
 	uint8_t ready;              /* enum kube_cond: status.readyToUse */
 };
 
-/* One entry of a group content's status.volumeSnapshotInfoList (v1beta2). */
+/* One entry of a group content's status.volumeSnapshotInfoList (v1beta2 and v1). */
 struct kube_vgs_member {
 	const char *volume_handle;
 	const char *snapshot_handle;

@@ -1,6 +1,6 @@
 /*
  * Record decoders of snapshot.storage.k8s.io/v1 (VolumeSnapshot, VolumeSnapshotContent,
- * VolumeSnapshotClass) and groupsnapshot.storage.k8s.io/v1beta2 (VolumeGroupSnapshot, its
+ * VolumeSnapshotClass) and groupsnapshot.storage.k8s.io/v1 (VolumeGroupSnapshot, its
  * content and class), as the snapshot components read them, and their struct kube_kind. Same
  * two-pass packing as objects_core.c (objects_pack.h).
  */
@@ -111,7 +111,7 @@ static struct kube_obj *vsclass_decode(const jv_t *obj, char *err, size_t errlen
 	return pk_decode(obj, sizeof(struct kube_vsclass), KUBE_KIND_VSCLASS, vsclass_fields, err, errlen);
 }
 
-/* ---- groupsnapshot.storage.k8s.io/v1beta2 ---- */
+/* ---- groupsnapshot.storage.k8s.io/v1 ---- */
 
 static int vgs_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, size_t errlen)
 {

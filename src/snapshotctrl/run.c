@@ -32,7 +32,7 @@ void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
 		     "HTTP path of the Prometheus metrics.");
 	flags_gates(fs, "feature-gates", &c->sc.feature_gates,
 		  "Feature gates as key=value pairs; CSIVolumeGroupSnapshot=true serves "
-		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1beta2).");
+		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1).");
 	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
 		       "How often every cached object is processed again.");
 	flags_int(fs, "worker-threads", &c->worker_threads, 10,

@@ -21,7 +21,7 @@
  * name is fixed by the snapshot's uid, the driver's snapshot name by the same uid, and
  * CreateSnapshot is idempotent by name.
  *
- * Group snapshots (groupsnapshot.storage.k8s.io v1beta2, as external-snapshotter v8.2+ serves):
+ * Group snapshots (groupsnapshot.storage.k8s.io v1, as external-snapshotter v8.6 reads and writes them):
  * group.c holds their rules. A VolumeGroupSnapshot selecting claims gets the content
  * "groupsnapcontent-<uid>" with the claims' volume handles; csi-snapshotter calls
  * CreateVolumeGroupSnapshot and writes the members into the content's
@@ -207,7 +207,7 @@ enum snap_sidecar_step snap_plan_sidecar(const struct kube_vsc *c);
 
 /* ---- group snapshots: names (upstream's) and rules (group.c) ---- */
 #define SNAP_GROUP_GROUP "groupsnapshot.storage.k8s.io"
-#define SNAP_GROUP_API_VERSION "groupsnapshot.storage.k8s.io/v1beta2"
+#define SNAP_GROUP_API_VERSION "groupsnapshot.storage.k8s.io/v1"
 #define SNAP_GROUP_CONTENT_PREFIX "groupsnapcontent-"
 #define SNAP_GFIN_BOUND "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-bound-protection"
 #define SNAP_GFIN_CONTENT "groupsnapshot.storage.kubernetes.io/volumegroupsnapshotcontent-bound-protection"

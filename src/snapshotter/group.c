@@ -46,7 +46,7 @@ static void group_error(struct snapper *s, const struct kube_vgsc *c, const char
 	snap_error_status(s->kc, s->o.recorder, &c->meta, c->error_message, reason, msg);
 }
 
-/* The driver's answer as the content's status (v1beta2: volumeSnapshotInfoList). */
+/* The driver's answer as the content's status (v1beta2 and v1: volumeSnapshotInfoList). */
 static int write_status(struct snapper *s, const struct kube_vgsc *c,
 			const Csi__V1__VolumeGroupSnapshot *g)
 {

@@ -183,9 +183,9 @@ int up_check_snapshot_api(struct up *u, int64_t deadline)
 		       "snapshot-controller and csi-snapshotter are not started, the rest of the stack "
 		       "is; run kcsi up with --install-snapshot-crds (or kubectl apply -k "
 		       "deploy/kubernetes/snapshot-crds) for snapshots\n", code);
-	} else if (!serves(u, "groupsnapshot.storage.k8s.io/v1beta2", &code)) {
+	} else if (!serves(u, "groupsnapshot.storage.k8s.io/v1", &code)) {
 		u->no_group_api = true;
-		printf("kcsi up: the cluster does not serve groupsnapshot.storage.k8s.io/v1beta2 (HTTP "
+		printf("kcsi up: the cluster does not serve groupsnapshot.storage.k8s.io/v1 (HTTP "
 		       "%d): the snapshot components run without group snapshots\n", code);
 	}
 	fflush(stdout);

@@ -43,7 +43,7 @@ struct up {
 	bool temp_dir;
 	bool external; /* --kubeconfig: someone else's API server, which outlives us */
 	bool no_snapshot_api; /* the API server serves no snapshot.storage.k8s.io/v1 (no CRDs) */
-	bool no_group_api;    /* ... nor groupsnapshot.storage.k8s.io/v1beta2: no group gate */
+	bool no_group_api;    /* ... nor groupsnapshot.storage.k8s.io/v1: no group gate */
 	struct up_crds crds;  /* the snapshot CRDs this run installed (--install-snapshot-crds) */
 	const struct up_proc *first_driver; /* the one learn_driver() asks */
 	struct kube_config *kcfg;

@@ -19,7 +19,7 @@ mk_bound_claim c1 vol-1
 mk_bound_claim c2 vol-2
 mk_bound_claim c3 vol-3
 kc label pvc c1 c2 -n default app=db >/dev/null
-jq -n --arg d "$DRV" '{apiVersion: "groupsnapshot.storage.k8s.io/v1beta2",
+jq -n --arg d "$DRV" '{apiVersion: "groupsnapshot.storage.k8s.io/v1",
 	kind: "VolumeGroupSnapshotClass", metadata: {name: "group-gold", annotations:
 	{"groupsnapshot.storage.kubernetes.io/is-default-class": "true"}},
 	driver: $d, deletionPolicy: "Delete", parameters: {type: "fast"}}' | kc create -f - >/dev/null
@@ -27,7 +27,7 @@ sctrl_start "${GATE[@]}" -v 5
 snapper_start snapper "$T/td.sock" "${GATE[@]}" -v 5
 
 # 1. A group snapshot of the claims labelled app=db becomes ready.
-jq -n '{apiVersion: "groupsnapshot.storage.k8s.io/v1beta2", kind: "VolumeGroupSnapshot",
+jq -n '{apiVersion: "groupsnapshot.storage.k8s.io/v1", kind: "VolumeGroupSnapshot",
 	metadata: {name: "g1", namespace: "default"},
 	spec: {source: {selector: {matchLabels: {app: "db"}}}}}' | kc create -f - >/dev/null
 g_json() { kc get volumegroupsnapshot "$1" -n default -o json 2>/dev/null || true; }
