@@ -5,7 +5,8 @@
 #   faults.sh CM SCENARIO...   CM: kcsi (kcsi-controller-manager, --max-wait-for-unmount 20s)
 #                                  | real (kube-controller-manager v1.36.1: 6 min, no flag)
 #   stop   a host with a mounted volume is killed (-9, mounts stay): its pod (tolerationSeconds
-#          10) is evicted, the volume detached (kcsi: after max-wait-for-unmount; real: the
+#          10) is evicted, the volume detached (kcsi: the Terminating pod keeps it, as
+#          upstream, until force-deleted (force_delete), then after max-wait-for-unmount; real: the
 #          6 min are out of reach, so: nothing detached for 30 s, then the out-of-service taint),
 #          the replacement pod runs on the other host and reads what was written before; the
 #          host comes back and kcsi-node unmounts and unstages what no pod uses any more
