@@ -5,7 +5,8 @@
 #   faults.sh CM SCENARIO...   CM: kcsi (kcsi-controller-manager, --max-wait-for-unmount 20s)
 #                                  | real (kube-controller-manager v1.36.1: 6 min, no flag)
 #   stop   a host with a mounted volume is killed (-9, mounts stay): its pod (tolerationSeconds
-#          10) is evicted, the volume detached (kcsi: after max-wait-for-unmount; real: the
+#          10) is evicted, the volume detached (kcsi: the Terminating pod keeps it, as
+#          upstream, until force-deleted (force_delete), then after max-wait-for-unmount; real: the
 #          6 min are out of reach, so: nothing detached for 30 s, then the out-of-service taint),
 #          the replacement pod runs on the other host and reads what was written before; the
 #          host comes back and kcsi-node unmounts and unstages what no pod uses any more
@@ -17,8 +18,18 @@
 #          and never mounts the volume again
 #   oos    non-graceful shutdown: host killed, node.kubernetes.io/out-of-service taint: the pod
 #          goes and the volume is detached at once
-#   zone   every host cut off (the control plane partitioned away; each host is its zone's
-#          only node): no pod evicted for 30 s although every toleration (10 s) ran out
+#   zone   (3 hosts: host-1 and host-2 in zone-a, host-3 in zone-b) all of zone-a cut off:
+#          zone-a is FullDisruption while zone-b is Normal, so upstream's handleDisruption
+#          keeps zone-a's NoExecute tainter at --node-eviction-rate (HealthyQPSFunc, 0.1/s,
+#          burst 1): both zone-a pods (tolerationSeconds 10) evicted, the second at least 5 s
+#          after the first, zone-b's pod kept; then every host cut off (all zones
+#          FullDisruption: evictions stop, taints removed): no pod evicted for 35 s
+#   rwop   a ReadWriteOncePod claim used by a pod on host-1: a second pod with nodeName host-1
+#          is refused (FailedMount, not Running), a third is not scheduled (FailedScheduling);
+#          the first deleted, the second runs and reads its data
+#   pause  host-1's processes stopped (SIGSTOP) beyond its pod's toleration: as cut (kcsi:
+#          forced detach after max-wait; real: nothing detached while paused, detached once
+#          resumed); the resumed host never mounts the volume again
 #   apiserver  kube-apiserver killed and restarted while a pod's volume attaches: it runs
 #   cmkill the controller manager killed during a forced detach and started again: the detach
 #          still comes, and not before max-wait-for-unmount (real: out-of-service after restart)
@@ -26,7 +37,9 @@
 # ReadWriteOncePod volume in two pods, no single-node volume on two hosts at once except a
 # forced detach after max-wait or out-of-service) and the leak check (no VolumeAttachment, mount
 # or loop device of its claim). Prints a line "FIGURES cm=.. scenario=.. evict=.. reattach=.."
-# per scenario (seconds from the fault) and appends it to $KCSI_FAULTS_FIGURES if set.
+# per scenario (seconds from the fault) and a line "WRITES cm=.. scenario=.. total=.. ..." (the
+# API server's write requests during the scenario, from its apiserver_request_total), both
+# appended to $KCSI_FAULTS_FIGURES if set. With the zone scenario the bed has 3 hosts, else 2.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}"
 CM=${1:?usage: faults.sh kcsi|real SCENARIO...}
@@ -44,8 +57,10 @@ MAX_WAIT=20s
 EVICTS=1
 [ "$CM" = kcsi ] && ! "$KCSI_BIN/kcsi-controller-manager" --help 2>&1 | grep -q node-eviction-rate && EVICTS=0
 
-bed_up "$CM" 2 || { fail "the bed did not come up"; exit 1; }
-echo "faults: bed up in $((SECONDS - t_start)) s (cm=$CM, 2 hosts)"
+NHOSTS=2
+case " $* " in *" zone "*) NHOSTS=3 BED_ZONES="zone-a zone-a zone-b" ;; esac
+bed_up "$CM" $NHOSTS || { fail "the bed did not come up"; exit 1; }
+echo "faults: bed up in $((SECONDS - t_start)) s (cm=$CM, $NHOSTS hosts)"
 
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", b - a}'; }
 figures() { # scenario key=value...
@@ -91,6 +106,19 @@ evict_or_delete() {
 	K delete pod "$1" --wait=false >/dev/null
 	evicted "$1" 5
 }
+# force_delete POD CLAIM HOST (kcsi): as upstream's attach/detach controller, kcsi's keeps the
+# volume of an evicted pod whose node went silent while its containers ran (the pod stays
+# Terminating: it is not terminated), so nothing is detached by eviction alone; the operator
+# force-deletes the pod (kubectl delete --force), and the volume is detached
+# max-wait-for-unmount after that (upstream: 6 min, out of reach: the real branch uses the
+# out-of-service taint instead). Checks the volume is still attached 5 s into the Terminating.
+force_delete() {
+	sleep 5
+	va_on "$2" "$3" || fail "the volume of $2 was detached from $3 while pod/$1 was Terminating with running containers (upstream keeps it attached)"
+	K delete pod "$1" --force --grace-period=0 >/dev/null 2>&1
+	journal deleted host="$3" pod="$1"
+	echo "faults: pod/$1 force-deleted (Terminating on $3, which cannot report it stopped)"
+}
 # start_writer SCENARIO HOST [TOLERATION]: claim SC-data, pod SC-w on HOST, data written
 start_writer() {
 	claim "$1-data" || return 1
@@ -103,7 +131,7 @@ start_writer() {
 finish() {
 	K delete pod -l app=bed --grace-period=0 --force --wait=false >/dev/null 2>&1
 	wait_for "the pods of $1 gone" 60 no_pods
-	K delete pvc "$1-data" --wait=false >/dev/null 2>&1
+	K delete pvc --all --wait=false >/dev/null 2>&1
 	wait_for "no VolumeAttachment after $1" 60 no_vas
 	wait_for "no PV after $1" 60 no_pvs
 	local h
@@ -128,6 +156,8 @@ sc_stop() {
 		va_on stop-data host-1 || fail "kube-controller-manager detached from the stopped host within 30 s of the eviction (6 min expected)"
 		pod_running stop-r && fail "the replacement ran while the volume was attached to the stopped host"
 		taint_oos host-1
+	else
+		force_delete stop-w stop-data host-1
 	fi
 	fence host-1 stop-data 90
 	wait_for "the replacement stop-r Running on host-2" 60 pod_running stop-r || return
@@ -168,6 +198,7 @@ sc_cut() {
 		va_on cut-data host-1 || fail "kube-controller-manager detached from the cut-off host within 20 s of the eviction"
 		host_heal host-1
 	else
+		force_delete cut-w cut-data host-1
 		fence host-1 cut-data 90
 	fi
 	wait_for "the replacement cut-r Running on host-2" 90 pod_running cut-r || return
@@ -210,24 +241,126 @@ sc_oos() {
 	figures "oos evict=$(secs "$t0" "$t_gone") reattach=$(secs "$t0" "$t_re")"
 	finish oos
 }
+# deletions POD...: "POD SECONDS-SINCE-EPOCH" for each pod now being deleted (or gone)
+deletions() {
+	K get pods -o json | jq -r --argjson want "$(printf '%s\n' "$@" | jq -R . | jq -s .)" '
+		($want - [.items[].metadata.name]) as $gone
+		| ([.items[] | select(.metadata.deletionTimestamp != null) | .metadata.name] + $gone)[]
+		| select(. as $n | $want | index($n))'
+}
 sc_zone() {
-	claim zone-data || return
-	pod zone-w zone-data host-1 10
-	pod zone-x zone-data host-1 10
-	wait_for "zone-w Running" 60 pod_running zone-w || return
-	echo host-1 >"$T/node.zone-w"
-	local h
+	local h p t0 t1= t2= t3= gone
+	claim zone-a1 && claim zone-a2 && claim zone-b1 || return
+	pod zone-w1 zone-a1 host-1 10
+	pod zone-w2 zone-a2 host-2 10
+	pod zone-w3 zone-b1 host-3 10
+	for p in 1 2 3; do
+		wait_for "zone-w$p Running" 60 pod_running "zone-w$p" || return
+		echo "host-$p" >"$T/node.zone-w$p"
+	done
+	# 1: all of zone-a cut off, zone-b up
+	t0=$(now)
+	host_cut host-1
+	host_cut host-2
+	local end=$((SECONDS + 60))
+	while [ $SECONDS -lt $end ] && { [ -z "$t1" ] || [ -z "$t2" ]; }; do
+		gone=$(deletions zone-w1 zone-w2 zone-w3)
+		for p in $gone; do
+			case $p in
+			zone-w1) [ -z "$t1" ] && t1=$(now) && journal deleted host=host-1 pod=zone-w1 ;;
+			zone-w2) [ -z "$t2" ] && t2=$(now) && journal deleted host=host-2 pod=zone-w2 ;;
+			zone-w3) [ -z "$t3" ] && t3=$(now) ;;
+			esac
+		done
+		sleep 0.2
+	done
+	[ -n "$t1" ] && [ -n "$t2" ] || fail "zone-a fully cut off while zone-b is up: both zone-a pods should be evicted at --node-eviction-rate within 60 s (zone-w1 $([ -n "$t1" ] && echo evicted || echo kept), zone-w2 $([ -n "$t2" ] && echo evicted || echo kept))"
+	[ -z "$t3" ] || fail "zone-w3 evicted although host-3 (zone-b) was never cut off"
+	local e1=none e2=none gap=none
+	[ -n "$t1" ] && e1=$(secs "$t0" "$t1")
+	[ -n "$t2" ] && e2=$(secs "$t0" "$t2")
+	if [ -n "$t1" ] && [ -n "$t2" ]; then
+		gap=$(awk -v a="$t1" -v b="$t2" 'BEGIN {d = b - a; if (d < 0) d = -d; printf "%.1f", d}')
+		# the second node's NoExecute taint waits for a token of zone-a's bucket (0.1/s, burst 1)
+		awk -v g="$gap" 'BEGIN {exit !(g >= 5)}' ||
+			fail "the two zone-a evictions came $gap s apart: the eviction rate (0.1 node/s) lets the second node's taint come no sooner than ~10 s after the first"
+	fi
+	echo "zone: zone-a cut off, zone-b up: evictions at $e1 s (host-1) and $e2 s (host-2), $gap s apart"
+	host_heal host-1
+	host_heal host-2
+	for h in host-1 host-2; do wait_for "$h Ready after the heal" 30 node_ready "$h"; done
+	# 2: every host cut off: all zones FullDisruption, no eviction
+	claim zone-a3 || return
+	pod zone-v1 zone-a3 host-1 10
+	wait_for "zone-v1 Running" 60 pod_running zone-v1 || return
+	echo host-1 >"$T/node.zone-v1"
+	wait_for "zone-w1 and zone-w2 gone after the heal" 60 pods_gone zone-w1 zone-w2
 	for h in "${BED_HOSTS[@]}"; do host_cut "$h"; done
 	sleep 35
-	local ev=0
-	pod_deleting zone-w && ev=1
+	gone=$(deletions zone-v1 zone-w3)
 	for h in "${BED_HOSTS[@]}"; do host_heal "$h"; done
-	[ $ev = 0 ] || fail "zone-w evicted while the whole cluster was cut off from the control plane"
+	[ -z "$gone" ] || fail "evicted while every zone was cut off from the control plane: $gone"
 	for h in "${BED_HOSTS[@]}"; do wait_for "$h Ready after the heal" 30 node_ready "$h"; done
 	sleep 2
-	pod_running zone-w || fail "zone-w not Running after the heal"
-	figures "zone evict=$([ $ev = 1 ] && echo yes || echo none) reattach=none"
+	pod_running zone-v1 && pod_running zone-w3 || fail "zone-v1 or zone-w3 not Running after the heal"
+	figures "zone evict1=$e1 evict2=$e2 gap=$gap zoneb=$([ -n "$t3" ] && echo evicted || echo kept) all=$([ -n "$gone" ] && echo evicted || echo none)"
 	finish zone
+}
+pods_gone() { local p; for p; do pod_gone "$p" || return 1; done; }
+sc_rwop() {
+	claim rwop-data ReadWriteOncePod || return
+	pod rwop-a rwop-data host-1
+	wait_for "rwop-a Running on host-1" 60 pod_running rwop-a || return
+	echo host-1 >"$T/node.rwop-a"
+	write_data rwop-a rwop-data
+	POD_NODENAME=host-1 pod rwop-b rwop-data
+	pod rwop-c rwop-data
+	wait_for "a FailedMount event of rwop-b" 40 has_event rwop-b FailedMount ||
+		fail "rwop-b (nodeName host-1, the claim in use by rwop-a) has no FailedMount event"
+	echo "rwop: rwop-b: $(event_msg rwop-b FailedMount)"
+	pod_running rwop-b && fail "rwop-b Running while rwop-a uses the ReadWriteOncePod claim"
+	wait_for "a FailedScheduling event of rwop-c" 30 has_event rwop-c FailedScheduling ||
+		fail "rwop-c has no FailedScheduling event"
+	event_msg rwop-c FailedScheduling | grep -q ReadWriteOncePod ||
+		fail "rwop-c's FailedScheduling does not name ReadWriteOncePod: $(event_msg rwop-c FailedScheduling)"
+	[ -z "$(pod_node rwop-c)" ] || fail "the scheduler placed rwop-c on $(pod_node rwop-c)"
+	K delete pod rwop-a --wait=false >/dev/null
+	wait_for "rwop-b Running once rwop-a is gone" 90 pod_running rwop-b || return
+	echo host-1 >"$T/node.rwop-b"
+	data_is rwop-b rwop-data rwop-a || fail "rwop-b does not read rwop-a's data"
+	[ -z "$(pod_node rwop-c)" ] || fail "the scheduler placed rwop-c while rwop-b uses the claim"
+	figures "rwop evict=none reattach=none"
+	finish rwop
+}
+has_event() { [ -n "$(event_msg "$1" "$2")" ]; }
+event_msg() {
+	K get events --field-selector "involvedObject.name=$1,reason=$2" -o jsonpath='{.items[*].message}' 2>/dev/null
+}
+sc_pause() {
+	start_writer pause host-1 || return
+	local t0 t_re
+	t0=$(now)
+	host_pause host-1
+	evict_or_delete pause-w 40 || return
+	pod pause-r pause-data host-2
+	if [ "$CM" = real ]; then
+		sleep 20
+		va_on pause-data host-1 || fail "kube-controller-manager detached from the paused host within 20 s of the eviction"
+		host_resume host-1
+	else
+		force_delete pause-w pause-data host-1
+		fence host-1 pause-data 90
+	fi
+	wait_for "the replacement pause-r Running on host-2" 90 pod_running pause-r || return
+	t_re=$(now)
+	data_is pause-r pause-data pause-w || fail "pause-r does not read the data written before the fault"
+	[ "$CM" = kcsi ] && host_resume host-1
+	wait_for "host-1 Ready after it resumes" 30 node_ready host-1
+	wait_for "host-1 unmounts what no pod uses after it resumes" 30 host_clean host-1
+	sleep 3
+	host_clean host-1 || fail "host-1 mounted the volume again after it resumed: $(host_mounts host-1)"
+	figures "pause evict=$([ -n "$T_EVICT" ] && secs "$t0" "$T_EVICT" || echo none) reattach=$(secs "$t0" "$t_re")"
+	finish pause
 }
 sc_apiserver() {
 	claim api-data || return
@@ -251,6 +384,7 @@ sc_cmkill() {
 	host_stop host-1
 	evict_or_delete cmk-w 40 || return
 	pod cmk-r cmk-data host-2
+	[ "$CM" = kcsi ] && force_delete cmk-w cmk-data host-1
 	sleep 8
 	cm_kill
 	sleep 2
@@ -271,10 +405,28 @@ sc_cmkill() {
 	finish cmk
 }
 
+# writes SCENARIO BEFORE AFTER: the WRITES line (a counter that went down was reset by the API
+# server's restart: its count since then)
+writes() {
+	local l
+	l=$(awk -v cm="$CM" -v sc="$1" '
+		FNR == NR { b[$1 " " $2] = $3; next }
+		{ d = $3 - b[$1 " " $2]; if (d < 0) d = $3; if (d > 0) { n[$1 " " $2] = d; tot += d; if ($1 != "leases") nl += d } }
+		END {
+			printf "WRITES cm=%s scenario=%s total=%d non-lease=%d", cm, sc, tot, nl
+			for (k in n) { split(k, kv, " "); printf " %s:%s=%d", kv[1], kv[2], n[k] }
+			print ""
+		}' <(echo "$2") <(echo "$3"))
+	echo "$l"
+	[ -n "${KCSI_FAULTS_FIGURES:-}" ] && echo "$l" >>"$KCSI_FAULTS_FIGURES"
+	true
+}
 for s in "$@"; do
 	t_s=$SECONDS
 	echo "faults: scenario $s (cm=$CM)"
+	w0=$(api_writes)
 	"sc_$s"
+	writes "$s" "$w0" "$(api_writes)"
 	echo "faults: scenario $s took $((SECONDS - t_s)) s, failures so far $FAILS"
 done
 bed_stop

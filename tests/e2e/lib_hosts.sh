@@ -17,7 +17,8 @@
 # superblock, so the data is shared the way a SAN's disk is, without a SAN's corruption of a
 # double writer: that is what faults_check.py looks for in the publish logs instead).
 #
-# bed_up CM N            the bridge, N hosts host-1..N (zone label zone-a for odd, zone-b for
+# bed_up CM N            the bridge, N hosts host-1..N (zone label: the K-th word of $BED_ZONES,
+#                        e.g. "zone-a zone-a zone-b"; without it zone-a for odd, zone-b for
 #                        even), the control plane with CM (kcsi | real) as controller manager,
 #                        the CSIDriver and the class kcsi-loop; waits until every node is Ready
 # host_start H           (re)starts H's three processes (logs $T/hosts/H/*.log, appended)
@@ -30,6 +31,8 @@
 # cm_kill / cm_start     kill -9 / start the controller manager chosen in bed_up
 # journal EVENT [K=V...] appends {"t": now, "event": EVENT, ...} to $T/journal.jsonl (the
 #                        checker's record of the faults)
+# api_writes             kube-apiserver's apiserver_request_total of the write verbs (POST PUT
+#                        PATCH DELETE) as "resource verb count" lines (from its /metrics)
 # bed_check              tests/e2e/faults_check.py over the hosts' driver logs and the journal
 # bed_leaks              fails for a VolumeAttachment, loop device, mount, process or netns left
 # The EXIT trap stops everything, unmounts, detaches the loop devices and removes the netns,
@@ -42,6 +45,7 @@ BED_IP=$BED_NET.1
 BED_CM=
 BED_HOSTS=()
 MAX_WAIT=${MAX_WAIT:-20s}
+BED_ZONES=${BED_ZONES:-}
 declare -A HOST_PIDS=()
 CM_PID=
 CTL_PIDS=()
@@ -92,8 +96,8 @@ bed_net_up() {
 }
 
 host_start() {
-	local h=$1 d=$T/hosts/$1 zone=zone-a
-	[ $((${1#host-} % 2)) = 0 ] && zone=zone-b
+	local h=$1 d=$T/hosts/$1 zone
+	zone=$(host_zone "$1")
 	mkdir -p "$d/kubelet/plugins/loop.kcsi.io" "$d/kubelet/plugins_registry"
 	local sock=$d/kubelet/plugins/loop.kcsi.io/csi.sock
 	bg_in "$h" "$d/lp.log" "$KCSI_BIN/kcsi-loopplugin" --mode node --endpoint "unix://$sock" --v=2 \
@@ -106,6 +110,13 @@ host_start() {
 		--root-dir "$d/kubelet" --node-labels "topology.kubernetes.io/zone=$zone" \
 		--node-status-update-frequency 2s --node-lease-duration-seconds 8 --v=2
 	HOST_PIDS[$h:node]=$BG_PID
+}
+host_zone() {
+	local k=${1#host-} z=()
+	read -ra z <<<"$BED_ZONES"
+	if [ -n "${z[$((k - 1))]:-}" ]; then echo "${z[$((k - 1))]}"
+	elif [ $((k % 2)) = 0 ]; then echo zone-b
+	else echo zone-a; fi
 }
 host_pids() { local k; for k in lp reg node; do [ -n "${HOST_PIDS[$1:$k]:-}" ] && echo "${HOST_PIDS[$1:$k]}"; done; }
 host_stop() {
@@ -145,6 +156,22 @@ cm_start() {
 	journal cm_start cm="$BED_CM"
 }
 cm_kill() { [ -n "$CM_PID" ] && kill -KILL "$CM_PID" 2>/dev/null; wait "$CM_PID" 2>/dev/null; CM_PID=; journal cm_kill; }
+api_writes() {
+	realcp_curl -sf --max-time 5 "$RS/metrics" | awk '
+		function label(l,   m) {
+			if (!match($0, "[{,]" l "=\"[^\"]*\"")) return ""
+			m = substr($0, RSTART + length(l) + 3, RLENGTH - length(l) - 4)
+			return m
+		}
+		/^apiserver_request_total\{/ {
+			v = label("verb")
+			if (v != "POST" && v != "PUT" && v != "PATCH" && v != "DELETE") next
+			r = label("resource"); s = label("subresource")
+			if (s != "") r = r "/" s
+			n[r " " v] += $NF
+		}
+		END { for (k in n) print k, n[k] }'
+}
 rcp_pid() { awk -v n="$1" '$1 == n {print $2}' "$RCP/pids" | tail -1; }
 apiserver_ready() { [ "$(realcp_curl -sf --max-time 2 "$RS/readyz")" = ok ]; }
 apiserver_restart() {
@@ -222,9 +249,11 @@ phase_is() { [ "$(K get "$1" -o jsonpath='{.status.phase}' 2>/dev/null)" = "$2" 
 # pod NAME CLAIM [HOST] [TOLERATION_SECONDS]: a pod of the claim (on HOST by nodeSelector, else
 # where the scheduler places it), tolerating the not-ready/unreachable taints that long (300 s,
 # DefaultTolerationSeconds' value, if not given)
+# (POD_NODENAME=H: spec.nodeName H instead, past the scheduler, as a user may write it)
 pod() {
 	local sel="" tol=${4:-300}
 	[ -n "${3:-}" ] && sel="nodeSelector: {kubernetes.io/hostname: $3}"
+	[ -n "${POD_NODENAME:-}" ] && sel="nodeName: $POD_NODENAME"
 	K apply -f - >/dev/null <<EOF || fail "creating pod/$1"
 apiVersion: v1
 kind: Pod
