@@ -212,6 +212,7 @@ struct xfer {
 	const atomic_int *stop;
 	bool stopped;
 	bool tls_refused; /* the server's certificate failed verification: retrying cannot help */
+	int head_status;  /* the status of an answer whose body then failed, else 0 */
 };
 
 static int on_body(void *ud, int status, const char *p, size_t len)
@@ -305,6 +306,7 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 		x->stopped = true;
 		code = res.status;
 	} else {
+		x->head_status = res.status;
 		e->code = 0;
 		e->reason[0] = 0;
 		const char *url = http_client_base(c->http);
@@ -390,19 +392,41 @@ int kube_stream(struct kube_client *c, const char *path, const char *query, kube
 {
 	struct kube_request rq = { .method = "GET", .path = path, .query = query };
 	struct strbuf body = STRBUF_INIT;
-	struct xfer x = { .body = &body, .max = 1 << 20, .on_data = on_data, .ud = ud, .stop = stop };
-	memset(e, 0, sizeof(*e));
-	kube_ratelimit_wait(&c->rl);
-	unsigned gen;
-	long code = attempt(c, &rq, &x, true, &gen, e);
 	int rc = 0;
-	if (code < 0 || (code == 0 && !x.stopped)) {
-		rc = -1;
-	} else if (code != 0 && (code < 200 || code >= 300)) {
-		err_from_answer(e, (int)code, body.buf, body.len);
-		if (code == 401 && c->cfg->exec)
-			kube_config_invalidate(c->cfg, gen);
-		rc = -1;
+	/* As client-go's watch: a 429 or 5xx answer with Retry-After (an API server still starting,
+	 * or shedding load) is asked again after that delay, up to max_retries times, before the
+	 * caller sees an error (and backs off). */
+	for (int n = 0;; n++) {
+		struct xfer x = { .body = &body, .max = 1 << 20, .on_data = on_data, .ud = ud,
+				  .stop = stop };
+		memset(e, 0, sizeof(*e));
+		strbuf_reset(&body);
+		kube_ratelimit_wait(&c->rl);
+		unsigned gen;
+		long code = attempt(c, &rq, &x, true, &gen, e);
+		rc = 0;
+		if (code < 0 || (code == 0 && !x.stopped)) {
+			e->streamed = x.head_status >= 200 && x.head_status < 300;
+			rc = -1;
+		} else if (code != 0 && (code < 200 || code >= 300)) {
+			err_from_answer(e, (int)code, body.buf, body.len);
+			if (code == 401 && c->cfg->exec)
+				kube_config_invalidate(c->cfg, gen);
+			rc = -1;
+			if ((code == 429 || code >= 500) && x.retry_after >= 0 && n < c->opts.max_retries) {
+				int64_t end = mono_now_ns() +
+					      (x.retry_after > RETRY_AFTER_CAP_S ? RETRY_AFTER_CAP_S
+										 : x.retry_after) * NSEC_PER_SEC;
+				atomic_fetch_add(&c->retries, 1);
+				KLOG_V(4, "Retrying watch path=%s code=%ld attempt=%d", LOGQ(path), code,
+				       n + 1);
+				while (!(stop && atomic_load(stop)) && mono_now_ns() < end)
+					sleep_ns(50 * NSEC_PER_MSEC);
+				if (!(stop && atomic_load(stop)))
+					continue;
+			}
+		}
+		break;
 	}
 	strbuf_release(&body);
 	return rc;

@@ -35,6 +35,7 @@ struct kube_err {
 	int code;         /* HTTP status; 0 when there was no HTTP answer */
 	char reason[64];  /* Status.reason ("NotFound", "Conflict", ...) or "" */
 	char message[512];
+	bool streamed;    /* kube_stream: the answer (200) had begun when the stream broke */
 };
 
 bool kube_err_is_not_found(const struct kube_err *e);
@@ -108,7 +109,10 @@ int kube_do(struct kube_client *c, const struct kube_request *rq, struct strbuf 
  * Streams a GET (watches): on_data receives the body as it arrives; returning non-zero stops the
  * transfer. *stop (when not NULL) is polled at least once a second and ends the stream when set.
  * Returns 0 when the stream ended normally (server closed or stopped by the caller), -1 with *e
- * filled for an error answer or a broken connection. No retries: the caller resumes.
+ * filled for an error answer or a broken connection (e->streamed: after a 200 answer began).
+ * The one retry, as client-go's watch: a 429 or 5xx answer with Retry-After is asked again after
+ * that delay (capped, up to max_retries times, ended early by *stop); otherwise the caller
+ * resumes.
  */
 typedef int (*kube_stream_fn)(const char *data, size_t len, void *ud);
 int kube_stream(struct kube_client *c, const char *path, const char *query, kube_stream_fn on_data,

@@ -1,8 +1,10 @@
 /*
  * The informer thread is a small state machine: LIST (until one succeeds), then WATCH in a loop.
  * Every exit from a watch decides between "resume from last_rv" (stream ended, connection
- * broke, transient error) and "relist" (410 Gone, or an error event saying so). Sleeps between
- * attempts wait on a condition variable so stop() ends them at once.
+ * broke, transient error) and "relist" (410 Gone, or an error event saying so). As client-go's
+ * reflector, a watch that was streaming and broke is resumed at once; a failed list, or a watch
+ * that could not start, backs off (800 ms doubling to 30 s, jittered; reset by a list or an
+ * event). Sleeps between attempts wait on a condition variable so stop() ends them at once.
  *
  * A relist builds the new state in a scratch store (which only holds extra references to the
  * new records), then applies it to the live store and delivers the difference, so handlers see
@@ -336,7 +338,7 @@ static int on_data(const char *data, size_t len, void *ud)
 }
 
 /* Runs one watch request; returns 0 (resume), WATCH_GONE (relist) or WATCH_ERROR (back off). */
-static int do_watch(struct kube_informer *inf, bool *progressed)
+static int do_watch(struct kube_informer *inf, bool *progressed, bool *streamed)
 {
 	struct strbuf path = STRBUF_INIT, q = STRBUF_INIT;
 	char rv[64], tmo[32];
@@ -366,6 +368,7 @@ static int do_watch(struct kube_informer *inf, bool *progressed)
 		}
 	}
 	*progressed = w.got_event;
+	*streamed = e.streamed;
 	kube_watch_decoder_release(&w.dec);
 	strbuf_release(&path);
 	strbuf_release(&q);
@@ -387,8 +390,9 @@ static void *run(void *arg)
 			backoff_reset(&bo);
 			need_list = false;
 		}
-		bool progressed = false;
-		int out = do_watch(inf, &progressed);
+		bool progressed = false, streamed = false;
+		int64_t started = mono_now_ns();
+		int out = do_watch(inf, &progressed, &streamed);
 		if (inf->stop)
 			break;
 		if (progressed)
@@ -396,7 +400,14 @@ static void *run(void *arg)
 		if (out == WATCH_GONE) {
 			KLOG_V(2, "Watch of %s expired, relisting", inf->opts.kind->name);
 			need_list = true;
-		} else if (out == WATCH_ERROR) {
+		} else if (out == WATCH_ERROR &&
+			   !(streamed && (progressed || mono_now_ns() - started >= NSEC_PER_SEC))) {
+			/* As client-go's reflector: a watch that was streaming and broke (the API
+			 * server went away, the connection was reset) is asked again at once, and
+			 * only one that could not start (connection refused, an error answer), or
+			 * broke within a second with nothing delivered, backs off. Otherwise the
+			 * first retry after an API server's restart would wait a step for nothing,
+			 * and every later one twice as long as upstream's. */
 			sleep_or_stop(inf, backoff_next(&bo));
 		}
 	}

@@ -429,6 +429,11 @@ for s in "$@"; do
 	writes "$s" "$w0" "$(api_writes)"
 	echo "faults: scenario $s took $((SECONDS - t_s)) s, failures so far $FAILS"
 done
+# KCSI_FAULTS_LOGS=DIR keeps every component's log (with timestamps) for reading afterwards
+if [ -n "${KCSI_FAULTS_LOGS:-}" ]; then
+	mkdir -p "$KCSI_FAULTS_LOGS" && cp -r "$T"/cm.log "$T"/ctl "$T"/hosts "$T"/journal.jsonl "$RCP"/*.log "$KCSI_FAULTS_LOGS"/ 2>/dev/null
+	echo "faults: logs kept in $KCSI_FAULTS_LOGS"
+fi
 bed_stop
 bed_netns_left && fail "a netns or the bridge is left"
 realcp_stop

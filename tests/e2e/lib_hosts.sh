@@ -182,7 +182,10 @@ apiserver_restart() {
 	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
 	journal apiserver_down
 	setsid "${cmd[@]}" </dev/null >>"$RCP/kube-apiserver.log" 2>&1 &
-	echo "kube-apiserver $!" >>"$RCP/pids"
+	# in the old one's place in realcp's list, which stops newest first: appended, the new
+	# kube-apiserver would be stopped before kube-scheduler, whose open watches would then hold
+	# its graceful shutdown until realcp kills it (10 s)
+	sed -i "s/^kube-apiserver $pid\$/kube-apiserver $!/" "$RCP/pids"
 	wait_for "kube-apiserver ready again" 60 apiserver_ready
 	journal apiserver_up
 }
@@ -351,6 +354,11 @@ bed_stop() {
 	grep -F " $T/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	losetup -a | grep -F "$T/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
 	BED_HOSTS=()
+	# The control plane stops before the bridge goes: kube-apiserver listens on the bridge
+	# address, and with that address gone the FINs of its clients (kube-scheduler, ...) that
+	# close their connections are never delivered, so its graceful shutdown waits for those
+	# connections' open watches until its --request-timeout (60 s; realcp kills it after 10 s).
+	realcp_stop
 	ip link del "$BED_BR" 2>/dev/null
 	true
 }
