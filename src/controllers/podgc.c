@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "kube/hmap.h"
 #include "kube/store.h"
 
 #include <pthread.h>
@@ -42,6 +43,10 @@ struct pgc {
 	bool kicked, stopping, started;
 	struct ns_count counts[PODGC_MAX_NS];
 	size_t ncounts;
+	/* uids of the pods this process force-deleted that the cache may still show (a pod change
+	 * kicks a pass before the deletion's watch event arrives): not deleted or counted twice.
+	 * The loop thread's own; an entry goes when no cached pod has that uid any more. */
+	struct kube_hmap done;
 };
 
 static void kick(void *ud)
@@ -85,15 +90,43 @@ static int fail_and_delete(struct pgc *c, const struct kube_pod *p, struct kube_
 				 e);
 }
 
+/* Drops the entries of done whose uid no cached pod has any more. */
+static void forget_gone(struct kube_hmap *done, const struct kube_hmap *cached)
+{
+	char **gone = NULL;
+	size_t ngone = 0;
+
+	for (size_t i = 0; i < done->cap; i++) {
+		const char *k = done->slots[i].key;
+		if (k && !kube_hmap_has(cached, k)) {
+			gone = xrealloc(gone, (ngone + 1) * sizeof(*gone));
+			gone[ngone++] = xstrdup(k);
+		}
+	}
+	for (size_t i = 0; i < ngone; i++) {
+		kube_hmap_del(done, gone[i]);
+		free(gone[i]);
+	}
+	free(gone);
+}
+
 static void pass(struct pgc *c)
 {
 	size_t npods;
 	struct kube_obj **pods = kube_store_list(cm_store(c->cm, CM_PODS), &npods);
 	struct kube_store *nodes = cm_store(c->cm, CM_NODES);
+	struct kube_hmap cached = KUBE_HMAP_INIT;
+	char uid[64];
 
+	for (size_t i = 0; i < npods; i++)
+		kube_hmap_put(&cached, kube_obj_uid(pods[i], uid, sizeof(uid)), (void *)1);
+	forget_gone(&c->done, &cached);
+	kube_hmap_clear(&cached);
 	for (size_t i = 0; i < npods; i++) {
 		const struct kube_pod *p = kube_pod_of(pods[i]);
 		if (!p || !p->meta.deletion_ts || !p->node_name)
+			continue;
+		if (kube_hmap_has(&c->done, kube_obj_uid(pods[i], uid, sizeof(uid))))
 			continue;
 		struct kube_obj *no = kube_store_get(nodes, NULL, p->node_name);
 		const struct kube_node *n = kube_node_of(no);
@@ -108,6 +141,8 @@ static void pass(struct pgc *c)
 		if (fail_and_delete(c, p, &e) && !kube_err_is_not_found(&e)) {
 			KLOG_E("force deleting pod %s/%s: %s", p->meta.ns, p->meta.name, e.message);
 			count(c, p->meta.ns, true);
+		} else {
+			kube_hmap_put(&c->done, uid, (void *)1);
 		}
 	}
 	kube_objs_free(pods, npods);
@@ -171,6 +206,7 @@ static void pgc_free(void *self)
 {
 	struct pgc *c = self;
 
+	kube_hmap_clear(&c->done);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->wake);
 	free(c);

@@ -11,6 +11,9 @@
  * kubelet, or kcsi-node, finishes it; a node that is gone never does: podgc's out-of-service
  * rule or a force delete does), up to 5 tries 10 ms apart as upstream. A pod that vanishes with
  * an eviction scheduled, or whose taint goes first, gets "Cancelling deletion of Pod ns/name".
+ * A pod just deleted is remembered by its uid until the cache shows it deleted, gone or replaced
+ * (another uid), so a pass that runs before the watch event arrives (the DisruptionTarget patch
+ * may arrive first) does not delete it, count it and announce it a second time.
  *
  * Metric: taint_eviction_controller_pod_deletions_total (upstream's name).
  */
@@ -40,6 +43,7 @@ struct tec {
 	pthread_t loop;
 	bool kicked, stopping, started;
 	struct kube_hmap sched; /* "ns/name" -> struct te_sched * (the loop thread's own) */
+	struct kube_hmap evicted; /* "ns/name" -> uid (xstrdup) of the pod we deleted */
 	atomic_ullong deletions;
 };
 
@@ -106,14 +110,15 @@ static int condition_and_delete(struct tec *c, const char *ns, const char *name,
 	return kube_delete(c->cm->kc, &KUBE_RES_PODS, ns, name, NULL, NULL, e);
 }
 
-static void evict(struct tec *c, const char *key)
+/* Deletes the pod; true when this call deleted it. */
+static bool evict(struct tec *c, const char *key)
 {
 	char ns[256], name[512];
 	const char *slash = strchr(key, '/');
 	struct kube_err e = { 0 };
 
 	if (!slash || (size_t)(slash - key) >= sizeof(ns))
-		return;
+		return false;
 	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
 	snprintf(name, sizeof(name), "%s", slash + 1);
 	KLOG_I("Deleting pod %s (taint-eviction-controller)", key);
@@ -121,14 +126,53 @@ static void evict(struct tec *c, const char *key)
 	for (int i = 0; i < TE_RETRIES; i++) {
 		if (!condition_and_delete(c, ns, name, &e)) {
 			atomic_fetch_add(&c->deletions, 1);
-			return;
+			return true;
 		}
 		if (kube_err_is_not_found(&e))
-			return;
+			return false;
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
 	KLOG_E("evicting pod %s: %s", key, e.message);
+	return false;
+}
+
+/* Whether this cached pod was deleted by us and the cache has not caught up yet. */
+static bool just_evicted(struct tec *c, const char *key, const struct kube_obj *pod)
+{
+	const char *had = kube_hmap_get(&c->evicted, key);
+	char uid[64];
+
+	return had && !strcmp(had, kube_obj_uid(pod, uid, sizeof(uid)));
+}
+
+/* Forgets the pods deleted by us that the cache now shows deleted, gone or changed. */
+static void sweep_evicted(struct tec *c)
+{
+	char **old = NULL;
+	size_t nold = 0;
+
+	for (size_t i = 0; i < c->evicted.cap; i++) {
+		const char *k = c->evicted.slots[i].key, *slash = k ? strchr(k, '/') : NULL;
+		if (!slash)
+			continue;
+		char ns[256];
+		snprintf(ns, sizeof(ns), "%.*s", (int)(slash - k), k);
+		struct kube_obj *o = kube_store_get(cm_store(c->cm, CM_PODS), ns, slash + 1);
+		const struct kube_pod *p = kube_pod_of(o);
+		char uid[64];
+		if (!p || p->meta.deletion_ts ||
+		    strcmp(kube_obj_uid(&p->meta, uid, sizeof(uid)), c->evicted.slots[i].value)) {
+			old = xrealloc(old, (nold + 1) * sizeof(*old));
+			old[nold++] = xstrdup(k);
+		}
+		kube_obj_unref(o);
+	}
+	for (size_t i = 0; i < nold; i++) {
+		free(kube_hmap_del(&c->evicted, old[i]));
+		free(old[i]);
+	}
+	free(old);
 }
 
 /* One pass; returns when the next eviction is due (wall ns). */
@@ -138,7 +182,8 @@ static int64_t pass(struct tec *c)
 	struct kube_obj **pods = kube_store_list(cm_store(c->cm, CM_PODS), &npods);
 	struct kube_store *nodes = cm_store(c->cm, CM_NODES);
 	struct kube_hmap seen = KUBE_HMAP_INIT;
-	char **due = NULL;
+	sweep_evicted(c);
+	char **due = NULL, **due_uid = NULL;
 	size_t ndue = 0;
 	int64_t now = wall_now_ns(), next = now + TE_IDLE_NS;
 	char key[800];
@@ -147,6 +192,9 @@ static int64_t pass(struct tec *c)
 		const struct kube_pod *p = kube_pod_of(pods[i]);
 		if (!p || !p->node_name || p->meta.deletion_ts)
 			continue;
+		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->meta.name);
+		if (just_evicted(c, key, &p->meta))
+			continue;
 		struct kube_obj *no = kube_store_get(nodes, NULL, p->node_name);
 		const struct kube_node *n = kube_node_of(no);
 		int64_t secs;
@@ -154,7 +202,6 @@ static int64_t pass(struct tec *c)
 		enum te_verdict v = te_decide(n ? n->taints : NULL, n ? n->ntaints : 0, p->tolerations,
 					      p->ntolerations, &secs);
 		kube_obj_unref(no);
-		snprintf(key, sizeof(key), "%s/%s", p->meta.ns, p->meta.name);
 		kube_hmap_put(&seen, key, (void *)1);
 		struct te_sched *s = kube_hmap_get(&c->sched, key);
 		struct te_sched none = { 0 };
@@ -174,6 +221,9 @@ static int64_t pass(struct tec *c)
 		}
 		if (s && s->fire_ns <= now) {
 			due = xrealloc(due, (ndue + 1) * sizeof(*due));
+			due_uid = xrealloc(due_uid, (ndue + 1) * sizeof(*due_uid));
+			char uid[64];
+			due_uid[ndue] = xstrdup(kube_obj_uid(&p->meta, uid, sizeof(uid)));
 			due[ndue++] = xstrdup(key);
 		} else if (s && s->fire_ns < next) {
 			next = s->fire_ns;
@@ -209,10 +259,14 @@ static int64_t pass(struct tec *c)
 	kube_hmap_clear(&seen);
 	for (size_t i = 0; i < ndue; i++) {
 		free(kube_hmap_del(&c->sched, due[i]));
-		evict(c, due[i]);
+		if (evict(c, due[i]))
+			free(kube_hmap_put(&c->evicted, due[i], due_uid[i]));
+		else
+			free(due_uid[i]);
 		free(due[i]);
 	}
 	free(due);
+	free(due_uid);
 	return next;
 }
 
@@ -278,6 +332,10 @@ static void te_free(void *self)
 		if (c->sched.slots[i].key)
 			free(c->sched.slots[i].value);
 	kube_hmap_clear(&c->sched);
+	for (size_t i = 0; i < c->evicted.cap; i++)
+		if (c->evicted.slots[i].key)
+			free(c->evicted.slots[i].value);
+	kube_hmap_clear(&c->evicted);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->wake);
 	free(c);
