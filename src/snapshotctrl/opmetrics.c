@@ -42,6 +42,9 @@ struct series {
 struct sctrl_opm {
 	pthread_mutex_t mu;
 	struct kube_hmap pending; /* "<op>/<uid>" -> struct pending * */
+	/* "<op>/<uid>" of the creates that succeeded, until the snapshot is forgotten: a sync from a
+	 * cache that does not show the success yet must not start (and observe) the same op again */
+	struct kube_hmap done;
 	struct series *series;
 	size_t nseries;
 };
@@ -53,6 +56,7 @@ struct sctrl_opm *sctrl_opm_new(void)
 
 	pthread_mutex_init(&m->mu, NULL);
 	m->pending = empty;
+	m->done = empty;
 	m->series = xcalloc(OPM_MAX_SERIES, sizeof(*m->series));
 	return m;
 }
@@ -65,6 +69,7 @@ void sctrl_opm_free(struct sctrl_opm *m)
 		if (m->pending.slots[i].key)
 			free(m->pending.slots[i].value);
 	kube_hmap_clear(&m->pending);
+	kube_hmap_clear(&m->done);
 	free(m->series);
 	pthread_mutex_destroy(&m->mu);
 	free(m);
@@ -84,7 +89,7 @@ void sctrl_opm_start(struct sctrl_opm *m, const char *op, const char *uid, const
 		return;
 	op_key(op, uid, key, sizeof(key));
 	pthread_mutex_lock(&m->mu);
-	if (!kube_hmap_get(&m->pending, key)) {
+	if (!kube_hmap_get(&m->pending, key) && !kube_hmap_has(&m->done, key)) {
 		struct pending *p = xcalloc(1, sizeof(*p));
 		p->start_ns = mono_now_ns();
 		snprintf(p->driver, sizeof(p->driver), "%s", driver && *driver ? driver : "unknown");
@@ -147,6 +152,11 @@ void sctrl_opm_success(struct sctrl_opm *m, const char *op, const char *uid, con
 		return;
 	pthread_mutex_lock(&m->mu);
 	double secs = end_locked(m, op, uid, "success", driver, -1);
+	if (secs >= 0 && strcmp(op, SCTRL_OP_DELETE)) {
+		char key[160];
+		op_key(op, uid, key, sizeof(key));
+		kube_hmap_put(&m->done, key, (void *)1);
+	}
 	/* a deletion that ends while a create is pending cancels it, with the deletion's time */
 	if (secs >= 0 && !strcmp(op, SCTRL_OP_DELETE)) {
 		end_locked(m, SCTRL_OP_CREATE, uid, "cancel", NULL, secs);
@@ -166,6 +176,7 @@ void sctrl_opm_forget(struct sctrl_opm *m, const char *uid)
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
 		op_key(ops[i], uid, key, sizeof(key));
 		free(kube_hmap_del(&m->pending, key));
+		kube_hmap_del(&m->done, key);
 	}
 	pthread_mutex_unlock(&m->mu);
 }
