@@ -725,14 +725,24 @@ static void forget_state(void)
 	nreported = 0;
 }
 
+static bool vm_stopping(void *ud)
+{
+	return atomic_load(&((struct nd *)ud)->stop);
+}
+
 static void *volumes_main(void *arg)
 {
 	struct nd *nd = arg;
 	vm_reconstruct(nd);
 	struct kube_informer *infs[] = { nd->pods, nd->nodes, nd->pvs, nd->pvcs, nd->csidrivers };
-	for (size_t i = 0; i < 5 && !atomic_load(&nd->stop);)
-		if (kube_informer_wait_synced(infs[i], 200 * NSEC_PER_MSEC))
-			i++;
+	const struct kube_stop stop = { .fn = vm_stopping, .ud = nd };
+	char err[256];
+	/* the controller kit's wait (kube/informer.h), as every controller's: a stop ends it */
+	if (kube_informers_wait_synced(infs, sizeof(infs) / sizeof(infs[0]), "volume manager",
+				       &stop, 0, err, sizeof(err))) {
+		forget_state();
+		return NULL;
+	}
 	KLOG_I("Volume manager started node=\"%s\"", nd->cfg->node_name);
 	while (!atomic_load(&nd->stop)) {
 		reconcile(nd);
