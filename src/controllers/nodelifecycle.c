@@ -34,25 +34,12 @@
 
 struct nlc {
 	struct cm_ctx *cm;
-	pthread_mutex_t mu;
-	pthread_cond_t wake;
-	pthread_t loop;
-	bool kicked, stopping, started;
+	struct cm_loop loop;
 	struct kube_hmap health; /* node name -> struct nl_health * (the loop thread's own) */
 	pthread_mutex_t zmu;     /* zones: the loop writes, /metrics reads */
 	struct nl_zone *zones;
 	size_t nzones;
 };
-
-static void kick(void *ud)
-{
-	struct nlc *c = ud;
-
-	pthread_mutex_lock(&c->mu);
-	c->kicked = true;
-	pthread_cond_signal(&c->wake);
-	pthread_mutex_unlock(&c->mu);
-}
 
 static json_t *conditions_json(const struct nl_plan_out *o)
 {
@@ -371,23 +358,9 @@ static int64_t pass(struct nlc *c)
 	return wait;
 }
 
-static void *loop_main(void *arg)
+static int64_t pass_ud(void *ud)
 {
-	struct nlc *c = arg;
-
-	pthread_mutex_lock(&c->mu);
-	while (!c->stopping) {
-		c->kicked = false;
-		pthread_mutex_unlock(&c->mu);
-		int64_t wait = pass(c);
-		pthread_mutex_lock(&c->mu);
-		struct timespec ts = wall_deadline(wait);
-		while (!c->stopping && !c->kicked)
-			if (pthread_cond_timedwait(&c->wake, &c->mu, &ts))
-				break;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
+	return pass(ud);
 }
 
 static void *nl_init(struct cm_ctx *cm)
@@ -395,11 +368,10 @@ static void *nl_init(struct cm_ctx *cm)
 	struct nlc *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->wake, NULL);
+	cm_loop_init(&c->loop, pass_ud, c);
 	pthread_mutex_init(&c->zmu, NULL);
-	cm_on_any_change(cm, CM_NODES, kick, c);
-	cm_on_any_change(cm, CM_LEASES, kick, c);
+	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_LEASES, cm_loop_kick, &c->loop);
 	return c;
 }
 
@@ -407,23 +379,14 @@ static int nl_start(void *self)
 {
 	struct nlc *c = self;
 
-	if (pthread_create(&c->loop, NULL, loop_main, c))
-		return -1;
-	c->started = true;
-	return 0;
+	return cm_loop_start(&c->loop);
 }
 
 static void nl_stop(void *self)
 {
 	struct nlc *c = self;
 
-	pthread_mutex_lock(&c->mu);
-	c->stopping = true;
-	pthread_cond_signal(&c->wake);
-	pthread_mutex_unlock(&c->mu);
-	if (c->started)
-		pthread_join(c->loop, NULL);
-	c->started = false;
+	cm_loop_stop(&c->loop);
 }
 
 static void nl_free(void *self)
@@ -436,8 +399,7 @@ static void nl_free(void *self)
 	kube_hmap_clear(&c->health);
 	free(c->zones);
 	pthread_mutex_destroy(&c->zmu);
-	pthread_mutex_destroy(&c->mu);
-	pthread_cond_destroy(&c->wake);
+	cm_loop_destroy(&c->loop);
 	free(c);
 }
 

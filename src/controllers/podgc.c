@@ -37,10 +37,8 @@ struct ns_count {
 
 struct pgc {
 	struct cm_ctx *cm;
-	pthread_mutex_t mu; /* kicked, stopping, counts */
-	pthread_cond_t wake;
-	pthread_t loop;
-	bool kicked, stopping, started;
+	struct cm_loop loop;
+	pthread_mutex_t mu; /* counts */
 	struct ns_count counts[PODGC_MAX_NS];
 	size_t ncounts;
 	/* uids of the pods this process force-deleted that the cache may still show (a pod change
@@ -48,16 +46,6 @@ struct pgc {
 	 * The loop thread's own; an entry goes when no cached pod has that uid any more. */
 	struct kube_hmap done;
 };
-
-static void kick(void *ud)
-{
-	struct pgc *c = ud;
-
-	pthread_mutex_lock(&c->mu);
-	c->kicked = true;
-	pthread_cond_signal(&c->wake);
-	pthread_mutex_unlock(&c->mu);
-}
 
 static void count(struct pgc *c, const char *ns, bool error)
 {
@@ -148,23 +136,11 @@ static void pass(struct pgc *c)
 	kube_objs_free(pods, npods);
 }
 
-static void *loop_main(void *arg)
+/* The loop's pass: every PODGC_PERIOD_NS, and at once on a pod or node change. */
+static int64_t pass_ud(void *ud)
 {
-	struct pgc *c = arg;
-
-	pthread_mutex_lock(&c->mu);
-	while (!c->stopping) {
-		c->kicked = false;
-		pthread_mutex_unlock(&c->mu);
-		pass(c);
-		pthread_mutex_lock(&c->mu);
-		struct timespec ts = wall_deadline(PODGC_PERIOD_NS);
-		while (!c->stopping && !c->kicked)
-			if (pthread_cond_timedwait(&c->wake, &c->mu, &ts))
-				break;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
+	pass(ud);
+	return PODGC_PERIOD_NS;
 }
 
 static void *pgc_init(struct cm_ctx *cm)
@@ -172,10 +148,10 @@ static void *pgc_init(struct cm_ctx *cm)
 	struct pgc *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
+	cm_loop_init(&c->loop, pass_ud, c);
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->wake, NULL);
-	cm_on_any_change(cm, CM_NODES, kick, c);
-	cm_on_any_change(cm, CM_PODS, kick, c);
+	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_PODS, cm_loop_kick, &c->loop);
 	return c;
 }
 
@@ -183,23 +159,14 @@ static int pgc_start(void *self)
 {
 	struct pgc *c = self;
 
-	if (pthread_create(&c->loop, NULL, loop_main, c))
-		return -1;
-	c->started = true;
-	return 0;
+	return cm_loop_start(&c->loop);
 }
 
 static void pgc_stop(void *self)
 {
 	struct pgc *c = self;
 
-	pthread_mutex_lock(&c->mu);
-	c->stopping = true;
-	pthread_cond_signal(&c->wake);
-	pthread_mutex_unlock(&c->mu);
-	if (c->started)
-		pthread_join(c->loop, NULL);
-	c->started = false;
+	cm_loop_stop(&c->loop);
 }
 
 static void pgc_free(void *self)
@@ -207,8 +174,8 @@ static void pgc_free(void *self)
 	struct pgc *c = self;
 
 	kube_hmap_clear(&c->done);
+	cm_loop_destroy(&c->loop);
 	pthread_mutex_destroy(&c->mu);
-	pthread_cond_destroy(&c->wake);
 	free(c);
 }
 

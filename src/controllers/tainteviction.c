@@ -38,24 +38,11 @@
 
 struct tec {
 	struct cm_ctx *cm;
-	pthread_mutex_t mu;
-	pthread_cond_t wake;
-	pthread_t loop;
-	bool kicked, stopping, started;
+	struct cm_loop loop;
 	struct kube_hmap sched; /* "ns/name" -> struct te_sched * (the loop thread's own) */
 	struct kube_hmap evicted; /* "ns/name" -> uid (xstrdup) of the pod we deleted */
 	atomic_ullong deletions;
 };
-
-static void kick(void *ud)
-{
-	struct tec *c = ud;
-
-	pthread_mutex_lock(&c->mu);
-	c->kicked = true;
-	pthread_cond_signal(&c->wake);
-	pthread_mutex_unlock(&c->mu);
-}
 
 static void pod_event(struct tec *c, const char *ns, const char *name, const char *verb)
 {
@@ -270,23 +257,10 @@ static int64_t pass(struct tec *c)
 	return next;
 }
 
-static void *loop_main(void *arg)
+/* The loop's pass: the wait until the next eviction is due. */
+static int64_t pass_ud(void *ud)
 {
-	struct tec *c = arg;
-
-	pthread_mutex_lock(&c->mu);
-	while (!c->stopping) {
-		c->kicked = false;
-		pthread_mutex_unlock(&c->mu);
-		int64_t next = pass(c), wait = next - wall_now_ns();
-		pthread_mutex_lock(&c->mu);
-		struct timespec ts = wall_deadline(wait > 0 ? wait : 0);
-		while (!c->stopping && !c->kicked)
-			if (pthread_cond_timedwait(&c->wake, &c->mu, &ts))
-				break;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
+	return pass(ud) - wall_now_ns();
 }
 
 static void *te_init(struct cm_ctx *cm)
@@ -294,10 +268,9 @@ static void *te_init(struct cm_ctx *cm)
 	struct tec *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->wake, NULL);
-	cm_on_any_change(cm, CM_NODES, kick, c);
-	cm_on_any_change(cm, CM_PODS, kick, c);
+	cm_loop_init(&c->loop, pass_ud, c);
+	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_PODS, cm_loop_kick, &c->loop);
 	return c;
 }
 
@@ -305,23 +278,14 @@ static int te_start(void *self)
 {
 	struct tec *c = self;
 
-	if (pthread_create(&c->loop, NULL, loop_main, c))
-		return -1;
-	c->started = true;
-	return 0;
+	return cm_loop_start(&c->loop);
 }
 
 static void te_stop(void *self)
 {
 	struct tec *c = self;
 
-	pthread_mutex_lock(&c->mu);
-	c->stopping = true;
-	pthread_cond_signal(&c->wake);
-	pthread_mutex_unlock(&c->mu);
-	if (c->started)
-		pthread_join(c->loop, NULL);
-	c->started = false;
+	cm_loop_stop(&c->loop);
 }
 
 static void te_free(void *self)
@@ -336,8 +300,7 @@ static void te_free(void *self)
 		if (c->evicted.slots[i].key)
 			free(c->evicted.slots[i].value);
 	kube_hmap_clear(&c->evicted);
-	pthread_mutex_destroy(&c->mu);
-	pthread_cond_destroy(&c->wake);
+	cm_loop_destroy(&c->loop);
 	free(c);
 }
 

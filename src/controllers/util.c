@@ -2,6 +2,7 @@
 #include "controllers/cm.h"
 
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "base/xalloc.h"
 
 #include <pthread.h>
@@ -78,4 +79,67 @@ enum cm_result cm_result_of(const struct kube_err *e)
 	if (kube_err_is_not_found(e))
 		return CM_DONE;
 	return CM_RETRY;
+}
+
+/* ---- a controller's pass thread (cm.h) ---- */
+
+void cm_loop_init(struct cm_loop *l, int64_t (*pass)(void *ud), void *ud)
+{
+	*l = (struct cm_loop){ .pass = pass, .ud = ud };
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->wake, NULL);
+}
+
+static void *cm_loop_main(void *arg)
+{
+	struct cm_loop *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stopping) {
+		l->kicked = false;
+		pthread_mutex_unlock(&l->mu);
+		int64_t wait = l->pass(l->ud);
+		pthread_mutex_lock(&l->mu);
+		struct timespec ts = wall_deadline(wait > 0 ? wait : 0);
+		while (!l->stopping && !l->kicked)
+			if (pthread_cond_timedwait(&l->wake, &l->mu, &ts))
+				break;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+int cm_loop_start(struct cm_loop *l)
+{
+	if (pthread_create(&l->thread, NULL, cm_loop_main, l))
+		return -1;
+	l->started = true;
+	return 0;
+}
+
+void cm_loop_kick(void *loop)
+{
+	struct cm_loop *l = loop;
+
+	pthread_mutex_lock(&l->mu);
+	l->kicked = true;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void cm_loop_stop(struct cm_loop *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->stopping = true;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->mu);
+	if (l->started)
+		pthread_join(l->thread, NULL);
+	l->started = false;
+}
+
+void cm_loop_destroy(struct cm_loop *l)
+{
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->wake);
 }
