@@ -79,9 +79,10 @@ struct scan_arg {
 static bool scan_cb(const char *name, const char *backing, void *arg)
 {
 	struct scan_arg *a = arg;
-	if (strcmp(backing, a->image) != 0)
+	size_t n = strlen(name);
+	if (strcmp(backing, a->image) != 0 || n >= sizeof(a->name))
 		return false;
-	snprintf(a->name, sizeof(a->name), "%s", name);
+	memcpy(a->name, name, n + 1);
 	return true;
 }
 
