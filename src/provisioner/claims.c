@@ -382,6 +382,10 @@ enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct
 			res = PROV_WORK_DONE;
 		}
 	} else if (call_driver(c, key, o, pvc, sc, &p, &resp, &cap, &res) == 0) {
+		/* The restore is done: its snapshot may go (upstream removes it before the PV is
+		 * saved, too). */
+		if (p.snapshot)
+			prov_snapshot_release(c, pvc->meta.ns, pvc->data_source_name);
 		save(c, key, o, pvc, sc, &p, resp->volume, cap);
 		csi_msg_free(resp);
 		prov_metrics_provision(c->metrics, p.cls, p.source, true, mono_now_ns() - start);

@@ -28,7 +28,11 @@ static bool pvc_filter(const struct kube_obj *o, void *ud)
 {
 	struct prov_ctrl *c = ud;
 	const struct kube_pvc *pvc = kube_pvc_of(o);
+	char key[512];
 	if (pvc && kube_obj_has_finalizer(o, PROV_CLONE_FINALIZER))
+		return true;
+	/* Every Pending restore holds its snapshot's finalizer against the sweep. */
+	if (c->sweep && prov_snapshot_restore_pending(pvc, key, sizeof(key)))
 		return true;
 	if (!prov_ours_pvc(c, pvc))
 		return false;
@@ -179,6 +183,7 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	c->unsaved = empty;
 	pthread_mutex_init(&c->mu, NULL);
 	c->metrics = prov_metrics_new();
+	c->sweep = prov_sweep_new(c); /* before the claim informer: its filter asks */
 
 	io.resync_ns = o->resync_ns;
 	io.kind = &KUBE_KIND_PERSISTENTVOLUMECLAIM;
@@ -255,6 +260,10 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 	}
 	if (kube_workqueue_serve(serve, 4, KUBE_WORKER_IDLE_NS, err, errlen))
 		return -1;
+	if (prov_sweep_start(c->sweep)) {
+		snprintf(err, errlen, "cannot start the snapshot finalizer sweep");
+		return -1;
+	}
 	KLOG_I("Started provisioner controller %s", c->o.driver);
 	return 0;
 }
@@ -270,6 +279,7 @@ void prov_ctrl_stop(struct prov_ctrl *c)
 	kube_workqueue_shutdown(c->saveq);
 	kube_workqueue_shutdown(c->cloneq);
 	prov_cap_stop(c->cap);
+	prov_sweep_stop(c->sweep);
 	kube_workqueue_wait_workers(c->claimq);
 	kube_workqueue_wait_workers(c->volq);
 	kube_workqueue_wait_workers(c->saveq);
@@ -281,12 +291,16 @@ void prov_ctrl_free(struct prov_ctrl *c)
 {
 	if (!c)
 		return;
-	struct kube_informer *inf[9];
+	struct kube_informer *inf[10];
 	size_t n = c->ninfs;
 	memcpy(inf, c->infs, n * sizeof(*inf));
 	if (c->cap)
 		n += prov_cap_informers(c->cap, inf + n);
+	prov_sweep_stop(c->sweep); /* its thread starts the informer: ended before it stops */
+	if (prov_sweep_informer(c->sweep))
+		inf[n++] = prov_sweep_informer(c->sweep);
 	kube_informers_stop(inf, n); /* in parallel: each watch notices a stop about once a second */
+	prov_sweep_free(c->sweep);
 	prov_cap_free(c->cap); /* after the class informer that calls it has stopped */
 	for (size_t i = 0; i < c->ninfs; i++)
 		kube_informer_free(c->infs[i]);

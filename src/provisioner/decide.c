@@ -437,3 +437,18 @@ bool prov_pv_on_node(const struct kube_pv *pv, const struct kube_kv *topology, s
 	return kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, topology,
 					(uint16_t)(n > UINT16_MAX ? UINT16_MAX : n));
 }
+
+/* ---- the snapshot source-protection sweep ---- */
+
+bool prov_snapshot_restore_pending(const struct kube_pvc *pvc, char *key, size_t keylen)
+{
+	if (!pvc || pvc->phase != KUBE_PVC_PENDING || !prov_streq(pvc->data_source_kind, "VolumeSnapshot"))
+		return false;
+	if (pvc->data_source_group && *pvc->data_source_group &&
+	    strcmp(pvc->data_source_group, PROV_SNAPSHOT_GROUP) != 0)
+		return false;
+	if (!pvc->data_source_name || !*pvc->data_source_name)
+		return false;
+	snprintf(key, keylen, "%s/%s", pvc->meta.ns ? pvc->meta.ns : "", pvc->data_source_name);
+	return true;
+}

@@ -17,6 +17,9 @@
  *                 capabilities, data source, topology, secrets, parameters)
  *   sources.c     data sources: a clone's source claim and volume, a VolumeSnapshot and its
  *                 content; the cloning-protection finalizer and its worker
+ *   snapfinalizer.c  the VolumeSnapshot source-protection finalizer: added before a restore's
+ *                 CreateVolume, removed after its success, and the orphan sweep (its own
+ *                 VolumeSnapshot informer and thread, --snapshot-orphan-sweep-interval)
  *   volumes.c     the "volumes" worker (PV finalizer, deletion of Released PVs) and the
  *                 "unsavedpvs" worker (PVs whose volume exists but whose object is not saved yet)
  *   nodedeploy.c  --node-deployment: which claims this node caches and takes, the wait and the
@@ -34,6 +37,10 @@
  *     error (rescheduleProvisioning)       the selected-node annotation
  *   getPVCSource, setCloneFinalizer      sources.c prov_clone_source()
  *   getSnapshotSource                    sources.c prov_snapshot_source()
+ *   setSnapshotFinalizer                 snapfinalizer.c prov_snapshot_protect()
+ *   removeSnapshotFinalizer              snapfinalizer.c prov_snapshot_release()
+ *   SnapshotFinalizerController          snapfinalizer.c prov_sweep_*(); its pending index is
+ *                                          decide.c prov_snapshot_restore_pending()
  *   the cloning-protection controller    sources.c prov_sync_clone_source()
  *   handleProtectionFinalizer            volumes.c volume_work(), volume_finalizer()
  *   shouldDelete, deleteVolumeOperation  volumes.c should_delete(), delete_volume()
@@ -83,6 +90,9 @@
 #define PROV_ANN_MODIFY_SECRET_NS "volume.kubernetes.io/controller-modify-secret-namespace"
 #define PROV_PV_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
 #define PROV_CLONE_FINALIZER "provisioner.storage.kubernetes.io/cloning-protection"
+/* On a VolumeSnapshot while a claim is restored from it (not the snapshot-controller's
+ * snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection). */
+#define PROV_SNAPSHOT_FINALIZER "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection"
 #define PROV_IDENTITY_KEY "storage.kubernetes.io/csiProvisionerIdentity"
 #define PROV_PARAM_PREFIX "csi.storage.k8s.io/"
 #define PROV_PARAM_FSTYPE "csi.storage.k8s.io/fstype"
@@ -123,6 +133,14 @@ enum prov_claim_decision {
  */
 enum prov_claim_decision prov_should_provision(const struct kube_pvc *pvc, const char *driver,
 					       const struct kube_storageclass *sc);
+
+/* ---- the snapshot source-protection sweep (decide.c) ---- */
+/*
+ * Upstream's pending index: whether a claim may still be provisioning from a VolumeSnapshot
+ * (phase Pending or unset, spec.dataSource of kind VolumeSnapshot with no API group or
+ * snapshot.storage.k8s.io). When it is, key gets "<claim namespace>/<snapshot name>".
+ */
+bool prov_snapshot_restore_pending(const struct kube_pvc *pvc, char *key, size_t keylen);
 
 /* ---- volume name (decide.c) ---- */
 /*
@@ -357,6 +375,7 @@ struct prov_ctrl_opts {
 	bool cap_controller_service, cap_create_delete, cap_clone, cap_snapshot, cap_snmw,
 	     cap_publish, cap_topology, cap_modify;
 	const char *identity; /* storage.kubernetes.io/csiProvisionerIdentity value */
+	int64_t orphan_sweep_ns; /* --snapshot-orphan-sweep-interval; 0: no sweep */
 	/* --enable-capacity: NULL or the capacity controller's options */
 	const struct prov_cap_opts *capacity;
 	/* --node-deployment: NULL or this node's part */
@@ -408,6 +427,8 @@ struct prov_ctrl {
 	struct kube_hmap unsaved;     /* volumes.c: PV name -> its unsaved PV */
 	bool stop;
 	struct prov_cap *cap; /* --enable-capacity, else NULL */
+	struct prov_sweep *sweep; /* snapfinalizer.c: the orphan sweep, or NULL (interval 0, or
+				     the driver cannot restore snapshots) */
 	/* --node-deployment (nodedeploy.c) */
 	const struct prov_node_deployment *nd; /* NULL: a central provisioner */
 	bool topo;                 /* CSI topology in use (driver capability, gate or node mode) */
@@ -494,6 +515,26 @@ int prov_snapshot_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 			 const struct kube_storageclass *sc, struct prov_prep *p, char *err,
 			 size_t errlen);
 enum prov_work prov_sync_clone_source(struct prov_ctrl *c, const char *key);
+
+/* The snapshot source-protection finalizer (snapfinalizer.c). */
+/* Whether a VolumeSnapshot (JSON) carries it. */
+bool prov_snapshot_protected(json_t *snap);
+/* setSnapshotFinalizer: adds the finalizer to snap (the VolumeSnapshot as just read, changed in
+ * place) with an update unless it has it. A 403 (RBAC without "update" on volumesnapshots) is
+ * logged and provisioning goes on unprotected, as upstream; another failure: -1 with err. */
+int prov_snapshot_protect(struct prov_ctrl *c, json_t *snap, char *err, size_t errlen);
+/* removeSnapshotFinalizer after a successful restore: a failure is only logged (the sweep
+ * removes the finalizer later). */
+void prov_snapshot_release(struct prov_ctrl *c, const char *ns, const char *name);
+/* The sweep: new (NULL when disabled; call before the claim informer starts, whose filter then
+ * also keeps the claims the sweep counts), start (its thread: a permission check, its informer,
+ * then a sweep every interval), stop (joins the thread), free; its informer for the parallel
+ * stop of prov_ctrl_free() (NULL when none). */
+struct prov_sweep *prov_sweep_new(struct prov_ctrl *c);
+int prov_sweep_start(struct prov_sweep *s);
+void prov_sweep_stop(struct prov_sweep *s);
+void prov_sweep_free(struct prov_sweep *s);
+struct kube_informer *prov_sweep_informer(struct prov_sweep *s);
 
 /* Volumes (volumes.c). */
 /* Whether a PV's state asks the "volumes" worker for something (finalizer or deletion). */

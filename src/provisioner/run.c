@@ -72,7 +72,7 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_bool(fs, "enable-pprof", &c->enable_pprof, false,
 		   "Accepted for compatibility: upstream serves Go's pprof under /debug/pprof/ on --http-endpoint; kcsi is not a Go program and serves none (profile it with perf).");
 	flags_duration(fs, "snapshot-orphan-sweep-interval", &c->orphan_sweep_ns, 5 * NSEC_PER_MIN,
-		       "How often upstream sweeps orphaned VolumeSnapshot source-protection finalizers; kcsi adds no such finalizer, so there is nothing of its own to sweep (0 is accepted).");
+		       "How often the VolumeSnapshot source-protection finalizer is removed from snapshots that no Pending claim restores from (left by a deleted claim or a killed provisioner); 0 disables the sweep.");
 }
 
 struct prov_main {
@@ -296,6 +296,7 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.prevent_volume_mode_conversion = cfg->prevent_volume_mode_conversion;
 	o.default_fstype = cfg->default_fstype;
 	o.identity = m->identity;
+	o.orphan_sweep_ns = cfg->orphan_sweep_ns;
 	o.cap_controller_service = sidecar_has_controller_service(sc);
 	o.cap_topology = sidecar_has_accessibility_constraints(sc);
 	o.cap_create_delete = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME);

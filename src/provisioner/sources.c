@@ -1,8 +1,11 @@
 /*
  * Data sources: a clone's source claim and its volume (getPVCSource, with the cloning-protection
- * finalizer on the source), a VolumeSnapshot and its content (getSnapshotSource), and the
- * "cloning-protection" worker that takes the finalizer off a source being deleted once no clone
- * of it is Pending. These GET the sources from the API: the caches hold claims only.
+ * finalizer on the source), a VolumeSnapshot and its content (getSnapshotSource, then the
+ * source-protection finalizer of snapfinalizer.c on the snapshot), and the "cloning-protection"
+ * worker that takes the finalizer off a source being deleted once no clone of it is Pending.
+ * These GET the sources from the API: the caches hold claims only. A source that fails its
+ * checks is reported as upstream words it: "error getting handle for DataSource Type <kind> by
+ * Name <name>: <why>"; a finalizer that cannot be set, without that prefix.
  */
 #include "provisioner/prov.h"
 
@@ -50,6 +53,15 @@ static const char *jstr(json_t *o, const char *path)
 	return json_string_value(cur);
 }
 
+/* Prefixes err with upstream's words for a data source that failed its checks. */
+static void source_failed(const char *kind, const char *name, char *err, size_t errlen)
+{
+	char why[1024];
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, errlen, "error getting handle for DataSource Type %s by Name %s: %s", kind, name,
+		 why);
+}
+
 /* getPVCSource: checks and the source volume's handle; setCloneFinalizer. */
 int prov_clone_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		      const struct kube_storageclass *sc, struct prov_prep *p, char *err,
@@ -61,8 +73,10 @@ int prov_clone_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 	int rc = -1;
 	char uid[64];
 
-	if (!src)
+	if (!src) {
+		source_failed("PersistentVolumeClaim", pvc->data_source_name, err, errlen);
 		return -1;
+	}
 	if (src->phase != KUBE_PVC_BOUND)
 		snprintf(err, errlen, "the PVC DataSource %s must have a status of Bound", src->meta.name);
 	else if (so->deletion_ts)
@@ -79,6 +93,7 @@ int prov_clone_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 	else
 		rc = 0;
 	if (rc) {
+		source_failed("PersistentVolumeClaim", pvc->data_source_name, err, errlen);
 		kube_obj_unref(so);
 		return -1;
 	}
@@ -109,6 +124,8 @@ int prov_clone_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		rc = 0;
 	}
 	json_decref(pv);
+	if (rc)
+		source_failed("PersistentVolumeClaim", pvc->data_source_name, err, errlen);
 	/* setCloneFinalizer: protect the source until the clone leaves Pending. */
 	if (rc == 0 && !kube_obj_has_finalizer(so, PROV_CLONE_FINALIZER)) {
 		if (prov_patch_finalizers(c, &KUBE_RES_PERSISTENTVOLUMECLAIMS, so, NULL,
@@ -135,12 +152,20 @@ int prov_snapshot_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 
 	if (!snap) {
 		snprintf(err, errlen, "error getting snapshot %s from api server: %s", name, e.message);
+		source_failed("VolumeSnapshot", name, err, errlen);
 		return -1;
 	}
 	const char *bound = jstr(snap, "status.boundVolumeSnapshotContentName");
 	json_t *ready = json_object_get(json_object_get(snap, "status"), "readyToUse");
-	if (jstr(snap, "metadata.deletionTimestamp")) {
-		snprintf(err, errlen, "snapshot %s is currently being deleted", name);
+	bool deleting = jstr(snap, "metadata.deletionTimestamp") != NULL;
+	bool held = prov_snapshot_protected(snap);
+	if (deleting && held)
+		/* A restore that began before the deletion goes on (else its volume could leak);
+		 * the finalizer keeps the snapshot until it ends. */
+		KLOG_V(3, "Snapshot %s/%s is being deleted but has volumesnapshot-as-source-protection finalizer, allowing provisioning to continue",
+		       pvc->meta.ns, name);
+	if (deleting && !held) {
+		snprintf(err, errlen, "snapshot %s is being deleted", name);
 	} else if (!bound) {
 		snprintf(err, errlen, "snapshot %s not bound", name);
 	} else if (!(content = kube_get(c->kc, &KUBE_RES_VOLUMESNAPSHOTCONTENTS, NULL, bound, &e))) {
@@ -194,6 +219,10 @@ int prov_snapshot_source(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		}
 	}
 	json_decref(content);
+	if (rc)
+		source_failed("VolumeSnapshot", name, err, errlen);
+	else
+		rc = prov_snapshot_protect(c, snap, err, errlen);
 	json_decref(snap);
 	return rc;
 }

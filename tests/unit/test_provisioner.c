@@ -569,6 +569,43 @@ static void test_node_deployment(void)
 	CHECK_STR(buf, "external--53f40b57-worker-node-0123456789-abcdefghij-klmnopqrst");
 }
 
+/* ---- the snapshot finalizer sweep: which claims still hold a snapshot (upstream's index) ---- */
+static void test_snapshot_restore_pending(void)
+{
+	static const struct {
+		const char *what, *phase, *source;
+		const char *want; /* the snapshot key, NULL: holds nothing */
+	} rows[] = {
+		/* what                         status.phase  spec.dataSource                                                  key */
+		{ "Pending restore",            "Pending", "{\"apiGroup\":\"snapshot.storage.k8s.io\",\"kind\":\"VolumeSnapshot\",\"name\":\"s1\"}", "ns/s1" },
+		{ "no phase yet",               NULL,      "{\"apiGroup\":\"snapshot.storage.k8s.io\",\"kind\":\"VolumeSnapshot\",\"name\":\"s1\"}", "ns/s1" },
+		{ "no API group",               "Pending", "{\"kind\":\"VolumeSnapshot\",\"name\":\"s2\"}", "ns/s2" },
+		{ "Bound: restore done",        "Bound",   "{\"apiGroup\":\"snapshot.storage.k8s.io\",\"kind\":\"VolumeSnapshot\",\"name\":\"s1\"}", NULL },
+		{ "Lost",                       "Lost",    "{\"apiGroup\":\"snapshot.storage.k8s.io\",\"kind\":\"VolumeSnapshot\",\"name\":\"s1\"}", NULL },
+		{ "another group's kind",       "Pending", "{\"apiGroup\":\"example.com\",\"kind\":\"VolumeSnapshot\",\"name\":\"s1\"}", NULL },
+		{ "a clone",                    "Pending", "{\"kind\":\"PersistentVolumeClaim\",\"name\":\"src\"}", NULL },
+		{ "no data source",             "Pending", NULL, NULL },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char js[1024], st[64] = "", key[512] = "";
+		if (rows[i].phase)
+			snprintf(st, sizeof(st), ",\"status\":{\"phase\":\"%s\"}", rows[i].phase);
+		snprintf(js, sizeof(js),
+			 "{\"metadata\":{\"name\":\"c\",\"namespace\":\"ns\",\"uid\":\"u\",\"resourceVersion\":\"1\"},"
+			 "\"spec\":{\"storageClassName\":\"sc\"%s%s}%s}",
+			 rows[i].source ? ",\"dataSource\":" : "", rows[i].source ? rows[i].source : "", st);
+		struct kube_obj *o = decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM, js);
+		bool held = prov_snapshot_restore_pending(kube_pvc_of(o), key, sizeof(key));
+		if (held != (rows[i].want != NULL))
+			fprintf(stderr, "row \"%s\": held %d\n", rows[i].what, held);
+		CHECK(held == (rows[i].want != NULL));
+		if (rows[i].want)
+			CHECK_STR(key, rows[i].want);
+		kube_obj_unref(o);
+	}
+	CHECK(!prov_snapshot_restore_pending(NULL, (char[8]){ 0 }, 8)); /* not a claim */
+}
+
 int main(void)
 {
 	RUN(test_should_provision);
@@ -582,5 +619,6 @@ int main(void)
 	RUN(test_pv_json);
 	RUN(test_gates_and_metrics);
 	RUN(test_node_deployment);
+	RUN(test_snapshot_restore_pending);
 	return CHECK_DONE();
 }
