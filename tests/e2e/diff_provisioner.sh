@@ -1,6 +1,7 @@
 #!/bin/bash
 # e2e, drop-in differential: upstream's csi-provisioner v6.3.0 and kcsi's, each with its default
-# flags (only the socket and the kubeconfig given), the same story on one kube-emulator and one
+# flags (only the socket and the kubeconfig given, and --snapshot-orphan-sweep-interval=2s so the
+# sweep's work shows within the scenario), the same story on one kube-emulator and one
 # kcsi-loopplugin (controller mode, zone zone-a), compared field by field (lib_diff.sh): claims,
 # PVs, the snapshot a restore reads, and the events. The scenario plays the PV binder and the
 # scheduler (volumeName and phases, the selected-node annotation); kcsi's snapshot-controller
@@ -11,6 +12,9 @@
 #   4. a clone of the first claim (and the source claim's protection while it runs)
 #   5. a restore from a VolumeSnapshot of the first claim
 #   6. the clone deleted (policy Delete): DeleteVolume, the PV gone
+#   7. a restore the driver refuses for good (a class parameter it does not know): the snapshot
+#      keeps the provisioner's source-protection finalizer while the claim is Pending
+#   8. that claim deleted: the orphan sweep takes the finalizer off the snapshot
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -49,6 +53,12 @@ release_claim() {
 	status_patch "/api/v1/persistentvolumes/$pv" '{"status":{"phase":"Released"}}'
 }
 claim_provisioned() { pv_exists "$(claim_pv "$1")"; }
+SF=provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection
+# snap_protected NAME: the VolumeSnapshot in $NS carries the provisioner's finalizer
+snap_protected() { kc get volumesnapshot "$1" -n "$NS" -o json | jq -e --arg f "$SF" '.metadata.finalizers // [] | index($f) != null' >/dev/null; }
+snap_unprotected() { ! snap_protected "$1"; }
+# failed_in_ns NAME: a ProvisioningFailed event about claim NAME in $NS
+failed_in_ns() { kc get events -n "$NS" -o json | jq -e --arg n "$1" '[.items[] | select(.involvedObject.name == $n and .reason == "ProvisioningFailed")] | length > 0' >/dev/null; }
 
 emu_start
 lp_start controller-host --mode controller --zone zone-a
@@ -65,8 +75,10 @@ for side in upstream kcsi; do
 		kc create -f - >/dev/null
 	mk_sc "imm-$TAG" '{"parameters":{"type":"thin","csi.storage.k8s.io/fstype":"ext4"}}'
 	mk_sc "late-$TAG" '{"volumeBindingMode":"WaitForFirstConsumer","allowedTopologies":[{"matchLabelExpressions":[{"key":"'$ZK'","values":["zone-a"]}]}]}'
+	mk_sc "bad-$TAG" '{"parameters":{"type":"bogus"}}'
 	mk_vsclass "snap-$TAG"
-	diff_start prov csi-provisioner --csi-address "unix://$T/lp.sock" --kubeconfig "$KC"
+	diff_start prov csi-provisioner --csi-address "unix://$T/lp.sock" --kubeconfig "$KC" \
+		--snapshot-orphan-sweep-interval=2s
 
 	claim src "imm-$TAG"
 	wait_for "$side: PV of the Immediate claim" 30 claim_provisioned src
@@ -101,6 +113,14 @@ for side in upstream kcsi; do
 	release_claim clone
 	wait_for "$side: PV of the deleted clone gone" 30 pv_gone "$CPV"
 	diff_snap 6-deleted "${KINDS[@]}"
+
+	claim refused "bad-$TAG" '{"spec":{"dataSource":{"apiGroup":"snapshot.storage.k8s.io","kind":"VolumeSnapshot","name":"snap"}}}'
+	wait_for "$side: the refused restore reported" 30 failed_in_ns refused
+	check "$side: the snapshot protected while the refused claim is Pending" snap_protected snap
+	diff_snap 7-restore-refused "${KINDS[@]}"
+	kc delete pvc refused -n "$NS" --wait=false >/dev/null
+	wait_for "$side: the orphaned finalizer swept" 20 snap_unprotected snap
+	diff_snap 8-swept "${KINDS[@]}"
 
 	# Not compared: what is left goes, so the driver ends empty.
 	kc delete volumesnapshot snap -n "$NS" --wait=false >/dev/null
