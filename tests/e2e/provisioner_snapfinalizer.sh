@@ -111,4 +111,5 @@ check "no CreateVolume for it" eq "$(grep -c "\"name\":\"$(pv_of r4)\"" "$T/td.r
 req PATCH "$VS/namespaces/default/volumesnapshots/s4" '{"metadata":{"finalizers":null}}' application/merge-patch+json
 stop_checked p5
 td_stop
+check "no sanitizer report from a provisioner" bash -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$T'/p[1-5].log"
 att_finish
