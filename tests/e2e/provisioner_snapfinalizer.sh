@@ -47,8 +47,8 @@ emu_start
 mk_sc std
 
 # 1. Held while CreateVolume runs; a deletion waits for the restore.
-td_start --slow CreateVolume=4s
-prov_start p1 "$T/td.sock" --snapshot-orphan-sweep-interval=1s -v 3
+td_start --slow CreateVolume=8s # long enough for the checks below on a loaded machine
+prov_start p1 "$T/td.sock" --snapshot-orphan-sweep-interval=1s --timeout 30s -v 3
 mk_snap s1
 restore r1 s1
 PV1=$(pv_of r1)
@@ -58,7 +58,7 @@ kc delete volumesnapshot s1 -n default --wait=false >/dev/null
 sleep 1.5 # the sweep has run at least once since
 check "the snapshot being deleted stays while its restore runs" held s1
 check "... marked for deletion" bash -c "[ -n \"\$(kubectl --kubeconfig '$KC' get volumesnapshot s1 -n default -o jsonpath='{.metadata.deletionTimestamp}')\" ]"
-wait_for "the restore goes on to its PV" 15 pv_exists "$PV1"
+wait_for "the restore goes on to its PV" 20 pv_exists "$PV1"
 wait_for "the snapshot goes once the restore is done" 10 snap_gone s1
 check "one CreateVolume, from the snapshot" eq "$(grep '^CreateVolume ' "$T/td.rec" | grep -c '"snapshot_id":"handle-s1"')" 1
 check "the log says what was added and removed" bash -c "grep -q 'Added finalizer $F to snapshot default/s1' '$T/p1.log' && grep -q 'Removed finalizer $F from snapshot default/s1' '$T/p1.log'"
@@ -81,8 +81,8 @@ stop_checked p2
 td_stop
 
 # 3. A provisioner killed mid-restore leaves an orphan; 0 disables the sweep, 1s sweeps it.
-td_start --slow CreateVolume=3s
-prov_start p3 "$T/td.sock"
+td_start --slow CreateVolume=8s
+prov_start p3 "$T/td.sock" --timeout 30s
 mk_snap s3
 restore r3 s3
 wait_for "the finalizer while CreateVolume runs" 10 held s3
