@@ -11,7 +11,9 @@
 #      deleted meanwhile. A new provisioner with --snapshot-orphan-sweep-interval=0 leaves it;
 #      one with 1s removes it (the log names the snapshot);
 #   4. a snapshot being deleted that does not carry the finalizer refuses a new restore, in
-#      upstream's words, and gets no finalizer.
+#      upstream's words, and gets no finalizer;
+#   5. the update that sets the finalizer refused once (409, the emulator's fault rule): the
+#      attempt fails before CreateVolume, the retry protects, provisions and releases.
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -109,6 +111,16 @@ wait_for "the refusal shown on the claim" 10 has_event PersistentVolumeClaim r4 
 check "no finalizer added to it" eq "$(fins s4)" "test.kcsi.dev/keep"
 check "no CreateVolume for it" eq "$(grep -c "\"name\":\"$(pv_of r4)\"" "$T/td.rec")" 0
 req PATCH "$VS/namespaces/default/volumesnapshots/s4" '{"metadata":{"finalizers":null}}' application/merge-patch+json
+# 5. The finalizer's update refused (409): no CreateVolume without it; the retry sets it.
+req POST /emulator/faults '{"reset":true,"rules":[{"verb":"update","resource":"volumesnapshots","code":409,"times":1}]}'
+expect_code 200 "fault rule"
+mk_snap s5
+restore r5 s5
+wait_for "the conflict shown on the claim" 10 has_event PersistentVolumeClaim r5 "ProvisioningFailed: .*Operation cannot be fulfilled on volumesnapshots"
+wait_for "the retry protects the snapshot" 10 held s5
+wait_for "... and provisions" 20 pv_exists "$(pv_of r5)"
+wait_for "... and releases it" 10 free_ s5
+check "one CreateVolume for it, none before the finalizer was set" eq "$(grep -c "^CreateVolume .*\"name\":\"$(pv_of r5)\"" "$T/td.rec")" 1
 stop_checked p5
 td_stop
 check "no sanitizer report from a provisioner" bash -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$T'/p[1-5].log"
