@@ -132,4 +132,12 @@ check "the driver unpublished the volume" lp_not_published "$h" n1
 
 kc delete pod p2 --wait=false >/dev/null
 wait_for "p2 gone" 30 pod_gone p2
+# Clean exits, so that a sanitizer build (build-asan) reports leaks and errors in the logs.
+cm_stop || fail "kcsi-controller-manager did not exit 0 on SIGTERM"
+for n in n1 n2; do
+	kill -TERM "${NODE_PIDS[$n:node]}"
+	wait "${NODE_PIDS[$n:node]}" || fail "kcsi-node $n exited $? on SIGTERM"
+done
+san=$(grep -lE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T"/*.log "$T"/nodes/*/*.log 2>/dev/null)
+[ -z "$san" ] || fail "sanitizer report in $san: $(grep -hA20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' $san | head -40)"
 node_finish
