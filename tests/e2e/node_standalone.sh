@@ -12,6 +12,8 @@
 #   - a restarted kcsi-controller-manager leaves the standalone node's VolumeAttachment alone;
 #   - the pod deleted: unpublished, unstaged, then kcsi-node deletes the VolumeAttachment, the
 #     driver unpublishes and the object goes;
+#   - an attach the driver refuses: the VolumeAttachment's attachError is a FailedAttachVolume
+#     event on the pod, which never runs; deleting it deletes the VolumeAttachment;
 #   - kcsi-node stopped while its pod is deleted: at its restart it finds its VolumeAttachment
 #     and detaches it after unmounting; SIGTERM exits 0 within a second.
 : "${KCSI_SRC:?}"
@@ -109,6 +111,19 @@ grep -q "Deleted VolumeAttachment $VA of volume \"pv-v1\"" "$T/nodes/n1/kcsi-nod
 	fail "kcsi-node did not delete $VA"
 wait_for "kcsi-node reports the detach" 5 \
 	grep -q 'DetachVolume.Detach succeeded for volume "pv-v1" node="n1"' "$T/nodes/n1/kcsi-node.log"
+
+# ---- a failed attach: the attacher's attachError reaches the pod; the pod's end detaches ----
+mk_pv pv-bad loop.kcsi.io lv-0000000000000bad '{"claimRef":{"namespace":"default","name":"c-bad"}}'
+mk_claim c-bad pv-bad
+mk_pod pbad n1 c-bad
+VABAD=$(va_of lv-0000000000000bad n1)
+wait_for "FailedAttachVolume with the attacher's error" 30 \
+	pod_event pbad FailedAttachVolume 'AttachVolume.Attach failed for volume "pv-bad" : '
+check "the failed attach is the driver's NotFound" pod_event pbad FailedAttachVolume "lv-0000000000000bad"
+check "pbad is not Running" bash -c "! kubectl --kubeconfig '$KC' get pod pbad -o json | jq -e '.status.phase==\"Running\"'"
+kc delete pod pbad --wait=false >/dev/null
+wait_for "pbad gone" 30 pod_gone pbad
+wait_for "its VolumeAttachment deleted by kcsi-node" 30 va_gone "$VABAD"
 
 # ---- kcsi-node down while its pod is deleted: detached after the restart ----
 mk_pod p3 n1 c-v1
