@@ -19,6 +19,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/log_flags.h"
+#include "base/xalloc.h"
 #include "csi/server.h"
 #include "loopplugin/driver.h"
 #include "loopplugin/fleet.h"
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
 	struct lp_config cfg;
 	const char *endpoint, *max_size;
 	int threads, fleet_size;
+	struct flag_map tags = { NULL, 0 };
+	struct lp_tag *tagv = NULL;
 	struct flagset *fs = flags_new("kcsi-loopplugin", "kcsi-loopplugin [flags]");
 	flags_enable_version(fs, KCSI_VERSION);
 	flags_string(fs, "endpoint", &endpoint, "unix:///csi/csi.sock",
@@ -95,6 +98,11 @@ int main(int argc, char **argv)
 		   "as a SAN fences a host it can no longer reach (the attach/detach controller's "
 		   "forced detach of a node that is gone); by default it is refused "
 		   "(FAILED_PRECONDITION) until the node unstages it");
+	flags_map(fs, "extra-volume-tags", &tags,
+		  "Tags every volume CreateVolume makes carries, key=value pairs separated by "
+		  "commas (at most 50; keys of 1-128 printable ASCII characters, values of at most "
+		  "256 bytes): recorded in the volume's metadata and shown in its volume_context "
+		  "as tag.loop.kcsi.io/<key>");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
 	flags_int(fs, "fleet-size", &fleet_size, 0,
 		  "Serve the node service of this many emulated nodes (kcsi up --nodes above 16): "
@@ -159,6 +167,16 @@ int main(int argc, char **argv)
 			cfg.mode);
 		goto usage;
 	}
+	/* flag_kv's key/value are the same two strings as lp_tag's: borrowed, not copied */
+	tagv = tags.len ? xcalloc(tags.len, sizeof(*tagv)) : NULL;
+	for (size_t i = 0; i < tags.len; i++)
+		tagv[i] = (struct lp_tag){ .key = tags.items[i].key, .value = tags.items[i].value };
+	cfg.extra_tags = tagv;
+	cfg.nextra_tags = tags.len;
+	if (lp_tags_check(tagv, tags.len, err, sizeof(err))) {
+		fprintf(stderr, "kcsi-loopplugin: --extra-volume-tags: %s\n", err);
+		goto usage;
+	}
 	if (threads < 1)
 		threads = 1;
 	cfg.version = KCSI_VERSION;
@@ -172,6 +190,7 @@ int main(int argc, char **argv)
 
 	if (fleet_size) {
 		int rc = lp_fleet_serve(&cfg, endpoint, fleet_size, &sigs);
+		free(tagv);
 		flags_free(fs);
 		return rc;
 	}
@@ -179,6 +198,7 @@ int main(int argc, char **argv)
 	struct lp_driver *d = lp_driver_new(&cfg, &st);
 	if (!d) {
 		fprintf(stderr, "kcsi-loopplugin: %s\n", st.msg);
+		free(tagv);
 		flags_free(fs);
 		return 1;
 	}
@@ -191,6 +211,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kcsi-loopplugin: %s\n", err);
 		csi_server_free(s);
 		lp_driver_free(d);
+		free(tagv);
 		flags_free(fs);
 		return 1;
 	}
@@ -200,9 +221,11 @@ int main(int argc, char **argv)
 	serve_until_signal(s, d, &sigs);
 	csi_server_free(s);
 	lp_driver_free(d);
+	free(tagv);
 	flags_free(fs);
 	return 0;
 usage: /* a bad flag value: said on stderr, exit 2 as upstream's flag package */
+	free(tagv);
 	flags_free(fs);
 	return 2;
 }

@@ -260,7 +260,8 @@ void adc_sync_states(struct ad_ctrl *c)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Start-up: the actual state from Node.status.volumesAttached and the VolumeAttachments. */
+/* Start-up: the actual state from Node.status.volumesAttached and the VolumeAttachments, of
+ * controller-managed nodes and of nodes that are gone. */
 void adc_populate_actual(struct ad_ctrl *c)
 {
 	struct kube_store *pvs = cm_store(c->cm, CM_PVS), *nodes = cm_store(c->cm, CM_NODES);
@@ -283,6 +284,8 @@ void adc_populate_actual(struct ad_ctrl *c)
 	for (size_t i = 0; i < nnode; i++) {
 		const struct kube_node *n = kube_node_of(nl[i]);
 
+		if (n && !n->controller_managed)
+			continue; /* its kubelet attaches and detaches: not ours to undo */
 		for (uint16_t j = 0; n && j < n->nvolumes_attached; j++) {
 			const char *u = n->volumes_attached[j].name;
 			struct ad_entry *e;
@@ -305,6 +308,16 @@ void adc_populate_actual(struct ad_ctrl *c)
 
 		if (!va || !va->pv_name || !va->node_name)
 			continue;
+		/* A node that exists without the annotation attaches its own volumes (a kubelet with
+		 * enableControllerAttachDetach=false): its VolumeAttachments are not adopted, or the
+		 * first pass would detach what that kubelet mounted. A node that is gone is still
+		 * cleaned up. */
+		no = kube_store_get(nodes, NULL, va->node_name);
+		if (kube_node_of(no) && !kube_node_of(no)->controller_managed) {
+			kube_obj_unref(no);
+			continue;
+		}
+		kube_obj_unref(no);
 		po = kube_store_get(pvs, NULL, va->pv_name);
 		pv = kube_pv_of(po);
 		if (!pv || !pv->driver || !pv->volume_handle || strcmp(pv->driver, va->attacher)) {

@@ -21,12 +21,12 @@
 /* CSI names and IDs from a CO: at most LP_NAME_MAX bytes (the CSI spec's limit). */
 #define LP_NAME_MAX 128
 
-int lp_check_name(const char *what, const char *field, const char *s, struct lp_status *st)
+/*
+ * The byte offset of the first character of s that is not valid UTF-8 (*control false) or is a
+ * control character (*control true); -1 when there is none.
+ */
+static long utf8_bad(const char *s, bool *control)
 {
-	size_t len = strlen(s);
-	if (len > LP_NAME_MAX)
-		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is %zu bytes long, more than %d",
-			       what, field, len, LP_NAME_MAX);
 	for (const unsigned char *p = (const unsigned char *)s; *p;) {
 		size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
 			 : (*p & 0xf8) == 0xf0 ? 4 : 0;
@@ -40,13 +40,65 @@ int lp_check_name(const char *what, const char *field, const char *s, struct lp_
 		}
 		bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
 				(n == 4 && cp < 0x10000);
+		*control = false;
 		if (!n || overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is not valid UTF-8 "
-				       "(byte %zu)", what, field, (size_t)(p - (const unsigned char *)s));
+			return (long)(p - (const unsigned char *)s);
+		*control = true;
 		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-			return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s holds a control character "
-				       "(byte %zu)", what, field, (size_t)(p - (const unsigned char *)s));
+			return (long)(p - (const unsigned char *)s);
 		p += n;
+	}
+	return -1;
+}
+
+int lp_check_name(const char *what, const char *field, const char *s, struct lp_status *st)
+{
+	size_t len = strlen(s);
+	if (len > LP_NAME_MAX)
+		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s is %zu bytes long, more than %d",
+			       what, field, len, LP_NAME_MAX);
+	bool control;
+	long at = utf8_bad(s, &control);
+	if (at >= 0)
+		return lp_fail(st, LP_INVALID_ARGUMENT, "%s: %s %s (byte %ld)", what, field,
+			       control ? "holds a control character" : "is not valid UTF-8", at);
+	return 0;
+}
+
+int lp_tags_check(const struct lp_tag *t, size_t n, char *err, size_t errlen)
+{
+	if (n > LP_MAX_TAGS) {
+		snprintf(err, errlen, "%zu tags, more than %d", n, LP_MAX_TAGS);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t kl = strlen(t[i].key), vl = strlen(t[i].value);
+		bool control;
+		long at;
+		if (kl == 0 || kl > LP_TAG_KEY_MAX) {
+			snprintf(err, errlen, "tag key \"%.40s%s\" is %zu bytes long; a key has 1 to %d",
+				 t[i].key, kl > 40 ? "..." : "", kl, LP_TAG_KEY_MAX);
+			return -1;
+		}
+		for (size_t k = 0; k < kl; k++) {
+			unsigned char c = (unsigned char)t[i].key[k];
+			if (c < 0x20 || c > 0x7e || (c == ' ' && (k == 0 || k == kl - 1))) {
+				snprintf(err, errlen, "tag key \"%.40s%s\": byte %zu is not allowed (a key "
+					 "is printable ASCII, no space at either end)",
+					 t[i].key, kl > 40 ? "..." : "", k);
+				return -1;
+			}
+		}
+		if (vl > LP_TAG_VALUE_MAX) {
+			snprintf(err, errlen, "the value of tag %s is %zu bytes long, more than %d",
+				 t[i].key, vl, LP_TAG_VALUE_MAX);
+			return -1;
+		}
+		if ((at = utf8_bad(t[i].value, &control)) >= 0) {
+			snprintf(err, errlen, "the value of tag %s %s (byte %ld)", t[i].key,
+				 control ? "holds a control character" : "is not valid UTF-8", at);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -364,6 +416,10 @@ Csi__V1__Volume *lp_csi_volume(struct csi_arena *a, struct lp_driver *d,
 	m->volume_id = csi_arena_strdup(a, v->id);
 	m->capacity_bytes = v->size;
 	csi_map_add(a, &m->base, "volume_context", "type", v->thick ? "thick" : "thin");
+	for (size_t i = 0; i < v->ntags; i++)
+		csi_map_add(a, &m->base, "volume_context",
+			    csi_arena_printf(a, "%s%s", LP_TAG_CONTEXT_PREFIX, v->tags[i].key),
+			    v->tags[i].value);
 	if (!lp_empty(v->source_kind)) {
 		Csi__V1__VolumeContentSource *src =
 			csi_msg_new(a, &csi__v1__volume_content_source__descriptor);

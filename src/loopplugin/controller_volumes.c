@@ -198,6 +198,8 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		v->source_kind = xstrdup(src_kind);
 		v->source_id = xstrdup(src_id);
 		v->zone = xstrdup(d->cfg.zone);
+		v->tags = lp_tags_dup(d->cfg.extra_tags, d->cfg.nextra_tags);
+		v->ntags = d->cfg.nextra_tags;
 		v->created_ns = wall_now_ns();
 		if (lp_volume_create(d->pool, v, src_image, &st))
 			ret = lp_fail_call(ctx, &st);

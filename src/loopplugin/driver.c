@@ -26,6 +26,11 @@ struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *s
 			cfg->default_fstype);
 		return NULL;
 	}
+	char why[300];
+	if (lp_tags_check(cfg->extra_tags, cfg->nextra_tags, why, sizeof(why))) {
+		lp_fail(st, LP_INVALID_ARGUMENT, "--extra-volume-tags: %s", why);
+		return NULL;
+	}
 	struct lp_pool *pool = lp_pool_open(cfg->pool_dir, st);
 	if (!pool)
 		return NULL;

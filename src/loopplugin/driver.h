@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "loopplugin/pool.h"
 #include "loopplugin/status.h"
 
 struct csi_server;
@@ -61,7 +62,23 @@ struct lp_config {
 	int64_t max_volume_size;    /* bytes */
 	const char *default_fstype; /* "ext4" */
 	bool detach_staged;         /* ControllerUnpublish of a volume still staged: detach (fence) */
+	const struct lp_tag *extra_tags; /* --extra-volume-tags, checked by lp_tags_check() */
+	size_t nextra_tags;
 };
+
+/*
+ * --extra-volume-tags: the tags every volume CreateVolume makes carries, recorded in its
+ * metadata and shown in the volume_context of the Volume the driver returns (CreateVolume,
+ * ListVolumes, ControllerGetVolume) as LP_TAG_CONTEXT_PREFIX<key> = <value>.
+ * lp_tags_check() is the flag's validation: at most LP_MAX_TAGS tags, keys of 1 to
+ * LP_TAG_KEY_MAX printable ASCII characters (no space at either end), values of at most
+ * LP_TAG_VALUE_MAX bytes of UTF-8 without control characters. 0, or -1 with the reason in err.
+ */
+#define LP_TAG_CONTEXT_PREFIX "tag.loop.kcsi.io/"
+#define LP_MAX_TAGS 50
+#define LP_TAG_KEY_MAX 128
+#define LP_TAG_VALUE_MAX 256
+int lp_tags_check(const struct lp_tag *t, size_t n, char *err, size_t errlen);
 
 struct lp_driver;
 

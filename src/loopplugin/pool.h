@@ -4,7 +4,7 @@
  * Layout (every path below the pool folder):
  *
  *     volumes/<id>.img      the volume's image (sparse for thin volumes, allocated for thick)
- *     volumes/<id>.json     its metadata: name, size, access type, source, attachments
+ *     volumes/<id>.json     its metadata: name, size, access type, source, tags, attachments
  *     volumes/<id>.formatting  present while a node formats the volume (see below)
  *     snapshots/<id>.img    a snapshot: a copy of a volume's image at one moment
  *     snapshots/<id>.json   its metadata: name, source volume, size, creation time, group
@@ -61,6 +61,12 @@
 
 struct lp_pool;
 
+/* A tag a volume carries (--extra-volume-tags). Strings owned by whoever holds the array. */
+struct lp_tag {
+	char *key;
+	char *value;
+};
+
 /* One publication of a volume to a node. Strings owned by the volume. */
 struct lp_attachment {
 	char *node;
@@ -80,6 +86,8 @@ struct lp_volume {
 	char *source_id;      /* "" when none */
 	char *zone;
 	int64_t created_ns;   /* wall clock */
+	struct lp_tag *tags;  /* the driver's --extra-volume-tags when it was created */
+	size_t ntags;
 	struct lp_attachment *att;
 	size_t natt;
 };
@@ -151,6 +159,9 @@ int lp_volume_load(struct lp_pool *p, const char *id, struct lp_volume **out,
 /* Writes the metadata atomically (the commit point). */
 int lp_volume_save(struct lp_pool *p, const struct lp_volume *v, struct lp_status *st);
 void lp_volume_free(struct lp_volume *v);
+/* A copy of n tags (NULL when n is 0), and its release. */
+struct lp_tag *lp_tags_dup(const struct lp_tag *t, size_t n);
+void lp_tags_free(struct lp_tag *t, size_t n);
 /*
  * Creates the image for v (v->id, size, thick set by the caller) and then its metadata. When
  * src_image is not NULL the image starts as a copy of it (reflink when the filesystem can, else

@@ -20,12 +20,15 @@ static json_t *volume_to_json(const struct lp_volume *v)
 		json_array_append_new(att, json_pack("{s:s, s:s, s:b}", "node", v->att[i].node,
 						     "device", v->att[i].device, "readonly",
 						     v->att[i].readonly));
-	return json_pack("{s:s, s:s, s:I, s:b, s:b, s:s, s:s, s:s, s:s, s:I, s:o}", "id", v->id,
+	json_t *tags = json_object();
+	for (size_t i = 0; i < v->ntags; i++)
+		json_object_set_new(tags, v->tags[i].key, json_string(v->tags[i].value));
+	return json_pack("{s:s, s:s, s:I, s:b, s:b, s:s, s:s, s:s, s:s, s:I, s:o, s:o}", "id", v->id,
 			 "name", v->name, "size", (json_int_t)v->size, "thick", v->thick,
 			 "block", v->block, "fstype", v->fstype ? v->fstype : "", "source_kind",
 			 v->source_kind ? v->source_kind : "", "source_id",
 			 v->source_id ? v->source_id : "", "zone", v->zone ? v->zone : "",
-			 "created_ns", (json_int_t)v->created_ns, "attachments", att);
+			 "created_ns", (json_int_t)v->created_ns, "tags", tags, "attachments", att);
 }
 
 static struct lp_volume *volume_from_json(json_t *j)
@@ -41,6 +44,18 @@ static struct lp_volume *volume_from_json(json_t *j)
 	v->source_id = lp_jstr(j, "source_id");
 	v->zone = lp_jstr(j, "zone");
 	v->created_ns = lp_jint(j, "created_ns");
+	/* A volume made before tags existed has none. */
+	json_t *tags = json_object_get(j, "tags");
+	size_t nt = json_is_object(tags) ? json_object_size(tags) : 0;
+	v->tags = nt ? xcalloc(nt, sizeof(*v->tags)) : NULL;
+	const char *tk;
+	json_t *tv;
+	json_object_foreach(tags, tk, tv) {
+		if (v->ntags < nt && json_is_string(tv)) {
+			v->tags[v->ntags].key = xstrdup(tk);
+			v->tags[v->ntags++].value = xstrdup(json_string_value(tv));
+		}
+	}
 	json_t *att = json_object_get(j, "attachments");
 	size_t n = json_array_size(att);
 	v->att = n ? xcalloc(n, sizeof(*v->att)) : NULL;
@@ -54,6 +69,25 @@ static struct lp_volume *volume_from_json(json_t *j)
 	return v;
 }
 
+struct lp_tag *lp_tags_dup(const struct lp_tag *t, size_t n)
+{
+	struct lp_tag *c = n ? xcalloc(n, sizeof(*c)) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		c[i].key = xstrdup(t[i].key);
+		c[i].value = xstrdup(t[i].value);
+	}
+	return c;
+}
+
+void lp_tags_free(struct lp_tag *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(t[i].key);
+		free(t[i].value);
+	}
+	free(t);
+}
+
 void lp_volume_free(struct lp_volume *v)
 {
 	if (!v)
@@ -63,6 +97,7 @@ void lp_volume_free(struct lp_volume *v)
 		free(v->att[i].device);
 	}
 	free(v->att);
+	lp_tags_free(v->tags, v->ntags);
 	free(v->id);
 	free(v->name);
 	free(v->fstype);

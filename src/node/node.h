@@ -3,7 +3,8 @@
  * `kcsi up`). It runs no containers: a pod "runs" once its CSI volumes are mounted.
  *
  * What it does, as the kubelet does it:
- *   - keeps its Node (controller-managed attach/detach annotation, labels; status: capacity,
+ *   - keeps its Node (controller-managed attach/detach annotation, or none and attaching its
+ *     own volumes with --enable-controller-attach-detach=false; labels; status: capacity,
  *     allocatable, nodeInfo, addresses, the kubelet's conditions, see status.h) and a Lease
  *     heartbeat in kube-node-lease; it never touches the Node's taints;
  *   - watches <root-dir>/plugins_registry for registration sockets (csi-node-driver-registrar),
@@ -43,6 +44,7 @@ struct nd_config {
 	int max_pods;               /* --max-pods */
 	struct flag_map capacity;   /* --capacity: the emulated machine's resources */
 	struct flag_map system_reserved, kube_reserved; /* subtracted for allocatable */
+	bool controller_attach_detach; /* --enable-controller-attach-detach: false = attach.c attaches */
 };
 
 void nd_register_flags(struct flagset *fs, struct nd_config *c);

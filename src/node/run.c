@@ -1,6 +1,7 @@
 /*
  * kcsi-node start-up and the node's own object: flags -> kube client -> Node (created or
- * updated with the controller-managed attach/detach annotation, the labels; then its status:
+ * updated with the controller-managed attach/detach annotation, or without it under
+ * --enable-controller-attach-detach=false, the labels; then its status:
  * capacity, allocatable, nodeInfo, addresses, conditions, see status.h) -> CSINode ->
  * informers (pods, nodes, PVs, PVCs, CSIDrivers) -> volume manager (rebuilds its state from the
  * root dir first) -> plugin watcher -> heartbeat loop on the main thread (Lease renewal every
@@ -62,6 +63,11 @@ void nd_register_flags(struct flagset *fs, struct nd_config *c)
 	flags_map(fs, "system-reserved", &c->system_reserved,
 		  "Resources reserved for the system, subtracted from capacity for allocatable, "
 		  "e.g. cpu=500m,memory=1Gi.");
+	flags_bool(fs, "enable-controller-attach-detach", &c->controller_attach_detach, true,
+		   "The attach/detach controller attaches and detaches this node's volumes (the Node "
+		   "gets the volumes.kubernetes.io/controller-managed-attach-detach annotation); false: "
+		   "kcsi-node removes the annotation and attaches its volumes itself, creating and "
+		   "deleting their VolumeAttachments, as the kubelet's enableControllerAttachDetach.");
 	flags_map(fs, "kube-reserved", &c->kube_reserved,
 		  "Resources reserved for Kubernetes components, subtracted from capacity for "
 		  "allocatable, e.g. cpu=100m,memory=256Mi.");
@@ -90,16 +96,26 @@ static json_t *node_labels(struct nd *nd)
 	return labels;
 }
 
-/* Registers the node as the kubelet does: create, or merge our labels and annotation. */
+/*
+ * Registers the node as the kubelet does: create, or merge our labels and annotation. Without
+ * controller attach/detach the annotation is left out of a new Node and removed from an existing
+ * one (a merge patch's null), as the kubelet's reconcileCMADAnnotationWithExistingNode.
+ */
 int nd_node_register(struct nd *nd)
 {
 	struct kube_err e;
-	json_t *md = json_pack("{s:s, s:o, s:{s:s}}", "name", nd->cfg->node_name, "labels",
-			       node_labels(nd), "annotations",
-			       "volumes.kubernetes.io/controller-managed-attach-detach", "true");
+	bool cmad = nd->cfg->controller_attach_detach;
+	json_t *md = json_pack("{s:s, s:o}", "name", nd->cfg->node_name, "labels", node_labels(nd));
+	if (cmad)
+		json_object_set_new(md, "annotations",
+				    json_pack("{s:s}", "volumes.kubernetes.io/controller-managed-attach-detach",
+					      "true"));
 	json_t *obj = json_pack("{s:s, s:s, s:o}", "apiVersion", "v1", "kind", "Node", "metadata", md);
 	json_t *res = kube_create(nd->kc, &KUBE_RES_NODES, NULL, obj, &e);
 	if (!res && kube_err_is_already_exists(&e)) {
+		if (!cmad)
+			json_object_set_new(md, "annotations",
+					    json_pack("{s:n}", "volumes.kubernetes.io/controller-managed-attach-detach"));
 		json_t *patch = json_pack("{s:O}", "metadata", md);
 		char *body = json_dumps(patch, JSON_COMPACT);
 		res = kube_patch(nd->kc, &KUBE_RES_NODES, NULL, nd->cfg->node_name, false,
@@ -113,7 +129,8 @@ int nd_node_register(struct nd *nd)
 		return -1;
 	}
 	json_decref(res);
-	KLOG_I("Successfully registered node node=\"%s\"", nd->cfg->node_name);
+	KLOG_I("Successfully registered node node=\"%s\" controllerAttachDetach=%s",
+	       nd->cfg->node_name, cmad ? "true" : "false");
 	return 0;
 }
 

@@ -9,7 +9,9 @@
  *            `vm_devices` (one per staged volume: NodeStageVolume done or maybe done).
  * A pass reports Node.status.volumesInUse (the union of desired and actual volumes), then
  * unpublishes what no pod wants, unstages devices no pod uses, stages and publishes what is
- * missing (only once the volume is attached and reported in use), marks pods whose volumes are
+ * missing (only once the volume is attached and reported in use; attached by the attach/detach
+ * controller, or by this node itself, attach.c, when --enable-controller-attach-detach=false, then
+ * detached by it once unstaged), marks pods whose volumes are
  * all published Running/Ready, and finishes the deletion of terminating pods whose volumes are
  * all unpublished (DELETE with gracePeriodSeconds=0, as the kubelet's status manager does).
  *
@@ -460,7 +462,10 @@ static void mount_one(struct nd *nd, struct desired *d)
 		vm_backoff_fail(&m->next_try, &m->delay);
 		goto out;
 	}
-	if (attach) {
+	if (attach && !nd->cfg->controller_attach_detach) {
+		if (vm_attach(nd, d) != 1)
+			goto out; /* its own backoff: attach.c retries on a later pass */
+	} else if (attach) {
 		struct kube_obj *no = kube_store_get(kube_informer_store(nd->nodes), NULL,
 						     nd->cfg->node_name);
 		bool ok = node_has_attached((const struct kube_node *)no, d->unique);
@@ -668,6 +673,8 @@ static void reconcile(struct nd *nd)
 	report_in_use(nd, want, nwant);
 	vm_unpublish_unwanted(nd, want, nwant);
 	vm_unstage_unused(nd, want, nwant);
+	if (!nd->cfg->controller_attach_detach)
+		vm_detach_unused(nd, want, nwant);
 	for (size_t i = 0; i < nwant && !atomic_load(&nd->stop); i++)
 		if (want[i].resolved)
 			mount_one(nd, &want[i]);
@@ -723,6 +730,7 @@ static void forget_state(void)
 	free(reported);
 	reported = NULL;
 	nreported = 0;
+	vm_attach_forget();
 }
 
 static bool vm_stopping(void *ud)
@@ -745,6 +753,8 @@ static void *volumes_main(void *arg)
 	}
 	KLOG_I("Volume manager started node=\"%s\"", nd->cfg->node_name);
 	while (!atomic_load(&nd->stop)) {
+		if (!nd->cfg->controller_attach_detach)
+			vm_attach_adopt(nd);
 		reconcile(nd);
 		sleep_ns(200 * NSEC_PER_MSEC);
 	}

@@ -1,7 +1,8 @@
 /*
  * volumes_int.h: what the volume manager's files share (volumes.c: desired state, mounting, the
  * pass; volumes_state.c: the actual state's records, the kubelet's paths and the reconstruction
- * after a restart; volumes_unmount.c: unpublishing and unstaging what no pod wants). Not for
+ * after a restart; volumes_unmount.c: unpublishing and unstaging what no pod wants; attach.c: the
+ * node's own attach and detach when no attach/detach controller manages it). Not for
  * the rest of kcsi-node, whose entry points are node_int.h's nd_volumes_*.
  */
 #ifndef KCSI_NODE_VOLUMES_INT_H
@@ -84,6 +85,18 @@ struct vm_device *vm_device_add(const char *unique, const char *driver, const ch
 void vm_device_free(struct vm_device *d);
 void vm_unique_name(const char *driver, const char *handle, char *out, size_t len);
 void vm_reconstruct(struct nd *nd);
+
+/* ---- the node's own attach and detach (attach.c), with --enable-controller-attach-detach=false ---- */
+/* One step of attaching d's volume: 1 attached (mount it), 0 not yet (checked again next pass),
+ * -1 failed (a FailedAttachVolume event sent, retried after the backoff). */
+int vm_attach(struct nd *nd, const struct desired *d);
+/* One step of detaching each volume this node attached that no wanted pod volume names and no
+ * staged device or pod mount holds: delete its VolumeAttachment, then forget it once gone. */
+void vm_detach_unused(struct nd *nd, struct desired *want, size_t nwant);
+/* This node's VolumeAttachments from before the start, taken as attached (once synced). */
+void vm_attach_adopt(struct nd *nd);
+/* Frees the thread's attach records (the end of the volume manager). */
+void vm_attach_forget(void);
 
 /* ---- unmounting (volumes_unmount.c) ---- */
 /* NodeUnpublishVolume of every mount no wanted pod volume names, and its directories. */

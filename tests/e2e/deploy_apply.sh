@@ -3,7 +3,8 @@
 # secrets-one-namespace overlay, each into a fresh kube-emulator, then read back with kubectl.
 # Every object kustomize renders must exist; the controller pod holds the driver and the five
 # helpers, the node pod three containers; the CSIDriver says what the kubelet and scheduler need;
-# the overlay grants Secrets in kcsi-secrets only; a second apply changes nothing.
+# the overlay grants Secrets in kcsi-secrets only; a second apply changes nothing; the upgrade
+# order's commands of docs/deploy.md do what it says.
 . "$(dirname "$0")/lib_emulator.sh"
 command -v kubectl >/dev/null || { echo "kubectl not installed: install Debian's kubernetes-client"; exit 1; }
 : "${KCSI_SRC:?KCSI_SRC must point at the source tree}"
@@ -93,6 +94,20 @@ check "the base binds the secrets reader cluster-wide" eq \
 check "no sidecar ClusterRole grants secrets" eq \
 	"$(k get clusterrole -o json |
 		jq '[.items[] | select(.metadata.name|test("^external-")) | .rules[] | select(.resources | index("secrets"))] | length')" 0
+
+# The upgrade order of docs/deploy.md (seed 001: controller down first, node side up first), with
+# its commands: the controller scaled to 0, the DaemonSet alone applied by its label, then the
+# full apply, whose three-way merge sets the manifest's replicas again.
+replicas() { k get deployment kcsi-loop-controller -n kcsi -o jsonpath='{.spec.replicas}'; }
+k -n kcsi patch deployment kcsi-loop-controller --type merge -p '{"spec":{"replicas":0}}' >/dev/null ||
+	fail "cannot scale the controller down"
+check "upgrade: controller scaled to 0" eq "$(replicas)" 0
+k apply -k "$DEPLOY" -l app=kcsi-loop-node >"$T/node-only.out" 2>&1 || fail "apply -l: $(cat "$T/node-only.out")"
+check "upgrade: -l app=kcsi-loop-node applies the DaemonSet only" eq \
+	"$(cat "$T/node-only.out")" "daemonset.apps/kcsi-loop-node unchanged"
+check "upgrade: the controller stays down meanwhile" eq "$(replicas)" 0
+k apply -k "$DEPLOY" >/dev/null 2>&1 || fail "full apply after the node side failed"
+check "upgrade: the full apply brings the controller back (replicas 2)" eq "$(replicas)" 2
 stop_emulator
 
 # --- the overlay ----------------------------------------------------------------------------
