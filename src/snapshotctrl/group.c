@@ -277,13 +277,14 @@ static json_t *member_json(const struct kube_vgs *g, const struct kube_pv *pv, c
 {
 	char uid[64];
 
-	return json_pack("{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:b,s:b}],s:[s]},"
+	/* the owner reference as upstream's: no controller or blockOwnerDeletion */
+	return json_pack("{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s}],s:[s]},"
 			 "s:{s:{s:s}}}",
 			 "apiVersion", SNAP_API_VERSION, "kind", "VolumeSnapshot", "metadata",
 			 "name", vs, "namespace", g->meta.ns, "ownerReferences", "apiVersion",
 			 SNAP_GROUP_API_VERSION, "kind", "VolumeGroupSnapshot", "name", g->meta.name,
-			 "uid", kube_obj_uid(&g->meta, uid, sizeof(uid)), "controller", 1,
-			 "blockOwnerDeletion", 1, "finalizers", SNAP_FIN_IN_GROUP, "spec", "source",
+			 "uid", kube_obj_uid(&g->meta, uid, sizeof(uid)),
+			 "finalizers", SNAP_FIN_IN_GROUP, "spec", "source",
 			 "persistentVolumeClaimName", pv && pv->claim_name ? pv->claim_name : "");
 }
 
@@ -324,11 +325,13 @@ out:
 	return rc;
 }
 
-/* True when every member's VolumeSnapshot exists and is bound (its status names its content). */
+/* True when every member's VolumeSnapshot exists and is bound (its status names its content);
+ * a content that lists no member (a pre-provisioned one, as upstream writes it) has none to wait
+ * for. */
 static bool members_done(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
 {
 	char uid[64], vs[80], vsc[80];
-	bool done = gc->nmembers > 0;
+	bool done = true;
 
 	kube_obj_uid(&g->meta, uid, sizeof(uid));
 	for (size_t i = 0; i < gc->nmembers && done; i++) {
@@ -370,6 +373,51 @@ static int create_members(struct sctrl *c, const struct kube_vgs *g, const struc
 	return DONE;
 }
 
+/* ---- a pre-provisioned group: bind the content an admin made ---- */
+
+/* upstream's checkAndBindGroupSnapshotContent: the ref's uid, and the group's class if any. */
+static int bind_content(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
+{
+	char uid[64], msg[900];
+	struct kube_err ke;
+	json_t *spec = json_pack("{s:{s:s}}", "volumeGroupSnapshotRef", "uid",
+				 kube_obj_uid(&g->meta, uid, sizeof(uid)));
+
+	if (g->class_name)
+		json_object_set_new(spec, "volumeGroupSnapshotClassName", json_string(g->class_name));
+	if (!patch_json(c, &gc->meta, false, json_pack("{s:o}", "spec", spec), &ke))
+		return DONE;
+	if (kube_err_is_conflict(&ke))
+		return AGAIN;
+	snprintf(msg, sizeof(msg), "GroupSnapshot failed to bind VolumeGroupSnapshotContent, %s",
+		 ke.message);
+	group_error(c, g, "GroupSnapshotBindFailed", msg);
+	return RETRY;
+}
+
+/* The pre-provisioned checks that fail: upstream's reasons and words. */
+static int preprovisioned_error(struct sctrl *c, const struct kube_vgs *g,
+				enum snap_group_step step)
+{
+	char msg[512];
+
+	switch (step) {
+	case SNAP_G_CONTENT_MISSING:
+		group_error(c, g, "GroupSnapshotContentMissing", "VolumeGroupSnapshotContent is missing");
+		break;
+	case SNAP_G_MISMATCH:
+		group_error(c, g, "GroupSnapshotContentMismatch", "VolumeGroupSnapshotContent is "
+			    "dynamically provisioned while expecting a pre-provisioned one");
+		break;
+	default:
+		snprintf(msg, sizeof(msg), "VolumeGroupSnapshotContent [%s] is bound to a different "
+			 "group snapshot", g->source_content);
+		group_error(c, g, "GroupSnapshotContentMisbound", msg);
+		break;
+	}
+	return RETRY;
+}
+
 /* ---- status, finalizer, deletion ---- */
 
 static int copy_status(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc,
@@ -401,8 +449,9 @@ static int copy_status(struct sctrl *c, const struct kube_vgs *g, const struct k
 
 /*
  * A deleted group: its members go first (their in-group finalizer dropped, then deleted, so
- * their contents follow their own policy), then its content (policy Delete: annotated as
- * upstream, then deleted), then its finalizer.
+ * their contents follow their own policy), then its content is annotated being-deleted (any
+ * policy, as upstream) and, with Delete, deleted; the group's finalizer goes when its content is
+ * gone (Delete) or at once (Retain, or no content).
  */
 static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
 {
@@ -423,10 +472,12 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 		if (bad)
 			return RETRY;
 	}
-	if (gc && snap_group_ref_is(gc, g) && gc->policy == KUBE_SNAP_DELETE) {
+	if (gc && snap_group_ref_is(gc, g)) {
 		if (!gc->being_deleted &&
 		    snap_patch_annotation(c->kc, &gc->meta, SNAP_GANN_BEING_DELETED, "yes", &ke))
 			return RETRY;
+	}
+	if (gc && snap_group_ref_is(gc, g) && gc->policy == KUBE_SNAP_DELETE) {
 		if (!gc->meta.deletion_ts &&
 		    kube_delete(c->kc, &KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS, NULL, gc->meta.name,
 				NULL, NULL, &ke) && !kube_err_is_not_found(&ke)) {
@@ -434,6 +485,7 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 				   "Failed to delete group snapshot content API object");
 			return RETRY;
 		}
+		return DONE; /* the finalizer goes once the content is gone (its delete queues us) */
 	}
 	if (kube_obj_has_finalizer(&g->meta, SNAP_GFIN_BOUND) &&
 	    snap_patch_finalizers(c->kc, &g->meta, SNAP_GFIN_BOUND, NULL, NULL, &ke))
@@ -443,10 +495,13 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 
 static int sync_group(struct sctrl *c, const struct kube_vgs *g)
 {
-	char name[128];
+	char name[320];
 	struct kube_err ke;
 
-	snap_group_content_name(g, name, sizeof(name));
+	if (g->source_content)
+		snprintf(name, sizeof(name), "%s", g->source_content);
+	else
+		snap_group_content_name(g, name, sizeof(name));
 	struct kube_obj *co = sctrl_get(c, INF_VGSC, NULL, name);
 	const struct kube_vgsc *gc = kube_vgsc_of(co);
 	bool done = gc && members_done(c, g, gc);
@@ -456,11 +511,24 @@ static int sync_group(struct sctrl *c, const struct kube_vgs *g)
 		rc = delete_group(c, g, gc);
 		goto out;
 	}
-	switch (snap_plan_group(g, gc, done)) {
+	enum snap_group_step step = snap_plan_group(g, gc, done);
+	switch (step) {
 	case SNAP_G_INVALID:
 		group_error(c, g, "GroupSnapshotValidationError",
-			    g->source_content ? "pre-provisioned group snapshots are not supported"
-					      : "spec.source.selector is required");
+			    "Exactly one of Selector and VolumeGroupSnapshotContentName should be "
+			    "specified");
+		break;
+	case SNAP_G_CONTENT_MISSING:
+	case SNAP_G_MISMATCH:
+	case SNAP_G_MISBOUND:
+		rc = preprovisioned_error(c, g, step);
+		break;
+	case SNAP_G_BIND:
+		rc = bind_content(c, g, gc);
+		break;
+	case SNAP_G_ADD_CONTENT_FINALIZER:
+		if (snap_patch_finalizers(c->kc, co, NULL, NULL, SNAP_GFIN_CONTENT, &ke))
+			rc = kube_err_is_conflict(&ke) ? AGAIN : RETRY;
 		break;
 	case SNAP_G_CREATE_CONTENT:
 		rc = create_content(c, g);
