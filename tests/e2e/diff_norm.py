@@ -13,7 +13,7 @@ This program normalises both sides so that what only differs by birth compares e
     ownerReference, the "pvc-<uid>" name of a provisioned PV, an event's involvedObject);
   - a PV's volume handle, a snapshot content's snapshot handle and a group snapshot content's
     group handle become "{handle:<object>}" wherever they appear (the driver derives them
-    from UIDs);
+    from UIDs), a pre-provisioned group content's member IDs "{handle:<object> #<index>}";
   - the hex digest in a group member's name (snapshot-/snapcontent-<sha256(group uid +
     volume handle)>) becomes "{member:<group> <PV>}";
   - resourceVersion, creationTimestamp, managedFields are dropped, RFC 3339 times and a
@@ -116,6 +116,13 @@ class Side:
                          or {}).get("volumeGroupSnapshotHandle")
                 if h and h not in self.subst:
                     self.subst[h] = "{handle:" + self.text(obj_label(o, self.tag)) + "}"
+                # a pre-provisioned group's member IDs, by their place in its list
+                gh = ((o.get("spec", {}).get("source") or {}).get("groupSnapshotHandles")
+                      or {}) if kind == "VolumeGroupSnapshotContent" else {}
+                for i, m in enumerate(gh.get("volumeSnapshotHandles") or []):
+                    if m and m not in self.subst:
+                        self.subst[m] = "{handle:%s #%d}" % (
+                            self.text(obj_label(o, self.tag)), i)
         self.order = sorted(self.subst, key=len, reverse=True)
 
     def text(self, s):

@@ -11,6 +11,10 @@
 #      (CreateVolumeGroupSnapshot), the member VolumeSnapshots and their contents, all ready
 #   4. the group deleted (policy Delete): DeleteVolumeGroupSnapshot, the group, its content,
 #      the members and their contents gone
+#   5. a pre-provisioned group: a group the driver cut (kcsi group create-snapshot) written as a
+#      VolumeGroupSnapshotContent with spec.source.groupSnapshotHandles, and a
+#      VolumeGroupSnapshot naming it: bound (ref uid, class), GetVolumeGroupSnapshot, ready
+#   6. that group deleted (policy Delete): DeleteVolumeGroupSnapshot, both objects gone
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -106,6 +110,38 @@ for side in upstream kcsi; do
 	}
 	wait_for "$side: group, its content and members gone" 40 group_gone
 	diff_snap 4-group-deleted "${KINDS[@]}"
+
+	# the pre-provisioned group: the driver's group of g1 and g2, handed over by an admin
+	PG=$("$KCSI_BIN/kcsi" --endpoint "unix://$T/lp.sock" -o json group create-snapshot "pre-$TAG" \
+		"$(kc get pv "pv-g1-$TAG" -o jsonpath='{.spec.csi.volumeHandle}')" \
+		"$(kc get pv "pv-g2-$TAG" -o jsonpath='{.spec.csi.volumeHandle}')")
+	jq -n --arg d "$DRV" --arg t "$TAG" --arg ns "$NS" --argjson g "$PG" '{
+		apiVersion: "groupsnapshot.storage.k8s.io/v1", kind: "VolumeGroupSnapshotContent",
+		metadata: {name: ("pregc-" + $t)},
+		spec: {driver: $d, deletionPolicy: "Delete",
+		       volumeGroupSnapshotRef: {name: "pre", namespace: $ns},
+		       source: {groupSnapshotHandles: {
+			   volumeGroupSnapshotHandle: $g.group_snapshot.group_snapshot_id,
+			   volumeSnapshotHandles: [$g.group_snapshot.snapshots[].snapshot_id]}}}}' |
+		kc create -f - >/dev/null
+	jq -n --arg ns "$NS" --arg t "$TAG" '{apiVersion: "groupsnapshot.storage.k8s.io/v1",
+		kind: "VolumeGroupSnapshot", metadata: {name: "pre", namespace: $ns},
+		spec: {volumeGroupSnapshotClassName: ("group-" + $t),
+		       source: {volumeGroupSnapshotContentName: ("pregc-" + $t)}}}' |
+		kc create -f - >/dev/null
+	pre_ready() {
+		[ "$(kc get volumegroupsnapshot pre -n "$NS" -o jsonpath='{.status.readyToUse}')" = true ]
+	}
+	wait_for "$side: pre-provisioned group ready" 30 pre_ready
+	diff_snap 5-pre-ready "${KINDS[@]}"
+
+	kc delete volumegroupsnapshot pre -n "$NS" --wait=false >/dev/null
+	pre_gone() {
+		! kc get volumegroupsnapshot pre -n "$NS" >/dev/null 2>&1 &&
+			! kc get volumegroupsnapshotcontent "pregc-$TAG" >/dev/null 2>&1
+	}
+	wait_for "$side: pre-provisioned group and content gone" 30 pre_gone
+	diff_snap 6-pre-deleted "${KINDS[@]}"
 
 	diff_stop snapper
 	diff_stop sctrl
