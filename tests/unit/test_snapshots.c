@@ -443,6 +443,7 @@ static void test_sidecar_plan(void)
 		{ "deleted while CreateSnapshot unanswered: create on", DEL "," FINS(F_VSC) "," ANN(DELETING "," CREATING), DYN "," REF_OK, NULL, SNAP_SC_CREATE },
 		{ "deleted without the controller's word: keep going", DEL "," FINS(F_VSC), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_NOTHING },
 		{ "unbound pre-provisioned deleted", DEL "," FINS(F_VSC), PRE "," REF_NOUID, NULL, SNAP_SC_REMOVE_FINALIZER },
+		{ "group member not ready: ListSnapshots by its handle, never CreateSnapshot", ANN("\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":false", SNAP_SC_LIST },
 		{ "group member before its status: never CreateSnapshot", ANN("\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, NULL, SNAP_SC_NOTHING },
 		{ "group member deleted: its group's call deletes it", DEL "," FINS(F_VSC) "," ANN(DELETING ",\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_REMOVE_FINALIZER },
 	};
