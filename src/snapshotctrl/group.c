@@ -41,6 +41,16 @@ static void vgsc_changed(struct sctrl *c, const struct kube_obj *o)
 }
 
 static void on_vgs_add(const struct kube_obj *o, void *ud) { vgs_changed(ud, o); }
+/* A group gone: its DeleteGroupSnapshot ends, as upstream's deleteGroupSnapshot records it. */
+static void on_vgs_delete(const struct kube_obj *o, void *ud)
+{
+	struct sctrl *c = ud;
+	char uid[64];
+
+	kube_obj_uid(o, uid, sizeof(uid));
+	sctrl_opm_success(c->opm, SCTRL_OP_GROUP_DELETE, uid, NULL);
+	sctrl_opm_forget(c->opm, uid);
+}
 static void on_vgs_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
 {
 	(void)old;
@@ -55,7 +65,7 @@ static void on_vgsc_update(const struct kube_obj *old, const struct kube_obj *o,
 
 void sctrl_group_handlers(struct sctrl *c)
 {
-	struct kube_handlers gh = { on_vgs_add, on_vgs_update, on_vgs_add, c };
+	struct kube_handlers gh = { on_vgs_add, on_vgs_update, on_vgs_delete, c };
 	struct kube_handlers ch = { on_vgsc_add, on_vgsc_update, on_vgsc_add, c };
 
 	kube_informer_add_handlers(c->inf[INF_VGS], &gh);
@@ -438,12 +448,18 @@ static int copy_status(struct sctrl *c, const struct kube_vgs *g, const struct k
 	if (patch_json(c, &g->meta, true, json_pack("{s:o}", "status", st), &ke))
 		return RETRY;
 	kube_obj_key(&g->meta, key, sizeof(key));
-	if (gc->creation_time && !g->creation_time)
+	char uid[64];
+	kube_obj_uid(&g->meta, uid, sizeof(uid));
+	if (gc->creation_time && !g->creation_time) {
 		snap_event(c->o.recorder, &g->meta, false, "GroupSnapshotCreated",
 			   "GroupSnapshot %s was successfully created by the CSI driver.", key);
-	if (ready && g->ready != KUBE_COND_TRUE)
+		sctrl_opm_success(c->opm, SCTRL_OP_GROUP_CREATE, uid, gc->driver);
+	}
+	if (ready && g->ready != KUBE_COND_TRUE) {
 		snap_event(c->o.recorder, &g->meta, false, "GroupSnapshotReady",
 			   "GroupSnapshot %s is ready to use.", key);
+		sctrl_opm_success(c->opm, SCTRL_OP_GROUP_CREATE_READY, uid, gc->driver);
+	}
 	return DONE;
 }
 
@@ -493,6 +509,37 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 	return DONE;
 }
 
+/*
+ * upstream's operation starts: DeleteGroupSnapshot from the first sync of a deleted group;
+ * CreateGroupSnapshot (until a creationTime) and CreateGroupSnapshotAndReady while a valid group
+ * is not ready or not bound. The driver is the class's, or a pre-provisioned content's.
+ */
+static void group_ops_start(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
+{
+	char uid[64], drv[256] = "";
+	struct kube_obj *clo = g->class_name ? sctrl_get(c, INF_VGSCLASS, NULL, g->class_name) : NULL;
+	const struct kube_vsclass *cls = kube_vgsclass_of(clo);
+	bool pre = g->source_content != NULL;
+
+	if (pre && gc && gc->driver)
+		snprintf(drv, sizeof(drv), "%s", gc->driver);
+	else if (cls && cls->driver)
+		snprintf(drv, sizeof(drv), "%s", cls->driver);
+	kube_obj_unref(clo);
+	kube_obj_uid(&g->meta, uid, sizeof(uid));
+	if (g->meta.deletion_ts) {
+		sctrl_opm_start(c->opm, SCTRL_OP_GROUP_DELETE, uid, drv, pre);
+		return;
+	}
+	if (!g->source_content == !g->selector)
+		return; /* invalid: upstream returns before starting anything */
+	if (g->ready == KUBE_COND_TRUE && g->bound_content)
+		return;
+	if (!g->creation_time)
+		sctrl_opm_start(c->opm, SCTRL_OP_GROUP_CREATE, uid, drv, pre);
+	sctrl_opm_start(c->opm, SCTRL_OP_GROUP_CREATE_READY, uid, drv, pre);
+}
+
 static int sync_group(struct sctrl *c, const struct kube_vgs *g)
 {
 	char name[320];
@@ -507,6 +554,7 @@ static int sync_group(struct sctrl *c, const struct kube_vgs *g)
 	bool done = gc && members_done(c, g, gc);
 	int rc = DONE;
 
+	group_ops_start(c, g, gc);
 	if (g->meta.deletion_ts) {
 		rc = delete_group(c, g, gc);
 		goto out;

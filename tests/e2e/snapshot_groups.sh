@@ -4,7 +4,8 @@
 # of two labelled claims (a third, unlabelled, stays out) gets its content from the default
 # group class, CreateVolumeGroupSnapshot is called once with both volumes, the group becomes ready
 # with two member VolumeSnapshots bound to pre-provisioned style contents; deleting the group
-# (policy Delete) calls DeleteVolumeGroupSnapshot and leaves nothing behind. The driver reports
+# (policy Delete) calls DeleteVolumeGroupSnapshot and leaves nothing behind; snapshot-controller's
+# operation metric counts the group's create, ready and delete. The driver reports
 # the members not ready at first (--group-members-unready): csi-snapshotter asks ListSnapshots
 # about each member with the group class's secret (copied into the member contents'
 # deletion-secret annotations), never CreateSnapshot.
@@ -29,7 +30,7 @@ jq -n --arg d "$DRV" '{apiVersion: "groupsnapshot.storage.k8s.io/v1",
 	driver: $d, deletionPolicy: "Delete", parameters: {type: "fast",
 	"csi.storage.k8s.io/group-snapshotter-secret-name": "groupsecret",
 	"csi.storage.k8s.io/group-snapshotter-secret-namespace": "default"}}' | kc create -f - >/dev/null
-sctrl_start "${GATE[@]}" -v 5
+sctrl_start "${GATE[@]}" --http-endpoint 127.0.0.1:0 -v 5
 snapper_start snapper "$T/td.sock" "${GATE[@]}" -v 5
 
 # 1. A group snapshot of the claims labelled app=db becomes ready.
@@ -99,6 +100,14 @@ check "DeleteVolumeGroupSnapshot called for the group" bash -c \
 check "DeleteVolumeGroupSnapshot with the group's deletion secret" eq \
 	"$(td_calls DeleteVolumeGroupSnapshot | tail -1 | jq -c .secrets)" '{"token":"g-s3cr3t"}'
 check "the driver holds no snapshot" eq "$(td_snapshots | wc -l)" 0
+
+# 3. snapshot-controller's operation metric has the group operations, as v8.6 labels them.
+curl -s "http://127.0.0.1:$(att_http_port sctrl)/metrics" >"$T/cm"
+opcount() { sed -n "s/^snapshot_controller_operation_total_seconds_count{driver_name=\"$DRV\",operation_name=\"$1\",operation_status=\"$2\",snapshot_type=\"$3\"} //p" "$T/cm"; }
+check "CreateGroupSnapshot observed once" eq "$(opcount CreateGroupSnapshot success dynamic)" 1
+check "CreateGroupSnapshotAndReady observed once" eq "$(opcount CreateGroupSnapshotAndReady success dynamic)" 1
+check "DeleteGroupSnapshot observed once" eq "$(opcount DeleteGroupSnapshot success dynamic)" 1
+check "operations in flight: none pending" grep -qx 'snapshot_controller_operations_in_flight 0' "$T/cm"
 
 sigterm_checked snapper sctrl
 [ "$FAILS" -eq 0 ] || { tail -60 "$T/sctrl.log" >&2; tail -40 "$T/snapper.log" >&2; }
