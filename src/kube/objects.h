@@ -389,6 +389,10 @@ struct kube_vs { /* VolumeSnapshot */
 	const char *error_message;  /* status.error.message */
 	const char *error_time;     /* status.error.time */
 	int64_t restore_size;       /* status.restoreSize in bytes; -1 when absent */
+	/* a group member's group: the name in its ownerReference of kind VolumeGroupSnapshot
+	 * (groupsnapshot.storage.k8s.io/v1, as upstream finds members), and status.volumeGroupSnapshotName */
+	const char *owner_group;
+	const char *group_name;
 	bool has_status;
 	uint8_t ready;              /* enum kube_cond: status.readyToUse (absent: UNKNOWN) */
 };
@@ -464,6 +468,7 @@ struct kube_vgsc { /* VolumeGroupSnapshotContent (cluster-scoped) */
 	const char *ref_uid;         /* "" when not set */
 	const char *const *volume_handles;  /* spec.source.volumeHandles */
 	const char *group_handle;    /* spec.source.groupSnapshotHandles.volumeGroupSnapshotHandle */
+	const char *const *snapshot_handles; /* spec.source.groupSnapshotHandles.volumeSnapshotHandles */
 	const char *deletion_secret_name; /* annotations groupsnapshot.storage.kubernetes.io/deletion-secret-* */
 	const char *deletion_secret_ns;
 	const char *status_handle;   /* status.volumeGroupSnapshotHandle */
@@ -471,11 +476,13 @@ struct kube_vgsc { /* VolumeGroupSnapshotContent (cluster-scoped) */
 	const char *error_message;   /* status.error.message */
 	const struct kube_vgs_member *members; /* status.volumeSnapshotInfoList */
 	uint16_t nvolume_handles;
+	uint16_t nsnapshot_handles;
 	uint16_t nmembers;
 	uint8_t policy;              /* enum kube_snap_policy: spec.deletionPolicy */
 	uint8_t ready;               /* enum kube_cond: status.readyToUse */
 	bool has_status;
 	bool being_deleted;          /* annotation groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted */
+	bool being_created;          /* annotation groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-created */
 };
 
 /* How an informer handles one kind. */

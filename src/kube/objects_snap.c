@@ -45,6 +45,15 @@ static int vs_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, s
 	vs->error_time = pk_str(pk, pk_jstr(jv_get(st, "error"), "time"));
 	vs->restore_size = jv_get(st, "restoreSize") ? pk_quantity(st, "restoreSize") : -1;
 	vs->ready = cond_of(jv_get(st, "readyToUse"));
+	vs->group_name = pk_str(pk, pk_jstr(st, "volumeGroupSnapshotName"));
+	size_t i;
+	const jv_t *ref;
+	jv_array_foreach(jv_get(jv_get(obj, "metadata"), "ownerReferences"), i, ref) {
+		const char *k = pk_jstr(ref, "kind"), *av = pk_jstr(ref, "apiVersion");
+		if (k && av && !strcmp(k, "VolumeGroupSnapshot") &&
+		    !strcmp(av, "groupsnapshot.storage.k8s.io/v1") && !vs->owner_group)
+			vs->owner_group = pk_str(pk, pk_jstr(ref, "name"));
+	}
 	return 0;
 }
 
@@ -167,10 +176,14 @@ static int vgsc_fields(struct packer *pk, const jv_t *obj, void *rec, char *err,
 	c->ref_ns = kube_intern(pk_jstr(ref, "namespace"));
 	c->ref_uid = pk_str(pk, pk_jstr(ref, "uid") ? pk_jstr(ref, "uid") : "");
 	c->volume_handles = pk_strv(pk, jv_get(src, "volumeHandles"), false, &c->nvolume_handles);
-	c->group_handle = pk_str(pk, pk_jstr(jv_get(src, "groupSnapshotHandles"), "volumeGroupSnapshotHandle"));
+	const jv_t *gh = jv_get(src, "groupSnapshotHandles");
+	c->group_handle = pk_str(pk, pk_jstr(gh, "volumeGroupSnapshotHandle"));
+	c->snapshot_handles = pk_strv(pk, jv_get(gh, "volumeSnapshotHandles"), false,
+				      &c->nsnapshot_handles);
 	c->deletion_secret_name = kube_intern(pk_jstr(ann, "groupsnapshot.storage.kubernetes.io/deletion-secret-name"));
 	c->deletion_secret_ns = kube_intern(pk_jstr(ann, "groupsnapshot.storage.kubernetes.io/deletion-secret-namespace"));
 	c->being_deleted = jv_get(ann, "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-deleted") != NULL;
+	c->being_created = jv_get(ann, "groupsnapshot.storage.kubernetes.io/volumegroupsnapshot-being-created") != NULL;
 	c->has_status = jv_is_object(st);
 	c->status_handle = pk_str(pk, pk_jstr(st, "volumeGroupSnapshotHandle"));
 	c->creation_time = pk_str(pk, pk_jstr(st, "creationTime"));

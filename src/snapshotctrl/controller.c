@@ -441,6 +441,45 @@ static int set_default_class(struct sctrl *c, const struct kube_vs *vs)
 
 /* ---- one snapshot ---- */
 
+/* A group member: upstream's test (an ownerReference to a VolumeGroupSnapshot), or the
+ * finalizer the group's sync gives it. */
+static bool group_member(const struct kube_vs *vs)
+{
+	return vs->owner_group || kube_obj_has_finalizer(&vs->meta, SNAP_FIN_IN_GROUP);
+}
+
+/*
+ * A member deleted alone waits for its group, as upstream: SnapshotDeletePending while the
+ * group lives (its deletion deletes the members and drops their in-group finalizer); with the
+ * group gone or going, the in-group finalizer goes here. DONE/RETRY/AGAIN when it acted, -1
+ * when the usual deletion proceeds.
+ */
+static int member_deleting(struct sctrl *c, const struct kube_vs *vs)
+{
+	const char *gname = vs->group_name ? vs->group_name : vs->owner_group;
+	struct kube_obj *go = gname && c->inf[INF_VGS] ? sctrl_get(c, INF_VGS, vs->meta.ns, gname)
+						       : NULL;
+	struct kube_err ke;
+	char key[512];
+	int rc = -1;
+
+	if (go && !go->deletion_ts) {
+		vs_key(vs, key, sizeof(key));
+		snap_event(c->o.recorder, &vs->meta, true, "SnapshotDeletePending",
+			   "deletion of the individual volume snapshot %s is not allowed as it belongs "
+			   "to group snapshot %s/%s. Deleting the group snapshot will trigger the "
+			   "deletion of all the individual volume snapshots that are part of the "
+			   "group.", key, vs->meta.ns, gname);
+		rc = RETRY;
+	} else if (!go && kube_obj_has_finalizer(&vs->meta, SNAP_FIN_IN_GROUP)) {
+		rc = snap_patch_finalizers(c->kc, &vs->meta, SNAP_FIN_IN_GROUP, NULL, NULL, &ke)
+			     ? (kube_err_is_conflict(&ke) ? AGAIN : RETRY)
+			     : DONE;
+	}
+	kube_obj_unref(go);
+	return rc;
+}
+
 static int sync_deleting(struct sctrl *c, const struct kube_vs *vs)
 {
 	char name[128], key[512];
@@ -464,6 +503,9 @@ static int sync_deleting(struct sctrl *c, const struct kube_vs *vs)
 	const struct kube_vsc *content = kube_vsc_of(co);
 	int rc = DONE;
 
+	if (group_member(vs) && (rc = member_deleting(c, vs)) >= 0)
+		goto out;
+	rc = DONE;
 	snap_plan_deletion(vs, content, restoring, &d);
 	vs_key(vs, key, sizeof(key));
 	if (d.pending) {
@@ -499,8 +541,11 @@ static int add_finalizers(struct sctrl *c, const struct kube_vs *vs, const struc
 	bool source, bound;
 	struct kube_err ke;
 
-	snap_finalizers_needed(vs, content && snap_ref_is(content, vs) ? content : NULL, &source,
-			       &bound);
+	/* a member gets no bound finalizer: upstream looks for it under snapcontent-<its uid>, which
+	 * a member's content is not named, so finds none */
+	snap_finalizers_needed(vs, content && snap_ref_is(content, vs) && !group_member(vs) ? content
+											   : NULL,
+			       &source, &bound);
 	if (!source && !bound)
 		return -1;
 	/* One write per sync: the second finalizer comes with the echo of the first. */
@@ -577,7 +622,7 @@ static int sync_vs(struct sctrl *c, const struct kube_vs *vs)
 	int rc;
 
 	/* a member of a group snapshot: its content is made by the group's sync, pre-bound */
-	bool member = kube_obj_has_finalizer(&vs->meta, SNAP_FIN_IN_GROUP);
+	bool member = group_member(vs);
 
 	if (vs->meta.deletion_ts)
 		return sync_deleting(c, vs);

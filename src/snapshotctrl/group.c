@@ -41,6 +41,16 @@ static void vgsc_changed(struct sctrl *c, const struct kube_obj *o)
 }
 
 static void on_vgs_add(const struct kube_obj *o, void *ud) { vgs_changed(ud, o); }
+/* A group gone: its DeleteGroupSnapshot ends, as upstream's deleteGroupSnapshot records it. */
+static void on_vgs_delete(const struct kube_obj *o, void *ud)
+{
+	struct sctrl *c = ud;
+	char uid[64];
+
+	kube_obj_uid(o, uid, sizeof(uid));
+	sctrl_opm_success(c->opm, SCTRL_OP_GROUP_DELETE, uid, NULL);
+	sctrl_opm_forget(c->opm, uid);
+}
 static void on_vgs_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
 {
 	(void)old;
@@ -55,7 +65,7 @@ static void on_vgsc_update(const struct kube_obj *old, const struct kube_obj *o,
 
 void sctrl_group_handlers(struct sctrl *c)
 {
-	struct kube_handlers gh = { on_vgs_add, on_vgs_update, on_vgs_add, c };
+	struct kube_handlers gh = { on_vgs_add, on_vgs_update, on_vgs_delete, c };
 	struct kube_handlers ch = { on_vgsc_add, on_vgsc_update, on_vgsc_add, c };
 
 	kube_informer_add_handlers(c->inf[INF_VGS], &gh);
@@ -277,13 +287,14 @@ static json_t *member_json(const struct kube_vgs *g, const struct kube_pv *pv, c
 {
 	char uid[64];
 
-	return json_pack("{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:b,s:b}],s:[s]},"
+	/* the owner reference as upstream's: no controller or blockOwnerDeletion */
+	return json_pack("{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s}],s:[s]},"
 			 "s:{s:{s:s}}}",
 			 "apiVersion", SNAP_API_VERSION, "kind", "VolumeSnapshot", "metadata",
 			 "name", vs, "namespace", g->meta.ns, "ownerReferences", "apiVersion",
 			 SNAP_GROUP_API_VERSION, "kind", "VolumeGroupSnapshot", "name", g->meta.name,
-			 "uid", kube_obj_uid(&g->meta, uid, sizeof(uid)), "controller", 1,
-			 "blockOwnerDeletion", 1, "finalizers", SNAP_FIN_IN_GROUP, "spec", "source",
+			 "uid", kube_obj_uid(&g->meta, uid, sizeof(uid)),
+			 "finalizers", SNAP_FIN_IN_GROUP, "spec", "source",
 			 "persistentVolumeClaimName", pv && pv->claim_name ? pv->claim_name : "");
 }
 
@@ -324,11 +335,13 @@ out:
 	return rc;
 }
 
-/* True when every member's VolumeSnapshot exists and is bound (its status names its content). */
+/* True when every member's VolumeSnapshot exists and is bound (its status names its content);
+ * a content that lists no member (a pre-provisioned one, as upstream writes it) has none to wait
+ * for. */
 static bool members_done(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
 {
 	char uid[64], vs[80], vsc[80];
-	bool done = gc->nmembers > 0;
+	bool done = true;
 
 	kube_obj_uid(&g->meta, uid, sizeof(uid));
 	for (size_t i = 0; i < gc->nmembers && done; i++) {
@@ -370,6 +383,51 @@ static int create_members(struct sctrl *c, const struct kube_vgs *g, const struc
 	return DONE;
 }
 
+/* ---- a pre-provisioned group: bind the content an admin made ---- */
+
+/* upstream's checkAndBindGroupSnapshotContent: the ref's uid, and the group's class if any. */
+static int bind_content(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
+{
+	char uid[64], msg[900];
+	struct kube_err ke;
+	json_t *spec = json_pack("{s:{s:s}}", "volumeGroupSnapshotRef", "uid",
+				 kube_obj_uid(&g->meta, uid, sizeof(uid)));
+
+	if (g->class_name)
+		json_object_set_new(spec, "volumeGroupSnapshotClassName", json_string(g->class_name));
+	if (!patch_json(c, &gc->meta, false, json_pack("{s:o}", "spec", spec), &ke))
+		return DONE;
+	if (kube_err_is_conflict(&ke))
+		return AGAIN;
+	snprintf(msg, sizeof(msg), "GroupSnapshot failed to bind VolumeGroupSnapshotContent, %s",
+		 ke.message);
+	group_error(c, g, "GroupSnapshotBindFailed", msg);
+	return RETRY;
+}
+
+/* The pre-provisioned checks that fail: upstream's reasons and words. */
+static int preprovisioned_error(struct sctrl *c, const struct kube_vgs *g,
+				enum snap_group_step step)
+{
+	char msg[512];
+
+	switch (step) {
+	case SNAP_G_CONTENT_MISSING:
+		group_error(c, g, "GroupSnapshotContentMissing", "VolumeGroupSnapshotContent is missing");
+		break;
+	case SNAP_G_MISMATCH:
+		group_error(c, g, "GroupSnapshotContentMismatch", "VolumeGroupSnapshotContent is "
+			    "dynamically provisioned while expecting a pre-provisioned one");
+		break;
+	default:
+		snprintf(msg, sizeof(msg), "VolumeGroupSnapshotContent [%s] is bound to a different "
+			 "group snapshot", g->source_content);
+		group_error(c, g, "GroupSnapshotContentMisbound", msg);
+		break;
+	}
+	return RETRY;
+}
+
 /* ---- status, finalizer, deletion ---- */
 
 static int copy_status(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc,
@@ -390,19 +448,26 @@ static int copy_status(struct sctrl *c, const struct kube_vgs *g, const struct k
 	if (patch_json(c, &g->meta, true, json_pack("{s:o}", "status", st), &ke))
 		return RETRY;
 	kube_obj_key(&g->meta, key, sizeof(key));
-	if (gc->creation_time && !g->creation_time)
+	char uid[64];
+	kube_obj_uid(&g->meta, uid, sizeof(uid));
+	if (gc->creation_time && !g->creation_time) {
 		snap_event(c->o.recorder, &g->meta, false, "GroupSnapshotCreated",
 			   "GroupSnapshot %s was successfully created by the CSI driver.", key);
-	if (ready && g->ready != KUBE_COND_TRUE)
+		sctrl_opm_success(c->opm, SCTRL_OP_GROUP_CREATE, uid, gc->driver);
+	}
+	if (ready && g->ready != KUBE_COND_TRUE) {
 		snap_event(c->o.recorder, &g->meta, false, "GroupSnapshotReady",
 			   "GroupSnapshot %s is ready to use.", key);
+		sctrl_opm_success(c->opm, SCTRL_OP_GROUP_CREATE_READY, uid, gc->driver);
+	}
 	return DONE;
 }
 
 /*
  * A deleted group: its members go first (their in-group finalizer dropped, then deleted, so
- * their contents follow their own policy), then its content (policy Delete: annotated as
- * upstream, then deleted), then its finalizer.
+ * their contents follow their own policy), then its content is annotated being-deleted (any
+ * policy, as upstream) and, with Delete, deleted; the group's finalizer goes when its content is
+ * gone (Delete) or at once (Retain, or no content).
  */
 static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
 {
@@ -423,10 +488,12 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 		if (bad)
 			return RETRY;
 	}
-	if (gc && snap_group_ref_is(gc, g) && gc->policy == KUBE_SNAP_DELETE) {
+	if (gc && snap_group_ref_is(gc, g)) {
 		if (!gc->being_deleted &&
 		    snap_patch_annotation(c->kc, &gc->meta, SNAP_GANN_BEING_DELETED, "yes", &ke))
 			return RETRY;
+	}
+	if (gc && snap_group_ref_is(gc, g) && gc->policy == KUBE_SNAP_DELETE) {
 		if (!gc->meta.deletion_ts &&
 		    kube_delete(c->kc, &KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS, NULL, gc->meta.name,
 				NULL, NULL, &ke) && !kube_err_is_not_found(&ke)) {
@@ -434,6 +501,7 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 				   "Failed to delete group snapshot content API object");
 			return RETRY;
 		}
+		return DONE; /* the finalizer goes once the content is gone (its delete queues us) */
 	}
 	if (kube_obj_has_finalizer(&g->meta, SNAP_GFIN_BOUND) &&
 	    snap_patch_finalizers(c->kc, &g->meta, SNAP_GFIN_BOUND, NULL, NULL, &ke))
@@ -441,26 +509,74 @@ static int delete_group(struct sctrl *c, const struct kube_vgs *g, const struct 
 	return DONE;
 }
 
+/*
+ * upstream's operation starts: DeleteGroupSnapshot from the first sync of a deleted group;
+ * CreateGroupSnapshot (until a creationTime) and CreateGroupSnapshotAndReady while a valid group
+ * is not ready or not bound. The driver is the class's, or a pre-provisioned content's.
+ */
+static void group_ops_start(struct sctrl *c, const struct kube_vgs *g, const struct kube_vgsc *gc)
+{
+	char uid[64], drv[256] = "";
+	struct kube_obj *clo = g->class_name ? sctrl_get(c, INF_VGSCLASS, NULL, g->class_name) : NULL;
+	const struct kube_vsclass *cls = kube_vgsclass_of(clo);
+	bool pre = g->source_content != NULL;
+
+	if (pre && gc && gc->driver)
+		snprintf(drv, sizeof(drv), "%s", gc->driver);
+	else if (cls && cls->driver)
+		snprintf(drv, sizeof(drv), "%s", cls->driver);
+	kube_obj_unref(clo);
+	kube_obj_uid(&g->meta, uid, sizeof(uid));
+	if (g->meta.deletion_ts) {
+		sctrl_opm_start(c->opm, SCTRL_OP_GROUP_DELETE, uid, drv, pre);
+		return;
+	}
+	if (!g->source_content == !g->selector)
+		return; /* invalid: upstream returns before starting anything */
+	if (g->ready == KUBE_COND_TRUE && g->bound_content)
+		return;
+	if (!g->creation_time)
+		sctrl_opm_start(c->opm, SCTRL_OP_GROUP_CREATE, uid, drv, pre);
+	sctrl_opm_start(c->opm, SCTRL_OP_GROUP_CREATE_READY, uid, drv, pre);
+}
+
 static int sync_group(struct sctrl *c, const struct kube_vgs *g)
 {
-	char name[128];
+	char name[320];
 	struct kube_err ke;
 
-	snap_group_content_name(g, name, sizeof(name));
+	if (g->source_content)
+		snprintf(name, sizeof(name), "%s", g->source_content);
+	else
+		snap_group_content_name(g, name, sizeof(name));
 	struct kube_obj *co = sctrl_get(c, INF_VGSC, NULL, name);
 	const struct kube_vgsc *gc = kube_vgsc_of(co);
 	bool done = gc && members_done(c, g, gc);
 	int rc = DONE;
 
+	group_ops_start(c, g, gc);
 	if (g->meta.deletion_ts) {
 		rc = delete_group(c, g, gc);
 		goto out;
 	}
-	switch (snap_plan_group(g, gc, done)) {
+	enum snap_group_step step = snap_plan_group(g, gc, done);
+	switch (step) {
 	case SNAP_G_INVALID:
 		group_error(c, g, "GroupSnapshotValidationError",
-			    g->source_content ? "pre-provisioned group snapshots are not supported"
-					      : "spec.source.selector is required");
+			    "Exactly one of Selector and VolumeGroupSnapshotContentName should be "
+			    "specified");
+		break;
+	case SNAP_G_CONTENT_MISSING:
+	case SNAP_G_MISMATCH:
+	case SNAP_G_MISBOUND:
+		rc = preprovisioned_error(c, g, step);
+		break;
+	case SNAP_G_BIND:
+		rc = bind_content(c, g, gc);
+		break;
+	case SNAP_G_ADD_CONTENT_FINALIZER:
+		if (snap_patch_finalizers(c->kc, co, NULL, NULL, SNAP_GFIN_CONTENT, &ke))
+			rc = kube_err_is_conflict(&ke) ? AGAIN : RETRY;
 		break;
 	case SNAP_G_CREATE_CONTENT:
 		rc = create_content(c, g);

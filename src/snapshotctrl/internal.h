@@ -1,7 +1,7 @@
 /*
  * snapshot-controller's insides shared by its two sync files: controller.c (snapshots, contents,
  * claims) and group.c (group snapshots, with --feature-gates CSIVolumeGroupSnapshot=true), and
- * opmetrics.c (upstream's operation_total_seconds, fed by controller.c).
+ * opmetrics.c (upstream's operation_total_seconds, fed by controller.c and group.c).
  * struct sctrl owns its informers and queues; the group ones are NULL without the gate.
  */
 #ifndef KCSI_SNAPSHOTCTRL_INTERNAL_H
@@ -27,10 +27,14 @@ struct sctrl {
 	struct sctrl_opm *opm; /* opmetrics.c: operation_total_seconds */
 };
 
-/* opmetrics.c: upstream's operation metrics (names as upstream's metrics package). */
+/* opmetrics.c: upstream's operation metrics (names as upstream's metrics package), fed by
+ * controller.c (snapshots) and group.c (group snapshots). */
 #define SCTRL_OP_CREATE "CreateSnapshot"
 #define SCTRL_OP_CREATE_READY "CreateSnapshotAndReady"
 #define SCTRL_OP_DELETE "DeleteSnapshot"
+#define SCTRL_OP_GROUP_CREATE "CreateGroupSnapshot"
+#define SCTRL_OP_GROUP_CREATE_READY "CreateGroupSnapshotAndReady"
+#define SCTRL_OP_GROUP_DELETE "DeleteGroupSnapshot"
 struct sctrl_opm;
 struct strbuf;
 struct sctrl_opm *sctrl_opm_new(void);
@@ -39,9 +43,11 @@ void sctrl_opm_free(struct sctrl_opm *m);
 void sctrl_opm_start(struct sctrl_opm *m, const char *op, const char *uid, const char *driver,
 		     bool preprovisioned);
 /* Ends a pending op as a success (driver: the one known now, NULL or "" for the start's); a
- * DeleteSnapshot also ends the snapshot's pending creates as "cancel". No-op when not pending. */
+ * DeleteSnapshot also ends the snapshot's pending creates as "cancel" (a DeleteGroupSnapshot
+ * does not: upstream observes no cancel for groups). No-op when not pending. */
 void sctrl_opm_success(struct sctrl_opm *m, const char *op, const char *uid, const char *driver);
-/* Drops whatever is still pending for the snapshot of uid (it is gone): keeps the map bounded. */
+/* Drops whatever is still pending for the snapshot (or group snapshot) of uid (it is gone):
+ * keeps the map bounded. */
 void sctrl_opm_forget(struct sctrl_opm *m, const char *uid);
 void sctrl_opm_render(struct sctrl_opm *m, struct strbuf *out);
 

@@ -1,8 +1,9 @@
 /*
  * snapshot_controller_operation_total_seconds and snapshot_controller_operations_in_flight, as
  * external-snapshotter v8.6's metrics package keeps them: an operation (CreateSnapshot,
- * CreateSnapshotAndReady, DeleteSnapshot) starts once per snapshot UID (a second start is a
- * no-op) and is observed once when it ends, with the labels driver_name, operation_name,
+ * CreateSnapshotAndReady, DeleteSnapshot, and for group snapshots CreateGroupSnapshot,
+ * CreateGroupSnapshotAndReady, DeleteGroupSnapshot) starts once per object UID (a second start
+ * is a no-op) and is observed once when it ends, with the labels driver_name, operation_name,
  * snapshot_type (dynamic, pre-provisioned) and operation_status (success; cancel for a create
  * still pending when its snapshot's deletion ends). Buckets are upstream's.
  *
@@ -152,7 +153,7 @@ void sctrl_opm_success(struct sctrl_opm *m, const char *op, const char *uid, con
 		return;
 	pthread_mutex_lock(&m->mu);
 	double secs = end_locked(m, op, uid, "success", driver, -1);
-	if (secs >= 0 && strcmp(op, SCTRL_OP_DELETE)) {
+	if (secs >= 0 && strcmp(op, SCTRL_OP_DELETE) && strcmp(op, SCTRL_OP_GROUP_DELETE)) {
 		char key[160];
 		op_key(op, uid, key, sizeof(key));
 		kube_hmap_put(&m->done, key, (void *)1);
@@ -167,7 +168,9 @@ void sctrl_opm_success(struct sctrl_opm *m, const char *op, const char *uid, con
 
 void sctrl_opm_forget(struct sctrl_opm *m, const char *uid)
 {
-	static const char *const ops[] = { SCTRL_OP_CREATE, SCTRL_OP_CREATE_READY, SCTRL_OP_DELETE };
+	static const char *const ops[] = { SCTRL_OP_CREATE, SCTRL_OP_CREATE_READY, SCTRL_OP_DELETE,
+					   SCTRL_OP_GROUP_CREATE, SCTRL_OP_GROUP_CREATE_READY,
+					   SCTRL_OP_GROUP_DELETE };
 	char key[160];
 
 	if (!m || !uid)

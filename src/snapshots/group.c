@@ -108,20 +108,12 @@ int snap_group_volumes(const struct kube_vgs *g, const struct kube_pvc *const *c
 	return m > 0 ? m : -1;
 }
 
-enum snap_group_step snap_plan_group(const struct kube_vgs *g, const struct kube_vgsc *content,
-				     bool members_done)
+/* The status copy a bound group still needs (the same rule for both kinds of group). */
+static enum snap_group_step plan_status(const struct kube_vgs *g, const struct kube_vgsc *content,
+					bool members_done)
 {
-	if (g->source_content || !g->selector)
-		return SNAP_G_INVALID;
-	if (!content)
-		return g->bound_content ? SNAP_G_NOTHING : SNAP_G_CREATE_CONTENT;
-	if (!snap_group_ref_is(content, g))
-		return SNAP_G_NOTHING; /* a stranger holds the name: upstream waits too */
-	if (!kube_obj_has_finalizer(&g->meta, SNAP_GFIN_BOUND))
-		return SNAP_G_ADD_FINALIZER;
-	if (content->ready == KUBE_COND_TRUE && content->status_handle && !members_done)
-		return SNAP_G_CREATE_MEMBERS;
 	bool ready = content->ready == KUBE_COND_TRUE && members_done;
+
 	if (!same(g->bound_content, content->meta.name) ||
 	    (g->ready == KUBE_COND_TRUE) != ready ||
 	    (!g->creation_time) != (!content->creation_time) ||
@@ -130,22 +122,70 @@ enum snap_group_step snap_plan_group(const struct kube_vgs *g, const struct kube
 	return SNAP_G_NOTHING;
 }
 
+static enum snap_group_step plan_preprovisioned(const struct kube_vgs *g,
+						const struct kube_vgsc *content, bool members_done)
+{
+	char uid[64];
+
+	if (!content)
+		return SNAP_G_CONTENT_MISSING;
+	if (!content->group_handle)
+		return SNAP_G_MISMATCH;
+	kube_obj_uid(&g->meta, uid, sizeof(uid));
+	if (!same(content->ref_name, g->meta.name) || !same(content->ref_ns, g->meta.ns) ||
+	    (*content->ref_uid && strcmp(content->ref_uid, uid)))
+		return SNAP_G_MISBOUND;
+	if (!kube_obj_has_finalizer(&g->meta, SNAP_GFIN_BOUND))
+		return SNAP_G_ADD_FINALIZER;
+	if (!*content->ref_uid || (!content->class_name && g->class_name))
+		return SNAP_G_BIND;
+	if (!content->meta.deletion_ts && !kube_obj_has_finalizer(&content->meta, SNAP_GFIN_CONTENT))
+		return SNAP_G_ADD_CONTENT_FINALIZER;
+	return plan_status(g, content, members_done);
+}
+
+enum snap_group_step snap_plan_group(const struct kube_vgs *g, const struct kube_vgsc *content,
+				     bool members_done)
+{
+	if (!g->source_content == !g->selector)
+		return SNAP_G_INVALID;
+	if (g->source_content)
+		return plan_preprovisioned(g, content, members_done);
+	if (!content)
+		return g->bound_content ? SNAP_G_NOTHING : SNAP_G_CREATE_CONTENT;
+	if (!snap_group_ref_is(content, g))
+		return SNAP_G_NOTHING; /* a stranger holds the name: upstream waits too */
+	if (!kube_obj_has_finalizer(&g->meta, SNAP_GFIN_BOUND))
+		return SNAP_G_ADD_FINALIZER;
+	if (content->ready == KUBE_COND_TRUE && content->status_handle && !members_done)
+		return SNAP_G_CREATE_MEMBERS;
+	return plan_status(g, content, members_done);
+}
+
 enum snap_group_sidecar_step snap_plan_group_sidecar(const struct kube_vgsc *c)
 {
 	bool fin = kube_obj_has_finalizer(&c->meta, SNAP_GFIN_CONTENT);
 
 	/* a bound content goes once snapshot-controller has seen its group go (its annotation),
-	 * as for single snapshots; an unbound one as soon as it is deleted */
-	if (c->meta.deletion_ts && (c->being_deleted || !*c->ref_uid)) {
+	 * as for single snapshots, and never while a CreateVolumeGroupSnapshot has no final answer
+	 * (being-created: the driver may still cut the group); an unbound one as soon as it is
+	 * deleted */
+	bool unbound_pre = c->group_handle && !*c->ref_uid;
+	if (c->meta.deletion_ts && (unbound_pre || (!c->being_created &&
+						    (c->being_deleted || !*c->ref_uid)))) {
 		if (!fin)
 			return SNAP_GSC_NOTHING;
 		if (c->policy == KUBE_SNAP_DELETE && c->status_handle)
 			return SNAP_GSC_DELETE;
 		return SNAP_GSC_REMOVE_FINALIZER;
 	}
+	/* a pre-provisioned content is asked about whether bound or not, as upstream; its
+	 * finalizer is snapshot-controller's, once bound */
+	if (c->group_handle)
+		return c->ready == KUBE_COND_TRUE ? SNAP_GSC_NOTHING : SNAP_GSC_GET;
 	if (!fin)
 		return SNAP_GSC_ADD_FINALIZER;
-	if (c->group_handle || c->ready == KUBE_COND_TRUE)
-		return SNAP_GSC_NOTHING; /* pre-provisioned groups are not served (yet) */
+	if (c->ready == KUBE_COND_TRUE)
+		return c->being_created ? SNAP_GSC_CLEAR_CREATING : SNAP_GSC_NOTHING;
 	return SNAP_GSC_CREATE;
 }

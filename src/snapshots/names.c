@@ -49,6 +49,8 @@ static const char *const known_keys[] = {
 	"csi.storage.k8s.io/snapshotter-list-secret-namespace",
 	"csi.storage.k8s.io/group-snapshotter-secret-name",
 	"csi.storage.k8s.io/group-snapshotter-secret-namespace",
+	"csi.storage.k8s.io/group-snapshotter-get-secret-name",
+	"csi.storage.k8s.io/group-snapshotter-get-secret-namespace",
 };
 
 static bool known_key(const char *k)
@@ -150,6 +152,9 @@ int snap_secret_ref(enum snap_secret_kind kind, const struct kube_kv *p, size_t 
 				       "volumesnapshot.namespace", "volumesnapshot.name" },
 		[SNAP_SECRET_GROUP] = { "GroupSnapshotter", "volumegroupsnapshotcontent.name",
 					"volumegroupsnapshot.namespace", "volumegroupsnapshot.name" },
+		[SNAP_SECRET_GROUP_GET] = { "GroupSnapshotterGet", "volumegroupsnapshotcontent.name",
+					    "volumegroupsnapshot.namespace",
+					    "volumegroupsnapshot.name" },
 	};
 	const char *nt = param(p, n, known_keys[2 * kind]);
 	const char *st = param(p, n, known_keys[2 * kind + 1]);

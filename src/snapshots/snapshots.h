@@ -85,13 +85,15 @@ int snap_csi_name(const char *prefix, const char *uid, int uuid_len, char *buf, 
 int snap_csi_params(const struct kube_kv *p, size_t n, struct kube_kv *out, char *err,
 		    size_t errlen);
 
-enum snap_secret_kind { SNAP_SECRET_CREATE, SNAP_SECRET_LIST, SNAP_SECRET_GROUP };
+enum snap_secret_kind { SNAP_SECRET_CREATE, SNAP_SECRET_LIST, SNAP_SECRET_GROUP,
+			SNAP_SECRET_GROUP_GET };
 /*
  * The class's snapshotter (or snapshotter-list) secret, templates expanded:
  * ${volumesnapshotcontent.name} in both, ${volumesnapshot.namespace} in both,
  * ${volumesnapshot.name} in the name only; vs_name/vs_ns NULL when there is no snapshot.
  * SNAP_SECRET_GROUP: the group-snapshotter secret, its tokens ${volumegroupsnapshotcontent.name}
- * and ${volumegroupsnapshot.namespace|name}, content and vs_* being the group's.
+ * and ${volumegroupsnapshot.namespace|name}, content and vs_* being the group's;
+ * SNAP_SECRET_GROUP_GET the same for group-snapshotter-get (GetVolumeGroupSnapshot).
  * Returns 1 with name/ns filled, 0 when the class names none, -1 with err (one of the pair
  * missing, an unknown or unresolvable template, an invalid result).
  */
@@ -248,17 +250,29 @@ int snap_group_volumes(const struct kube_vgs *g, const struct kube_pvc *const *c
 /* True when the group content's volumeGroupSnapshotRef names g (namespace, name and uid). */
 bool snap_group_ref_is(const struct kube_vgsc *c, const struct kube_vgs *g);
 
-/* What snapshot-controller does next for a live group snapshot (one step per sync). */
+/*
+ * What snapshot-controller does next for a live group snapshot (one step per sync). A dynamic
+ * group (spec.source.selector) gets groupsnapcontent-<uid>; a pre-provisioned one
+ * (spec.source.volumeGroupSnapshotContentName) binds the content an admin made with
+ * spec.source.groupSnapshotHandles, in upstream's order: checked, finalizer, the content's ref
+ * uid (and class), the content's finalizer, then the status.
+ */
 enum snap_group_step {
 	SNAP_G_NOTHING,
-	SNAP_G_INVALID,        /* no selector, or a pre-provisioned content (not served here) */
+	SNAP_G_INVALID,        /* not exactly one of selector and content name: GroupSnapshotValidationError */
 	SNAP_G_CREATE_CONTENT, /* create groupsnapcontent-<uid> */
 	SNAP_G_ADD_FINALIZER,  /* volumegroupsnapshot-bound-protection */
 	SNAP_G_CREATE_MEMBERS, /* the content is ready: VolumeSnapshots and contents per member */
 	SNAP_G_STATUS,         /* copy the content's status */
+	SNAP_G_CONTENT_MISSING, /* pre-provisioned: the named content is not there */
+	SNAP_G_MISMATCH,       /* pre-provisioned names a content without groupSnapshotHandles */
+	SNAP_G_MISBOUND,       /* pre-provisioned: the content's ref names another group */
+	SNAP_G_BIND,           /* pre-provisioned: set the content's ref uid (and the group's class) */
+	SNAP_G_ADD_CONTENT_FINALIZER, /* pre-provisioned: volumegroupsnapshotcontent-bound-protection */
 };
-/* content: groupsnapcontent-<uid> from the cache (NULL when absent); members_done: every member
- * VolumeSnapshot exists. */
+/* content: groupsnapcontent-<uid>, or the content a pre-provisioned group names, from the cache
+ * (NULL when absent); members_done: every member its status lists is a bound VolumeSnapshot
+ * (true when it lists none, as a pre-provisioned content's). */
 enum snap_group_step snap_plan_group(const struct kube_vgs *g, const struct kube_vgsc *content,
 				     bool members_done);
 
@@ -269,6 +283,8 @@ enum snap_group_sidecar_step {
 	SNAP_GSC_CREATE,           /* CreateVolumeGroupSnapshot (again: same name) */
 	SNAP_GSC_DELETE,           /* DeleteVolumeGroupSnapshot, then drop the finalizer */
 	SNAP_GSC_REMOVE_FINALIZER, /* Retain, or nothing was created */
+	SNAP_GSC_GET,              /* pre-provisioned, not ready: GetVolumeGroupSnapshot */
+	SNAP_GSC_CLEAR_CREATING,   /* ready: drop a left-over volumegroupsnapshot-being-created */
 };
 enum snap_group_sidecar_step snap_plan_group_sidecar(const struct kube_vgsc *c);
 

@@ -36,5 +36,6 @@ enum snap_sidecar_step snap_plan_sidecar(const struct kube_vsc *c)
 		return SNAP_SC_CREATE;
 	if (c->ready == KUBE_COND_TRUE)
 		return c->being_created ? SNAP_SC_CLEAR_CREATING : SNAP_SC_NOTHING;
-	return c->snapshot_handle ? SNAP_SC_LIST : SNAP_SC_CREATE;
+	/* a member not ready yet is asked about by its ID, as a pre-provisioned handle */
+	return c->snapshot_handle || c->in_group ? SNAP_SC_LIST : SNAP_SC_CREATE;
 }

@@ -214,7 +214,37 @@ out:
 	return rc;
 }
 
-/* A pre-provisioned handle: ListSnapshots by ID says whether it exists and is ready. */
+/*
+ * A group member's secret for ListSnapshots: the one its content's deletion-secret annotations
+ * name (snapshot-controller copies the group's there; a member has no class), as upstream's
+ * GetCredentialsFromAnnotation. 0 (none, or added), -1 with err.
+ */
+static int member_secrets(struct snapper *s, const struct kube_vsc *c, struct csi_arena *a,
+			  ProtobufCMessage *msg, char *err, size_t errlen)
+{
+	char e[600];
+
+	if (!c->deletion_secret_name && !c->deletion_secret_ns)
+		return 0;
+	if (!c->deletion_secret_name || !c->deletion_secret_ns || !*c->deletion_secret_name ||
+	    !*c->deletion_secret_ns) {
+		snprintf(err, errlen, "failed to get credentials from annotation for snapshot content "
+			 "%s: secret name or namespace not specified", c->meta.name);
+		return -1;
+	}
+	if (sidecar_add_secrets(s->kc, a, msg, "secrets", c->deletion_secret_ns,
+				c->deletion_secret_name, e, sizeof(e))) {
+		snprintf(err, errlen, "failed to get credentials from annotation for snapshot content "
+			 "%s: %s", c->meta.name, e);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A pre-provisioned handle, or a group member's status handle: ListSnapshots by ID says whether
+ * it exists and is ready.
+ */
 static int check_handle(struct snapper *s, const struct kube_vsc *c)
 {
 	char err[900], msg[1100], g[1024];
@@ -230,8 +260,11 @@ static int check_handle(struct snapper *s, const struct kube_vsc *c)
 		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: %s", err);
 		goto fail;
 	}
-	req->snapshot_id = csi_arena_strdup(a, c->snapshot_handle);
-	if (class_secrets(s, c, cls, SNAP_SECRET_LIST, a, &req->base, err, sizeof(err))) {
+	const char *id = c->snapshot_handle ? c->snapshot_handle : c->status_handle;
+	bool member = !c->snapshot_handle && c->in_group;
+	req->snapshot_id = csi_arena_strdup(a, id);
+	if (member ? member_secrets(s, c, a, &req->base, err, sizeof(err))
+		   : class_secrets(s, c, cls, SNAP_SECRET_LIST, a, &req->base, err, sizeof(err))) {
 		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: %s", err);
 		goto fail;
 	}
@@ -243,14 +276,14 @@ static int check_handle(struct snapper *s, const struct kube_vsc *c)
 	const Csi__V1__Snapshot *snap = NULL;
 	for (size_t i = 0; i < resp->n_entries && !snap; i++)
 		if (resp->entries[i]->snapshot && resp->entries[i]->snapshot->snapshot_id &&
-		    !strcmp(resp->entries[i]->snapshot->snapshot_id, c->snapshot_handle))
+		    !strcmp(resp->entries[i]->snapshot->snapshot_id, id))
 			snap = resp->entries[i]->snapshot;
 	if (!snap) {
 		snprintf(msg, sizeof(msg), "Failed to check and update snapshot content: can not find "
-			 "snapshot for snapshotID %s", c->snapshot_handle);
+			 "snapshot for snapshotID %s", id);
 		goto fail;
 	}
-	if (write_status(s, c, c->snapshot_handle, snap->ready_to_use,
+	if (write_status(s, c, id, snap->ready_to_use,
 			 snap_csi_time_ns(snap->creation_time), snap->size_bytes) == 0)
 		rc = snap->ready_to_use ? DONE : RETRY;
 	goto out;

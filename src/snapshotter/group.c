@@ -2,7 +2,9 @@
  * csi-snapshotter's group contents: for each VolumeGroupSnapshotContent of our driver the step
  * snap_plan_group_sidecar() picks, with the CSI call and the content writes around it.
  * CreateVolumeGroupSnapshot is idempotent by name (from the group snapshot's uid), so a
- * content not ready yet is asked again with the queue's backoff, which is the polling.
+ * content not ready yet is asked again with the queue's backoff, which is the polling. A
+ * pre-provisioned content (spec.source.groupSnapshotHandles) is asked about with
+ * GetVolumeGroupSnapshot the same way.
  */
 #include "snapshotter/internal.h"
 
@@ -104,6 +106,7 @@ static int create_group(struct snapper *s, const struct kube_vgsc *c)
 		csi_msg_new(a, &csi__v1__create_volume_group_snapshot_request__descriptor);
 	Csi__V1__CreateVolumeGroupSnapshotResponse *resp = NULL;
 	struct csi_status st = { 0 };
+	struct kube_err ke;
 	int rc = RETRY;
 
 	KLOG_I("createGroupSnapshotWrapper: Creating group snapshot for group snapshot content %s "
@@ -123,9 +126,23 @@ static int create_group(struct snapper *s, const struct kube_vgsc *c)
 			 "parameters to create group snapshot for content %s: \"%s\"", c->meta.name, err);
 		goto fail;
 	}
+	/* Marked before the call, as upstream: until a final answer the content may not go. */
+	if (!c->being_created &&
+	    snap_patch_annotation(s->kc, &c->meta, SNAP_GANN_BEING_CREATED, "yes", &ke)) {
+		if (kube_err_is_conflict(&ke)) {
+			rc = AGAIN;
+			goto out;
+		}
+		snprintf(msg, sizeof(msg), "Failed to create group snapshot: failed to add "
+			 "VolumeGroupSnapshotBeingCreated annotation on the group snapshot content "
+			 "%s: \"%s\"", c->meta.name, ke.message);
+		goto fail;
+	}
 	KLOG_V(2, "CreateVolumeGroupSnapshot %s of %zu volumes for content %s", req->name,
 	       req->n_source_volume_ids, c->meta.name);
 	if (csi_create_volume_group_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
+		if (snap_csi_final(st.code))
+			snap_patch_annotation(s->kc, &c->meta, SNAP_GANN_BEING_CREATED, NULL, &ke);
 		snap_grpc_error(st.code, st.message, g, sizeof(g));
 		snprintf(msg, sizeof(msg), "Failed to create group snapshot: failed to take group "
 			 "snapshot of the volumes %.200s: \"%.600s\"", c->volume_handles[0], g);
@@ -137,7 +154,8 @@ static int create_group(struct snapper *s, const struct kube_vgsc *c)
 			 "of content %s returned no group snapshot ID", c->meta.name);
 		goto fail;
 	}
-	if (write_status(s, c, gs) == 0)
+	if (write_status(s, c, gs) == 0 &&
+	    snap_patch_annotation(s->kc, &c->meta, SNAP_GANN_BEING_CREATED, NULL, &ke) == 0)
 		rc = gs->ready_to_use ? DONE : RETRY;
 	goto out;
 fail:
@@ -149,6 +167,86 @@ out:
 	return rc;
 }
 
+/* ---- a pre-provisioned content: GetVolumeGroupSnapshot ---- */
+
+/* The class's group-snapshotter-get secret into req (a content without a class sends none, as
+ * upstream); 0, or -1 with err. */
+static int get_secrets(struct snapper *s, const struct kube_vgsc *c, struct csi_arena *a,
+		       Csi__V1__GetVolumeGroupSnapshotRequest *req, char *err, size_t errlen)
+{
+	char sname[256], sns[128];
+
+	if (!c->class_name)
+		return 0;
+	struct kube_obj *hold = kube_store_get(kube_informer_store(s->vgsclass_inf), NULL,
+					       c->class_name);
+	const struct kube_vsclass *cls = kube_vgsclass_of(hold);
+	int rc = -1;
+	if (!cls)
+		snprintf(err, errlen, "failed to get group snapshot class %s for group snapshot "
+			 "content %s: volumegroupsnapshotclass.groupsnapshot.storage.k8s.io \"%s\" "
+			 "not found", c->class_name, c->meta.name, c->class_name);
+	else
+		rc = snap_secret_ref(SNAP_SECRET_GROUP_GET, cls->parameters, cls->nparameters,
+				     c->meta.name, NULL, NULL, sname, sizeof(sname), sns, sizeof(sns),
+				     err, errlen);
+	kube_obj_unref(hold);
+	if (rc <= 0)
+		return rc;
+	return sidecar_add_secrets(s->kc, a, &req->base, "secrets", sns, sname, err, errlen);
+}
+
+/*
+ * upstream's checkandUpdateGroupSnapshotContentStatusOperation for a content with
+ * spec.source.groupSnapshotHandles: the driver's word on the group goes into the status
+ * (handle from the spec, readyToUse, creationTime), with no member list, as v8.6 writes it.
+ */
+static int get_group(struct snapper *s, const struct kube_vgsc *c)
+{
+	char err[700], g[1024], msg[1100], t[64];
+	struct csi_arena *a = csi_arena_new();
+	Csi__V1__GetVolumeGroupSnapshotRequest *req =
+		csi_msg_new(a, &csi__v1__get_volume_group_snapshot_request__descriptor);
+	Csi__V1__GetVolumeGroupSnapshotResponse *resp = NULL;
+	struct csi_status st = { 0 };
+	int rc = RETRY;
+
+	req->group_snapshot_id = csi_arena_strdup(a, c->group_handle);
+	for (size_t i = 0; i < c->nsnapshot_handles; i++)
+		csi_repeated_add(a, &req->base, "snapshot_ids",
+				 csi_arena_strdup(a, c->snapshot_handles[i]));
+	if (get_secrets(s, c, a, req, err, sizeof(err))) {
+		snprintf(msg, sizeof(msg), "Failed to check and update group snapshot content: %s", err);
+		goto fail;
+	}
+	KLOG_V(2, "GetVolumeGroupSnapshot %s of %zu snapshots for content %s", req->group_snapshot_id,
+	       req->n_snapshot_ids, c->meta.name);
+	if (csi_get_volume_group_snapshot(s->o.csi, req, &resp, s->o.timeout_ns, &st) != 0) {
+		snap_grpc_error(st.code, st.message, g, sizeof(g));
+		snprintf(msg, sizeof(msg), "Failed to check and update group snapshot content: %.900s", g);
+		goto fail;
+	}
+	const Csi__V1__VolumeGroupSnapshot *gs = resp->group_snapshot;
+	bool ready = gs && gs->ready_to_use;
+	snap_time_text(snap_csi_time_ns(gs ? gs->creation_time : NULL), t, sizeof(t));
+	json_t *stj = json_pack("{s:s,s:b,s:n}", "volumeGroupSnapshotHandle", c->group_handle,
+				"readyToUse", ready, "error");
+	if (!c->creation_time)
+		json_object_set_new(stj, "creationTime", json_string(t));
+	if (snapper_patch_status(s, &c->meta, stj, "group snapshot content") == 0)
+		rc = ready ? DONE : RETRY;
+	goto out;
+fail:
+	group_error(s, c, "GroupSnapshotContentCheckandUpdateFailed", msg);
+out:
+	csi_msg_free(resp);
+	csi_arena_free(a);
+	return rc;
+}
+
+/* ---- deletion ---- */
+
+/* The members' IDs: the status list of a dynamic content, the spec's of a pre-provisioned one. */
 static void fill_delete(ProtobufCMessage *msg, struct csi_arena *a, const void *ud)
 {
 	const struct kube_vgsc *c = ud;
@@ -159,6 +257,9 @@ static void fill_delete(ProtobufCMessage *msg, struct csi_arena *a, const void *
 		if (c->members[i].snapshot_handle)
 			csi_repeated_add(a, &req->base, "snapshot_ids",
 					 csi_arena_strdup(a, c->members[i].snapshot_handle));
+	for (size_t i = 0; !c->nmembers && i < c->nsnapshot_handles; i++)
+		csi_repeated_add(a, &req->base, "snapshot_ids",
+				 csi_arena_strdup(a, c->snapshot_handles[i]));
 }
 
 static int call_delete(struct snapper *s, ProtobufCMessage *msg, const void *ud,
@@ -207,6 +308,13 @@ enum kube_work_result snapper_group_work(void *arg, const char *key)
 		break;
 	case SNAP_GSC_CREATE:
 		rc = create_group(s, c);
+		break;
+	case SNAP_GSC_GET:
+		rc = get_group(s, c);
+		break;
+	case SNAP_GSC_CLEAR_CREATING:
+		if (snap_patch_annotation(s->kc, o, SNAP_GANN_BEING_CREATED, NULL, &ke))
+			rc = snapper_patch_result(&ke);
 		break;
 	case SNAP_GSC_DELETE:
 		rc = delete_group(s, c);

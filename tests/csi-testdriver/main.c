@@ -25,6 +25,8 @@
  *   makes GetCapacity answer UNAVAILABLE).
  * Group snapshots (GroupController) are in memory too: "group-<name>" holds one member snapshot
  *   "group-<name>-<volume>" per source volume, which ListSnapshots shows with its group.
+ *   --group-members-unready makes the group calls report each member not ready until a
+ *   ListSnapshots by its ID has asked about it (a member still uploading, as a sidecar polls it).
  * --adopt-volumes makes ControllerPublishVolume take an unknown volume ID as an existing 1 GiB
  *   volume (a cluster loaded without this driver's CreateVolume, as bench/cluster_scale's is).
  * --node-id and --zone are NodeGetInfo's node ID and topology.kcsi.dev/zone value ("test-node",
@@ -59,6 +61,7 @@ struct snap {
 	struct snap *next;
 	char *id, *source;
 	char *group; /* "" unless a member of a group snapshot */
+	bool listed; /* a ListSnapshots by ID has named it (--group-members-unready) */
 	int64_t bytes;
 	int64_t created;
 };
@@ -71,7 +74,7 @@ static struct flag_map fail_map, slow_map, fail_count_map;
 static const char *controller_caps;
 static bool no_controller_service, probe_not_ready, no_node_expand;
 static bool node_expansion_required;
-static bool adopt_volumes;
+static bool adopt_volumes, group_members_unready;
 static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
 /* Calls seen per method, for --fail-count (guarded by lock). */
 static struct { char method[64]; long calls; } call_counts[64];
@@ -483,6 +486,8 @@ H(ListSnapshots)
 		if ((q->snapshot_id && *q->snapshot_id && strcmp(q->snapshot_id, s->id)) ||
 		    (q->source_volume_id && *q->source_volume_id && strcmp(q->source_volume_id, s->source)))
 			continue;
+		if (q->snapshot_id && *q->snapshot_id)
+			s->listed = true;
 		Csi__V1__ListSnapshotsResponse__Entry *e =
 			csi_msg_new(a, &csi__v1__list_snapshots_response__entry__descriptor);
 		e->snapshot = csi_msg_new(a, &csi__v1__snapshot__descriptor);
@@ -576,7 +581,7 @@ static Csi__V1__VolumeGroupSnapshot *group_msg(struct csi_arena *a, const char *
 		m->snapshot_id = csi_arena_strdup(a, s->id);
 		m->source_volume_id = csi_arena_strdup(a, s->source);
 		m->size_bytes = s->bytes;
-		m->ready_to_use = 1;
+		m->ready_to_use = !group_members_unready || s->listed;
 		m->group_snapshot_id = g->group_snapshot_id;
 		m->creation_time = g->creation_time;
 		csi_repeated_add(a, &g->base, "snapshots", m);
@@ -738,6 +743,8 @@ int main(int argc, char **argv)
 		     "GetCapacity's maximum_volume_size; ControllerExpandVolume above it answers OUT_OF_RANGE");
 	flags_bool(fs, "node-expansion-required", &node_expansion_required, true,
 		   "ControllerExpandVolume's node_expansion_required");
+	flags_bool(fs, "group-members-unready", &group_members_unready, false,
+		   "group calls report a member not ready until ListSnapshots asked about it");
 	flags_bool(fs, "adopt-volumes", &adopt_volumes, false,
 		   "ControllerPublishVolume takes an unknown volume ID as an existing 1 GiB volume");
 	flags_string(fs, "node-id", &node_id, "test-node", "NodeGetInfo's node_id");

@@ -11,8 +11,11 @@ This program normalises both sides so that what only differs by birth compares e
   - the side's tag becomes "@" in every string and key;
   - every object's UID becomes "{Kind:namespace/name}" wherever it appears (a claimRef, an
     ownerReference, the "pvc-<uid>" name of a provisioned PV, an event's involvedObject);
-  - a PV's volume handle and a snapshot content's snapshot handle become
-    "{handle:<object>}" wherever they appear (the driver derives them from UIDs);
+  - a PV's volume handle, a snapshot content's snapshot handle and a group snapshot content's
+    group handle become "{handle:<object>}" wherever they appear (the driver derives them
+    from UIDs), a pre-provisioned group content's member IDs "{handle:<object> #<index>}";
+  - the hex digest in a group member's name (snapshot-/snapcontent-<sha256(group uid +
+    volume handle)>) becomes "{member:<group> <PV>}";
   - resourceVersion, creationTimestamp, managedFields are dropped, RFC 3339 times and a
     snapshot's creationTime (nanoseconds) become "<time>", the provisioner identity's start
     time and random part become "<ts>-<n>";
@@ -36,6 +39,7 @@ and on stderr the number of fields compared.
       value with a random part, such as kcsi's leader identity).
 """
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -69,12 +73,26 @@ class Side:
                 self.tag = s["tag"]
                 self.steps[f[:-5]] = s
         self.subst = {}  # literal string -> replacement, longest first when applied
-        uids = {}
+        uids, groups, volumes = {}, {}, {}
         for s in self.steps.values():
             for o in s["objects"]:
                 uid = o.get("metadata", {}).get("uid")
                 if uid:
                     uids[uid] = obj_label(o, self.tag)
+                if uid and o.get("kind") == "VolumeGroupSnapshot":
+                    groups[uid] = obj_label(o, self.tag)
+                h = o.get("spec", {}).get("csi", {}).get("volumeHandle")
+                if o.get("kind") == "PersistentVolume" and h:
+                    volumes[h] = obj_label(o, self.tag)
+        # A group member is named by a digest of its group's UID and its volume's handle.
+        members = {}
+        for gu, gl in groups.items():
+            for h, pl in volumes.items():
+                members[hashlib.sha256((gu + h).encode()).hexdigest()] = \
+                    "{member:%s %s}" % (gl, pl)
+        for u in uids:
+            for hx, ml in members.items():
+                uids[u] = uids[u].replace(hx, ml)
         # Labels may hold other UIDs (a PV named pvc-<claim uid>): resolve them once.
         for u in uids:
             for u2, l2 in uids.items():
@@ -82,6 +100,7 @@ class Side:
                     uids[u] = uids[u].replace(u2, "{" + l2 + "}")
         for u, l in uids.items():
             self.subst[u] = "{" + l + "}"
+        self.subst.update(members)
         for s in self.steps.values():
             for o in s["objects"]:
                 kind = o.get("kind")
@@ -91,8 +110,19 @@ class Side:
                 elif kind == "VolumeSnapshotContent":
                     h = (o.get("status") or {}).get("snapshotHandle") or \
                         o.get("spec", {}).get("source", {}).get("snapshotHandle")
+                elif kind == "VolumeGroupSnapshotContent":
+                    h = (o.get("status") or {}).get("volumeGroupSnapshotHandle") or \
+                        ((o.get("spec", {}).get("source") or {}).get("groupSnapshotHandles")
+                         or {}).get("volumeGroupSnapshotHandle")
                 if h and h not in self.subst:
                     self.subst[h] = "{handle:" + self.text(obj_label(o, self.tag)) + "}"
+                # a pre-provisioned group's member IDs, by their place in its list
+                gh = ((o.get("spec", {}).get("source") or {}).get("groupSnapshotHandles")
+                      or {}) if kind == "VolumeGroupSnapshotContent" else {}
+                for i, m in enumerate(gh.get("volumeSnapshotHandles") or []):
+                    if m and m not in self.subst:
+                        self.subst[m] = "{handle:%s #%d}" % (
+                            self.text(obj_label(o, self.tag)), i)
         self.order = sorted(self.subst, key=len, reverse=True)
 
     def text(self, s):

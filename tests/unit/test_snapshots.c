@@ -443,6 +443,7 @@ static void test_sidecar_plan(void)
 		{ "deleted while CreateSnapshot unanswered: create on", DEL "," FINS(F_VSC) "," ANN(DELETING "," CREATING), DYN "," REF_OK, NULL, SNAP_SC_CREATE },
 		{ "deleted without the controller's word: keep going", DEL "," FINS(F_VSC), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_NOTHING },
 		{ "unbound pre-provisioned deleted", DEL "," FINS(F_VSC), PRE "," REF_NOUID, NULL, SNAP_SC_REMOVE_FINALIZER },
+		{ "group member not ready: ListSnapshots by its handle, never CreateSnapshot", ANN("\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":false", SNAP_SC_LIST },
 		{ "group member before its status: never CreateSnapshot", ANN("\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, NULL, SNAP_SC_NOTHING },
 		{ "group member deleted: its group's call deletes it", DEL "," FINS(F_VSC) "," ANN(DELETING ",\"" SNAP_ANN_GROUP_HANDLE "\":\"gh\""), DYN "," REF_OK, "\"snapshotHandle\":\"h\",\"readyToUse\":true", SNAP_SC_REMOVE_FINALIZER },
 	};
@@ -505,6 +506,16 @@ static void test_group_records(void)
 	CHECK_INT(vc->members[0].ready, KUBE_COND_TRUE);
 	kube_obj_unref(c);
 
+	/* a pre-provisioned content: the driver's group and member IDs an admin wrote */
+	c = vgsc("", "\"source\":{\"groupSnapshotHandles\":{\"volumeGroupSnapshotHandle\":\"gh\","
+		 "\"volumeSnapshotHandles\":[\"s1\",\"s2\"]}}", NULL);
+	vc = kube_vgsc_of(c);
+	CHECK_STR(vc->group_handle, "gh");
+	CHECK_INT(vc->nsnapshot_handles, 2);
+	CHECK_STR(vc->snapshot_handles[1], "s2");
+	CHECK_INT(vc->nvolume_handles, 0);
+	kube_obj_unref(c);
+
 	/* member names are upstream's digest of the group's uid and the volume handle */
 	char vs[80], vsc[80];
 	snap_group_member_names("uid", "vol", vs, sizeof(vs), vsc, sizeof(vsc));
@@ -519,6 +530,8 @@ static void test_group_records(void)
 		"{\"metadata\":{\"name\":\"g\",\"annotations\":{\"groupsnapshot.storage.kubernetes.io/is-default-class\":\"true\"}},"
 		"\"driver\":\"d.io\",\"deletionPolicy\":\"Delete\",\"parameters\":{\"csi.storage.k8s.io/group-snapshotter-secret-name\":"
 		"\"s-${volumegroupsnapshot.name}\",\"csi.storage.k8s.io/group-snapshotter-secret-namespace\":\"${volumegroupsnapshot.namespace}\","
+		"\"csi.storage.k8s.io/group-snapshotter-get-secret-name\":\"get-${volumegroupsnapshotcontent.name}\","
+		"\"csi.storage.k8s.io/group-snapshotter-get-secret-namespace\":\"kube-system\","
 		"\"speed\":\"fast\"}}");
 	const struct kube_vsclass *k = kube_vgsclass_of(cl), *ks[] = { k };
 	char err[256], sn[64], sns[64];
@@ -532,6 +545,11 @@ static void test_group_records(void)
 				  sn, sizeof(sn), sns, sizeof(sns), err, sizeof(err)), 1);
 	CHECK_STR(sn, "s-g1");
 	CHECK_STR(sns, "ns");
+	/* GetVolumeGroupSnapshot's secret: no group at hand, the content's name only */
+	CHECK_INT(snap_secret_ref(SNAP_SECRET_GROUP_GET, k->parameters, k->nparameters, "gc", NULL,
+				  NULL, sn, sizeof(sn), sns, sizeof(sns), err, sizeof(err)), 1);
+	CHECK_STR(sn, "get-gc");
+	CHECK_STR(sns, "kube-system");
 	kube_obj_unref(cl);
 }
 
@@ -616,31 +634,48 @@ static void test_group_volumes(void)
 
 static void test_group_plan(void)
 {
+#define VGS_PRE "\"source\":{\"volumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\"}"
+#define GHANDLES "\"source\":{\"groupSnapshotHandles\":{\"volumeGroupSnapshotHandle\":\"gh\",\"volumeSnapshotHandles\":[\"s1\",\"s2\"]}}"
+#define GREF_NOUID "\"volumeGroupSnapshotRef\":{\"name\":\"g1\",\"namespace\":\"ns\"}"
 #define GREADY "\"volumeGroupSnapshotHandle\":\"gh\",\"readyToUse\":true,\"creationTime\":\"2026-01-01T00:00:00Z\""
 	static const struct {
 		const char *what, *g_meta, *g_spec, *g_status;
 		const char *c_spec, *c_status; /* c_spec NULL: no content */
 		bool members_done;
 		enum snap_group_step want;
+		bool content_fin; /* the content holds its bound-protection finalizer */
 	} rows[] = {
-		{ "new group: create its content", "", SEL_APP, NULL, NULL, NULL, false, SNAP_G_CREATE_CONTENT },
-		{ "pre-provisioned: not served", "", "\"source\":{\"volumeGroupSnapshotContentName\":\"x\"}", NULL, NULL, NULL, false, SNAP_G_INVALID },
-		{ "content made: finalizer first", "", SEL_APP, NULL, GREF_OK, NULL, false, SNAP_G_ADD_FINALIZER },
-		{ "content not cut: bind the name", FINS(G_BOUND), SEL_APP, NULL, GREF_OK, NULL, false, SNAP_G_STATUS },
+		{ "new group: create its content", "", SEL_APP, NULL, NULL, NULL, false, SNAP_G_CREATE_CONTENT, false },
+		{ "neither a selector nor a content: refused", "", "\"source\":{}", NULL, NULL, NULL, false, SNAP_G_INVALID, false },
+		{ "both a selector and a content: refused", "", "\"source\":{\"volumeGroupSnapshotContentName\":\"x\",\"selector\":{}}", NULL, NULL, NULL, false, SNAP_G_INVALID, false },
+		{ "pre-provisioned, its content not there", "", VGS_PRE, NULL, NULL, NULL, true, SNAP_G_CONTENT_MISSING, false },
+		{ "pre-provisioned names a dynamic content", "", VGS_PRE, NULL, GREF_OK ",\"source\":{\"volumeHandles\":[\"v1\"]}", NULL, true, SNAP_G_MISMATCH, false },
+		{ "pre-provisioned names another group's content", "", VGS_PRE, NULL, GHANDLES ",\"volumeGroupSnapshotRef\":{\"name\":\"g2\",\"namespace\":\"ns\"}", NULL, true, SNAP_G_MISBOUND, false },
+		{ "pre-provisioned, another uid in the ref", "", VGS_PRE, NULL, GHANDLES ",\"volumeGroupSnapshotRef\":{\"name\":\"g1\",\"namespace\":\"ns\",\"uid\":\"" UID "\"}", NULL, true, SNAP_G_MISBOUND, false },
+		{ "pre-provisioned, unbound: finalizer first", "", VGS_PRE, NULL, GHANDLES "," GREF_NOUID, NULL, true, SNAP_G_ADD_FINALIZER, false },
+		{ "pre-provisioned: the ref's uid", FINS(G_BOUND), VGS_PRE, NULL, GHANDLES "," GREF_NOUID, NULL, true, SNAP_G_BIND, false },
+		{ "pre-provisioned: the group's class into the content", FINS(G_BOUND), "\"volumeGroupSnapshotClassName\":\"k\"," VGS_PRE, NULL, GHANDLES "," GREF_OK, NULL, true, SNAP_G_BIND, false },
+		{ "pre-provisioned bound: the content's finalizer", FINS(G_BOUND), VGS_PRE, NULL, GHANDLES "," GREF_OK, NULL, true, SNAP_G_ADD_CONTENT_FINALIZER, false },
+		{ "pre-provisioned, ready without members: ready", FINS(G_BOUND), VGS_PRE, NULL, GHANDLES "," GREF_OK, GREADY, true, SNAP_G_STATUS, true },
+		{ "pre-provisioned settled", FINS(G_BOUND), VGS_PRE, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\",\"readyToUse\":true,"
+		  "\"creationTime\":\"2026-01-01T00:00:00Z\"", GHANDLES "," GREF_OK, GREADY, true, SNAP_G_NOTHING, true },
+		{ "content made: finalizer first", "", SEL_APP, NULL, GREF_OK, NULL, false, SNAP_G_ADD_FINALIZER, false },
+		{ "content not cut: bind the name", FINS(G_BOUND), SEL_APP, NULL, GREF_OK, NULL, false, SNAP_G_STATUS, false },
 		{ "bound, waiting for the driver", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\",\"readyToUse\":false",
-		  GREF_OK, NULL, false, SNAP_G_NOTHING },
+		  GREF_OK, NULL, false, SNAP_G_NOTHING, false },
 		{ "content ready: members", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\"",
-		  GREF_OK, GREADY, false, SNAP_G_CREATE_MEMBERS },
+		  GREF_OK, GREADY, false, SNAP_G_CREATE_MEMBERS, false },
 		{ "members made: ready", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\"",
-		  GREF_OK, GREADY, true, SNAP_G_STATUS },
+		  GREF_OK, GREADY, true, SNAP_G_STATUS, false },
 		{ "settled", FINS(G_BOUND), SEL_APP, "\"boundVolumeGroupSnapshotContentName\":\"groupsnapcontent-" GUID "\",\"readyToUse\":true,"
-		  "\"creationTime\":\"2026-01-01T00:00:00Z\"", GREF_OK, GREADY, true, SNAP_G_NOTHING },
+		  "\"creationTime\":\"2026-01-01T00:00:00Z\"", GREF_OK, GREADY, true, SNAP_G_NOTHING, false },
 		{ "a stranger's content under the name", "", SEL_APP, NULL,
-		  "\"volumeGroupSnapshotRef\":{\"name\":\"g2\",\"namespace\":\"ns\",\"uid\":\"" UID "\"}", NULL, false, SNAP_G_NOTHING },
+		  "\"volumeGroupSnapshotRef\":{\"name\":\"g2\",\"namespace\":\"ns\",\"uid\":\"" UID "\"}", NULL, false, SNAP_G_NOTHING, false },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct kube_obj *g = vgs(rows[i].g_meta, rows[i].g_spec, rows[i].g_status);
-		struct kube_obj *c = rows[i].c_spec ? vgsc("", rows[i].c_spec, rows[i].c_status) : NULL;
+		struct kube_obj *c = rows[i].c_spec ? vgsc(rows[i].content_fin ? FINS(G_VGSC) : "",
+						     rows[i].c_spec, rows[i].c_status) : NULL;
 		enum snap_group_step got = snap_plan_group(kube_vgs_of(g), kube_vgsc_of(c), rows[i].members_done);
 		if (got != rows[i].want)
 			fprintf(stderr, "row %s: %d\n", rows[i].what, got);
@@ -654,6 +689,7 @@ static void test_group_sidecar_plan(void)
 {
 #define GDELETING "\"annotations\":{\"" SNAP_GANN_BEING_DELETED "\":\"yes\"}"
 #define GDEL_POLICY "\"deletionPolicy\":\"Delete\",\"source\":{\"volumeHandles\":[\"v1\"]}," GREF_OK
+#define GPRE "\"deletionPolicy\":\"Delete\",\"source\":{\"groupSnapshotHandles\":{\"volumeGroupSnapshotHandle\":\"gh\",\"volumeSnapshotHandles\":[\"s1\"]}}"
 #define GRET_POLICY "\"deletionPolicy\":\"Retain\",\"source\":{\"volumeHandles\":[\"v1\"]}," GREF_OK
 	static const struct {
 		const char *what, *meta, *spec, *status;
@@ -667,6 +703,12 @@ static void test_group_sidecar_plan(void)
 		{ "deleted, Retain: let it go", DEL "," FINS(G_VGSC) "," GDELETING, GRET_POLICY, GREADY, SNAP_GSC_REMOVE_FINALIZER },
 		{ "deleted, never cut", DEL "," FINS(G_VGSC) "," GDELETING, GDEL_POLICY, NULL, SNAP_GSC_REMOVE_FINALIZER },
 		{ "deleted without the controller's word: wait", DEL "," FINS(G_VGSC), GDEL_POLICY, GREADY, SNAP_GSC_NOTHING },
+		{ "deleted while CreateVolumeGroupSnapshot has no answer: wait", DEL "," FINS(G_VGSC) ",\"annotations\":{\"" SNAP_GANN_BEING_DELETED "\":\"yes\",\"" SNAP_GANN_BEING_CREATED "\":\"yes\"}", GDEL_POLICY, NULL, SNAP_GSC_CREATE },
+		{ "ready, the being-created mark left: drop it", FINS(G_VGSC) ",\"annotations\":{\"" SNAP_GANN_BEING_CREATED "\":\"yes\"}", GDEL_POLICY, GREADY, SNAP_GSC_CLEAR_CREATING },
+		{ "pre-provisioned, unbound: GetVolumeGroupSnapshot, no finalizer of ours", "", GPRE, NULL, SNAP_GSC_GET },
+		{ "pre-provisioned, not ready: ask again", FINS(G_VGSC), GPRE "," GREF_OK, "\"volumeGroupSnapshotHandle\":\"gh\",\"readyToUse\":false", SNAP_GSC_GET },
+		{ "pre-provisioned ready", FINS(G_VGSC), GPRE "," GREF_OK, GREADY, SNAP_GSC_NOTHING },
+		{ "pre-provisioned, deleted unbound: DeleteVolumeGroupSnapshot", DEL "," FINS(G_VGSC), GPRE, GREADY, SNAP_GSC_DELETE },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct kube_obj *c = vgsc(rows[i].meta, rows[i].spec, rows[i].status);
