@@ -466,3 +466,19 @@ void log_write_v(int v, const char *file, int line, const char *fmt, ...)
 	vlog(LOG_INFO, v, file, line, fmt, ap);
 	va_end(ap);
 }
+
+void log_error_s(const char *file, int line, const char *err, const char *fmt, ...)
+{
+	struct strbuf msg = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	if (err) {
+		strbuf_addstr(&msg, " err=");
+		strbuf_addquoted(&msg, err);
+	}
+	log_write(LOG_ERROR, file, line, "%s", msg.buf ? msg.buf : "");
+	strbuf_release(&msg);
+}

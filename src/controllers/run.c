@@ -289,7 +289,7 @@ int cm_run(const struct cm_config *cfg)
 	if (*cfg->http_endpoint) {
 		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
 		if (!http) {
-			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			KLOG_ERR(err, "Failed to start HTTP server at \"%s\"", cfg->http_endpoint);
 			goto out;
 		}
 		KLOG_I("ServeMux listening at \"%s\" port=%d", cfg->http_endpoint, diag_server_port(http));
@@ -302,7 +302,7 @@ int cm_run(const struct cm_config *cfg)
 	} else {
 		lec = kube_client_new(kcfg, &ko, err, sizeof(err));
 		if (!lec) {
-			KLOG_E("Failed to create leaderelection client: %s", err);
+			KLOG_ERR(err, "Failed to create leaderelection client");
 			goto out;
 		}
 		struct kube_leader_opts lo = {

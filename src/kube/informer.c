@@ -187,13 +187,14 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 		struct kube_err e;
 		stat_add(inf, &inf->stats.pages);
 		if (kube_list_raw(inf->client, inf->opts.kind->res, inf->ns, &lo, &page, &e) != 0) {
-			KLOG_E("Failed to list %s: %s", inf->opts.kind->name, e.message);
+			KLOG_ERR(e.message, "Failed to list %s", inf->opts.kind->name);
 			break;
 		}
 		char jerr[160];
 		const jv_t *list = jv_parse(&doc, page.buf, page.len, jerr, sizeof(jerr));
 		if (!list) {
-			KLOG_E("Failed to list %s: the answer is not JSON: %s", inf->opts.kind->name, jerr);
+			KLOG_ERR(jerr, "Failed to list %s: the answer is not JSON",
+				 inf->opts.kind->name);
 			break;
 		}
 		const jv_t *md = jv_get(list, "metadata");
@@ -331,7 +332,7 @@ static int on_data(const char *data, size_t len, void *ud)
 	struct watch_ctx *w = ud;
 	int rc = kube_watch_feed(&w->dec, data, len, on_event, w);
 	if (rc < 0) {
-		KLOG_E("Watch of %s failed: %s", w->inf->opts.kind->name, w->dec.err);
+		KLOG_ERR(w->dec.err, "Watch of %s failed", w->inf->opts.kind->name);
 		w->outcome = WATCH_ERROR;
 	}
 	return rc;
