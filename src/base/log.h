@@ -22,7 +22,8 @@
  * (absent on errors, as zapr writes none for them), then the caller's key=value pairs taken off
  * the end of the message: a pair is key=value with key [A-Za-z_][A-Za-z0-9_./-]* and value
  * either klog-quoted ("...", unquoted into a JSON string) or a bare word (a JSON number, true,
- * false, or else a string). Text before the first pair is msg.
+ * false, or else a string). Text before the first pair is msg. A pair logger="name" is the
+ * name of a named logr logger (client-go's "UnhandledError"), which zap writes right after ts.
  *
  * Split stream (--log-*-split-stream): info and warning lines go to stdout, errors to the
  * output (stderr), as component-base splits them.

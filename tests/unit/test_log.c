@@ -165,6 +165,11 @@ static void test_json_line_shape(void)
 	log_json_line(&sb, &tv, 0, "a/b/c.c", 1, "Done path=\"/x\\\"y\\n\" mode=0644x bad=\"\xff\x01\"");
 	CHECK_STR(sb.buf, "{\"ts\":1001,\"caller\":\"b/c.c:1\",\"msg\":\"Done\",\"v\":0,"
 			  "\"path\":\"/x\\\"y\\n\",\"mode\":\"0644x\",\"bad\":\"\\ufffd\\u0001\"}\n");
+	strbuf_setlen(&sb, 0);
+	/* a named logger's name goes right after ts, as zap writes it, whatever its place */
+	log_json_line(&sb, &tv, -1, "a/b/c.c", 1, "Failed to watch logger=\"UnhandledError\" type=\"*v1.Pod\" err=\"x\"");
+	CHECK_STR(sb.buf, "{\"ts\":1001,\"logger\":\"UnhandledError\",\"caller\":\"b/c.c:1\","
+			  "\"msg\":\"Failed to watch\",\"type\":\"*v1.Pod\",\"err\":\"x\"}\n");
 	strbuf_release(&sb);
 
 	/* Through the logger: KLOG_V's level lands in "v", and the format is switched back after. */
