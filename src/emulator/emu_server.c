@@ -189,20 +189,15 @@ static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *
 				 const char *url, bool *handled)
 {
 	*handled = true;
-	/*
-	 * kube-apiserver v1.36.1's answer, field for field (component-base's effective version:
-	 * emulation 1.36, minimum compatibility 1.35), so clients that gate on the server's version
-	 * see the release kube-emulator follows; the build facts (commit, date, toolchain) are ours.
-	 */
+	/* kube-apiserver v1.36.1's answer (emulation 1.36, minimum compatibility 1.35); the build
+	 * facts (commit, date, toolchain) are kube-emulator's */
 	if (!strcmp(url, "/version"))
-		return emu_reply_json(c, 200, json_pack(
-			"{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
-			"major", "1", "minor", "36", "emulationMajor", "1", "emulationMinor", "36",
-			"minCompatibilityMajor", "1", "minCompatibilityMinor", "35",
-			"gitVersion", EMU_KUBE_VERSION, "gitCommit",
-			"0000000000000000000000000000000000000000", "gitTreeState", "clean",
-			"buildDate", "2026-01-01T00:00:00Z", "goVersion", "none", "compiler", "gcc",
-			"platform", "linux/amd64"));
+		return emu_reply_json(c, 200, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
+			"s:s, s:s, s:s, s:s}", "major", "1", "minor", "36", "emulationMajor", "1",
+			"emulationMinor", "36", "minCompatibilityMajor", "1", "minCompatibilityMinor", "35",
+			"gitVersion", EMU_KUBE_VERSION, "gitCommit", "0000000000000000000000000000000000000000",
+			"gitTreeState", "clean", "buildDate", "2026-01-01T00:00:00Z", "goVersion", "none",
+			"compiler", "gcc", "platform", "linux/amd64"));
 	if (!strcmp(url, "/api"))
 		return emu_reply_json(c, 200, json_pack("{s:s, s:[s], s:[{s:s, s:s}]}", "kind",
 			"APIVersions", "versions", "v1", "serverAddressByClientCIDRs", "clientCIDR",
