@@ -409,7 +409,7 @@ static enum att_result csi_sync_pv(struct att_ctrl *c, const struct kube_pv *pv)
 	rc = att_patch_only(c, &KUBE_RES_PERSISTENTVOLUMES, pv->meta.name, false, patch, &e);
 	json_decref(patch);
 	if (rc && !kube_err_is_not_found(&e)) {
-		KLOG_E("Failed to remove finalizer from PV %s: %s", LOGQ(pv->meta.name), e.message);
+		KLOG_ERR(e.message, "Failed to remove finalizer from PV %s", LOGQ(pv->meta.name));
 		return from_kube_err(&e);
 	}
 	KLOG_V(2, "Removed finalizer from PV %s", LOGQ(pv->meta.name));

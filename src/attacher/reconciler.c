@@ -151,6 +151,6 @@ void *att_reconciler_main(void *arg)
 		if (stop)
 			return NULL;
 		if (att_reconcile_once(c, err, sizeof(err)))
-			KLOG_E("Reconciler: %s", err);
+			KLOG_ERR(err, "Reconciler");
 	}
 }

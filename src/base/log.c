@@ -351,6 +351,28 @@ static const char *short_caller(const char *path)
 	return path;
 }
 
+/* Appends the value of the pair at kv (n bytes): a JSON string, number or literal. */
+static void json_add_value(struct strbuf *sb, const char *kv, size_t n)
+{
+	const char *val = (const char *)memchr(kv, '=', n) + 1;
+	size_t vlen = n - (size_t)(val - kv);
+
+	if (vlen && *val == '"') {
+		json_add_unquoted(sb, val, vlen);
+	} else if (json_literal(val, vlen)) {
+		strbuf_add(sb, val, vlen);
+	} else {
+		strbuf_addch(sb, '"');
+		json_add_escaped(sb, val, vlen);
+		strbuf_addch(sb, '"');
+	}
+}
+
+static bool is_logger_pair(const char *kv)
+{
+	return !strncmp(kv, "logger=", 7);
+}
+
 void log_json_line(struct strbuf *sb, const struct timeval *tv, int v, const char *file, int line,
 		   const char *msg)
 {
@@ -366,8 +388,18 @@ void log_json_line(struct strbuf *sb, const struct timeval *tv, int v, const cha
 		frac[n - 1] = '\0';
 	if (!strcmp(frac, "."))
 		frac[0] = '\0';
-	strbuf_addf(sb, "{\"ts\":%lld%s,\"caller\":\"",
-		    (long long)tv->tv_sec * 1000 + tv->tv_usec / 1000, frac);
+	strbuf_addf(sb, "{\"ts\":%lld%s", (long long)tv->tv_sec * 1000 + tv->tv_usec / 1000, frac);
+	/* a named logger's name (logger="UnhandledError"): zap writes it second */
+	for (const char *p = kv; *p;) {
+		size_t n = pair_len(p);
+		if (is_logger_pair(p)) {
+			strbuf_addstr(sb, ",\"logger\":");
+			json_add_value(sb, p, n);
+		}
+		for (p += n; *p == ' '; p++)
+			;
+	}
+	strbuf_addstr(sb, ",\"caller\":\"");
 	json_add_escaped(sb, short_caller(file), strlen(short_caller(file)));
 	strbuf_addf(sb, ":%d\",\"msg\":\"", line);
 	json_add_escaped(sb, msg, msglen);
@@ -376,20 +408,12 @@ void log_json_line(struct strbuf *sb, const struct timeval *tv, int v, const cha
 		strbuf_addf(sb, ",\"v\":%d", v);
 	while (*kv) {
 		size_t n = pair_len(kv);
-		const char *eq = memchr(kv, '=', n), *val = eq + 1;
-		size_t vlen = n - (size_t)(val - kv);
-		strbuf_addch(sb, ',');
-		strbuf_addch(sb, '"');
-		json_add_escaped(sb, kv, (size_t)(eq - kv));
-		strbuf_addstr(sb, "\":");
-		if (vlen && *val == '"') {
-			json_add_unquoted(sb, val, vlen);
-		} else if (json_literal(val, vlen)) {
-			strbuf_add(sb, val, vlen);
-		} else {
-			strbuf_addch(sb, '"');
-			json_add_escaped(sb, val, vlen);
-			strbuf_addch(sb, '"');
+		const char *eq = memchr(kv, '=', n);
+		if (!is_logger_pair(kv)) {
+			strbuf_addstr(sb, ",\"");
+			json_add_escaped(sb, kv, (size_t)(eq - kv));
+			strbuf_addstr(sb, "\":");
+			json_add_value(sb, kv, n);
 		}
 		for (kv += n; *kv == ' '; kv++)
 			;
@@ -465,4 +489,20 @@ void log_write_v(int v, const char *file, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vlog(LOG_INFO, v, file, line, fmt, ap);
 	va_end(ap);
+}
+
+void log_error_s(const char *file, int line, const char *err, const char *fmt, ...)
+{
+	struct strbuf msg = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	if (err) {
+		strbuf_addstr(&msg, " err=");
+		strbuf_addquoted(&msg, err);
+	}
+	log_write(LOG_ERROR, file, line, "%s", msg.buf ? msg.buf : "");
+	strbuf_release(&msg);
 }

@@ -10,6 +10,7 @@
  * Key/value pairs are written by the caller in klog's style: key="value" with strbuf_addquoted().
  *
  * Verbosity: KLOG_V(n, ...) logs only when the -v level is >= n. KLOG_F logs and exits(255).
+ * KLOG_ERR(cause, ...) is an error line with its cause in err="..." (klog's ErrorS).
  * Every call is thread-safe: one line is written with one write(2).
  *
  * --logging-format=json writes each line instead as the JSON object of component-base's JSON
@@ -21,7 +22,8 @@
  * (absent on errors, as zapr writes none for them), then the caller's key=value pairs taken off
  * the end of the message: a pair is key=value with key [A-Za-z_][A-Za-z0-9_./-]* and value
  * either klog-quoted ("...", unquoted into a JSON string) or a bare word (a JSON number, true,
- * false, or else a string). Text before the first pair is msg.
+ * false, or else a string). Text before the first pair is msg. A pair logger="name" is the
+ * name of a named logr logger (client-go's "UnhandledError"), which zap writes right after ts.
  *
  * Split stream (--log-*-split-stream): info and warning lines go to stdout, errors to the
  * output (stderr), as component-base splits them.
@@ -87,6 +89,16 @@ char *log_quote(char *buf, size_t len, const char *s);
 #define KLOG_W(...) log_write(LOG_WARNING, __FILE__, __LINE__, __VA_ARGS__)
 #define KLOG_E(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 #define KLOG_F(...) log_write(LOG_FATAL, __FILE__, __LINE__, __VA_ARGS__)
+/*
+ * An error with its cause, as klog's ErrorS(err, msg, kv...) and logr's logger.Error(err, msg,
+ * kv...) write it: the message (with its own key="value" pairs), then err="<cause>" quoted, so
+ * that --logging-format=json carries the cause in the "err" field, after the message's pairs as
+ * zapr orders them. A NULL cause is ErrorS(nil, ...): no err. Use it for every error line that
+ * reports a cause (a failed call, a refused request); KLOG_E for a line that has none.
+ */
+void log_error_s(const char *file, int line, const char *err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+#define KLOG_ERR(err, ...) log_error_s(__FILE__, __LINE__, (err), __VA_ARGS__)
 #define KLOG_V(n, ...) \
 	do { if (log_v(n)) log_write_v((n), __FILE__, __LINE__, __VA_ARGS__); } while (0)
 

@@ -132,8 +132,8 @@ void adc_attach_done(struct ad_ctrl *c, struct ad_op *op, const char *err)
 		e->state = AD_UNCERTAIN;
 	adc_backoff_fail(c, op->uniq);
 	atomic_fetch_add(&c->attach_failed, 1);
-	KLOG_E("AttachVolume.Attach failed for volume \"%s\" (UniqueName: \"%s\") from node \"%s\": %s",
-	       op->pv, op->uniq, op->node, err);
+	KLOG_ERR(err, "AttachVolume.Attach failed for volume \"%s\" (UniqueName: \"%s\") from node \"%s\"",
+		 op->pv, op->uniq, op->node);
 	snprintf(msg, sizeof(msg), "AttachVolume.Attach failed for volume \"%s\" : %s", op->pv, err);
 	for (size_t i = 0; i < op->npods; i++)
 		adc_pod_event(c, op->pods[i], KUBE_EVENT_WARNING, "FailedAttachVolume", msg);
@@ -161,8 +161,8 @@ void adc_detach_done(struct ad_ctrl *c, struct ad_op *op, const char *err)
 	}
 	adc_backoff_fail(c, op->uniq);
 	atomic_fetch_add(&c->detach_failed, 1);
-	KLOG_E("DetachVolume.Detach failed for volume \"%s\" (UniqueName: \"%s\") on node \"%s\": %s",
-	       op->pv ? op->pv : "", op->uniq, op->node, err);
+	KLOG_ERR(err, "DetachVolume.Detach failed for volume \"%s\" (UniqueName: \"%s\") on node \"%s\"",
+		 op->pv ? op->pv : "", op->uniq, op->node);
 }
 
 /* Reconcile, first step: finish the operations whose outcome is known (mu held). */

@@ -181,7 +181,7 @@ static void write_status(struct ad_ctrl *c, struct status_write *sw, size_t n)
 			atomic_fetch_add(&c->status_writes, 1);
 			KLOG_V(4, "Updating status for node \"%s\" succeeded: %s", sw[i].node, sw[i].body);
 		} else {
-			KLOG_E("Could not update node status for \"%s\": %s", sw[i].node, e.message);
+			KLOG_ERR(e.message, "Could not update node status for \"%s\"", sw[i].node);
 		}
 		json_decref(r);
 	}

@@ -93,7 +93,7 @@ static char *patch_node(struct nlc *c, const char *name, const char *rv, bool st
 		if (kube_err_is_conflict(&e))
 			KLOG_V(2, "node %s changed meanwhile (409); the next pass retries", name);
 		else
-			KLOG_E("updating %s of node %s: %s", field, name, e.message);
+			KLOG_ERR(e.message, "updating %s of node %s", field, name);
 		return NULL;
 	}
 	const char *r = json_string_value(json_object_get(json_object_get(res, "metadata"),

@@ -127,7 +127,7 @@ static void pass(struct pgc *c)
 		       p->meta.ns, p->meta.name, p->node_name);
 		count(c, p->meta.ns, false);
 		if (fail_and_delete(c, p, &e) && !kube_err_is_not_found(&e)) {
-			KLOG_E("force deleting pod %s/%s: %s", p->meta.ns, p->meta.name, e.message);
+			KLOG_ERR(e.message, "force deleting pod %s/%s", p->meta.ns, p->meta.name);
 			count(c, p->meta.ns, true);
 		} else {
 			kube_hmap_put(&c->done, uid, (void *)1);

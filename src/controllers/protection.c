@@ -70,7 +70,7 @@ static int pods_use_live(struct prot *p, const char *ns, const char *claim, bool
 	size_t i;
 
 	if (!list) {
-		KLOG_E("listing pods in %s: %s", ns, e.message);
+		KLOG_ERR(e.message, "listing pods in %s", ns);
 		return -1;
 	}
 	*used = false;

@@ -44,6 +44,9 @@ static const struct cm_controller *const all_controllers[] = {
 void cm_register_flags(struct flagset *fs, struct cm_config *c)
 {
 	kube_options_register(fs, &c->kube);
+	/* kube-controller-manager v1.36's client defaults (its config v1alpha1 defaulting) */
+	flags_set_default(fs, "kube-api-qps", "20");
+	flags_set_default(fs, "kube-api-burst", "30");
 	flags_string(fs, "controllers", &c->controllers, "*",
 		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, nodelifecycle, taint-eviction-controller, podgc, volume-scheduler (not in '*').");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
@@ -289,7 +292,7 @@ int cm_run(const struct cm_config *cfg)
 	if (*cfg->http_endpoint) {
 		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
 		if (!http) {
-			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			KLOG_ERR(err, "Failed to start HTTP server at \"%s\"", cfg->http_endpoint);
 			goto out;
 		}
 		KLOG_I("ServeMux listening at \"%s\" port=%d", cfg->http_endpoint, diag_server_port(http));
@@ -302,7 +305,7 @@ int cm_run(const struct cm_config *cfg)
 	} else {
 		lec = kube_client_new(kcfg, &ko, err, sizeof(err));
 		if (!lec) {
-			KLOG_E("Failed to create leaderelection client: %s", err);
+			KLOG_ERR(err, "Failed to create leaderelection client");
 			goto out;
 		}
 		struct kube_leader_opts lo = {

@@ -508,7 +508,8 @@ static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const
 		json_decref(pt);
 	}
 	if (rc < 0) {
-		KLOG_E("binding pod %s/%s to node \"%s\": %s", p->meta.ns, p->meta.name, node, e.message);
+		KLOG_ERR(e.message, "binding pod %s/%s to node \"%s\"",
+			 p->meta.ns, p->meta.name, node);
 		return e.code == 409 ? CM_DONE : CM_RETRY; /* 409: someone else bound it */
 	}
 	kube_event_about(s->cm->rec, &p->meta, KUBE_EVENT_NORMAL, "Scheduled",
@@ -674,7 +675,8 @@ static enum cm_result sync_pod(void *self, const char *key)
 		json_t *pt = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", c->meta.rv,
 				       "annotations", ANN_SELECTED_NODE, best->meta.name);
 		if (cm_patch(s->cm, &KUBE_RES_PERSISTENTVOLUMECLAIMS, c->meta.ns, c->meta.name, false, pt, &e))
-			KLOG_E("setting selected-node on claim %s/%s: %s", c->meta.ns, c->meta.name, e.message);
+			KLOG_ERR(e.message, "setting selected-node on claim %s/%s",
+				 c->meta.ns, c->meta.name);
 		else
 			KLOG_I("claim %s/%s: selected node \"%s\" for pod %s", c->meta.ns, c->meta.name,
 			       best->meta.name, key);

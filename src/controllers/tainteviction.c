@@ -120,7 +120,7 @@ static bool evict(struct tec *c, const char *key)
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
-	KLOG_E("evicting pod %s: %s", key, e.message);
+	KLOG_ERR(e.message, "evicting pod %s", key);
 	return false;
 }
 

@@ -466,7 +466,7 @@ static void teardown(struct csi_conn *c)
 	pthread_cond_broadcast(&c->changed);
 	if (report) {
 		unlock_conn(c);
-		KLOG_E("Lost connection to CSI driver at %s: %s", c->endpoint, why);
+		KLOG_ERR(why, "Lost connection to CSI driver at %s", c->endpoint);
 		if (c->opts.on_lost)
 			c->opts.on_lost(c->opts.on_lost_arg);
 		pthread_mutex_lock(&c->lock);

@@ -26,6 +26,9 @@ struct emu_config {
 	unsigned max_connections_per_ip;
 };
 
+/* The kube-apiserver release whose API kube-emulator serves: /version's gitVersion. */
+#define EMU_KUBE_VERSION "v1.36.1"
+
 /*
  * What the watch history may hold: event texts and the decoded objects kept with them (see
  * emu_store.h). 64 MiB keeps kube-emulator under ~128 MB RSS whatever is patched: before issue

@@ -145,10 +145,26 @@ static void pod_default_tolerations(json_t *obj)
 	}
 }
 
+/*
+ * Go writes an empty or null status.conditions of a built-in kind as nothing (the field is
+ * omitempty in every core and apps type), so a client that clears the list reads it absent; a
+ * custom resource keeps what was written, as the real server stores its JSON as it is.
+ */
+static void drop_empty_conditions(json_t *obj)
+{
+	json_t *st = json_object_get(obj, "status");
+	json_t *conds = json_object_get(st, "conditions");
+
+	if (json_is_null(conds) || (json_is_array(conds) && !json_array_size(conds)))
+		json_object_del(st, "conditions");
+}
+
 void emu_apply_defaults(const char *group, const char *plural, json_t *obj)
 {
 	if (!json_is_object(obj))
 		return;
+	if (!*group || !strcmp(group, "apps"))
+		drop_empty_conditions(obj);
 	if (!*group && !strcmp(plural, "secrets"))
 		secret_string_data(obj);
 	if (!*group && !strcmp(plural, "namespaces"))

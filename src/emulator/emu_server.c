@@ -182,18 +182,21 @@ static json_t *openapi_gv(struct emu_server *srv, const char *gvpath)
 		return NULL;
 	}
 	return json_pack("{s:s, s:{s:s, s:s}, s:o}", "openapi", "3.0.0", "info", "title",
-			 "kube-emulator", "version", "v1.32.0", "paths", paths);
+			 "kube-emulator", "version", EMU_KUBE_VERSION, "paths", paths);
 }
 
 static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *c,
 				 const char *url, bool *handled)
 {
 	*handled = true;
+	/* kube-apiserver v1.36.1's answer (emulation 1.36, minimum compatibility 1.35); the build
+	 * facts (commit, date, toolchain) are kube-emulator's */
 	if (!strcmp(url, "/version"))
-		return emu_reply_json(c, 200, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
-			"major", "1", "minor", "32", "gitVersion", "v1.32.0-kube-emulator",
-			"gitCommit", "0000000000000000000000000000000000000000", "gitTreeState",
-			"clean", "buildDate", "2026-01-01T00:00:00Z", "goVersion", "none",
+		return emu_reply_json(c, 200, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
+			"s:s, s:s, s:s, s:s}", "major", "1", "minor", "36", "emulationMajor", "1",
+			"emulationMinor", "36", "minCompatibilityMajor", "1", "minCompatibilityMinor", "35",
+			"gitVersion", EMU_KUBE_VERSION, "gitCommit", "0000000000000000000000000000000000000000",
+			"gitTreeState", "clean", "buildDate", "2026-01-01T00:00:00Z", "goVersion", "none",
 			"compiler", "gcc", "platform", "linux/amd64"));
 	if (!strcmp(url, "/api"))
 		return emu_reply_json(c, 200, json_pack("{s:s, s:[s], s:[{s:s, s:s}]}", "kind",
@@ -234,7 +237,7 @@ static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *
 		const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
 		bool proto = accept && strstr(accept, "protobuf");
 		const char *body = proto ? "" : "{\"swagger\":\"2.0\",\"info\":{\"title\":"
-						"\"kube-emulator\",\"version\":\"v1.32.0\"},\"paths\":{}}";
+						"\"kube-emulator\",\"version\":\"" EMU_KUBE_VERSION "\"},\"paths\":{}}";
 		struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
 									 MHD_RESPMEM_PERSISTENT);
 		/* as upstream: clients' media-type parsers reject the '@' of the Accept value */

@@ -392,7 +392,7 @@ static bool patch_agg(struct kube_recorder *r, struct agg *a, const char *combin
 	}
 	if (kube_err_is_not_found(&e))
 		return false;
-	KLOG_E("Server rejected event patch: %s", e.message);
+	KLOG_ERR(e.message, "Server rejected event patch");
 	count(r, &r->stats.failed);
 	return true;
 }
@@ -426,7 +426,7 @@ static void send_one(struct kube_recorder *r, struct pending *p)
 	strbuf_release(&ev);
 	if (rc != 0) {
 		count(r, &r->stats.failed);
-		KLOG_E("Server rejected event: %s", e.message);
+		KLOG_ERR(e.message, "Server rejected event");
 		goto out;
 	}
 	count(r, &r->stats.created);

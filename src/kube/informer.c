@@ -20,6 +20,7 @@
 
 #include "base/backoff.h"
 #include "base/log.h"
+#include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/watch.h"
@@ -173,6 +174,26 @@ static void apply_delete(struct kube_informer *inf, struct kube_obj *last)
 /* ---- LIST ---- */
 
 /* Lists every page into scratch; returns 0 with the list's resourceVersion in rv. */
+/*
+ * A failed list or watch, in client-go's words (its reflector's "Failed to watch" through
+ * HandleError's logger "UnhandledError", with reflector=, type= and err=, a failed list's cause
+ * prefixed "failed to list *v1.Kind: "), so that both logs read alike and their JSON lines have
+ * the same keys; the reflector is named by the resource it lists rather than a Go source line.
+ */
+static void watch_failed(const struct kube_informer *inf, bool listing, const char *why)
+{
+	const struct kube_resource *r = inf->opts.kind->res;
+	struct strbuf err = STRBUF_INIT;
+
+	if (listing)
+		strbuf_addf(&err, "failed to list *%s.%s: ", r->version, inf->opts.kind->name);
+	strbuf_addstr(&err, why);
+	KLOG_ERR(err.buf, "Failed to watch logger=\"UnhandledError\" reflector=\"%s%s%s/%s\" "
+		 "type=\"*%s.%s\"", r->group, *r->group ? "/" : "", r->version, r->resource,
+		 r->version, inf->opts.kind->name);
+	strbuf_release(&err);
+}
+
 static int list_all(struct kube_informer *inf, struct kube_store *scratch, char *rv, size_t rvlen)
 {
 	char *cont = NULL;
@@ -187,13 +208,13 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 		struct kube_err e;
 		stat_add(inf, &inf->stats.pages);
 		if (kube_list_raw(inf->client, inf->opts.kind->res, inf->ns, &lo, &page, &e) != 0) {
-			KLOG_E("Failed to list %s: %s", inf->opts.kind->name, e.message);
+			watch_failed(inf, true, e.message);
 			break;
 		}
 		char jerr[160];
 		const jv_t *list = jv_parse(&doc, page.buf, page.len, jerr, sizeof(jerr));
 		if (!list) {
-			KLOG_E("Failed to list %s: the answer is not JSON: %s", inf->opts.kind->name, jerr);
+			watch_failed(inf, true, jerr);
 			break;
 		}
 		const jv_t *md = jv_get(list, "metadata");
@@ -331,7 +352,7 @@ static int on_data(const char *data, size_t len, void *ud)
 	struct watch_ctx *w = ud;
 	int rc = kube_watch_feed(&w->dec, data, len, on_event, w);
 	if (rc < 0) {
-		KLOG_E("Watch of %s failed: %s", w->inf->opts.kind->name, w->dec.err);
+		watch_failed(w->inf, false, w->dec.err);
 		w->outcome = WATCH_ERROR;
 	}
 	return rc;

@@ -56,7 +56,7 @@ static int probe_once(struct lvp_health *h, char *body, size_t len)
 		/* Go's status error text, which upstream writes as the body */
 		snprintf(body, len, "rpc error: code = %s desc = %s", csi_code_go_name(cs.code),
 			 cs.message);
-		KLOG_E("Health check failed err=%s", LOGQ(body));
+		KLOG_ERR(body, "Health check failed");
 		return 500;
 	}
 	bool ready = !resp->ready || resp->ready->value;

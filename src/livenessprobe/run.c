@@ -24,6 +24,7 @@
 #include "base/diag.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "csi/client.h"
@@ -91,7 +92,7 @@ static int start_signal_thread(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (pthread_create(&th, NULL, signal_main, &set) != 0) {
-		KLOG_E("cannot start the signal thread: %s", strerror(errno));
+		KLOG_ERR(strerror(errno), "cannot start the signal thread");
 		return -1;
 	}
 	pthread_detach(th);
@@ -104,11 +105,11 @@ static int start_signal_thread(void)
 static int check_flags(const struct lvp_config *c, char *addr, size_t len)
 {
 	if (strcmp(c->health_port, LVP_DEFAULT_HEALTH_PORT) != 0 && *c->http_endpoint) {
-		KLOG_E("Only one of `--health-port` and `--http-endpoint` can be explicitly set");
+		KLOG_ERR(NULL, "Only one of `--health-port` and `--http-endpoint` can be explicitly set");
 		return -1;
 	}
 	if (*c->metrics_address && *c->http_endpoint) {
-		KLOG_E("Only one of `--metrics-address` and `--http-endpoint` can be explicitly set");
+		KLOG_ERR(NULL, "Only one of `--metrics-address` and `--http-endpoint` can be explicitly set");
 		return -1;
 	}
 	if (c->probe_timeout_ns <= 0) {
@@ -132,14 +133,17 @@ static char *driver_name(struct csi_conn *csi)
 
 	KLOG_I("Calling CSI driver to discover driver name");
 	if (csi_get_plugin_info(csi, &req, &info, 0, &cs) != 0) {
-		KLOG_E("Failed to get CSI driver name err=\"rpc error: code = %s desc = %s\"",
-		       csi_code_go_name(cs.code), LOGQ(cs.message));
+		struct strbuf why = STRBUF_INIT;
+		strbuf_addf(&why, "rpc error: code = %s desc = %s", csi_code_go_name(cs.code),
+			    cs.message);
+		KLOG_ERR(why.buf, "Failed to get CSI driver name");
+		strbuf_release(&why);
 		return NULL;
 	}
 	if (info->name && *info->name)
 		name = xstrdup(info->name);
 	else
-		KLOG_E("Failed to get CSI driver name err=\"driver name is empty\"");
+		KLOG_ERR("driver name is empty", "Failed to get CSI driver name");
 	csi_msg_free(info);
 	return name;
 }
@@ -152,7 +156,11 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 	return 200;
 }
 
-/* Starts the /healthz server and, when asked, the metrics; NULL servers are not started. */
+/*
+ * Starts the /healthz server and, when asked, the metrics; NULL servers are not started. 0, or
+ * -1 when the metrics address fails (upstream: exit 1), or 1 when the /healthz one does
+ * (upstream's main logs it and returns: exit 0).
+ */
 static int start_servers(const struct lvp_config *c, const char *addr, struct lvp_health *h,
 			 struct csi_metrics *m, struct diag_server **http,
 			 struct diag_server **metrics_http)
@@ -162,8 +170,8 @@ static int start_servers(const struct lvp_config *c, const char *addr, struct lv
 	if (*c->metrics_address) {
 		*metrics_http = diag_server_start(c->metrics_address, err, sizeof(err));
 		if (!*metrics_http) {
-			KLOG_E("Failed to start prometheus metrics endpoint on specified address and path addr=%s path=%s: %s",
-			       LOGQ(c->metrics_address), LOGQ(c->metrics_path), err);
+			KLOG_ERR(err, "Failed to start prometheus metrics endpoint on specified address and path addr=%s path=%s",
+				 LOGQ(c->metrics_address), LOGQ(c->metrics_path));
 			return -1;
 		}
 		diag_server_handle(*metrics_http, c->metrics_path, serve_metrics, m);
@@ -172,8 +180,9 @@ static int start_servers(const struct lvp_config *c, const char *addr, struct lv
 	}
 	*http = diag_server_start(addr, err, sizeof(err));
 	if (!*http) {
-		KLOG_E("Failed to start http server: %s", err);
-		return -1;
+		/* upstream's main logs this and returns: status 0 */
+		KLOG_ERR(err, "Failed to start http server");
+		return 1;
 	}
 	diag_server_handle_deferred(*http, "/healthz", lvp_health_start, h);
 	if (*c->http_endpoint && !*c->metrics_address)
@@ -201,7 +210,7 @@ int lvp_run(const struct lvp_config *c)
 	o.observer_arg = metrics;
 	csi = csi_connect(c->csi_address, &o, err, sizeof(err));
 	if (!csi) {
-		KLOG_E("Failed to establish connection to CSI driver err=%s", LOGQ(err));
+		KLOG_ERR(err, "Failed to establish connection to CSI driver");
 		goto out;
 	}
 	driver = driver_name(csi);
@@ -214,8 +223,11 @@ int lvp_run(const struct lvp_config *c)
 		KLOG_E("Failed to start the prober thread");
 		goto out;
 	}
-	if (start_servers(c, addr, health, metrics, &http, &metrics_http))
+	int started = start_servers(c, addr, health, metrics, &http, &metrics_http);
+	if (started) {
+		rc = started > 0 ? 0 : 1;
 		goto out;
+	}
 
 	pthread_mutex_lock(&rt.mu);
 	rt.serving = true;

@@ -37,7 +37,7 @@ static int mark_claim(struct nd *nd, const struct kube_pvc *pvc, enum nd_resize_
 	json_t *cur = kube_get(nd->kc, &KUBE_RES_PERSISTENTVOLUMECLAIMS, pvc->meta.ns,
 			       pvc->meta.name, &e);
 	if (!cur) {
-		KLOG_E("Cannot read claim pvc=\"%s/%s\": %s", pvc->meta.ns, pvc->meta.name, e.message);
+		KLOG_ERR(e.message, "Cannot read claim pvc=\"%s/%s\"", pvc->meta.ns, pvc->meta.name);
 		return -1;
 	}
 	char now[RFC3339_BUFLEN];
@@ -52,8 +52,8 @@ static int mark_claim(struct nd *nd, const struct kube_pvc *pvc, enum nd_resize_
 				 pvc->meta.name, true, KUBE_PATCH_MERGE, body, &e);
 	free(body);
 	if (!res) {
-		KLOG_E("patchPVCStatus failed to patch PVC \"%s/%s\": %s", pvc->meta.ns,
-		       pvc->meta.name, e.message);
+		KLOG_ERR(e.message, "patchPVCStatus failed to patch PVC \"%s/%s\"",
+			 pvc->meta.ns, pvc->meta.name);
 		return -1;
 	}
 	json_decref(res);
@@ -106,8 +106,8 @@ static int expand_failed(struct nd *nd, struct nd_expand *x, const struct kube_p
 	else
 		nd_event(nd, &x->pod->meta, true, "VolumeResizeFailed",
 			 "NodeExpandVolume.NodeExpandVolume failed for volume \"%s\" : %s", x->spec, msg);
-	KLOG_E("NodeExpandVolume failed for volume \"%s\" pod=\"%s/%s\" retry=%d: %s", x->spec,
-	       x->pod->meta.ns, x->pod->meta.name, retry, msg);
+	KLOG_ERR(msg, "NodeExpandVolume failed for volume \"%s\" pod=\"%s/%s\" retry=%d",
+		 x->spec, x->pod->meta.ns, x->pod->meta.name, retry);
 	expand_backoff(x);
 	return x->at_mount && retry ? -1 : 0;
 }

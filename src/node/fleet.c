@@ -210,7 +210,7 @@ static int node_init(struct fleet *f, int i, const struct nd *shared)
 	nd->rec = kube_recorder_new(nd->kc, &ro);
 	if ((mkdir(fn->root, 0750) && errno != EEXIST) ||
 	    (mkdir(nd->registry_dir, 0750) && errno != EEXIST)) {
-		KLOG_E("Cannot create %s: %s", nd->registry_dir, strerror(errno));
+		KLOG_ERR(strerror(errno), "Cannot create %s", nd->registry_dir);
 		return -1;
 	}
 	return 0;
@@ -322,7 +322,7 @@ int nd_fleet_run(struct nd_config *cfg, int size)
 	if (*cfg->http_endpoint) {
 		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
 		if (!http) {
-			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			KLOG_ERR(err, "Failed to start HTTP server at \"%s\"", cfg->http_endpoint);
 			goto out;
 		}
 		diag_server_handle(http, "/healthz", serve_healthz, NULL);

@@ -146,7 +146,8 @@ void nd_csinode_ensure(struct nd *nd)
 		cur = kube_create(nd->kc, &KUBE_RES_CSINODES, NULL, obj, &e);
 		json_decref(obj);
 		if (!cur && !kube_err_is_already_exists(&e))
-			KLOG_E("Failed to create CSINode node=\"%s\": %s", nd->cfg->node_name, e.message);
+			KLOG_ERR(e.message, "Failed to create CSINode node=\"%s\"",
+				 nd->cfg->node_name);
 	}
 	json_decref(cur);
 }
@@ -206,8 +207,8 @@ static int csinode_set(struct nd *nd, const char *driver, json_t *entry)
 		if (!kube_err_is_conflict(&e) && !kube_err_is_already_exists(&e))
 			break;
 	}
-	KLOG_E("Failed to update CSINode node=\"%s\" driver=\"%s\": %s", nd->cfg->node_name, driver,
-	       e.message);
+	KLOG_ERR(e.message, "Failed to update CSINode node=\"%s\" driver=\"%s\"",
+		 nd->cfg->node_name, driver);
 	return -1;
 }
 
@@ -220,7 +221,7 @@ static int node_set_driver(struct nd *nd, const char *driver, const char *node_i
 	struct kube_err e;
 	json_t *node = kube_get(nd->kc, &KUBE_RES_NODES, NULL, nd->cfg->node_name, &e);
 	if (!node) {
-		KLOG_E("Failed to get node node=\"%s\": %s", nd->cfg->node_name, e.message);
+		KLOG_ERR(e.message, "Failed to get node node=\"%s\"", nd->cfg->node_name);
 		return -1;
 	}
 	const char *cur = json_string_value(json_object_get(
@@ -255,7 +256,8 @@ static int node_set_driver(struct nd *nd, const char *driver, const char *node_i
 	free(body);
 	json_decref(patch);
 	if (!res) {
-		KLOG_E("Failed to update node annotations node=\"%s\": %s", nd->cfg->node_name, e.message);
+		KLOG_ERR(e.message, "Failed to update node annotations node=\"%s\"",
+			 nd->cfg->node_name);
 		return -1;
 	}
 	json_decref(res);
@@ -454,7 +456,8 @@ static void try_register(struct nd *nd, struct watched *w)
 		notify(c, true, NULL, NSEC_PER_SEC);
 	} else {
 		w->state = W_FAILED;
-		KLOG_E("RegisterPlugin error -- plugin registration failed path=\"%s\": %s", w->path, err);
+		KLOG_ERR(err, "RegisterPlugin error -- plugin registration failed path=\"%s\"",
+			 w->path);
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "RegisterPlugin error -- plugin registration failed with err: %s", err);
 		notify(c, false, msg, NSEC_PER_SEC);

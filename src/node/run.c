@@ -80,7 +80,7 @@ static void json_merge_patch(struct nd *nd, const struct kube_resource *r, const
 	char *body = json_dumps(patch, JSON_COMPACT);
 	json_t *res = kube_patch(nd->kc, r, NULL, name, status, KUBE_PATCH_MERGE, body, &e);
 	if (!res)
-		KLOG_E("Failed to %s node=\"%s\": %s", what, name, e.message);
+		KLOG_ERR(e.message, "Failed to %s node=\"%s\"", what, name);
 	json_decref(res);
 	free(body);
 }
@@ -125,7 +125,7 @@ int nd_node_register(struct nd *nd)
 	}
 	json_decref(obj);
 	if (!res) {
-		KLOG_E("Unable to register node node=\"%s\": %s", nd->cfg->node_name, e.message);
+		KLOG_ERR(e.message, "Unable to register node node=\"%s\"", nd->cfg->node_name);
 		return -1;
 	}
 	json_decref(res);
@@ -167,7 +167,7 @@ static int register_until_done(struct nd *nd, const sigset_t *set)
 	struct reg_job j = { .nd = nd };
 	pthread_t th;
 	if (pthread_create(&th, NULL, register_main, &j)) {
-		KLOG_E("Cannot start the node registration thread: %s", strerror(errno));
+		KLOG_ERR(strerror(errno), "Cannot start the node registration thread");
 		return -1;
 	}
 	while (!atomic_load(&j.done)) {
@@ -257,8 +257,8 @@ void nd_lease_renew(struct nd *nd)
 		res = upd;
 	}
 	if (!res)
-		KLOG_E("Failed to update lease lease=\"kube-node-lease/%s\": %s", nd->cfg->node_name,
-		       e.message);
+		KLOG_ERR(e.message, "Failed to update lease lease=\"kube-node-lease/%s\"",
+			 nd->cfg->node_name);
 	json_decref(res);
 }
 
@@ -364,11 +364,11 @@ int nd_run(struct nd_config *cfg)
 	strbuf_addf(&reg, "%s/plugins_registry", cfg->root_dir);
 	nd.registry_dir = strbuf_detach(&reg, NULL);
 	if (mkdir(cfg->root_dir, 0750) != 0 && errno != EEXIST) {
-		KLOG_E("Cannot create --root-dir %s: %s", cfg->root_dir, strerror(errno));
+		KLOG_ERR(strerror(errno), "Cannot create --root-dir %s", cfg->root_dir);
 		goto out;
 	}
 	if (mkdir(nd.registry_dir, 0750) != 0 && errno != EEXIST) {
-		KLOG_E("Cannot create %s: %s", nd.registry_dir, strerror(errno));
+		KLOG_ERR(strerror(errno), "Cannot create %s", nd.registry_dir);
 		goto out;
 	}
 	struct nd_resource_flags rf = { .max_pods = cfg->max_pods, .capacity = &cfg->capacity,
@@ -414,7 +414,7 @@ int nd_run(struct nd_config *cfg)
 	if (*cfg->http_endpoint) {
 		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
 		if (!http) {
-			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			KLOG_ERR(err, "Failed to start HTTP server at \"%s\"", cfg->http_endpoint);
 			goto out;
 		}
 		KLOG_I("Starting HTTP server endpoint=\"%s\" port=%d", cfg->http_endpoint,

@@ -356,7 +356,7 @@ static void report_in_use(struct nd *nd, struct desired *want, size_t nwant)
 	free(body);
 	json_decref(patch);
 	if (!res) {
-		KLOG_E("Failed to update volumesInUse node=\"%s\": %s", nd->cfg->node_name, e.message);
+		KLOG_ERR(e.message, "Failed to update volumesInUse node=\"%s\"", nd->cfg->node_name);
 		free(set);
 		return;
 	}
@@ -526,7 +526,8 @@ static void mount_one(struct nd *nd, struct desired *d)
 				pod_event(nd, d->pod, "FailedMount",
 					  "MountVolume.MountDevice failed for volume \"%s\" : %s", d->spec,
 					  err);
-				KLOG_E("MountVolume.MountDevice failed for volume \"%s\": %s", d->spec, err);
+				KLOG_ERR(err, "MountVolume.MountDevice failed for volume \"%s\"",
+					 d->spec);
 				vm_backoff_fail(&m->next_try, &m->delay);
 				goto out;
 			}
@@ -562,7 +563,7 @@ static void mount_one(struct nd *nd, struct desired *d)
 		/* the link is the pod's record of the mapping: it exists before the publish */
 		unlink(link);
 		if (symlink(m->target, link) != 0)
-			KLOG_E("Cannot create %s: %s", link, strerror(errno));
+			KLOG_ERR(strerror(errno), "Cannot create %s", link);
 		free(ldir);
 		free(link);
 	}
@@ -571,8 +572,8 @@ static void mount_one(struct nd *nd, struct desired *d)
 	if (publish(nd, drv, d, m->target, staging, attach, err, sizeof(err))) {
 		pod_event(nd, d->pod, "FailedMount", "MountVolume.SetUp failed for volume \"%s\" : %s",
 			  d->spec, err);
-		KLOG_E("MountVolume.SetUp failed for volume \"%s\" pod=\"%s/%s\": %s", d->spec,
-		       d->pod->meta.ns, d->pod->meta.name, err);
+		KLOG_ERR(err, "MountVolume.SetUp failed for volume \"%s\" pod=\"%s/%s\"",
+			 d->spec, d->pod->meta.ns, d->pod->meta.name);
 		vm_backoff_fail(&m->next_try, &m->delay);
 		goto out;
 	}
@@ -594,8 +595,8 @@ static void set_pod_running(struct nd *nd, const struct kube_pod *pod, const cha
 	struct kube_err e;
 	json_t *obj = kube_get(nd->kc, &KUBE_RES_PODS, pod->meta.ns, pod->meta.name, &e);
 	if (!obj) {
-		KLOG_E("Failed to read pod pod=\"%s/%s\": %s", pod->meta.ns, pod->meta.name,
-		       e.message);
+		KLOG_ERR(e.message, "Failed to read pod pod=\"%s/%s\"",
+			 pod->meta.ns, pod->meta.name);
 		return;
 	}
 	char now[RFC3339_BUFLEN];
@@ -607,8 +608,8 @@ static void set_pod_running(struct nd *nd, const struct kube_pod *pod, const cha
 	json_t *res = kube_patch(nd->kc, &KUBE_RES_PODS, pod->meta.ns, pod->meta.name, true,
 				 KUBE_PATCH_MERGE, body, &e);
 	if (!res)
-		KLOG_E("Failed to update pod status pod=\"%s/%s\": %s", pod->meta.ns, pod->meta.name,
-		       e.message);
+		KLOG_ERR(e.message, "Failed to update pod status pod=\"%s/%s\"",
+			 pod->meta.ns, pod->meta.name);
 	else
 		KLOG_I("Pod is running pod=\"%s/%s\"", pod->meta.ns, pod->meta.name);
 	json_decref(res);
@@ -627,7 +628,8 @@ static void finish_deletion(struct nd *nd, const struct kube_pod *pod, const cha
 				   .body_len = body.len };
 	struct kube_err e;
 	if (kube_do(nd->kc, &rq, &out, &e) < 0 && !kube_err_is_not_found(&e) && !kube_err_is_conflict(&e))
-		KLOG_E("Failed to delete pod pod=\"%s/%s\": %s", pod->meta.ns, pod->meta.name, e.message);
+		KLOG_ERR(e.message, "Failed to delete pod pod=\"%s/%s\"",
+			 pod->meta.ns, pod->meta.name);
 	else
 		KLOG_I("Pod's volumes are unmounted, deleted pod=\"%s/%s\"", pod->meta.ns, pod->meta.name);
 	strbuf_release(&path);

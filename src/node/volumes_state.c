@@ -99,7 +99,7 @@ int vm_write_json(const char *path, json_t *obj)
 	if (rc == 0)
 		rc = rename(tmp, path);
 	if (rc)
-		KLOG_E("Cannot write %s: %s", path, strerror(errno));
+		KLOG_ERR(strerror(errno), "Cannot write %s", path);
 	unlink(tmp);
 	free(tmp);
 	return rc;

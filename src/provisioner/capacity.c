@@ -470,8 +470,8 @@ static enum cres drop_zero(struct prov_cap *c, const char *key, const struct kub
 
 	if (kube_delete(c->kc, &KUBE_RES_CSISTORAGECAPACITIES, c->ns, o->name,
 			kube_obj_uid(o, uid, sizeof(uid)), NULL, &e) && !kube_err_is_not_found(&e)) {
-		KLOG_E("Capacity Controller: delete CSIStorageCapacity %s with zero capacity: %s",
-		       o->name, e.message);
+		KLOG_ERR(e.message, "Capacity Controller: delete CSIStorageCapacity %s with zero capacity",
+			 o->name);
 		return C_RETRY;
 	}
 	KLOG_V(3, "Capacity Controller: removed %s for %s: zero capacity", o->name, key);
@@ -547,7 +547,8 @@ static enum cres sync_item(struct prov_cap *c, const char *key)
 	if (!cs) {
 		char *name = create_object(c, &it, avail, maxsize, &e);
 		if (!name) {
-			KLOG_E("Capacity Controller: create CSIStorageCapacity for %s: %s", key, e.message);
+			KLOG_ERR(e.message, "Capacity Controller: create CSIStorageCapacity for %s",
+				 key);
 			r = C_RETRY;
 			goto out;
 		}
@@ -590,8 +591,8 @@ static enum cres sync_item(struct prov_cap *c, const char *key)
 	} else if (kube_err_is_conflict(&e)) {
 		r = C_AGAIN; /* the informer brings the new version */
 	} else {
-		KLOG_E("Capacity Controller: update CSIStorageCapacity %s for %s: %s", o->name, key,
-		       e.message);
+		KLOG_ERR(e.message, "Capacity Controller: update CSIStorageCapacity %s for %s",
+			 o->name, key);
 		r = C_RETRY;
 	}
 out:
@@ -624,7 +625,8 @@ static enum cres delete_object(struct prov_cap *c, const char *name)
 		KLOG_V(3, "Capacity Controller: removing CSIStorageCapacity %s", name);
 		if (kube_delete(c->kc, &KUBE_RES_CSISTORAGECAPACITIES, c->ns, name,
 				kube_obj_uid(o, uid, sizeof(uid)), NULL, &e) && !kube_err_is_not_found(&e)) {
-			KLOG_E("Capacity Controller: delete CSIStorageCapacity %s: %s", name, e.message);
+			KLOG_ERR(e.message, "Capacity Controller: delete CSIStorageCapacity %s",
+				 name);
 			r = C_RETRY;
 		}
 	}

@@ -185,8 +185,8 @@ static enum prov_work create_failed(struct prov_ctrl *c, const char *key, const 
 		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
 			   "Volume provisioning failed with infeasible error. Retries will be delayed. %s",
 			   err);
-		KLOG_E("CreateVolume %s for claim %s failed with an infeasible error, not retried for %llds unless its StorageClass changes: %s",
-		       p->name, key, (long long)(c->o.retry_max_ns / 1000000000), err);
+		KLOG_ERR(err, "CreateVolume %s for claim %s failed with an infeasible error, not retried for %llds unless its StorageClass changes",
+			 p->name, key, (long long)(c->o.retry_max_ns / 1000000000));
 		prov_metrics_provision(c->metrics, p->cls, p->source, false, 0);
 		prov_claim_done(c, key);
 		slow_mark(c, key, o, sc);
@@ -194,9 +194,8 @@ static enum prov_work create_failed(struct prov_ctrl *c, const char *key, const 
 	}
 	prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
 		   "failed to provision volume with StorageClass \"%s\": %s", p->cls, err);
-	KLOG_E("CreateVolume %s for claim %s failed (%s): %s", p->name, key,
-	       state == PROV_IN_BACKGROUND ? "may be in progress, will retry with the same name" : "final",
-	       err);
+	KLOG_ERR(err, "CreateVolume %s for claim %s failed (%s)",
+		 p->name, key, state == PROV_IN_BACKGROUND ? "may be in progress, will retry with the same name" : "final");
 	prov_metrics_provision(c->metrics, p->cls, p->source, false, 0);
 	if (state == PROV_IN_BACKGROUND) {
 		claim_in_progress(c, key, o);
@@ -346,7 +345,7 @@ static void save(struct prov_ctrl *c, const char *key, const struct kube_obj *o,
 		free(pvj);
 		return;
 	}
-	KLOG_E("Failed to save volume %s of claim %s: %s", p->name, key, e.message);
+	KLOG_ERR(e.message, "Failed to save volume %s of claim %s", p->name, key);
 	prov_unsaved_add(c, p->name, pvj, key, o, vol->volume_id, p->cls,
 			 &p->secrets[PROV_SECRET_PROVISIONER], &e);
 }
@@ -372,7 +371,7 @@ enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct
 	if (prov_prepare(c, pvc, sc, &p, &state, err, sizeof(err))) {
 		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
 			   "failed to provision volume with StorageClass \"%s\": %s", p.cls, err);
-		KLOG_E("Failed to provision volume for claim %s: %s", key, err);
+		KLOG_ERR(err, "Failed to provision volume for claim %s", key);
 		prov_metrics_provision(c->metrics, p.cls, p.source, false, 0);
 		res = PROV_WORK_RETRY;
 		/* The selected node's CSINode is gone: hand the claim back to the scheduler. */

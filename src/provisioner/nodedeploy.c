@@ -238,7 +238,7 @@ static void select_this_node(struct prov_ctrl *c, const char *key, const struct 
 			strcpy(t->stale_rv, pvc->meta.rv);
 		pthread_mutex_unlock(&c->mu);
 	} else if (!kube_err_is_not_found(&e)) {
-		KLOG_E("selecting node \"%s\" for PVC %s failed: %s", c->nd->node, key, e.message);
+		KLOG_ERR(e.message, "selecting node \"%s\" for PVC %s failed", c->nd->node, key);
 	}
 	prov_owner_backoff(c, key);
 }

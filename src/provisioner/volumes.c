@@ -132,7 +132,7 @@ enum prov_work prov_sync_unsaved(struct prov_ctrl *c, const char *name)
 		bool permanent = permanent_error(&e);
 		if (permanent)
 			u->permanent_failures++;
-		KLOG_E("Failed to save volume %s of claim %s: %s", name, u->claim_key, e.message);
+		KLOG_ERR(e.message, "Failed to save volume %s of claim %s", name, u->claim_key);
 		if (!permanent || u->permanent_failures < PROV_SAVE_PERMANENT_ATTEMPTS)
 			return PROV_WORK_RETRY;
 		/* It can never be saved: do not leak the volume. */
@@ -197,9 +197,9 @@ static enum prov_work volume_finalizer(struct prov_ctrl *c, const struct kube_ob
 				   add ? PROV_PV_FINALIZER : NULL, true, &e))
 		return PROV_WORK_DONE;
 	if (add)
-		KLOG_E("failed to add finalizer to volume %s: %s", name, e.message);
+		KLOG_ERR(e.message, "failed to add finalizer to volume %s", name);
 	else
-		KLOG_E("failed to remove finalizer from volume %s: %s", name, e.message);
+		KLOG_ERR(e.message, "failed to remove finalizer from volume %s", name);
 	return kube_err_is_conflict(&e) ? PROV_WORK_AGAIN : PROV_WORK_RETRY;
 }
 
@@ -231,13 +231,13 @@ static int delete_secrets(struct prov_ctrl *c, const struct kube_pv *pv, struct 
 					 &ref, err, sizeof(err));
 		kube_obj_unref(so);
 		if (rc) {
-			KLOG_E("failed to get secretreference for volume %s: %s", pv->meta.name, err);
+			KLOG_ERR(err, "failed to get secretreference for volume %s", pv->meta.name);
 			return -1;
 		}
 	}
 	/* A missing Secret does not block deletion (it may be gone already). */
 	if (ref.set && prov_add_secrets(c, a, req, "secrets", &ref, err, sizeof(err)))
-		KLOG_E("Failed to get credentials for volume %s: %s", pv->meta.name, err);
+		KLOG_ERR(err, "Failed to get credentials for volume %s", pv->meta.name);
 	return 0;
 }
 
@@ -256,7 +256,7 @@ static struct kube_obj *fresh_to_delete(struct prov_ctrl *c, const char *name, e
 			KLOG_V(4, "persistentvolume %s no longer needs deletion, skipping", LOGQ(name));
 			*r = PROV_WORK_DONE;
 		} else {
-			KLOG_E("error reading persistentvolume %s: %s", LOGQ(name), e.message);
+			KLOG_ERR(e.message, "error reading persistentvolume %s", LOGQ(name));
 			*r = PROV_WORK_RETRY;
 		}
 		return NULL;
@@ -265,7 +265,7 @@ static struct kube_obj *fresh_to_delete(struct prov_ctrl *c, const char *name, e
 	json_decref(j);
 	*r = PROV_WORK_DONE;
 	if (!o) {
-		KLOG_E("error decoding persistentvolume %s: %s", LOGQ(name), err);
+		KLOG_ERR(err, "error decoding persistentvolume %s", LOGQ(name));
 	} else if (!should_delete(c, o)) {
 		KLOG_V(4, "persistentvolume %s no longer needs deletion, skipping", LOGQ(name));
 		kube_obj_unref(o);
@@ -329,7 +329,7 @@ static enum prov_work delete_volume(struct prov_ctrl *c, const char *name)
 	int64_t start = mono_now_ns();
 	const char *cls = pv->storage_class ? pv->storage_class : "";
 	if (call_delete(c, name, pv, err, sizeof(err))) {
-		KLOG_E("Volume deletion failed for PV %s: %s", name, err);
+		KLOG_ERR(err, "Volume deletion failed for PV %s", name);
 		prov_event(c, o, KUBE_EVENT_WARNING, "VolumeFailedDelete", "%s", err);
 		prov_metrics_delete(c->metrics, cls, false, 0);
 		kube_obj_unref(o);

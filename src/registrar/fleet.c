@@ -162,7 +162,7 @@ static void *serve_worker(void *arg)
 					  "NotifyRegistrationStatus", notify_status, r);
 		char err[512];
 		if (csi_server_start(srv, sock.buf, err, sizeof(err))) {
-			KLOG_E("Failed to listen on socket socketPath=\"%s\": %s", sock.buf, err);
+			KLOG_ERR(err, "Failed to listen on socket socketPath=\"%s\"", sock.buf);
 			csi_server_free(srv);
 			atomic_store(&f->failed, 1);
 			snprintf(f->error, sizeof(f->error), "node %.200s: %.280s", r->name, err);
@@ -237,7 +237,7 @@ int reg_fleet_run(const struct reg_config *cfg, int size, const char *prefix)
 	if (*cfg->http_endpoint) {
 		http = diag_server_start(cfg->http_endpoint, err, sizeof(err));
 		if (!http) {
-			KLOG_E("Failed to start HTTP server at \"%s\": %s", cfg->http_endpoint, err);
+			KLOG_ERR(err, "Failed to start HTTP server at \"%s\"", cfg->http_endpoint);
 			goto out;
 		}
 		diag_server_handle(http, "/healthz", serve_healthz, &f);

@@ -210,7 +210,7 @@ static int plugin_info(struct reg_state *st, const sigset_t *set, struct info_ca
 	c->csi = st->csi;
 	c->timeout_ns = st->cfg->timeout_ns;
 	if (pthread_create(&th, NULL, info_main, c)) {
-		KLOG_E("Cannot start a thread for GetPluginInfo: %s", strerror(errno));
+		KLOG_ERR(strerror(errno), "Cannot start a thread for GetPluginInfo");
 		return -1;
 	}
 	while (!atomic_load(&c->done)) {
@@ -225,7 +225,10 @@ static int plugin_info(struct reg_state *st, const sigset_t *set, struct info_ca
 	return 0;
 }
 
-/* Connects and asks the driver's name, retrying once a second until it answers or a signal. */
+/*
+ * Connects (retrying until the socket answers, or a signal) and asks the driver's name once, as
+ * upstream's main: an error or an empty name ends the start-up with status 1 (-1 here).
+ */
 static int discover_driver(struct reg_state *st, const sigset_t *set)
 {
 	char err[512];
@@ -246,28 +249,27 @@ static int discover_driver(struct reg_state *st, const sigset_t *set)
 			return 1;
 	}
 	KLOG_V(1, "Calling CSI driver to discover driver name");
-	for (;;) {
-		struct info_call call;
-		if (plugin_info(st, set, &call))
-			return -1;
-		Csi__V1__GetPluginInfoResponse *info = call.info;
-		struct csi_status cs = call.cs;
-		if (call.rc == 0) {
-			if (info->name && *info->name) {
-				st->driver = xstrdup(info->name);
-				csi_msg_free(info);
-				KLOG_V(2, "CSI driver name: \"%s\"", st->driver);
-				return 0;
-			}
-			KLOG_E("error retreiving CSI driver name: driver name is empty");
-			csi_msg_free(info);
-		} else {
-			KLOG_E("error retreiving CSI driver name: rpc error: code = %s desc = %s",
-			       csi_code_go_name(cs.code), cs.message);
-		}
-		if (signalled(set, NSEC_PER_SEC))
-			return 1;
+	struct info_call call;
+	if (plugin_info(st, set, &call))
+		return -1;
+	Csi__V1__GetPluginInfoResponse *info = call.info;
+	if (call.rc == 0 && info->name && *info->name) {
+		st->driver = xstrdup(info->name);
+		csi_msg_free(info);
+		KLOG_V(2, "CSI driver name csiDriverName=\"%s\"", st->driver);
+		return 0;
 	}
+	if (call.rc == 0) {
+		KLOG_ERR("driver name is empty", "Error retreiving CSI driver name");
+		csi_msg_free(info);
+	} else {
+		struct strbuf why = STRBUF_INIT;
+		strbuf_addf(&why, "rpc error: code = %s desc = %s", csi_code_go_name(call.cs.code),
+			    call.cs.message);
+		KLOG_ERR(why.buf, "Error retreiving CSI driver name");
+		strbuf_release(&why);
+	}
+	return -1;
 }
 
 int reg_run(const struct reg_config *cfg)
@@ -280,13 +282,14 @@ int reg_run(const struct reg_config *cfg)
 	sigset_t set;
 	int rc = 1;
 
+	/* upstream v2.17's order: the required path first, then the no-op probe mode */
+	if (!*cfg->kubelet_registration_path) {
+		KLOG_ERR(NULL, "kubelet-registration-path is a required parameter");
+		return 1;
+	}
 	if (strcmp(cfg->mode, MODE_PROBE) == 0) {
 		KLOG_W("--mode=%s is deprecated and does nothing: exiting 0", MODE_PROBE);
 		return 0;
-	}
-	if (!*cfg->kubelet_registration_path) {
-		KLOG_E("kubelet-registration-path is a required parameter");
-		return 1;
 	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -298,7 +301,7 @@ int reg_run(const struct reg_config *cfg)
 	if (*cfg->mode)
 		KLOG_W("--mode is deprecated and will be removed; running the registrar");
 	if (cfg->health_port > 0 && *cfg->http_endpoint) {
-		KLOG_E("only one of `--health-port` and `--http-endpoint` can be set.");
+		KLOG_ERR(NULL, "Only one of `--health-port` and `--http-endpoint` can be set");
 		return 1;
 	}
 	if (cfg->health_port > 0) {
@@ -330,7 +333,7 @@ int reg_run(const struct reg_config *cfg)
 				  "NotifyRegistrationStatus", notify_status, &st);
 	KLOG_I("Starting Registration Server socketPath=\"%s\"", st.reg_socket);
 	if (csi_server_start(srv, st.reg_socket, err, sizeof(err))) {
-		KLOG_E("Failed to listen on socket socketPath=\"%s\": %s", st.reg_socket, err);
+		KLOG_ERR(err, "Failed to listen on socket socketPath=%s", LOGQ(st.reg_socket));
 		goto out;
 	}
 	KLOG_I("Registration Server started socketPath=\"%s\"", st.reg_socket);
@@ -338,7 +341,7 @@ int reg_run(const struct reg_config *cfg)
 	if (*http_addr) {
 		http = diag_server_start(http_addr, err, sizeof(err));
 		if (!http) {
-			KLOG_E("Failed to start HTTP server at \"%s\": %s", http_addr, err);
+			KLOG_ERR(err, "Failed to start HTTP server endpoint=%s", LOGQ(http_addr));
 			goto out;
 		}
 		KLOG_I("Starting HTTP server endpoint=\"%s\" port=%d", http_addr, diag_server_port(http));
@@ -353,8 +356,7 @@ int reg_run(const struct reg_config *cfg)
 			break;
 		}
 		if (atomic_load(&st.failed)) {
-			KLOG_E("Registration process failed with error: %s, restarting registration container.",
-			       st.error);
+			KLOG_ERR(st.error, "Registration process failed with error, restarting registration container");
 			rc = 1;
 			break;
 		}

@@ -186,21 +186,21 @@ static enum kube_work_result failed(struct rsz_ctrl *c, const char *key, const s
 			struct rsz_patch p = rsz_mark_failed(pvc, f == RSZ_FAIL_INFEASIBLE, r->error,
 							     msg, sizeof(msg));
 			if (rsz_patch_claim(c, pvc, &p, &e))
-				KLOG_E("resizing failed in controller with %s but failed to update PVC %s/%s with: %s",
-				       r->error, pvc->meta.ns, pvc->meta.name, e.message);
+				KLOG_ERR(e.message, "resizing failed in controller with %s but failed to update PVC %s/%s",
+					 r->error, pvc->meta.ns, pvc->meta.name);
 		}
 	}
 	snprintf(msg, sizeof(msg), "resize volume \"%s\" by resizer \"%s\" failed: %s",
 		 pv->meta.name, c->o.driver, r->error);
 	rsz_event(c, pvc, true, RSZ_EV_FAILED, "%s", msg);
-	KLOG_E("Error syncing PVC %s: %s", key, msg);
+	KLOG_ERR(msg, "Error syncing PVC %s", key);
 	return KUBE_WORK_RETRY;
 }
 
 /* The claim's status write answered: a conflict is retried at once with fresh data. */
 static enum kube_work_result write_failed(const char *what, const char *key, struct kube_err *e)
 {
-	KLOG_E("Error syncing PVC %s: %s: %s", key, what, e->message);
+	KLOG_ERR(e->message, "Error syncing PVC %s: %s", key, what);
 	return kube_err_is_conflict(e) ? KUBE_WORK_AGAIN : KUBE_WORK_RETRY;
 }
 
@@ -231,8 +231,8 @@ static enum kube_work_result expand(struct rsz_ctrl *c, const char *key, const s
 	rsz_set_del(c, &c->slow, key);
 	KLOG_V(4, "Resize volume succeeded, start to update PV's capacity pv=%s", pv->meta.name);
 	if (patch_pv_capacity(c, pv, pvc->capacity, r.size, r.fs_resize, &e)) {
-		KLOG_E("Error syncing PVC %s: error updating pv %s by resizer: %s", key, pv->meta.name,
-		       e.message);
+		KLOG_ERR(e.message, "Error syncing PVC %s: error updating pv %s by resizer",
+			 key, pv->meta.name);
 		return KUBE_WORK_RETRY;
 	}
 	/* The claim's resourceVersion moved with the in-progress write: no precondition now. */

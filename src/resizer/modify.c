@@ -78,13 +78,14 @@ static enum kube_work_result completed(struct rsz_ctrl *c, const char *key,
 		 vac->meta.name);
 	if (kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, pv->meta.name, false,
 			       KUBE_PATCH_STRATEGIC, body, &e)) {
-		KLOG_E("update pv.Spec.VolumeAttributesClassName for PVC %s failed, errored with: %s",
-		       key, e.message);
+		KLOG_ERR(e.message, "update pv.Spec.VolumeAttributesClassName for PVC %s failed",
+			 key);
 		return KUBE_WORK_RETRY;
 	}
 	struct rsz_patch p = rsz_mark_modify_done(pvc, vac->meta.name);
 	if (rsz_patch_claim(c, pvc, &p, &e)) {
-		KLOG_E("mark PVC %s as ModifyVolumeCompleted failed, errored with: %s", key, e.message);
+		KLOG_ERR(e.message, "mark PVC %s as ModifyVolumeCompleted failed",
+			 key);
 		return KUBE_WORK_RETRY;
 	}
 	rsz_set_del(c, &c->uncertain, key);
@@ -120,14 +121,14 @@ static enum kube_work_result modify_failed(struct rsz_ctrl *c, const char *key,
 	struct rsz_patch p = rsz_mark_modify(pvc, status, vac->meta.name, code, desc, final, msg,
 					     sizeof(msg));
 	if (rsz_patch_claim(c, pvc, &p, &e)) {
-		KLOG_E("Error syncing PVC %s: mark PVC %s as modify volume failed, errored with: %s",
-		       key, pvc->meta.name, e.message);
+		KLOG_ERR(e.message, "Error syncing PVC %s: mark PVC %s as modify volume failed",
+			 key, pvc->meta.name);
 		return KUBE_WORK_RETRY;
 	}
 	if (status == KUBE_MODIFY_INFEASIBLE)
 		rsz_slow_add(c, &c->mslow, key); /* markForSlowRetry */
 	rsz_event(c, pvc, true, RSZ_EV_MODIFY_FAILED, "%s", event);
-	KLOG_E("Error syncing PVC %s (modify): %s", key, error);
+	KLOG_ERR(error, "Error syncing PVC %s (modify)", key);
 	return KUBE_WORK_RETRY;
 }
 
@@ -142,8 +143,8 @@ static enum kube_work_result call(struct rsz_ctrl *c, const char *key, const str
 		return completed(c, key, pvc, pv, vac);
 	if (code == RSZ_NOT_GRPC) {
 		/* Failed before the driver was asked (its secret): nothing is written, retried. */
-		KLOG_E("Error syncing PVC %s (modify): cannot get error status from modify volume err: %s",
-		       key, error);
+		KLOG_ERR(error, "Error syncing PVC %s (modify): cannot get error status from modify volume",
+			 key);
 		return KUBE_WORK_RETRY;
 	}
 	return modify_failed(c, key, pvc, vac, code, error, desc);
@@ -201,7 +202,7 @@ static enum kube_work_result modify(struct rsz_ctrl *c, const char *key, const s
 		rsz_event(c, pvc, false, RSZ_EV_MODIFY_CANCELLED, "Cancelled modify.");
 		struct rsz_patch p = rsz_mark_rolled_back(pvc);
 		if (rsz_patch_claim(c, pvc, &p, &e)) {
-			KLOG_E("mark PVC %s as rolled back failed: %s", key, e.message);
+			KLOG_ERR(e.message, "mark PVC %s as rolled back failed", key);
 			return KUBE_WORK_RETRY;
 		}
 		return KUBE_WORK_DONE;
@@ -216,8 +217,8 @@ static enum kube_work_result modify(struct rsz_ctrl *c, const char *key, const s
 		struct rsz_patch p = rsz_mark_modify(pvc, vo ? KUBE_MODIFY_IN_PROGRESS : KUBE_MODIFY_PENDING,
 						     NULL, -1, NULL, false, msg, sizeof(msg));
 		if (rsz_patch_claim(c, pvc, &p, &e)) {
-			KLOG_E("Error syncing PVC %s: mark PVC %s as modify volume failed, errored with: %s",
-			       key, pvc->meta.name, e.message);
+			KLOG_ERR(e.message, "Error syncing PVC %s: mark PVC %s as modify volume failed",
+				 key, pvc->meta.name);
 			kube_obj_unref(vo);
 			return kube_err_is_conflict(&e) ? KUBE_WORK_AGAIN : KUBE_WORK_RETRY;
 		}

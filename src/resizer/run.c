@@ -103,9 +103,9 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		KLOG_I("Modify not supported message=\"CSI driver does not support controller modify\"");
 	/* A modify-only driver (MODIFY_VOLUME, no expansion anywhere) runs the modify controller
 	 * alone, as upstream v2.x does. */
-	if (!o.resize && !can_modify) {
+	if (!o.resize && !can_modify) { /* upstream's klog.Fatalf: exit 255 */
 		snprintf(err, errlen, "CSI driver does not support resize nor modify");
-		return -1;
+		return SIDECAR_SETUP_FATAL;
 	}
 	o.modify = m->gates.vac && can_modify;
 	o.snmw = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
@@ -137,7 +137,7 @@ int rsz_run(const struct rsz_config *cfg)
 	char err[512];
 
 	if (rsz_parse_gates(&cfg->sc.feature_gates, &m.gates, err, sizeof(err))) {
-		KLOG_E("Failed to set feature gates: %s", err);
+		KLOG_ERR(err, "Failed to set feature gates");
 		return 1;
 	}
 	if (cfg->workers <= 0) {

@@ -510,9 +510,10 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		}
 		csi_metrics_set_driver(sc->metrics, sc->driver);
 	}
-	if (ops->setup(ops->ud, sc, err, sizeof(err))) {
+	int setup_rc = ops->setup(ops->ud, sc, err, sizeof(err));
+	if (setup_rc) {
 		KLOG_E("%s", err);
-		rc = fatal_rc(ops, SIDECAR_FATAL_SETUP);
+		rc = setup_rc == SIDECAR_SETUP_FATAL ? SIDECAR_EXIT_FATAL : fatal_rc(ops, SIDECAR_FATAL_SETUP);
 		goto out;
 	}
 	assert(sc->ctrl && sc->ctrl_ops); /* setup's contract: it built the controller */
@@ -526,8 +527,8 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 				 LOGQ(cfg->metrics_path));
 			startup_error(ops, what, err);
 		} else if (!rt->http) {
-			KLOG_E("Failed to start HTTP server at specified address (\"%s\") and metrics "
-			       "path (\"%s\"): %s", addr, cfg->metrics_path, err);
+			KLOG_ERR(err, "Failed to start HTTP server at specified address (\"%s\") and metrics path (\"%s\")",
+				 addr, cfg->metrics_path);
 		}
 		if (!rt->http) {
 			rc = fatal_rc(ops, SIDECAR_FATAL_HTTP);

@@ -114,7 +114,9 @@ struct sidecar_ops {
 	bool ctrl_caps_only_with_service;
 	/*
 	 * After discovery, before the HTTP server: build the controller and hand it over with
-	 * sidecar_set_controller(). 0 or -1 with err.
+	 * sidecar_set_controller(). 0, or -1 with err (exit as fatal_255's SETUP bit says), or
+	 * SIDECAR_SETUP_FATAL with err for a check upstream ends with klog.Fatal although its other
+	 * set-up failures exit 1 (csi-resizer: "does not support resize nor modify").
 	 */
 	int (*setup)(void *ud, struct sidecar *sc, char *err, size_t errlen);
 	/* Frees what else setup built, after the controller. May be NULL. */
@@ -135,6 +137,7 @@ struct sidecar_ops {
 	bool structured_errors;
 };
 #define SIDECAR_EXIT_FATAL 255
+#define SIDECAR_SETUP_FATAL (-2)
 enum {
 	SIDECAR_FATAL_KUBE = 1u << 0,     /* the kubeconfig / client ("Failed to create config") */
 	SIDECAR_FATAL_DISCOVER = 1u << 1, /* the driver's name and capabilities */

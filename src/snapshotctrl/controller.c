@@ -163,8 +163,8 @@ static void status_error(struct sctrl *c, const struct kube_vs *vs, const struct
 	json_t *patch = json_pack("{s:o}", "status", st);
 	char *body = json_dumps(patch, JSON_COMPACT);
 	if (snap_patch(c->kc, &vs->meta, true, body, &ke))
-		KLOG_E("failed to update snapshot %s/%s error status: %s", vs->meta.ns,
-		       vs->meta.name, ke.message);
+		KLOG_ERR(ke.message, "failed to update snapshot %s/%s error status",
+			 vs->meta.ns, vs->meta.name);
 	free(body);
 	json_decref(patch);
 	snap_event(c->o.recorder, &vs->meta, true, e->reason, "%s", e->message);
@@ -515,7 +515,8 @@ static int sync_deleting(struct sctrl *c, const struct kube_vs *vs)
 	}
 	if (d.annotate_content &&
 	    snap_patch_annotation(c->kc, &content->meta, SNAP_ANN_BEING_DELETED, "yes", &ke)) {
-		KLOG_E("failed to set %s on content %s: %s", SNAP_ANN_BEING_DELETED, cname, ke.message);
+		KLOG_ERR(ke.message, "failed to set %s on content %s",
+			 SNAP_ANN_BEING_DELETED, cname);
 		rc = RETRY;
 		goto out;
 	}

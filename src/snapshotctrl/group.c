@@ -327,8 +327,8 @@ static int bind_member(struct sctrl *c, const struct kube_vgs *g, const struct k
 	    !patch_json(c, co, true, cst, &ke))
 		rc = 0;
 	else
-		KLOG_E("binding member %s/%s of group snapshot %s: %s", g->meta.ns, vs,
-		       g->meta.name, ke.message);
+		KLOG_ERR(ke.message, "binding member %s/%s of group snapshot %s",
+			 g->meta.ns, vs, g->meta.name);
 out:
 	kube_obj_unref(so);
 	kube_obj_unref(co);

@@ -126,7 +126,7 @@ int sctrl_run(const struct sctrl_config *cfg)
 	char err[512];
 
 	if (feature_gates_check(&cfg->sc.feature_gates, snap_feature_gates, snap_feature_gates_len, err, sizeof(err))) {
-		KLOG_E("Error while parsing feature gates: %s", err);
+		KLOG_ERR(err, "Error while parsing feature gates");
 		return SIDECAR_EXIT_FATAL;
 	}
 	if (cfg->worker_threads <= 0) {

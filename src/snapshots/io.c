@@ -104,14 +104,14 @@ void snap_error_status(struct kube_client *kc, struct kube_recorder *rec, const 
 	char now[64];
 	struct kube_err ke;
 
-	KLOG_E("%s %s: %s", reason, o->name, msg);
+	KLOG_ERR(msg, "%s %s", reason, o->name);
 	if (old_message && !strcmp(old_message, msg))
 		return;
 	snap_time_text((int64_t)time(NULL) * NSEC_PER_SEC, now, sizeof(now));
 	json_t *patch = json_pack("{s:{s:b,s:{s:s,s:s}}}", "status", "readyToUse", 0, "error",
 				  "time", now, "message", msg);
 	if (patch_json(kc, o, true, patch, &ke))
-		KLOG_E("failed to update %s error status: %s", o->name, ke.message);
+		KLOG_ERR(ke.message, "failed to update %s error status", o->name);
 	snap_event(rec, o, true, reason, "%s", msg);
 }
 

@@ -59,8 +59,7 @@ static bool group_capable(struct sidecar *sc, int64_t timeout_ns)
 	bool yes = false;
 
 	if (csi_group_controller_get_capabilities(sc->csi, &req, &resp, timeout_ns, &st) != 0) {
-		KLOG_E("error determining if driver supports create/delete group snapshot "
-		       "operations: %s", st.message);
+		KLOG_ERR(st.message, "error determining if driver supports create/delete group snapshot operations");
 		return false;
 	}
 	for (size_t i = 0; i < resp->n_capabilities; i++)
@@ -123,7 +122,7 @@ int snapper_run(const struct snapper_config *cfg)
 	char err[512];
 
 	if (feature_gates_check(&cfg->sc.feature_gates, snap_feature_gates, snap_feature_gates_len, err, sizeof(err))) {
-		KLOG_E("Error while parsing feature gates: %s", err);
+		KLOG_ERR(err, "Error while parsing feature gates");
 		return SIDECAR_EXIT_FATAL;
 	}
 	if (cfg->worker_threads <= 0) {

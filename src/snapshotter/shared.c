@@ -63,7 +63,7 @@ int snapper_patch_status(struct snapper *s, const struct kube_obj *meta, json_t 
 	free(body);
 	json_decref(patch);
 	if (rc)
-		KLOG_E("error updating status for %s %s: %s", what, meta->name, ke.message);
+		KLOG_ERR(ke.message, "error updating status for %s %s", what, meta->name);
 	return rc;
 }
 
@@ -97,14 +97,14 @@ int snapper_delete(struct snapper *s, const struct snapper_delete *d)
 	if (d->secret_name && d->secret_ns &&
 	    sidecar_add_secrets(s->kc, a, req, "secrets", d->secret_ns, d->secret_name, err,
 				sizeof(err))) {
-		KLOG_E("failed to get input parameters to delete %s for content %s: %s", d->what,
-		       d->meta->name, err);
+		KLOG_ERR(err, "failed to get input parameters to delete %s for content %s",
+			 d->what, d->meta->name);
 		snap_event(s->o.recorder, d->meta, true, d->reason, "Failed to get %s credentials",
 			   d->what);
 		goto out;
 	}
 	if (d->call(s, req, d->ud, &st) != 0) {
-		KLOG_E("failed to delete %s %s: %s", d->what, d->meta->name, st.message);
+		KLOG_ERR(st.message, "failed to delete %s %s", d->what, d->meta->name);
 		snap_event(s->o.recorder, d->meta, true, d->reason, "Failed to delete %s", d->what);
 		goto out;
 	}

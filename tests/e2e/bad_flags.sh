@@ -47,6 +47,9 @@ expect 1 "greater than zero" snapshot-controller --worker-threads 0
 expect 0 "" kcsi-node --help
 grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 50" || fail "kcsi-node --help does not show --kube-api-qps 50"
 grep -A1 -- "-kube-api-burst" "$T/out" | grep -q "default 100" || fail "kcsi-node --help does not show --kube-api-burst 100"
+expect 0 "" kcsi-controller-manager --help # kube-controller-manager v1.36's 20 / 30
+grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 20)" || fail "kcsi-controller-manager --help does not show --kube-api-qps 20"
+grep -A1 -- "-kube-api-burst" "$T/out" | grep -q "default 30)" || fail "kcsi-controller-manager --help does not show --kube-api-burst 30"
 expect 0 "" csi-attacher --help
 grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 5)" || fail "csi-attacher --help does not show --kube-api-qps 5"
 

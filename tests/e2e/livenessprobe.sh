@@ -82,6 +82,17 @@ wait_for "livenessprobe listens" 10 grep -q 'ServeMux listening' "$T/lvp.log"
 PORT=$(log_port "$T/lvp.log" 'ServeMux listening')
 URL="http://127.0.0.1:$PORT/healthz"
 grep -q 'CSI driver name driver="testdriver.kcsi.dev"' "$T/lvp.log" || fail "driver name not logged"
+grep -q 'Failed to get CSI driver name err="rpc error: code = Internal' "$T/info.log" ||
+	fail "GetPluginInfo error: the error is not in err=: $(cat "$T/info.log")"
+
+# --- the /healthz address already taken: logged, exit 0 (upstream's main returns), while a
+# --- taken --metrics-address exits 1 (upstream's FlushAndExit(1)) ---
+"$LVP" --csi-address "$SOCK" --http-endpoint "127.0.0.1:$PORT" >"$T/busy.log" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -qi 'Failed to start http server err=".*address already in use' "$T/busy.log" ||
+	fail "/healthz address in use: exit $rc, $(tail -2 "$T/busy.log")"
+"$LVP" --csi-address "$SOCK" --health-port 0 --metrics-address "127.0.0.1:$PORT" >"$T/busy.log" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q 'Failed to start prometheus metrics endpoint' "$T/busy.log" ||
+	fail "metrics address in use: exit $rc, $(tail -2 "$T/busy.log")"
 
 code=$(get "$URL")
 [ "$code" = 200 ] && [ "$(cat "$T/body")" = ok ] || fail "healthy driver: $code $(cat "$T/body")"

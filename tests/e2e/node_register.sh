@@ -53,7 +53,7 @@ TDREG=$!
 rc=0; timeout 20 tail --pid=$TDREG -f /dev/null || fail "the registrar of the failing driver did not exit"
 wait $TDREG || rc=$?
 [ $rc -eq 1 ] || fail "registrar of a driver whose NodeGetInfo fails: exit $rc, want 1"
-grep -q 'Registration process failed with error: .*NodeGetInfo failed: rpc error: code = Internal desc = injected failure' "$T/td-reg.log" ||
+grep -q 'Registration process failed with error, restarting registration container err=.*NodeGetInfo failed: rpc error: code = Internal desc = injected failure' "$T/td-reg.log" ||
 	fail "registrar does not log the kubelet's error"
 wait_for "no CSINode entry for the failing driver" 10 csinode_lacks n1 testdriver.kcsi.dev
 csinode_has n1 loop.kcsi.io || fail "n1 lost the loop driver's entry"

@@ -47,8 +47,9 @@ info=$("$RC" "$T/registry/loop.kcsi.io-reg.sock" info) || fail "GetInfo failed"
 "$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe \
 	--kubelet-registration-path "$T/plugin/csi.sock" >"$T/probe.log" 2>&1 || fail "probe mode: not exit 0"
 grep -q 'deprecated' "$T/probe.log" || fail "probe mode: no deprecation warning"
-"$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe >/dev/null 2>&1 ||
-	fail "probe mode: not exit 0 without --kubelet-registration-path"
+rc=0; "$KCSI_BIN/csi-node-driver-registrar" --mode kubelet-registration-probe >"$T/probe2.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q 'kubelet-registration-path is a required parameter' "$T/probe2.log" ||
+	fail "probe mode without --kubelet-registration-path: exit $rc, want 1 (upstream checks the path first)"
 [ "$(stat -c %a "$T/registry/loop.kcsi.io-reg.sock")" = 600 ] || fail "socket mode is not 0600"
 
 code=$(curl -s -o "$T/hz" -w '%{http_code}' "http://127.0.0.1:$port/healthz")
@@ -69,7 +70,7 @@ kill -0 $REG 2>/dev/null || fail "registrar exited after a successful registrati
 "$RC" "$T/registry/loop.kcsi.io-reg.sock" notify false "driver loop.kcsi.io: incompatible versions" >/dev/null 2>&1
 rc=0; wait $REG || rc=$?
 [ $rc -eq 1 ] || fail "refused registration: exit $rc, want 1"
-grep -q 'Registration process failed with error: driver loop.kcsi.io: incompatible versions' "$T/reg.log" ||
+grep -q 'Registration process failed with error, restarting registration container err="driver loop.kcsi.io: incompatible versions"' "$T/reg.log" ||
 	fail "the kubelet's error is not logged"
 [ -e "$T/registry/loop.kcsi.io-reg.sock" ] && fail "registration socket left after exit"
 
@@ -86,12 +87,35 @@ ms=$((($(date +%s%N) - start) / 1000000))
 [ $ms -lt 1000 ] || fail "SIGTERM took ${ms} ms"
 [ -e "$T/registry/loop.kcsi.io-reg.sock" ] && fail "registration socket left after SIGTERM"
 
+# Start-up failures end with status 1, as upstream v2.17's main (FlushAndExit(1), never
+# klog.Fatal): GetPluginInfo failing or answering no name is not retried; the error is in err=.
+for how in "--fail GetPluginInfo=INTERNAL" "--fail GetPluginInfo=UNAVAILABLE"; do
+	# shellcheck disable=SC2086
+	"$KCSI_TESTS/csi-testdriver" --endpoint "unix://$T/bad.sock" $how >"$T/bad-td.log" 2>&1 &
+	BTD=$!
+	for _ in $(seq 1 100); do [ -S "$T/bad.sock" ] && break; sleep 0.05; done
+	rc=0
+	timeout 10 "$KCSI_BIN/csi-node-driver-registrar" --csi-address "$T/bad.sock" \
+		--kubelet-registration-path "$T/bad.sock" --plugin-registration-path "$T/registry" \
+		>"$T/bad.log" 2>&1 || rc=$?
+	[ $rc -eq 1 ] || fail "driver $how: exit $rc, want 1"
+	grep -q 'Error retreiving CSI driver name err="rpc error: code = ' "$T/bad.log" ||
+		fail "driver $how: no error line: $(tail -2 "$T/bad.log")"
+	kill -TERM $BTD; wait $BTD 2>/dev/null; rm -f "$T/bad.sock"
+done
+rc=0
+timeout 10 "$KCSI_BIN/csi-node-driver-registrar" --kubelet-registration-path /x --csi-address "$T/plugin/csi.sock" \
+	--plugin-registration-path /nonexistent/dir >"$T/o" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q 'Failed to listen on socket socketPath=' "$T/o" ||
+	fail "registration socket in a missing folder: exit $rc, $(tail -1 "$T/o")"
+
 # Flags: required path, the health-port/http-endpoint exclusion, --version.
 "$KCSI_BIN/csi-node-driver-registrar" --csi-address "$T/plugin/csi.sock" >"$T/o" 2>&1 &&
 	fail "ran without --kubelet-registration-path"
 grep -q 'kubelet-registration-path is a required parameter' "$T/o" || fail "no message for the missing path"
 "$KCSI_BIN/csi-node-driver-registrar" --kubelet-registration-path /x --health-port 9809 \
 	--http-endpoint :9810 >"$T/o" 2>&1 && fail "accepted --health-port with --http-endpoint"
+[ $? -eq 1 ] || fail "--health-port with --http-endpoint: not exit 1"
 "$KCSI_BIN/csi-node-driver-registrar" --version | grep -q 'csi-node-driver-registrar v' || fail "--version"
 
 kill -TERM $LP; wait $LP

@@ -109,10 +109,10 @@ grep -q "Resize not supported" "$T/r3.log" || fail "r3 does not log that resize 
 att_stop r3 || fail "exit on SIGTERM"
 td_stop
 
-# 7. Neither resize nor modify: a start-up error.
+# 7. Neither resize nor modify: a start-up error, exit 255 as upstream's klog.Fatalf.
 td_start --controller-caps CREATE_DELETE_VOLUME --no-node-expand
 rc=0
 timeout 10 "$KCSI_BIN/csi-resizer" --csi-address "unix://$T/td.sock" --kubeconfig "$KC" >"$T/r4.log" 2>&1 || rc=$?
-check "exit 1 for a driver that can neither resize nor modify" eq "$rc" 1
+check "exit 255 for a driver that can neither resize nor modify" eq "$rc" 255
 grep -q "CSI driver does not support resize nor modify" "$T/r4.log" || fail "r4: $(tail -2 "$T/r4.log")"
 rsz_finish

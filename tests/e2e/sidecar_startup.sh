@@ -5,6 +5,8 @@
 #   unreachable, API certificate unverifiable (cache sync), leader-election standby, running
 #   leader (Lease released). --connection-timeout is accepted and ignored (deprecated), and a
 #   failing GetPluginInfo / GetPluginCapabilities / ControllerGetCapabilities ends the start.
+#   Against upstream's binaries: csi-resizer's exit code for a driver that can neither resize nor
+#   modify, and csi-attacher's JSON line for a refused list (the keys, the cause in err).
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -154,4 +156,45 @@ for bin in "${SIDECARS[@]}"; do
 	done
 done
 [ -n "${TLS_EMU:-}" ] && { kill -TERM "$TLS_EMU"; wait "$TLS_EMU" 2>/dev/null; }
+
+# 8. Against upstream's binaries (the peers, make peers): the same start-up failure ends with the
+#    same exit code, and a run-time error line has the same JSON keys.
+: "${KCSI_PEERS:?}"
+for b in csi-resizer csi-attacher; do
+	[ -x "$KCSI_PEERS/$b" ] || fail "no upstream $b in $KCSI_PEERS (make peers, or scripts/peers.sh)"
+done
+echo "== upstream's exit codes and JSON error lines"
+# A driver that can neither resize nor modify: upstream's csi-resizer calls klog.Fatalf (255).
+"$KCSI_TESTS/csi-testdriver" --endpoint "unix://$T/neither.sock" --controller-caps CREATE_DELETE_VOLUME \
+	--no-node-expand >>"$T/neither-td.log" 2>&1 &
+NTD=$!
+wait_sock "$T/neither.sock"
+for side in "$KCSI_PEERS" "$KCSI_BIN"; do
+	rc=0
+	timeout 20 "$side/csi-resizer" --csi-address "unix://$T/neither.sock" --kubeconfig "$KC" \
+		>"$T/neither.log" 2>&1 || rc=$?
+	check "$side/csi-resizer: a driver that can neither resize nor modify exits 255" eq "$rc" 255
+	check "$side/csi-resizer: says why" log_has neither "CSI driver does not support resize nor modify"
+done
+kill -TERM $NTD; wait $NTD 2>/dev/null
+# Every list and watch of VolumeAttachments refused (500; upstream lists with a watch): both attachers log the informer's failure as
+# client-go's reflector does, {ts, caller, msg: "Failed to watch", reflector, type, err}.
+req POST /emulator/faults '{"reset":true,"rules":[{"verb":"list","resource":"volumeattachments","code":500,"fraction":1},{"verb":"watch","resource":"volumeattachments","code":500,"fraction":1}]}'
+expect_code 200 "refuse every list of VolumeAttachments"
+for side in up kc; do
+	dir=$KCSI_BIN
+	[ $side = up ] && dir=$KCSI_PEERS
+	"$dir/csi-attacher" --csi-address "unix://$T/td.sock" --kubeconfig "$KC" --logging-format=json \
+		>"$T/json-$side.log" 2>&1 &
+	JP=$!
+	wait_for "$side csi-attacher: the refused list is logged" 20 grep -q '"msg":"Failed to watch"' "$T/json-$side.log"
+	kill -TERM $JP; wait $JP 2>/dev/null
+done
+req POST /emulator/faults '{"reset":true}'
+up_keys=$(grep -m1 '"msg":"Failed to watch"' "$T/json-up.log" | jq -c 'keys_unsorted')
+kc_keys=$(grep -m1 '"msg":"Failed to watch"' "$T/json-kc.log" | jq -c 'keys_unsorted')
+check "the refused list's JSON line has upstream's keys ($up_keys)" eq "$kc_keys" "$up_keys"
+check "the refused list's cause is in err" bash -c "grep -m1 '\"msg\":\"Failed to watch\"' '$T/json-kc.log' | jq -e '.err | test(\"500|[Ii]nternal\")' >/dev/null"
+echo "  upstream $(grep -m1 '"msg":"Failed to watch"' "$T/json-up.log" | head -c 400)"
+echo "  kcsi     $(grep -m1 '"msg":"Failed to watch"' "$T/json-kc.log" | head -c 400)"
 att_finish

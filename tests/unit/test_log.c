@@ -165,6 +165,11 @@ static void test_json_line_shape(void)
 	log_json_line(&sb, &tv, 0, "a/b/c.c", 1, "Done path=\"/x\\\"y\\n\" mode=0644x bad=\"\xff\x01\"");
 	CHECK_STR(sb.buf, "{\"ts\":1001,\"caller\":\"b/c.c:1\",\"msg\":\"Done\",\"v\":0,"
 			  "\"path\":\"/x\\\"y\\n\",\"mode\":\"0644x\",\"bad\":\"\\ufffd\\u0001\"}\n");
+	strbuf_setlen(&sb, 0);
+	/* a named logger's name goes right after ts, as zap writes it, whatever its place */
+	log_json_line(&sb, &tv, -1, "a/b/c.c", 1, "Failed to watch logger=\"UnhandledError\" type=\"*v1.Pod\" err=\"x\"");
+	CHECK_STR(sb.buf, "{\"ts\":1001,\"logger\":\"UnhandledError\",\"caller\":\"b/c.c:1\","
+			  "\"msg\":\"Failed to watch\",\"type\":\"*v1.Pod\",\"err\":\"x\"}\n");
 	strbuf_release(&sb);
 
 	/* Through the logger: KLOG_V's level lands in "v", and the format is switched back after. */
@@ -178,6 +183,35 @@ static void test_json_line_shape(void)
 	char *out = capture_end();
 	CHECK(matches("^\\{\"ts\":[0-9]{13}(\\.[0-9]{1,3})?,\"caller\":\"unit/test_log\\.c:[0-9]+\",\"msg\":\"Synced\",\"v\":3,\"key\":\"ns/a\"\\}$", out));
 	CHECK(matches("\"msg\":\"Broken\",\"err\":\"x\"\\}$", out));
+	free(out);
+}
+
+/*
+ * KLOG_ERR, klog's ErrorS: the cause lands in "err", after the message's own pairs, in JSON;
+ * err="..." ends the text line; a NULL cause writes no err; a cause with quotes and a newline
+ * stays one line and comes back whole out of the JSON.
+ */
+static void test_error_with_cause(void)
+{
+	capture_start();
+	log_set_format(LOG_FORMAT_JSON);
+	KLOG_ERR("dial unix /x.sock: connect: no such file", "Failed to connect csiAddress=\"%s\"", "/x.sock");
+	KLOG_ERR(NULL, "Only one of `--a` and `--b` can be set");
+	KLOG_ERR("bad \"name\"\nsecond", "Failed to list %s", "pods");
+	log_set_format(LOG_FORMAT_TEXT);
+	KLOG_ERR("rpc error: code = Internal desc = boom", "Error syncing claim=\"%s\"", "ns/a");
+	char *out = capture_end();
+
+	CHECK(matches("^\\{\"ts\":[0-9.]+,\"caller\":\"unit/test_log\\.c:[0-9]+\",\"msg\":\"Failed to connect\","
+		      "\"csiAddress\":\"/x\\.sock\",\"err\":\"dial unix /x\\.sock: connect: no such file\"\\}$", out));
+	CHECK(matches("\"msg\":\"Only one of `--a` and `--b` can be set\"\\}$", out));
+	CHECK(strstr(out, "\"msg\":\"Failed to list pods\",\"err\":\"bad \\\"name\\\"\\nsecond\"}") != NULL);
+	CHECK(matches("^E[0-9]{4} .* test_log\\.c:[0-9]+\\] Error syncing claim=\"ns/a\" "
+		      "err=\"rpc error: code = Internal desc = boom\"$", out));
+	int lines = 0;
+	for (const char *p = out; *p; p++)
+		lines += *p == '\n';
+	CHECK_INT(lines, 4);
 	free(out);
 }
 
@@ -267,6 +301,7 @@ int main(void)
 	RUN(test_threads_do_not_interleave);
 	RUN(test_klog_flags);
 	RUN(test_json_line_shape);
+	RUN(test_error_with_cause);
 	RUN(test_component_base_flags);
 	RUN(test_log_file); /* last: it leaves the logger writing to a file */
 	return CHECK_DONE();
