@@ -300,6 +300,7 @@ static int controller_get_capabilities(struct csi_call_ctx *ctx, const ProtobufC
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_SNAPSHOT,
 	};
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
