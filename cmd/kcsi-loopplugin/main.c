@@ -95,6 +95,10 @@ int main(int argc, char **argv)
 		   "as a SAN fences a host it can no longer reach (the attach/detach controller's "
 		   "forced detach of a node that is gone); by default it is refused "
 		   "(FAILED_PRECONDITION) until the node unstages it");
+	flags_bool(fs, "get-snapshot-capability", &cfg.get_snapshot_cap, true,
+		   "Announce GET_SNAPSHOT in ControllerGetCapabilities (GetSnapshot is served either "
+		   "way); csi-sanity v5.4.0 fails a driver that announces it (\"Unknown capability\"), "
+		   "so run the suite with false");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
 	flags_int(fs, "fleet-size", &fleet_size, 0,
 		  "Serve the node service of this many emulated nodes (kcsi up --nodes above 16): "

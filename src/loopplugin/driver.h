@@ -65,6 +65,7 @@ struct lp_config {
 	int64_t max_volume_size;    /* bytes */
 	const char *default_fstype; /* "ext4" */
 	bool detach_staged;         /* ControllerUnpublish of a volume still staged: detach (fence) */
+	bool get_snapshot_cap;      /* announce GET_SNAPSHOT (GetSnapshot is served either way) */
 };
 
 struct lp_driver;
