@@ -1,9 +1,9 @@
 /*
  * grpc-peer/libgrpc_client: the CSI client API's transport (csi_connect, csi_call_bytes,
- * csi_call_stream_bytes, csi_conn_lost, csi_conn_free) on Debian's libgrpc, the gRPC C core. It is a test peer, never
- * linked into a kcsi binary: a test linked with it (before kcsi_csi) talks to kcsi's own server
- * through an HTTP/2 and gRPC implementation nobody here wrote, so the two are checked against
- * each other (docs/development.md, "Interoperability").
+ * csi_call_stream_bytes, csi_conn_lost, csi_conn_free) on Debian's libgrpc, the gRPC C core.
+ * It is a test peer, never linked into a kcsi binary: a test linked with it (before kcsi_csi)
+ * talks to kcsi's own server through an HTTP/2 and gRPC implementation nobody here wrote, so the
+ * two are checked against each other (docs/development.md, "Interoperability").
  *
  * Design, as libgrpc wants it: one channel per connection; each call has its own pluck
  * completion queue; connecting waits for the socket file, then drives the channel to READY; a
