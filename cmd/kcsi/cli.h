@@ -37,7 +37,7 @@ struct cli {
 };
 
 struct verb {
-	const char *service; /* identity, controller, group, node */
+	const char *service; /* identity, controller, group, metadata, node */
 	const char *name;
 	const char *args;    /* positional usage, e.g. "ID NODE" */
 	const char *options; /* space-separated option names it accepts; '*' suffix: repeatable */
@@ -80,6 +80,10 @@ const char *cli_map_str(struct cli *c, size_t n, void *entries);
 /* Runs one call; prints JSON of the response when -o json; returns the exit code. */
 int cli_call(struct cli *c, const char *method, ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
+
+/* ---- the SnapshotMetadata verbs (verbs_metadata.c), streaming ---- */
+int cli_v_metadata_allocated(struct cli *c);
+int cli_v_metadata_delta(struct cli *c);
 
 /* `kcsi up` (cmd/kcsi/up.c): argv starts after "up". Returns the exit code. */
 int cli_up_main(int argc, char **argv);

@@ -33,7 +33,8 @@ static const struct { const char *name, *arg, *help; } option_help[] = {
 	{ "readonly", "", "publish read-only" },
 	{ "vol-ctx", "KEY=VALUE", "volume context from CreateVolume (repeatable)" },
 	{ "pub-ctx", "KEY=VALUE", "publish context from ControllerPublish (repeatable)" },
-	{ "max", "N", "maximum entries per page" },
+	{ "max", "N", "maximum entries per page (ranges per response for metadata)" },
+	{ "starting-offset", "SIZE", "resume the ranges at this byte (bytes or quantity)" },
 	{ "starting-token", "TOKEN", "continue a paged listing" },
 	{ "topology", "KEY=VALUE[,KEY=VALUE]", "accessible topology" },
 	{ "source-volume", "ID", "only snapshots of this volume" },
@@ -263,8 +264,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (!known_service) {
-		fprintf(stderr, "kcsi: unknown service %s (identity, controller, group, node)\n",
-			service);
+		fprintf(stderr, "kcsi: unknown service %s (identity, controller, group, metadata, "
+			"node)\n", service);
 		goto out;
 	}
 	if (!v->service) {

@@ -415,6 +415,19 @@ static int v_list_snapshots(struct cli *c)
 	return 0;
 }
 
+static int v_get_snapshot(struct cli *c)
+{
+	REQ(GetSnapshot, get_snapshot);
+	req->snapshot_id = (char *)c->pos[0];
+	if (cli_add_kv_opts(c, &req->base, "secret", "secrets", err, sizeof(err)))
+		FAIL("%s", err);
+	CALL(Controller, GetSnapshot, get_snapshot);
+	if (!c->json)
+		print_snapshots(c, &resp->snapshot, 1);
+	csi_msg_free(resp);
+	return 0;
+}
+
 static int v_get_volume(struct cli *c)
 {
 	REQ(ControllerGetVolume, controller_get_volume);
@@ -715,10 +728,12 @@ const struct verb cli_verbs[] = {
 	  v_delete_snapshot },
 	{ "controller", "list-snapshots", "", "max starting-token source-volume snapshot-id secret*",
 	  "ListSnapshots", 0, 0, v_list_snapshots },
-	{ "controller", "get-volume", "ID", "", "ControllerGetVolume (alpha in CSI v1.9)", 1, 1,
+	{ "controller", "get-snapshot", "ID", "secret*", "GetSnapshot (alpha in CSI v1.12)", 1, 1,
+	  v_get_snapshot },
+	{ "controller", "get-volume", "ID", "", "ControllerGetVolume (alpha in CSI v1.12)", 1, 1,
 	  v_get_volume },
-	{ "controller", "modify-volume", "ID", "mutable-param* secret*",
-	  "ControllerModifyVolume (alpha in CSI v1.9)", 1, 1, v_modify_volume },
+	{ "controller", "modify-volume", "ID", "mutable-param* secret*", "ControllerModifyVolume",
+	  1, 1, v_modify_volume },
 	{ "group", "capabilities", "", "", "GroupControllerGetCapabilities", 0, 0, v_group_caps },
 	{ "group", "create-snapshot", "NAME VOLUME_ID...", "param* secret*",
 	  "CreateVolumeGroupSnapshot: one snapshot of every volume, taken together", 2, 64,
@@ -728,6 +743,12 @@ const struct verb cli_verbs[] = {
 	  v_group_delete },
 	{ "group", "get-snapshot", "GROUP_ID [SNAPSHOT_ID...]", "secret*",
 	  "GetVolumeGroupSnapshot", 1, 64, v_group_get },
+	{ "metadata", "allocated", "SNAPSHOT_ID", "starting-offset max secret*",
+	  "GetMetadataAllocated (alpha): the ranges of the snapshot that hold data", 1, 1,
+	  cli_v_metadata_allocated },
+	{ "metadata", "delta", "BASE_SNAPSHOT_ID TARGET_SNAPSHOT_ID", "starting-offset max secret*",
+	  "GetMetadataDelta (alpha): the ranges that changed between two snapshots", 2, 2,
+	  cli_v_metadata_delta },
 	{ "node", "info", "", "", "NodeGetInfo: node ID, volume limit, topology", 0, 0,
 	  v_node_info },
 	{ "node", "capabilities", "", "", "NodeGetCapabilities", 0, 0, v_node_caps },

@@ -73,6 +73,84 @@ int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req
 	return st->code;
 }
 
+/* Hands each whole message of the stream's body to fn; a bad body sets st (when it was OK). */
+static int stream_deliver(struct csi_conn *c, const uint8_t *body, size_t len,
+			  const ProtobufCMessageDescriptor *resp_desc, csi_stream_fn fn, void *arg,
+			  struct csi_status *st, int *nmsgs)
+{
+	size_t off = 0, limit = (size_t)csi_conn_opts(c)->max_recv_bytes;
+	const uint8_t *m;
+	uint32_t mlen;
+	const char *bad = NULL;
+	for (;;) {
+		enum csi_wire_next r = body ? csi_wire_next(body, len, &off, limit, &m, &mlen) :
+			CSI_WIRE_NEXT_END;
+		if (r == CSI_WIRE_NEXT_END)
+			break;
+		if (r == CSI_WIRE_NEXT_TRUNCATED)
+			bad = "the driver's stream ended inside a response message";
+		else if (r == CSI_WIRE_NEXT_TOO_LARGE)
+			bad = "the driver sent a response message larger than the limit";
+		else if (r == CSI_WIRE_NEXT_COMPRESSED)
+			bad = "the driver sent a compressed message; no compression was offered";
+		if (bad)
+			break;
+		ProtobufCMessage *msg = protobuf_c_message_unpack(resp_desc, NULL, mlen, m);
+		if (!msg) {
+			bad = "cannot decode a message of the driver's stream";
+			break;
+		}
+		(*nmsgs)++;
+		if (log_v(5))
+			log_msg("stream message", msg, csi_conn_opts(c)->max_log_len);
+		int rc = fn(arg, msg);
+		csi_msg_free(msg);
+		if (rc)
+			return rc;
+	}
+	if (bad && st->code == CSI_CODE_OK) {
+		st->code = CSI_CODE_INTERNAL;
+		snprintf(st->message, sizeof(st->message), "%s (%s)", bad, resp_desc->name);
+	}
+	return 0;
+}
+
+int csi_call_stream(struct csi_conn *c, const char *method, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *resp_desc, csi_stream_fn fn, void *arg,
+		    int64_t timeout_ns, struct csi_status *st)
+{
+	struct csi_status local;
+	if (!st)
+		st = &local;
+	bool verbose = log_v(5);
+	if (verbose) {
+		KLOG_I("GRPC call: %s", method);
+		log_msg("request", req, csi_conn_opts(c)->max_log_len);
+	}
+	int64_t start = mono_now_ns();
+	size_t len = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = xmalloc(len ? len : 1);
+	protobuf_c_message_pack(req, buf);
+	void *out;
+	size_t outlen;
+	csi_call_stream_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
+	free(buf);
+	int nmsgs = 0;
+	int rc = stream_deliver(c, out, outlen, resp_desc, fn, arg, st, &nmsgs);
+	free(out);
+	int64_t took = mono_now_ns() - start;
+	if (csi_conn_opts(c)->observer)
+		csi_conn_opts(c)->observer(csi_conn_opts(c)->observer_arg, method, st->code, took);
+	if (verbose) {
+		if (st->code == 0)
+			KLOG_I("GRPC response: %d messages in the stream", nmsgs);
+		else
+			KLOG_I("GRPC error: rpc error: code = %s desc = %s",
+			       csi_code_go_name(st->code), st->message);
+	}
+	return rc ? rc : st->code;
+}
+
 int csi_wait_ready(struct csi_conn *c, int64_t call_timeout_ns, char *err, size_t errlen)
 {
 	Csi__V1__ProbeRequest req = CSI__V1__PROBE_REQUEST__INIT;

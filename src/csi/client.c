@@ -67,6 +67,8 @@
  * on_lost fires, and the next call connects again.
  */
 #define CLIENT_MAX_ABANDONED 256
+/* Most bytes one server-streaming answer may bring (its messages are kept until it ends). */
+#define CLIENT_MAX_STREAM_BYTES (64u << 20)
 
 struct call {
 	struct call *prev, *next; /* the connection's calls in flight */
@@ -75,6 +77,9 @@ struct call {
 	size_t req_len, req_sent;
 	size_t max_recv;
 	struct csi_wire_msg resp;
+	bool stream;              /* server streaming: the body's bytes collect in sbuf instead */
+	uint8_t *sbuf;
+	size_t slen, scap;
 	int http_status;
 	size_t hdr_bytes;         /* headers and trailers received */
 	bool have_status;         /* grpc-status seen */
@@ -148,6 +153,7 @@ static void call_unlink(struct csi_conn *c, struct call *k)
 static void call_free(struct call *k)
 {
 	free(k->req);
+	free(k->sbuf);
 	csi_wire_msg_release(&k->resp);
 	sem_destroy(&k->finished);
 	free(k);
@@ -280,6 +286,23 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
 	struct call *k = nghttp2_session_get_stream_user_data(s, id);
 	if (!k || k->local_error)
 		return 0;
+	if (k->stream) {
+		if (len <= CLIENT_MAX_STREAM_BYTES - k->slen) {
+			if (k->slen + len > k->scap) {
+				k->scap = k->scap ? k->scap : 4096;
+				while (k->scap < k->slen + len)
+					k->scap *= 2;
+				k->sbuf = xrealloc(k->sbuf, k->scap);
+			}
+			memcpy(k->sbuf + k->slen, data, len);
+			k->slen += len;
+			return 0;
+		}
+		call_fail(k, CSI_CODE_RESOURCE_EXHAUSTED, "the driver's stream of responses passed "
+			  "%u MiB", CLIENT_MAX_STREAM_BYTES >> 20);
+		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+		return 0;
+	}
 	switch (csi_wire_msg_feed(&k->resp, data, len)) {
 	case CSI_WIRE_MSG_OK:
 		return 0;
@@ -353,7 +376,7 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t error, void *ud)
 			snprintf(k->message, sizeof(k->message),
 				 "the driver closed the stream without a gRPC status");
 		}
-	} else if (k->code == CSI_CODE_OK && !csi_wire_msg_complete(&k->resp)) {
+	} else if (k->code == CSI_CODE_OK && !k->stream && !csi_wire_msg_complete(&k->resp)) {
 		k->code = CSI_CODE_INTERNAL;
 		snprintf(k->message, sizeof(k->message), csi_wire_msg_empty(&k->resp) ?
 			 "driver sent no response message" :
@@ -768,8 +791,25 @@ static bool sem_sleep(sem_t *sem, int64_t deadline)
 	}
 }
 
+static int call_run(struct csi_conn *c, const char *method, const void *data, size_t len,
+		    bool stream, void **out, size_t *outlen, int64_t timeout_ns,
+		    struct csi_status *st);
+
 int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, size_t len,
 		   void **out, size_t *outlen, int64_t timeout_ns, struct csi_status *st)
+{
+	return call_run(c, method, data, len, false, out, outlen, timeout_ns, st);
+}
+
+int csi_call_stream_bytes(struct csi_conn *c, const char *method, const void *data, size_t len,
+			  void **out, size_t *outlen, int64_t timeout_ns, struct csi_status *st)
+{
+	return call_run(c, method, data, len, true, out, outlen, timeout_ns, st);
+}
+
+static int call_run(struct csi_conn *c, const char *method, const void *data, size_t len,
+		    bool stream, void **out, size_t *outlen, int64_t timeout_ns,
+		    struct csi_status *st)
 {
 	struct csi_status local;
 	if (!st)
@@ -792,6 +832,7 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	if (len)
 		memcpy(k->req + 5, data, len);
 	k->max_recv = (size_t)c->opts.max_recv_bytes;
+	k->stream = stream;
 	k->deadline = deadline;
 	csi_wire_msg_init(&k->resp, k->max_recv);
 	sem_init(&k->finished, 0, 0);
@@ -843,7 +884,12 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	/* Done and off the session: k is the caller's alone now. */
 	st->code = k->code;
 	snprintf(st->message, sizeof(st->message), "%s", k->message);
-	if (st->code == CSI_CODE_OK) {
+	if (stream) {
+		/* Whatever arrived, also before an error: the caller hands on the whole messages. */
+		*out = k->sbuf ? k->sbuf : xmalloc(1);
+		*outlen = k->slen;
+		k->sbuf = NULL;
+	} else if (st->code == CSI_CODE_OK) {
 		size_t n;
 		uint8_t *b = csi_wire_msg_take(&k->resp, &n);
 		*out = b ? b : xmalloc(1);

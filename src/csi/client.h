@@ -121,7 +121,28 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 		   void **out, size_t *outlen, int64_t timeout_ns, struct csi_status *st);
 
 /*
- * Typed helpers, one per CSI RPC: csi_<snake_name>(conn, req, &resp, timeout_ns, &status),
+ * One server-streaming call (csi_method_server_streams(): GetMetadataAllocated,
+ * GetMetadataDelta). fn is called on the calling thread with each response message, decoded as
+ * resp_desc, in the order sent; the message is freed when fn returns, and a non-zero return
+ * stops the calls and becomes csi_call_stream()'s return (st->code is left alone). The messages
+ * are handed on when the stream has ended, also those that came before an error status, which
+ * is then returned (with st set) as for csi_call(). The whole stream is held in memory until it
+ * ends, up to 64 MiB (RESOURCE_EXHAUSTED beyond). Logged at -v=5 and observed as csi_call().
+ */
+typedef int (*csi_stream_fn)(void *arg, const ProtobufCMessage *msg);
+int csi_call_stream(struct csi_conn *c, const char *method, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *resp_desc, csi_stream_fn fn, void *arg,
+		    int64_t timeout_ns, struct csi_status *st);
+/*
+ * The transport under it: the request bytes go out as csi_call_bytes() sends them; *out gets
+ * the response body as it came (length-prefixed messages, malloc'd, caller frees; NULL when the
+ * call never got an answer), whatever the status.
+ */
+int csi_call_stream_bytes(struct csi_conn *c, const char *method, const void *data, size_t len,
+			  void **out, size_t *outlen, int64_t timeout_ns, struct csi_status *st);
+
+/*
+ * Typed helpers, one per unary CSI RPC: csi_<snake_name>(conn, req, &resp, timeout_ns, &status),
  * e.g. csi_probe(), csi_create_volume(), csi_controller_publish_volume(), csi_node_get_info().
  * Same contract as csi_call().
  */
@@ -140,6 +161,7 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 	X(Controller, CreateSnapshot, create_snapshot) \
 	X(Controller, DeleteSnapshot, delete_snapshot) \
 	X(Controller, ListSnapshots, list_snapshots) \
+	X(Controller, GetSnapshot, get_snapshot) \
 	X(Controller, ControllerExpandVolume, controller_expand_volume) \
 	X(Controller, ControllerGetVolume, controller_get_volume) \
 	X(Controller, ControllerModifyVolume, controller_modify_volume) \

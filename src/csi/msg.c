@@ -507,6 +507,7 @@ const ProtobufCServiceDescriptor *const csi_services[] = {
 	&csi__v1__identity__descriptor,
 	&csi__v1__controller__descriptor,
 	&csi__v1__group_controller__descriptor,
+	&csi__v1__snapshot_metadata__descriptor,
 	&csi__v1__node__descriptor,
 	NULL,
 };
@@ -527,6 +528,15 @@ const ProtobufCMethodDescriptor *csi_method_lookup(const char *path)
 				return &(*s)->methods[i];
 	}
 	return NULL;
+}
+
+bool csi_method_server_streams(const ProtobufCMethodDescriptor *md)
+{
+	/* protoc-c keeps no streaming flag; the schema's only streaming service is this one. */
+	for (unsigned i = 0; i < csi__v1__snapshot_metadata__descriptor.n_methods; i++)
+		if (md == &csi__v1__snapshot_metadata__descriptor.methods[i])
+			return true;
+	return false;
 }
 
 Csi__V1__VolumeCapability__AccessMode__Mode csi_access_mode_of_k8s(const char *k8s_mode, bool snmw)

@@ -104,8 +104,17 @@ int csi_code_parse(const char *name);
  * descriptor (input/output message descriptors inside) or NULL when the schema has no such method.
  */
 const ProtobufCMethodDescriptor *csi_method_lookup(const char *path);
-/* All services of the schema, NULL-terminated: Identity, Controller, GroupController, Node. */
+/*
+ * All services of the schema, NULL-terminated: Identity, Controller, GroupController,
+ * SnapshotMetadata, Node.
+ */
 extern const ProtobufCServiceDescriptor *const csi_services[];
+/*
+ * True for a method whose answer is a stream of response messages (the schema's
+ * `returns (stream ...)`: GetMetadataAllocated and GetMetadataDelta), which protoc-c's
+ * descriptors do not record.
+ */
+bool csi_method_server_streams(const ProtobufCMethodDescriptor *md);
 
 /*
  * The CSI access mode of a Kubernetes one, by its API name ("ReadWriteOnce", "ReadOnlyMany",

@@ -101,7 +101,8 @@ void csi_server_free(struct csi_server *s);
  * Runs one call in this process as a gRPC call of `method` with request bytes req[0..len) would
  * run (lookup, decode, handler, encode), without the transport and with no deadline: for tests
  * and fuzzing. The server need not be started. Returns the status code; for OK *resp is the
- * packed response (malloc'd, *resp_len bytes; the caller frees it), else NULL. message, when
+ * packed response (malloc'd, *resp_len bytes; the caller frees it), else NULL; for a streaming
+ * method it is the messages sent, each with its 5-byte gRPC length prefix. message, when
  * not NULL, receives the status message ("" for none).
  */
 int csi_server_call(struct csi_server *s, const char *method, const uint8_t *req, size_t len,
@@ -114,6 +115,15 @@ const char *csi_ctx_method(const struct csi_call_ctx *ctx);
 /* Sets the status message; returns code so a handler can `return csi_ctx_error(...)`. */
 int csi_ctx_error(struct csi_call_ctx *ctx, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/*
+ * Server streaming (csi_method_server_streams(): GetMetadataAllocated, GetMetadataDelta): the
+ * answer is the messages the handler passes here, in order; `resp` is then a scratch message it
+ * may fill, send, reset and fill again (it is packed at once). Zero messages is a valid answer.
+ * The messages are sent when the handler returns 0; an error status replaces them all. Returns
+ * 0, or RESOURCE_EXHAUSTED (message set, for the handler to return) once the answer would pass
+ * 16 MiB.
+ */
+int csi_ctx_send(struct csi_call_ctx *ctx, const ProtobufCMessage *msg);
 /* Nanoseconds left before the caller's deadline (INT64_MAX when it set none). */
 int64_t csi_ctx_remaining_ns(const struct csi_call_ctx *ctx);
 

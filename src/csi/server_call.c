@@ -5,6 +5,7 @@
  */
 #include "csi/server_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -94,10 +95,6 @@ static void log_msg(const char *what, const ProtobufCMessage *m)
 	strbuf_release(&sb);
 }
 
-/*
- * Runs the handler on the request bytes; returns the status code, and for OK the packed
- * response in *out (malloc'd, *outlen bytes).
- */
 int srv_dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_t *data,
 		    size_t len, uint8_t **out, size_t *outlen)
 {
@@ -116,9 +113,23 @@ int srv_dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_t *
 		log_msg("request", req);
 	}
 	ProtobufCMessage *resp = csi_msg_new(ctx->arena, md->output);
+	ctx->streaming = csi_method_server_streams(md);
 	int code = h->fn(ctx, req, resp, h->arg);
 	/* Pack before freeing the request: a response may borrow strings from it. */
-	if (code == 0) {
+	if (ctx->streaming) {
+		if (code == 0) {
+			*out = ctx->sent ? ctx->sent : xmalloc(1);
+			*outlen = ctx->sent_len;
+			ctx->sent = NULL;
+			if (verbose)
+				KLOG_I("GRPC response: %d messages in the stream", ctx->nsent);
+		} else if (verbose) {
+			KLOG_I("GRPC error: rpc error: code = %s desc = %s", csi_code_go_name(code),
+			       ctx->message ? ctx->message : "");
+		}
+		free(ctx->sent);
+		ctx->sent = NULL;
+	} else if (code == 0) {
 		size_t n = protobuf_c_message_get_packed_size(resp);
 		uint8_t *buf = xmalloc(n ? n : 1);
 		protobuf_c_message_pack(resp, buf);
@@ -156,6 +167,30 @@ int csi_ctx_error(struct csi_call_ctx *ctx, int code, const char *fmt, ...)
 	ctx->message = csi_arena_strdup(ctx->arena, sb.buf);
 	strbuf_release(&sb);
 	return code;
+}
+
+int csi_ctx_send(struct csi_call_ctx *ctx, const ProtobufCMessage *msg)
+{
+	assert(ctx->streaming);
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	if (n + 5 > CSI_SERVER_MAX_STREAM_BYTES - ctx->sent_len)
+		return csi_ctx_error(ctx, CSI_CODE_RESOURCE_EXHAUSTED,
+				     "the answer would exceed %u MiB; ask again from a later "
+				     "starting_offset", CSI_SERVER_MAX_STREAM_BYTES >> 20);
+	if (ctx->sent_len + n + 5 > ctx->sent_cap) {
+		size_t cap = ctx->sent_cap ? ctx->sent_cap : 4096;
+		while (cap < ctx->sent_len + n + 5)
+			cap *= 2;
+		ctx->sent = xrealloc(ctx->sent, cap);
+		ctx->sent_cap = cap;
+	}
+	csi_wire_msg_prefix(ctx->sent + ctx->sent_len, (uint32_t)n);
+	protobuf_c_message_pack(msg, ctx->sent + ctx->sent_len + 5);
+	ctx->sent_len += n + 5;
+	ctx->nsent++;
+	if (log_v(5))
+		log_msg("stream message", msg);
+	return 0;
 }
 
 int64_t csi_ctx_remaining_ns(const struct csi_call_ctx *ctx)

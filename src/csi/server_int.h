@@ -97,11 +97,18 @@ struct csi_server {
 	int nworkers;
 };
 
+/* Most bytes one server-streaming answer may hold (it is sent whole when its handler returns). */
+#define CSI_SERVER_MAX_STREAM_BYTES (16u << 20)
+
 struct csi_call_ctx {
 	const char *method;
 	struct csi_arena *arena;
 	int64_t deadline; /* monotonic ns; 0: none */
 	char *message;
+	bool streaming;   /* the method answers with a stream: csi_ctx_send() fills `sent` */
+	uint8_t *sent;    /* length-prefixed messages sent so far, malloc'd */
+	size_t sent_len, sent_cap;
+	int nsent;
 };
 
 /* ---- server_call.c ---- */
@@ -109,7 +116,8 @@ struct csi_call_ctx {
 const struct handler *srv_find_handler(struct csi_server *s, const char *method);
 /*
  * Runs the handler on the request bytes (no lock held); returns the status code, and for OK
- * the packed response in *out (malloc'd, *outlen bytes).
+ * the packed response in *out (malloc'd, *outlen bytes). For a server-streaming method *out is
+ * the messages the handler sent, each with its length prefix (ctx->streaming is then set).
  */
 int srv_dispatch(struct csi_server *s, struct csi_call_ctx *ctx, const uint8_t *data, size_t len,
 		 uint8_t **out, size_t *outlen);

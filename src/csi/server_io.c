@@ -66,7 +66,12 @@ void *srv_worker_main(void *arg)
 		int code = srv_dispatch(s, &ctx, req ? req : (const uint8_t *)"", len, &out, &outlen);
 		free(req);
 		uint8_t *framed = NULL;
-		if (code == 0) {
+		size_t framed_len = outlen + 5;
+		if (code == 0 && ctx.streaming) {
+			framed = out; /* already a sequence of framed messages */
+			framed_len = outlen;
+			out = NULL;
+		} else if (code == 0) {
 			if (outlen > UINT32_MAX) {
 				code = csi_ctx_error(&ctx, CSI_CODE_INTERNAL, "response too large");
 			} else {
@@ -79,7 +84,7 @@ void *srv_worker_main(void *arg)
 		free(out);
 
 		pthread_mutex_lock(&s->lock);
-		srv_answer(st, code, ctx.message, framed, outlen + 5);
+		srv_answer(st, code, ctx.message, framed, framed_len);
 		csi_arena_free(ctx.arena);
 		struct sconn *cn = st->conn;
 		srv_flush(cn);

@@ -7,6 +7,7 @@
  */
 #include "csi/wire.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -149,6 +150,29 @@ enum csi_wire_msg_err csi_wire_msg_feed(struct csi_wire_msg *m, const uint8_t *d
 		n -= k;
 	}
 	return m->err;
+}
+
+enum csi_wire_next csi_wire_next(const uint8_t *buf, size_t len, size_t *off, size_t limit,
+				 const uint8_t **msg, uint32_t *msglen)
+{
+	assert(*off <= len);
+	size_t left = len - *off;
+	if (!left)
+		return CSI_WIRE_NEXT_END;
+	if (left < 5)
+		return CSI_WIRE_NEXT_TRUNCATED;
+	const uint8_t *p = buf + *off;
+	uint32_t n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+	if (p[0] != 0)
+		return CSI_WIRE_NEXT_COMPRESSED;
+	if (n > limit)
+		return CSI_WIRE_NEXT_TOO_LARGE;
+	if (n > left - 5)
+		return CSI_WIRE_NEXT_TRUNCATED;
+	*msg = p + 5;
+	*msglen = n;
+	*off += 5 + (size_t)n;
+	return CSI_WIRE_NEXT_MSG;
 }
 
 bool csi_wire_msg_complete(const struct csi_wire_msg *m)

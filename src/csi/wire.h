@@ -105,6 +105,18 @@ void csi_wire_msg_release(struct csi_wire_msg *m);
 /* Writes the 5-byte prefix of an uncompressed message of len bytes. */
 void csi_wire_msg_prefix(uint8_t out[5], uint32_t len);
 
+/* ---- the messages of a server-streaming answer ---- */
+enum csi_wire_next {
+	CSI_WIRE_NEXT_MSG = 0,     /* *msg, *msglen: the next message; *off moved past it */
+	CSI_WIRE_NEXT_END,         /* no bytes left */
+	CSI_WIRE_NEXT_TRUNCATED,   /* bytes left that are not a whole message */
+	CSI_WIRE_NEXT_TOO_LARGE,   /* the prefix announced more than limit */
+	CSI_WIRE_NEXT_COMPRESSED,  /* the compressed flag was set */
+};
+/* Reads the length-prefixed message at buf[*off..len); msg points into buf. */
+enum csi_wire_next csi_wire_next(const uint8_t *buf, size_t len, size_t *off, size_t limit,
+				 const uint8_t **msg, uint32_t *msglen);
+
 /* ---- mapping HTTP/2 outcomes to gRPC codes (the gRPC HTTP/2 spec's tables) ---- */
 /* A non-200 :status without grpc-status. */
 int csi_wire_code_from_http(int http_status);

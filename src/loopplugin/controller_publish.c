@@ -284,7 +284,7 @@ static int controller_get_capabilities(struct csi_call_ctx *ctx, const ProtobufC
 				       ProtobufCMessage *resp, void *arg)
 {
 	(void)req;
-	(void)arg;
+	const struct lp_driver *d = arg;
 	static const int types[] = {
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME,
@@ -300,9 +300,13 @@ static int controller_get_capabilities(struct csi_call_ctx *ctx, const ProtobufC
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_SNAPSHOT,
 	};
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		if (types[i] == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_SNAPSHOT &&
+		    !d->cfg.get_snapshot_cap)
+			continue;
 		Csi__V1__ControllerServiceCapability *c =
 			csi_msg_new(a, &csi__v1__controller_service_capability__descriptor);
 		c->type_case = CSI__V1__CONTROLLER_SERVICE_CAPABILITY__TYPE_RPC;

@@ -73,6 +73,7 @@ void lp_driver_register(struct lp_driver *d, struct csi_server *s)
 		lp_register_controller_modify(d, s);
 		lp_register_snapshots(d, s);
 		lp_register_groups(d, s);
+		lp_register_snapshot_metadata(d, s);
 	}
 	if (d->node) {
 		lp_register_node_stage(d, s);

@@ -1,6 +1,6 @@
 /*
- * driver: kcsi-loopplugin's CSI services (Identity, Controller, GroupController, Node) over the
- * storage backend.
+ * driver: kcsi-loopplugin's CSI services (Identity, Controller, GroupController,
+ * SnapshotMetadata, Node) over the storage backend.
  *
  * Each handler checks its request, takes the volume's in-flight key (ABORTED when another
  * operation on the volume is running), looks at what already exists (pool metadata, loop
@@ -9,7 +9,8 @@
  * Controller and node operations use separate keys ("c/" and "n/"), so that a node staging a
  * volume does not make the controller refuse to list or publish it.
  *
- * Mode: "controller" registers Identity + Controller + GroupController and never touches loop
+ * Mode: "controller" registers Identity + Controller + GroupController + SnapshotMetadata and
+ * never touches loop
  * devices or mounts; "node" registers Identity + Node, creates and deletes nothing in the pool
  * (it only records itself under nodes/), and does not advertise CONTROLLER_SERVICE; "all" does
  * both.
@@ -23,10 +24,13 @@
  *     controller_publish.c  ControllerPublishVolume, ControllerUnpublishVolume, ListVolumes,
  *                           ControllerGetVolume, GetCapacity, ControllerGetCapabilities
  *     controller_modify.c   ControllerModifyVolume; the mutable parameters (type=thin|thick)
- *     snapshots.c           CreateSnapshot, DeleteSnapshot, ListSnapshots; freeze/thaw around
- *                           the copy, lp_driver_thaw_all, a node service's recovery at start
+ *     snapshots.c           CreateSnapshot, DeleteSnapshot, ListSnapshots, GetSnapshot;
+ *                           freeze/thaw around the copy, lp_driver_thaw_all, a node
+ *                           service's recovery at start
  *     groups.c              GroupControllerGetCapabilities, CreateVolumeGroupSnapshot,
  *                           DeleteVolumeGroupSnapshot, GetVolumeGroupSnapshot
+ *     snapshot_metadata.c   GetMetadataAllocated, GetMetadataDelta (SnapshotMetadata service,
+ *                           streamed; extents.h walks the images)
  *     node_stage.c          NodeStageVolume, NodeUnstageVolume
  *     node_publish.c        NodePublishVolume, NodeUnpublishVolume
  *     node.c                NodeGetVolumeStats, NodeExpandVolume, NodeGetInfo,
@@ -64,6 +68,7 @@ struct lp_config {
 	bool detach_staged;         /* ControllerUnpublish of a volume still staged: detach (fence) */
 	const struct lp_tag *extra_tags; /* --extra-volume-tags, checked by lp_tags_check() */
 	size_t nextra_tags;
+	bool get_snapshot_cap;      /* announce GET_SNAPSHOT (GetSnapshot is served either way) */
 };
 
 /*

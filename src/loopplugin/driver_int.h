@@ -51,6 +51,7 @@ void lp_register_controller_publish(struct lp_driver *d, struct csi_server *s);
 void lp_register_controller_modify(struct lp_driver *d, struct csi_server *s);
 void lp_register_snapshots(struct lp_driver *d, struct csi_server *s);
 void lp_register_groups(struct lp_driver *d, struct csi_server *s);
+void lp_register_snapshot_metadata(struct lp_driver *d, struct csi_server *s);
 void lp_register_node_stage(struct lp_driver *d, struct csi_server *s);
 void lp_register_node_publish(struct lp_driver *d, struct csi_server *s);
 void lp_register_node(struct lp_driver *d, struct csi_server *s);

@@ -36,6 +36,8 @@ static int get_plugin_capabilities(struct csi_call_ctx *ctx, const ProtobufCMess
 				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
 		add_plugin_service(a, resp,
 				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
+		add_plugin_service(a, resp,
+				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__SNAPSHOT_METADATA_SERVICE);
 	}
 	add_plugin_service(a, resp,
 			   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);

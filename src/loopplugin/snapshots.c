@@ -1,5 +1,5 @@
 /*
- * snapshots: CreateSnapshot, DeleteSnapshot, ListSnapshots; the freeze of a mounted
+ * snapshots: CreateSnapshot, DeleteSnapshot, ListSnapshots, GetSnapshot; the freeze of a mounted
  * filesystem around the copy and its records, and what a node service undoes at start.
  */
 #include "loopplugin/driver_int.h"
@@ -292,8 +292,26 @@ static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 	return 0;
 }
 
+/* GetSnapshot (capability GET_SNAPSHOT): what ListSnapshots would list for the one ID. */
+static int get_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
+			ProtobufCMessage *resp, void *arg)
+{
+	struct lp_driver *d = arg;
+	const Csi__V1__GetSnapshotRequest *req = (const Csi__V1__GetSnapshotRequest *)reqm;
+	if (lp_empty(req->snapshot_id))
+		return csi_ctx_error(ctx, LP_INVALID_ARGUMENT, "GetSnapshot: snapshot_id is missing");
+	struct lp_snapshot *s;
+	struct lp_status st;
+	if (lp_snapshot_load(d->pool, req->snapshot_id, &s, &st))
+		return lp_fail_call(ctx, &st);
+	((Csi__V1__GetSnapshotResponse *)resp)->snapshot = lp_csi_snapshot(csi_ctx_arena(ctx), s);
+	lp_snapshot_free(s);
+	return 0;
+}
+
 void lp_register_snapshots(struct lp_driver *d, struct csi_server *s)
 {
+	csi_server_handle(s, CSI_METHOD(Controller, GetSnapshot), get_snapshot, d);
 	csi_server_handle(s, CSI_METHOD(Controller, CreateSnapshot), create_snapshot, d);
 	csi_server_handle(s, CSI_METHOD(Controller, DeleteSnapshot), delete_snapshot, d);
 	csi_server_handle(s, CSI_METHOD(Controller, ListSnapshots), list_snapshots, d);

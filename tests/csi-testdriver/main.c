@@ -27,6 +27,9 @@
  *   "group-<name>-<volume>" per source volume, which ListSnapshots shows with its group.
  *   --group-members-unready makes the group calls report each member not ready until a
  *   ListSnapshots by its ID has asked about it (a member still uploading, as a sidecar polls it).
+ * GetMetadataAllocated (SnapshotMetadata, the one streaming RPC served) answers snapshot
+ *   "ranges-N" with N ranges, for the streaming tests; GetSnapshot and GetMetadataDelta are not
+ *   served (UNIMPLEMENTED).
  * --adopt-volumes makes ControllerPublishVolume take an unknown volume ID as an existing 1 GiB
  *   volume (a cluster loaded without this driver's CreateVolume, as bench/cluster_scale's is).
  * --node-id and --zone are NodeGetInfo's node ID and topology.kcsi.dev/zone value ("test-node",
@@ -175,6 +178,41 @@ H(GetPluginCapabilities)
 	c->volume_expansion = csi_msg_new(a, &csi__v1__plugin_capability__volume_expansion__descriptor);
 	c->volume_expansion->type = CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE;
 	csi_repeated_add(a, rs, "capabilities", c);
+	return 0;
+}
+
+/*
+ * A streaming answer for the interop tests: snapshot "ranges-N" has N ranges of 4 KiB, one every
+ * 8 KiB from 0; they come max_results (0: 100) to a response, from the first that ends after
+ * starting_offset. Any other ID is NOT_FOUND.
+ */
+H(GetMetadataAllocated)
+{
+	PRO();
+	const Csi__V1__GetMetadataAllocatedRequest *q = (const void *)rq;
+	Csi__V1__GetMetadataAllocatedResponse *r = (void *)rs;
+	char *end;
+	long n = strncmp(q->snapshot_id, "ranges-", 7) ? -1 : strtol(q->snapshot_id + 7, &end, 10);
+	if (n < 0 || n > 1000000 || !q->snapshot_id[7] || *end)
+		return csi_ctx_error(ctx, 5, "snapshot %s not found", q->snapshot_id);
+	size_t per = q->max_results > 0 ? (size_t)q->max_results : 100;
+	r->block_metadata_type = CSI__V1__BLOCK_METADATA_TYPE__FIXED_LENGTH;
+	r->volume_capacity_bytes = (int64_t)n * 8192;
+	r->block_metadata = csi_arena_alloc(csi_ctx_arena(ctx), per * sizeof(*r->block_metadata));
+	Csi__V1__BlockMetadata *b = csi_arena_alloc(csi_ctx_arena(ctx), per * sizeof(*b));
+	for (long i = q->starting_offset > 0 ? q->starting_offset / 8192 : 0; i < n; i++) {
+		Csi__V1__BlockMetadata *m = &b[r->n_block_metadata];
+		csi__v1__block_metadata__init(m);
+		m->byte_offset = (int64_t)i * 8192;
+		m->size_bytes = 4096;
+		r->block_metadata[r->n_block_metadata++] = m;
+		if (r->n_block_metadata == per || i == n - 1) {
+			int code = csi_ctx_send(ctx, rs);
+			r->n_block_metadata = 0;
+			if (code)
+				return code;
+		}
+	}
 	return 0;
 }
 
@@ -790,6 +828,7 @@ int main(int argc, char **argv)
 	REG(GroupController, CreateVolumeGroupSnapshot, CreateVolumeGroupSnapshot);
 	REG(GroupController, DeleteVolumeGroupSnapshot, DeleteVolumeGroupSnapshot);
 	REG(GroupController, GetVolumeGroupSnapshot, GetVolumeGroupSnapshot);
+	REG(SnapshotMetadata, GetMetadataAllocated, GetMetadataAllocated);
 	REG(Node, NodeStageVolume, NodeOk);
 	REG(Node, NodeUnstageVolume, NodeOk);
 	REG(Node, NodePublishVolume, NodeOk);

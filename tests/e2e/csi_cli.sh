@@ -115,6 +115,21 @@ expect_rc 15 "get-volume unknown" -- K controller get-volume nope
 expect_rc 0 "modify-volume" -- K controller modify-volume vol-pvc-1 --mutable-param iops=3000 --secret k=v
 jq_ok <(last_request ControllerModifyVolume) "d['volume_id']=='vol-pvc-1' and d['mutable_parameters']=={'iops':'3000'} and d['secrets']=={'k':'v'}" ||
 	fail "modify-volume request"
+# a streamed answer (the driver's "ranges-N": N ranges of 4 KiB every 8 KiB), --max per response
+expect_rc 0 "metadata allocated" -- K metadata allocated ranges-5 --max 2 --secret k=planted-cli-s3cret
+[ "$(grep -cE '^[0-9]+ +4096$' "$TMP/out")" = 5 ] && grep -qE '^32768 +4096$' "$TMP/out" &&
+	grep -q "^BLOCK_METADATA_TYPE *FIXED_LENGTH" "$TMP/out" || fail "metadata allocated table"
+expect_rc 0 "metadata allocated json" -- K -o json metadata allocated ranges-5 --max 2 --starting-offset 8Ki
+jq_ok "$TMP/out" "[len(m['block_metadata']) for m in d]==[2,2] and d[0]['block_metadata'][0]['byte_offset']==8192" ||
+	fail "metadata allocated json: 4 ranges from 8 KiB in responses of 2"
+expect_rc 0 "metadata allocated, no ranges" -- K metadata allocated ranges-0
+grep -q "^No ranges" "$TMP/out" || fail "empty stream"
+expect_rc 15 "metadata allocated unknown" -- K metadata allocated snap-s1
+# RPCs of CSI v1.10 to v1.12 a driver does not serve (this one): UNIMPLEMENTED, exit 22
+expect_rc 22 "get-snapshot unimplemented" -- K controller get-snapshot snap-s1
+expect_rc 22 "metadata delta unimplemented" -- K metadata delta snap-s1 snap-s2 --max 5
+grep -q "^UNIMPLEMENTED" "$TMP/err" || fail "metadata delta: $(cat "$TMP/err")"
+expect_rc 2 "metadata bad --starting-offset" -- K metadata allocated snap-s1 --starting-offset lots
 expect_rc 0 "unpublish" -- K controller unpublish vol-pvc-1 node-1
 expect_rc 0 "delete-volume" -- K controller delete-volume vol-pvc-2 --secret k=v
 grep -q "Deleted volume vol-pvc-2" "$TMP/out" || fail "delete output"
@@ -161,11 +176,14 @@ expect_rc 0 "unstage" -- K node unstage vol-pvc-1 /staging
 
 # usage, help, connection
 expect_rc 0 "kcsi --help" -- "$BIN/kcsi" --help
-for v in "identity info" "controller create-volume" "controller list-snapshots" "group create-snapshot" "node expand"; do
+for v in "identity info" "controller create-volume" "controller list-snapshots" "controller get-snapshot" \
+	"group create-snapshot" "metadata allocated" "metadata delta" "node expand"; do
 	grep -q "kcsi $v" "$TMP/out" || fail "--help lacks $v"
 done
 expect_rc 0 "kcsi controller --help" -- "$BIN/kcsi" controller --help
 grep -q -- "--from-snapshot" "$TMP/out" || fail "controller --help lacks options"
+expect_rc 0 "kcsi metadata --help" -- "$BIN/kcsi" metadata --help
+grep -q -- "--starting-offset SIZE" "$TMP/out" || fail "metadata --help lacks --starting-offset"
 expect_rc 2 "unknown service" -- K volume list
 expect_rc 2 "unknown verb" -- K node fly
 expect_rc 2 "bad -o" -- K -o yaml identity info

@@ -1,7 +1,8 @@
 #!/bin/bash
 # kcsi-loopplugin end to end through the kcsi CLI: a running plugin, real loop devices, mkfs and
 # mounts. Mount volumes (ext4, and xfs for online growth), block volumes, snapshots and restore,
-# group snapshots of two written volumes and their restore, ControllerModifyVolume,
+# group snapshots of two written volumes and their restore, ControllerModifyVolume, GetSnapshot
+# and the SnapshotMetadata service on a written block volume,
 # SINGLE_NODE_SINGLE_WRITER published at one target path only (mount and block),
 # the attach limit, error codes as kcsi exit codes (10 + gRPC code), kill -9 and restart.
 # Every step checks that nothing is left behind: losetup -a and /proc/self/mountinfo.
@@ -239,6 +240,36 @@ k node stage "$B" "$D/staging" --cap "$BLK" >/dev/null
 k node publish "$B" "$D/pods/blk" --staging "$D/staging" --cap "$BLK" >/dev/null
 dd if="$D/pods/blk" bs=512 skip=8 count=1 status=none | grep -qa "raw data on the device" \
 	|| fail "block data lost"
+
+echo "== snapshot metadata of the block volume: allocated and changed ranges, GetSnapshot"
+BS1=$(k -o json controller create-snapshot blk-s1 "$B" | json snapshot.snapshot_id)
+head -c 8192 /dev/urandom | dd of="$D/pods/blk" bs=4096 seek=256 oflag=direct conv=fsync status=none
+BS2=$(k -o json controller create-snapshot blk-s2 "$B" | json snapshot.snapshot_id)
+[ "$(k -o json controller get-snapshot "$BS1" | json snapshot.source_volume_id)" = "$B" ] \
+	|| fail "GetSnapshot: wrong source volume"
+k metadata allocated "$BS1" >"$D/alloc1"
+grep -q "^VOLUME_CAPACITY_BYTES  16777216$" "$D/alloc1" || fail "allocated: $(cat "$D/alloc1")"
+# the block written at 4 KiB is listed; the untouched megabytes after it are not
+python3 - "$D/alloc1" <<'PY' || fail "allocated ranges of blk-s1: $(cat "$D/alloc1")"
+import sys
+rows = [tuple(map(int, l.split())) for l in open(sys.argv[1]) if l[:1].isdigit()]
+assert any(o <= 4096 < o + n for o, n in rows), rows
+assert sum(n for o, n in rows) < 1048576, rows
+PY
+k metadata delta "$BS1" "$BS2" | grep -E '^[0-9]' >"$D/delta"
+[ "$(cat "$D/delta")" = "1048576              8192" ] || fail "delta: $(cat "$D/delta")"
+k metadata delta "$BS1" "$BS2" --starting-offset 1052672 | grep -qE '^1052672 +4096$' \
+	|| fail "delta resumed inside the change"
+[ "$(k metadata delta "$BS2" "$BS2")" = "No ranges" ] || fail "a snapshot differs from itself"
+n=$(k -o json metadata allocated "$BS2" --max 1 | python3 -c 'import json,sys
+r=json.load(sys.stdin); assert all(len(m["block_metadata"])==1 for m in r); print(len(r))')
+[ "$n" -ge 2 ] || fail "--max 1: $n responses"
+expect_exit 13 metadata delta "$BS2" "$BS1"                        # target older than base
+expect_exit 21 metadata allocated "$BS1" --starting-offset 32Mi     # OUT_OF_RANGE
+expect_exit 15 metadata allocated no-such-snapshot                 # NOT_FOUND
+k controller delete-snapshot "$BS1" >/dev/null
+k controller delete-snapshot "$BS2" >/dev/null
+expect_exit 15 controller get-snapshot "$BS1"
 k node unpublish "$B" "$D/pods/blk" >/dev/null
 k node unstage "$B" "$D/staging" >/dev/null
 k controller unpublish "$B" node-1 >/dev/null

@@ -1,9 +1,9 @@
 /*
  * grpc-peer/libgrpc_client: the CSI client API's transport (csi_connect, csi_call_bytes,
- * csi_conn_lost, csi_conn_free) on Debian's libgrpc, the gRPC C core. It is a test peer, never
- * linked into a kcsi binary: a test linked with it (before kcsi_csi) talks to kcsi's own server
- * through an HTTP/2 and gRPC implementation nobody here wrote, so the two are checked against
- * each other (docs/development.md, "Interoperability").
+ * csi_call_stream_bytes, csi_conn_lost, csi_conn_free) on Debian's libgrpc, the gRPC C core.
+ * It is a test peer, never linked into a kcsi binary: a test linked with it (before kcsi_csi)
+ * talks to kcsi's own server through an HTTP/2 and gRPC implementation nobody here wrote, so the
+ * two are checked against each other (docs/development.md, "Interoperability").
  *
  * Design, as libgrpc wants it: one channel per connection; each call has its own pluck
  * completion queue; connecting waits for the socket file, then drives the channel to READY; a
@@ -330,5 +330,104 @@ int csi_call_bytes(struct csi_conn *c, const char *method, const void *data, siz
 		grpc_byte_buffer_destroy(resp_bb);
 	grpc_call_unref(call);
 	drain_and_destroy(cq, true);
+	return st->code;
+}
+
+/* Runs one batch of ops on call and waits for it; false when libgrpc refused the batch. */
+static bool run_batch(grpc_call *call, grpc_completion_queue *cq, grpc_op *ops, size_t n,
+		      void *tag)
+{
+	if (grpc_call_start_batch(call, ops, n, tag, NULL) != GRPC_CALL_OK)
+		return false;
+	grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	return true;
+}
+
+/*
+ * Server streaming the way a libgrpc client reads it: one message per RECV_MESSAGE until libgrpc
+ * says there are no more, then the status. The messages are handed back length-prefixed, as
+ * kcsi's transport hands back the body.
+ */
+int csi_call_stream_bytes(struct csi_conn *c, const char *method, const void *data, size_t len,
+			  void **out, size_t *outlen, int64_t timeout_ns, struct csi_status *st)
+{
+	struct csi_status local;
+	if (!st)
+		st = &local;
+	st->code = 0;
+	st->message[0] = '\0';
+	struct strbuf body = STRBUF_INIT;
+
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	grpc_slice mslice = grpc_slice_from_copied_string(method);
+	grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice,
+						   NULL, deadline_after(timeout_ns), NULL);
+	grpc_slice_unref(mslice);
+	grpc_slice req_slice = grpc_slice_from_copied_buffer(data, len);
+	grpc_byte_buffer *req_bb = grpc_raw_byte_buffer_create(&req_slice, 1);
+	grpc_slice_unref(req_slice);
+	grpc_metadata_array initial_md, trailing_md;
+	grpc_metadata_array_init(&initial_md);
+	grpc_metadata_array_init(&trailing_md);
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_slice details = grpc_empty_slice();
+
+	grpc_op ops[4];
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req_bb;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+	bool ok = run_batch(call, cq, ops, 4, (void *)1);
+	while (ok) {
+		grpc_byte_buffer *bb = NULL;
+		memset(ops, 0, sizeof(ops));
+		ops[0].op = GRPC_OP_RECV_MESSAGE;
+		ops[0].data.recv_message.recv_message = &bb;
+		ok = run_batch(call, cq, ops, 1, (void *)2);
+		if (!bb)
+			break;
+		grpc_byte_buffer_reader r;
+		grpc_byte_buffer_reader_init(&r, bb);
+		grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+		grpc_byte_buffer_reader_destroy(&r);
+		uint8_t prefix[5];
+		size_t n = GRPC_SLICE_LENGTH(all);
+		prefix[0] = 0;
+		prefix[1] = (uint8_t)(n >> 24);
+		prefix[2] = (uint8_t)(n >> 16);
+		prefix[3] = (uint8_t)(n >> 8);
+		prefix[4] = (uint8_t)n;
+		strbuf_add(&body, prefix, 5);
+		strbuf_add(&body, GRPC_SLICE_START_PTR(all), n);
+		grpc_slice_unref(all);
+		grpc_byte_buffer_destroy(bb);
+	}
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[0].data.recv_status_on_client.trailing_metadata = &trailing_md;
+	ops[0].data.recv_status_on_client.status = &status;
+	ops[0].data.recv_status_on_client.status_details = &details;
+	if (run_batch(call, cq, ops, 1, (void *)3)) {
+		st->code = (int)status;
+		size_t dl = GRPC_SLICE_LENGTH(details);
+		if (dl >= sizeof(st->message))
+			dl = sizeof(st->message) - 1;
+		memcpy(st->message, GRPC_SLICE_START_PTR(details), dl);
+		st->message[dl] = '\0';
+	} else {
+		st->code = GRPC_STATUS_INTERNAL;
+		snprintf(st->message, sizeof(st->message), "grpc_call_start_batch failed");
+	}
+	grpc_slice_unref(details);
+	grpc_metadata_array_destroy(&initial_md);
+	grpc_metadata_array_destroy(&trailing_md);
+	grpc_byte_buffer_destroy(req_bb);
+	grpc_call_unref(call);
+	drain_and_destroy(cq, true);
+	*outlen = body.len;
+	*out = strbuf_detach(&body, NULL);
 	return st->code;
 }

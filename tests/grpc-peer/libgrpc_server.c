@@ -2,7 +2,8 @@
  * grpc-peer/libgrpc_server: serves a struct csi_server's handlers through Debian's libgrpc
  * instead of kcsi's own transport, for interoperability tests (see libgrpc_server.h). Each call
  * is run with csi_server_call(): the same lookup, decode, handler and encode as kcsi's server,
- * so only the HTTP/2 and gRPC layer differs.
+ * so only the HTTP/2 and gRPC layer differs. A server-streaming answer goes out message by
+ * message (send_stream).
  *
  * Design: N worker threads, each with its own completion queue; a worker asks for one call at a
  * time, reads the request, runs it, answers, then asks for the next. Stop: shutdown_and_notify,
@@ -29,6 +30,7 @@
 #include "base/strbuf.h"
 #include "base/xalloc.h"
 #include "csi/client.h"
+#include "csi/wire.h"
 
 struct peer_worker {
 	struct csi_server *s;
@@ -47,6 +49,32 @@ static bool wait_tag(grpc_completion_queue *cq, void *tag)
 		if (ev.type == GRPC_OP_COMPLETE && ev.tag == tag)
 			return ev.success != 0;
 	}
+}
+
+/*
+ * A streaming method's answer (csi_server_call gives its messages length-prefixed, one after the
+ * other): the initial metadata, then one SEND_MESSAGE batch per message, as libgrpc allows one
+ * message in flight at a time. The status follows in the caller's last batch. Takes out.
+ */
+static void send_stream(struct peer_worker *w, grpc_call *call, uint8_t *out, size_t outlen)
+{
+	grpc_op op = { .op = GRPC_OP_SEND_INITIAL_METADATA };
+	bool ok = grpc_call_start_batch(call, &op, 1, (void *)4, NULL) == GRPC_CALL_OK &&
+		  wait_tag(w->cq, (void *)4);
+	size_t off = 0;
+	const uint8_t *m;
+	uint32_t mlen;
+	while (ok && csi_wire_next(out, outlen, &off, UINT32_MAX, &m, &mlen) == CSI_WIRE_NEXT_MSG) {
+		grpc_slice s = grpc_slice_from_copied_buffer((const char *)m, mlen);
+		grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+		grpc_slice_unref(s);
+		op = (grpc_op){ .op = GRPC_OP_SEND_MESSAGE };
+		op.data.send_message.send_message = bb;
+		ok = grpc_call_start_batch(call, &op, 1, (void *)4, NULL) == GRPC_CALL_OK &&
+		     wait_tag(w->cq, (void *)4);
+		grpc_byte_buffer_destroy(bb);
+	}
+	free(out);
 }
 
 static void serve_one(struct peer_worker *w, grpc_call *call, grpc_call_details *det)
@@ -83,7 +111,11 @@ static void serve_one(struct peer_worker *w, grpc_call *call, grpc_call_details 
 		grpc_byte_buffer_destroy(req_bb);
 
 	grpc_byte_buffer *resp_bb = NULL;
-	if (code == 0) {
+	const ProtobufCMethodDescriptor *md = csi_method_lookup(method);
+	bool streamed = code == 0 && md && csi_method_server_streams(md);
+	if (streamed) {
+		send_stream(w, call, out, outlen);
+	} else if (code == 0) {
 		grpc_slice resp = grpc_slice_new(out, outlen, free);
 		resp_bb = grpc_raw_byte_buffer_create(&resp, 1);
 		grpc_slice_unref(resp);
@@ -95,7 +127,8 @@ static void serve_one(struct peer_worker *w, grpc_call *call, grpc_call_details 
 	grpc_op ops[4];
 	memset(ops, 0, sizeof(ops));
 	size_t n = 0;
-	ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+	if (!streamed)
+		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
 	if (resp_bb) {
 		ops[n].op = GRPC_OP_SEND_MESSAGE;
 		ops[n++].data.send_message.send_message = resp_bb;

@@ -524,6 +524,38 @@ static void test_msg_prefix(void)
 
 /* ---- outcome mapping (gRPC's doc/http-grpc-status-mapping.md and PROTOCOL-HTTP2.md) ---- */
 
+/*
+ * A server-streaming body splits into its messages, an empty one included; a body cut inside a
+ * prefix or a message, a message over the limit or a compressed one is reported, never read past.
+ */
+static void test_next_splits_stream(void)
+{
+	const uint8_t body[] = { 0, 0, 0, 0, 2, 'h', 'i', 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 'a', 'b', 'c' };
+	size_t off = 0;
+	const uint8_t *m;
+	uint32_t n;
+	CHECK_INT(csi_wire_next(body, sizeof(body), &off, 16, &m, &n), CSI_WIRE_NEXT_MSG);
+	CHECK(n == 2 && memcmp(m, "hi", 2) == 0);
+	CHECK_INT(csi_wire_next(body, sizeof(body), &off, 16, &m, &n), CSI_WIRE_NEXT_MSG);
+	CHECK_INT(n, 0);
+	CHECK_INT(csi_wire_next(body, sizeof(body), &off, 16, &m, &n), CSI_WIRE_NEXT_MSG);
+	CHECK(n == 3 && memcmp(m, "abc", 3) == 0);
+	CHECK_INT(csi_wire_next(body, sizeof(body), &off, 16, &m, &n), CSI_WIRE_NEXT_END);
+	CHECK_INT(off, sizeof(body));
+
+	off = 0;
+	CHECK_INT(csi_wire_next(body, 3, &off, 16, &m, &n), CSI_WIRE_NEXT_TRUNCATED);
+	CHECK_INT(csi_wire_next(body, 6, &off, 16, &m, &n), CSI_WIRE_NEXT_TRUNCATED);
+	CHECK_INT(off, 0);
+	CHECK_INT(csi_wire_next(body, sizeof(body), &off, 1, &m, &n), CSI_WIRE_NEXT_TOO_LARGE);
+	const uint8_t zipped[] = { 1, 0, 0, 0, 1, 'x' };
+	CHECK_INT(csi_wire_next(zipped, sizeof(zipped), &off, 16, &m, &n),
+		  CSI_WIRE_NEXT_COMPRESSED);
+	const uint8_t huge[] = { 0, 0xff, 0xff, 0xff, 0xff, 'x' };
+	CHECK_INT(csi_wire_next(huge, sizeof(huge), &off, UINT32_MAX, &m, &n),
+		  CSI_WIRE_NEXT_TRUNCATED);
+}
+
 static void test_code_from_http(void)
 {
 	static const struct {
@@ -591,6 +623,7 @@ int main(void)
 	RUN(test_msg_truncated);
 	RUN(test_msg_limit);
 	RUN(test_msg_compressed);
+	RUN(test_next_splits_stream);
 	RUN(test_msg_too_many);
 	RUN(test_msg_prefix);
 	RUN(test_code_from_http);

@@ -6,7 +6,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -661,4 +663,58 @@ var cases = []testCase{
 	{"window", caseWindow},
 	{"cancel", caseCancel},
 	{"streams", caseStreams},
+	{"server_streaming", caseServerStreaming},
+}
+
+// A server-streaming call (SnapshotMetadata, CSI v1.12), which kcsi's server answers whole when
+// the handler is done: grpc-go's client reads it message by message as the external-snapshot-
+// metadata sidecar would, every range in order, at most max_results per message, then io.EOF;
+// an unknown snapshot is NOT_FOUND from the first Recv, and an empty answer is io.EOF at once.
+func caseServerStreaming(t *harness) (string, error) {
+	ctx, cancel := timeout(callTimeout)
+	defer cancel()
+	sm := csi.NewSnapshotMetadataClient(t.main.cc)
+	read := func(id string, max int32) (msgs, ranges int, err error) {
+		st, err := sm.GetMetadataAllocated(ctx, &csi.GetMetadataAllocatedRequest{
+			SnapshotId: id, MaxResults: max})
+		if err != nil {
+			return 0, 0, err
+		}
+		for {
+			r, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				return msgs, ranges, nil
+			}
+			if err != nil {
+				return msgs, ranges, err
+			}
+			if max > 0 && len(r.GetBlockMetadata()) > int(max) {
+				return msgs, ranges, failf("message %d: %d ranges, max_results %d", msgs,
+					len(r.GetBlockMetadata()), max)
+			}
+			for _, b := range r.GetBlockMetadata() {
+				if b.GetByteOffset() != int64(ranges)*8192 || b.GetSizeBytes() != 4096 {
+					return msgs, ranges, failf("range %d: %d+%d, want %d+4096", ranges,
+						b.GetByteOffset(), b.GetSizeBytes(), ranges*8192)
+				}
+				ranges++
+			}
+			msgs++
+		}
+	}
+	msgs, ranges, err := read("ranges-1000", 64)
+	if err != nil {
+		return "", failf("GetMetadataAllocated: %v", err)
+	}
+	if err := firstErr(equal("messages", msgs, 16), equal("ranges", ranges, 1000)); err != nil {
+		return "", err
+	}
+	if m, _, err := read("ranges-0", 0); err != nil || m != 0 {
+		return "", failf("empty stream: %d messages, %v", m, err)
+	}
+	if _, _, err := read("no-such-snapshot", 0); status.Code(err) != codes.NotFound {
+		return "", failf("unknown snapshot: %v, want NotFound", err)
+	}
+	return fmt.Sprintf("%d ranges in %d messages read one by one; empty and NOT_FOUND streams",
+		ranges, msgs), nil
 }
