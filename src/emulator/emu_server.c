@@ -168,8 +168,8 @@ static json_t *openapi_gv(struct emu_server *srv, const char *gvpath)
 		}
 		if (strcmp(key, gvpath))
 			continue;
-		snprintf(path, sizeof(path), "/%s/%s%s/{name}", key,
-			 r->namespaced ? "namespaces/{namespace}/" : "", r->plural);
+		const char *ns = r->namespaced ? "namespaces/{namespace}/" : "";
+		snprintf(path, sizeof(path), "/%s/%s%s/{name}", key, ns, r->plural);
 		json_t *op = json_pack("{s:{s:s, s:s, s:s}, s:s, s:[{s:s, s:s, s:{s:s}}], s:{s:{s:s}}}",
 			"x-kubernetes-group-version-kind", "group", r->group, "version", version,
 			"kind", r->kind, "x-kubernetes-action", "patch", "parameters", "name",
@@ -420,10 +420,9 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 		k.body = rq->body.buf;
 		k.body_len = rq->body.len;
 	} else if (!body_is_json(c, method)) {
-		return emu_reply_status(c, 415, "UnsupportedMediaType",
-			"the body of the request was in an unknown format - accepted media types "
-			"include: application/json, application/vnd.kubernetes.protobuf (the "
-			"kinds docs/kube-emulator.md lists)", NULL);
+		return emu_reply_status(c, 415, "UnsupportedMediaType", "the body of the request was "
+			"in an unknown format - accepted media types include: application/json, "
+			"application/vnd.kubernetes.protobuf (the kinds docs/kube-emulator.md lists)", NULL);
 	}
 	if (!strcmp(method, "GET"))
 		k.table = emu_table_wanted(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
@@ -620,8 +619,7 @@ static int open_listener(struct emu_server *srv, const char *listen_addr, char *
 	char *end;
 	long pnum = strtol(port, &end, 10);
 	if (!*port || *end || pnum < 0 || pnum > 65535) {
-		snprintf(err, errlen, "--listen %s: port must be a number from 0 to 65535",
-			 listen_addr);
+		snprintf(err, errlen, "--listen %s: port must be a number from 0 to 65535", listen_addr);
 		return -1;
 	}
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
