@@ -56,10 +56,15 @@ enum cm_kind { CM_PODS, CM_NODES, CM_PVS, CM_PVCS, CM_SCS, CM_VAS, CM_CSIDRIVERS
 	       CM_LEASES, /* kube-node-lease only: the nodes' heartbeats */
 	       CM_NKINDS };
 
+#define CM_MAX_RECORDERS 8
+
 struct cm_ctx {
 	const struct cm_config *cfg;
 	struct kube_client *kc;
-	struct kube_recorder *rec;
+	struct kube_recorder *rec; /* the one queue and thread; controllers record through views */
+	struct kube_recorder *views[CM_MAX_RECORDERS]; /* cm_recorder()'s, freed before rec */
+	const char *view_names[CM_MAX_RECORDERS];
+	size_t nviews;
 	struct kube_informer *inf[CM_NKINDS];
 };
 
@@ -76,6 +81,14 @@ struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k);
 int cm_start_informers(struct cm_ctx *c, bool (*interrupted)(void *ud), void *ud, char *err,
 		       size_t errlen);
 void cm_stop_informers(struct cm_ctx *c);
+/*
+ * The recorder a controller records its events with: source.component `component`, the name
+ * its kube-controller-manager counterpart records as (a view of c->rec, created on first call
+ * per name, so two controllers of one upstream name share it; call from init). NULL when the
+ * context has no recorder (unit tests): kube_event_about() then records nothing.
+ */
+struct kube_recorder *cm_recorder(struct cm_ctx *c, const char *component);
+void cm_recorders_free(struct cm_ctx *c); /* the views, then c->rec */
 /* Registers on_add/on_update/on_delete that all call fn(ud) (a "something changed" kick). */
 void cm_on_any_change(struct cm_ctx *c, enum cm_kind k, void (*fn)(void *ud), void *ud);
 

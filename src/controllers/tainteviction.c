@@ -38,6 +38,7 @@
 
 struct tec {
 	struct cm_ctx *cm;
+	struct kube_recorder *rec; /* as "taint-eviction-controller", upstream's source */
 	struct cm_loop loop;
 	struct kube_hmap sched; /* "ns/name" -> struct te_sched * (the loop thread's own) */
 	struct kube_hmap evicted; /* "ns/name" -> uid (xstrdup) of the pod we deleted */
@@ -48,7 +49,7 @@ static void pod_event(struct tec *c, const char *ns, const char *name, const cha
 {
 	struct kube_objref ref = { "Pod", "v1", ns, name, NULL, NULL };
 
-	kube_event(c->cm->rec, &ref, KUBE_EVENT_NORMAL, "TaintManagerEviction", "%s Pod %s/%s", verb,
+	kube_event(c->rec, &ref, KUBE_EVENT_NORMAL, "TaintManagerEviction", "%s Pod %s/%s", verb,
 		   ns, name);
 }
 
@@ -268,6 +269,7 @@ static void *te_init(struct cm_ctx *cm)
 	struct tec *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
+	c->rec = cm_recorder(cm, "taint-eviction-controller");
 	cm_loop_init(&c->loop, pass_ud, c);
 	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
 	cm_on_any_change(cm, CM_PODS, cm_loop_kick, &c->loop);
