@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/flags.h"
+#include "base/passloop.h" /* the pass thread of taint eviction, podgc, nodelifecycle */
 #include "base/strbuf.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -91,25 +92,6 @@ struct kube_recorder *cm_recorder(struct cm_ctx *c, const char *component);
 void cm_recorders_free(struct cm_ctx *c); /* the views, then c->rec */
 /* Registers on_add/on_update/on_delete that all call fn(ud) (a "something changed" kick). */
 void cm_on_any_change(struct cm_ctx *c, enum cm_kind k, void (*fn)(void *ud), void *ud);
-
-/*
- * A controller's pass thread (taint eviction, podgc, nodelifecycle): runs pass(ud) at once, then
- * again when kicked (cm_loop_kick, usable as a cm_on_any_change callback) or when the wait that
- * pass returned (ns; 0 = at once) has run out; cm_loop_stop wakes it and joins it.
- */
-struct cm_loop {
-	pthread_mutex_t mu; /* kicked, stopping */
-	pthread_cond_t wake;
-	pthread_t thread;
-	bool kicked, stopping, started;
-	int64_t (*pass)(void *ud);
-	void *ud;
-};
-void cm_loop_init(struct cm_loop *l, int64_t (*pass)(void *ud), void *ud);
-int cm_loop_start(struct cm_loop *l); /* 0, or -1 when the thread cannot start */
-void cm_loop_kick(void *loop);
-void cm_loop_stop(struct cm_loop *l);
-void cm_loop_destroy(struct cm_loop *l); /* after cm_loop_stop */
 
 struct cm_controller {
 	const char *name;

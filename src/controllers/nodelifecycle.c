@@ -40,7 +40,7 @@
 struct nlc {
 	struct cm_ctx *cm;
 	struct kube_recorder *rec; /* as "node-controller", upstream's source */
-	struct cm_loop loop;
+	struct pass_loop loop;
 	struct kube_hmap health; /* node name -> struct nl_health * (the loop thread's own) */
 	pthread_mutex_t pmu;     /* pods_new: the pod informer adds, the loop takes */
 	struct kube_hmap pods_new; /* "ns/name" of pods that landed on a node not Ready */
@@ -211,7 +211,7 @@ static void pod_landed(struct nlc *c, const struct kube_obj *old, const struct k
 	pthread_mutex_lock(&c->pmu);
 	kube_hmap_put(&c->pods_new, key, NULL);
 	pthread_mutex_unlock(&c->pmu);
-	cm_loop_kick(&c->loop);
+	pass_loop_kick(&c->loop);
 }
 
 static void pod_added(const struct kube_obj *o, void *ud)
@@ -520,11 +520,11 @@ static void *nl_init(struct cm_ctx *cm)
 
 	c->cm = cm;
 	c->rec = cm_recorder(cm, "node-controller");
-	cm_loop_init(&c->loop, pass_ud, c);
+	pass_loop_init(&c->loop, pass_ud, c);
 	pthread_mutex_init(&c->zmu, NULL);
 	pthread_mutex_init(&c->pmu, NULL);
-	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
-	cm_on_any_change(cm, CM_LEASES, cm_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_NODES, pass_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_LEASES, pass_loop_kick, &c->loop);
 	/* no on_delete: a queued pod that is gone is dropped when the pass looks it up */
 	struct kube_handlers ph = { pod_added, pod_updated, NULL, c };
 	kube_informer_add_handlers(cm_informer(cm, CM_PODS), &ph);
@@ -535,14 +535,14 @@ static int nl_start(void *self)
 {
 	struct nlc *c = self;
 
-	return cm_loop_start(&c->loop);
+	return pass_loop_start(&c->loop);
 }
 
 static void nl_stop(void *self)
 {
 	struct nlc *c = self;
 
-	cm_loop_stop(&c->loop);
+	pass_loop_stop(&c->loop);
 }
 
 static void nl_free(void *self)
@@ -557,7 +557,7 @@ static void nl_free(void *self)
 	free(c->zones);
 	pthread_mutex_destroy(&c->zmu);
 	pthread_mutex_destroy(&c->pmu);
-	cm_loop_destroy(&c->loop);
+	pass_loop_destroy(&c->loop);
 	free(c);
 }
 

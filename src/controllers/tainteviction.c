@@ -39,7 +39,7 @@
 struct tec {
 	struct cm_ctx *cm;
 	struct kube_recorder *rec; /* as "taint-eviction-controller", upstream's source */
-	struct cm_loop loop;
+	struct pass_loop loop;
 	struct kube_hmap sched; /* "ns/name" -> struct te_sched * (the loop thread's own) */
 	struct kube_hmap evicted; /* "ns/name" -> uid (xstrdup) of the pod we deleted */
 	atomic_ullong deletions;
@@ -270,9 +270,9 @@ static void *te_init(struct cm_ctx *cm)
 
 	c->cm = cm;
 	c->rec = cm_recorder(cm, "taint-eviction-controller");
-	cm_loop_init(&c->loop, pass_ud, c);
-	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
-	cm_on_any_change(cm, CM_PODS, cm_loop_kick, &c->loop);
+	pass_loop_init(&c->loop, pass_ud, c);
+	cm_on_any_change(cm, CM_NODES, pass_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_PODS, pass_loop_kick, &c->loop);
 	return c;
 }
 
@@ -280,14 +280,14 @@ static int te_start(void *self)
 {
 	struct tec *c = self;
 
-	return cm_loop_start(&c->loop);
+	return pass_loop_start(&c->loop);
 }
 
 static void te_stop(void *self)
 {
 	struct tec *c = self;
 
-	cm_loop_stop(&c->loop);
+	pass_loop_stop(&c->loop);
 }
 
 static void te_free(void *self)
@@ -302,7 +302,7 @@ static void te_free(void *self)
 		if (c->evicted.slots[i].key)
 			free(c->evicted.slots[i].value);
 	kube_hmap_clear(&c->evicted);
-	cm_loop_destroy(&c->loop);
+	pass_loop_destroy(&c->loop);
 	free(c);
 }
 
