@@ -69,6 +69,7 @@ struct ad_want {
 
 struct ad_ctrl {
 	struct cm_ctx *cm;
+	struct kube_recorder *rec; /* as "attachdetach-controller", upstream's source */
 	enum ad_va_naming naming;
 	int64_t sync_ns, max_wait_ns;
 	bool sync_enabled;

@@ -109,7 +109,7 @@ void adc_pod_event(struct ad_ctrl *c, const struct kube_obj *pod, enum kube_even
 	char uid[64];
 
 	kube_objref_of(pod, &ref, uid, sizeof(uid));
-	kube_event(c->cm->rec, &ref, type, reason, "%s", msg);
+	kube_event(c->rec, &ref, type, reason, "%s", msg);
 }
 
 /* ---- Fetch: the desired state from the caches ---- */

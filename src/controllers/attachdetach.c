@@ -392,6 +392,7 @@ static void *ad_init(struct cm_ctx *cm)
 	struct kube_handlers nh = { node_add, node_update, node_delete, c };
 
 	c->cm = cm;
+	c->rec = cm_recorder(cm, "attachdetach-controller");
 	if (!strcmp(cfg->va_naming, "seed"))
 		c->naming = AD_NAMING_SEED;
 	else if (!strcmp(cfg->va_naming, "kubernetes"))

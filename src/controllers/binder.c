@@ -53,6 +53,7 @@
 
 struct pvb {
 	struct cm_ctx *cm;
+	struct kube_recorder *rec; /* as "persistentvolume-controller", upstream's source */
 	struct cm_pool claims, volumes;
 	pthread_t resync;
 	pthread_mutex_t mu;
@@ -138,9 +139,9 @@ const struct kube_pv *pvb_best_match(const struct kube_pvc *claim, struct kube_o
 /* ---- writes ---- */
 
 #define claim_event(b, claim, t, reason, msg) \
-	kube_event_about((b)->cm->rec, &(claim)->meta, (t), (reason), "%s", (msg))
+	kube_event_about((b)->rec, &(claim)->meta, (t), (reason), "%s", (msg))
 #define volume_event(b, pv, t, reason, msg) \
-	kube_event_about((b)->cm->rec, &(pv)->meta, (t), (reason), "%s", (msg))
+	kube_event_about((b)->rec, &(pv)->meta, (t), (reason), "%s", (msg))
 
 static json_t *modes_json(uint8_t m)
 {
@@ -564,6 +565,7 @@ static void *pvb_init(struct cm_ctx *cm)
 	struct kube_handlers vh = { enqueue_volume, volume_update, volume_delete, b };
 
 	b->cm = cm;
+	b->rec = cm_recorder(cm, "persistentvolume-controller");
 	b->sync_ns = cm->cfg->pv_sync_ns > 0 ? cm->cfg->pv_sync_ns : 15 * NSEC_PER_SEC;
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->cond, NULL);

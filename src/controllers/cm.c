@@ -62,6 +62,31 @@ void cm_stop_informers(struct cm_ctx *c)
 	kube_informers_stop(c->inf, CM_NKINDS);
 }
 
+struct kube_recorder *cm_recorder(struct cm_ctx *c, const char *component)
+{
+	if (!c->rec)
+		return NULL;
+	for (size_t i = 0; i < c->nviews; i++)
+		if (!strcmp(c->view_names[i], component))
+			return c->views[i];
+	/* one per controller file: more is a programming error, not input */
+	if (c->nviews == CM_MAX_RECORDERS)
+		KLOG_F("too many event recorders");
+	c->view_names[c->nviews] = component;
+	c->views[c->nviews] = kube_recorder_as(c->rec, component);
+	return c->views[c->nviews++];
+}
+
+void cm_recorders_free(struct cm_ctx *c)
+{
+	for (size_t i = 0; i < c->nviews; i++)
+		kube_recorder_free(c->views[i]);
+	c->nviews = 0;
+	if (c->rec)
+		kube_recorder_free(c->rec);
+	c->rec = NULL;
+}
+
 /* Up to 16 "something changed" callbacks: the informer handlers get a pointer to one slot. */
 struct kick_slot {
 	void (*fn)(void *ud);

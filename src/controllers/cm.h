@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/flags.h"
+#include "base/passloop.h" /* the pass thread of taint eviction, podgc, nodelifecycle */
 #include "base/strbuf.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -56,10 +57,15 @@ enum cm_kind { CM_PODS, CM_NODES, CM_PVS, CM_PVCS, CM_SCS, CM_VAS, CM_CSIDRIVERS
 	       CM_LEASES, /* kube-node-lease only: the nodes' heartbeats */
 	       CM_NKINDS };
 
+#define CM_MAX_RECORDERS 8
+
 struct cm_ctx {
 	const struct cm_config *cfg;
 	struct kube_client *kc;
-	struct kube_recorder *rec;
+	struct kube_recorder *rec; /* the one queue and thread; controllers record through views */
+	struct kube_recorder *views[CM_MAX_RECORDERS]; /* cm_recorder()'s, freed before rec */
+	const char *view_names[CM_MAX_RECORDERS];
+	size_t nviews;
 	struct kube_informer *inf[CM_NKINDS];
 };
 
@@ -76,27 +82,16 @@ struct kube_store *cm_store(struct cm_ctx *c, enum cm_kind k);
 int cm_start_informers(struct cm_ctx *c, bool (*interrupted)(void *ud), void *ud, char *err,
 		       size_t errlen);
 void cm_stop_informers(struct cm_ctx *c);
+/*
+ * The recorder a controller records its events with: source.component `component`, the name
+ * its kube-controller-manager counterpart records as (a view of c->rec, created on first call
+ * per name, so two controllers of one upstream name share it; call from init). NULL when the
+ * context has no recorder (unit tests): kube_event_about() then records nothing.
+ */
+struct kube_recorder *cm_recorder(struct cm_ctx *c, const char *component);
+void cm_recorders_free(struct cm_ctx *c); /* the views, then c->rec */
 /* Registers on_add/on_update/on_delete that all call fn(ud) (a "something changed" kick). */
 void cm_on_any_change(struct cm_ctx *c, enum cm_kind k, void (*fn)(void *ud), void *ud);
-
-/*
- * A controller's pass thread (taint eviction, podgc, nodelifecycle): runs pass(ud) at once, then
- * again when kicked (cm_loop_kick, usable as a cm_on_any_change callback) or when the wait that
- * pass returned (ns; 0 = at once) has run out; cm_loop_stop wakes it and joins it.
- */
-struct cm_loop {
-	pthread_mutex_t mu; /* kicked, stopping */
-	pthread_cond_t wake;
-	pthread_t thread;
-	bool kicked, stopping, started;
-	int64_t (*pass)(void *ud);
-	void *ud;
-};
-void cm_loop_init(struct cm_loop *l, int64_t (*pass)(void *ud), void *ud);
-int cm_loop_start(struct cm_loop *l); /* 0, or -1 when the thread cannot start */
-void cm_loop_kick(void *loop);
-void cm_loop_stop(struct cm_loop *l);
-void cm_loop_destroy(struct cm_loop *l); /* after cm_loop_stop */
 
 struct cm_controller {
 	const char *name;

@@ -51,6 +51,7 @@ struct nl_health {
 	char renew[48];     /* the Lease's spec.renewTime ("" none) */
 	bool seen;
 	bool has_ready;     /* the node had a Ready condition */
+	bool mark_pods;     /* its pods still to be marked not Ready (upstream's nodesToRetry) */
 	int64_t probe_ns;   /* wall clock (ns) of the last sign of life seen */
 };
 

@@ -15,8 +15,13 @@
  *      spec.taints. A node still waiting for a token makes the next pass come when one is due.
  * A 409 is left to the next pass, which the changed node's event starts anyway.
  *
- * Not done (upstream does): marking pods not Ready (MarkPodsNotReady). Pod eviction is the
- * taint-eviction-controller's (tainteviction.c).
+ * MarkPodsNotReady, as upstream: when this controller turns a node's Ready from True to Unknown,
+ * every pod on it whose Ready is True gets Ready False (pods/status, strategic merge by type:
+ * the condition's reason and message kept, lastTransitionTime now, with the resourceVersion
+ * the cache saw) and a Warning NodeNotReady event; a pod that failed is tried again each pass
+ * while the node stays not Ready. A pod that lands on a node whose Ready is not True (the pod
+ * informer's add, or a new spec.nodeName) is queued for the same on the next pass.
+ * Pod eviction is the taint-eviction-controller's (tainteviction.c).
  */
 #include "controllers/cm.h"
 #include "controllers/nl.h"
@@ -34,8 +39,11 @@
 
 struct nlc {
 	struct cm_ctx *cm;
-	struct cm_loop loop;
+	struct kube_recorder *rec; /* as "node-controller", upstream's source */
+	struct pass_loop loop;
 	struct kube_hmap health; /* node name -> struct nl_health * (the loop thread's own) */
+	pthread_mutex_t pmu;     /* pods_new: the pod informer adds, the loop takes */
+	struct kube_hmap pods_new; /* "ns/name" of pods that landed on a node not Ready */
 	pthread_mutex_t zmu;     /* zones: the loop writes, /metrics reads */
 	struct nl_zone *zones;
 	size_t nzones;
@@ -103,17 +111,145 @@ static char *patch_node(struct nlc *c, const char *name, const char *rv, bool st
 	return nrv;
 }
 
-static void ready_event(struct nlc *c, const struct kube_node *n, const struct nl_plan_out *o)
+static bool is_true(const struct kube_node_condition *c)
+{
+	return c && c->status && !strcmp(c->status, "True");
+}
+
+/* The write turned Ready from True to not True: upstream's RecordNodeStatusChange. */
+static bool ready_lost(struct nlc *c, const struct kube_node *n, const struct nl_plan_out *o)
 {
 	const struct kube_node_condition *was = nl_condition(n->conditions, n->nconditions, "Ready");
 	const struct kube_node_condition *now = nl_condition(o->conds, o->nconds, "Ready");
 
 	if (!now || (was && was->status && !strcmp(was->status, now->status)))
-		return;
+		return false;
 	KLOG_I("node %s: %s (Ready %s -> %s)", n->meta.name, now->message ? now->message : "",
 	       was && was->status ? was->status : "absent", now->status);
-	kube_event_about(c->cm->rec, &n->meta, KUBE_EVENT_NORMAL, "NodeNotReady",
+	if (!is_true(was) || is_true(now))
+		return false;
+	kube_event_about(c->rec, &n->meta, KUBE_EVENT_NORMAL, "NodeNotReady",
 			 "Node %s status is now: NodeNotReady", n->meta.name);
+	return true;
+}
+
+/*
+ * upstream's MarkPodsNotReady for one pod: 0 when done (nothing to change, or the pod is gone),
+ * -1 when the write failed and is to be tried again. A pod whose Ready is not True is left:
+ * False already, or no Ready condition (upstream skips those too).
+ */
+static int mark_pod_not_ready(struct nlc *c, const struct kube_obj *o, const char *now)
+{
+	const struct kube_pod *p = kube_pod_of(o);
+	struct kube_err e;
+
+	if (!p || !p->ready)
+		return 0;
+	json_t *patch = json_pack("{s:{s:s}, s:{s:[{s:s, s:s, s:s}]}}", "metadata",
+				  "resourceVersion", o->rv ? o->rv : "", "status", "conditions",
+				  "type", "Ready", "status", "False", "lastTransitionTime", now);
+	char *body = json_dumps(patch, JSON_COMPACT);
+	int rc = kube_patch_discard(c->cm->kc, &KUBE_RES_PODS, o->ns, o->name, true,
+				    KUBE_PATCH_STRATEGIC, body, &e);
+
+	free(body);
+	json_decref(patch);
+	if (rc && kube_err_is_not_found(&e))
+		return 0;
+	if (rc)
+		KLOG_I("Failed to update status for pod pod=\"%s/%s\" err=%s", o->ns, o->name,
+		       LOGQ(e.message));
+	else
+		KLOG_V(2, "Updating ready status of pod to false pod=\"%s/%s\"", o->ns, o->name);
+	/* after the write, as upstream, so that the pod still exists; also when it failed */
+	kube_event_about(c->rec, o, KUBE_EVENT_WARNING, "NodeNotReady", "Node is not ready");
+	return rc ? -1 : 0;
+}
+
+/* Every pod of the node: 0 when all are done, -1 when one is to be tried again. */
+static int mark_pods_not_ready(struct nlc *c, const char *node, const char *now)
+{
+	size_t n;
+	struct kube_obj **pods = kube_store_by_index(cm_store(c->cm, CM_PODS), CM_PODS_BY_NODE,
+						     node, &n);
+	int rc = 0;
+
+	KLOG_V(2, "Update ready status of pods on node node=\"%s\"", node);
+	for (size_t i = 0; i < n; i++)
+		if (mark_pod_not_ready(c, pods[i], now))
+			rc = -1;
+	kube_objs_free(pods, n);
+	return rc;
+}
+
+/* The node's Ready condition is there and not True (upstream's processPod test). */
+static bool node_not_ready(struct nlc *c, const char *name)
+{
+	struct kube_obj *o = kube_store_get(cm_store(c->cm, CM_NODES), NULL, name);
+	const struct kube_node *n = kube_node_of(o);
+	const struct kube_node_condition *r = n ? nl_condition(n->conditions, n->nconditions, "Ready")
+						: NULL;
+	bool not_ready = r && !is_true(r);
+
+	kube_obj_unref(o);
+	return not_ready;
+}
+
+/* Pod informer: a pod that lands on a node not Ready is marked on the next pass. */
+static void pod_landed(struct nlc *c, const struct kube_obj *old, const struct kube_obj *o)
+{
+	const struct kube_pod *p = kube_pod_of(o), *was = old ? kube_pod_of(old) : NULL;
+	char key[800];
+
+	if (!p || !p->node_name || !*p->node_name || !p->ready)
+		return;
+	if (was && was->node_name && !strcmp(was->node_name, p->node_name))
+		return;
+	if (!node_not_ready(c, p->node_name))
+		return;
+	snprintf(key, sizeof(key), "%s/%s", o->ns ? o->ns : "", o->name);
+	pthread_mutex_lock(&c->pmu);
+	kube_hmap_put(&c->pods_new, key, NULL);
+	pthread_mutex_unlock(&c->pmu);
+	pass_loop_kick(&c->loop);
+}
+
+static void pod_added(const struct kube_obj *o, void *ud)
+{
+	pod_landed(ud, NULL, o);
+}
+
+static void pod_updated(const struct kube_obj *old, const struct kube_obj *o, void *ud)
+{
+	pod_landed(ud, old, o);
+}
+
+/* The queued pods: those still on a node not Ready are marked; a failed write stays queued. */
+static void mark_new_pods(struct nlc *c, const char *now)
+{
+	struct kube_hmap todo;
+
+	pthread_mutex_lock(&c->pmu);
+	todo = c->pods_new;
+	c->pods_new = (struct kube_hmap)KUBE_HMAP_INIT;
+	pthread_mutex_unlock(&c->pmu);
+	for (size_t i = 0; i < todo.cap; i++) {
+		const char *k = todo.slots[i].key, *slash = k ? strchr(k, '/') : NULL;
+		if (!slash)
+			continue;
+		char ns[256];
+		snprintf(ns, sizeof(ns), "%.*s", (int)(slash - k), k);
+		struct kube_obj *o = kube_store_get(cm_store(c->cm, CM_PODS), ns, slash + 1);
+		const struct kube_pod *p = kube_pod_of(o);
+		if (p && p->node_name && kube_hmap_get(&c->health, p->node_name) &&
+		    node_not_ready(c, p->node_name) && mark_pod_not_ready(c, o, now)) {
+			pthread_mutex_lock(&c->pmu);
+			kube_hmap_put(&c->pods_new, k, NULL);
+			pthread_mutex_unlock(&c->pmu);
+		}
+		kube_obj_unref(o);
+	}
+	kube_hmap_clear(&todo);
 }
 
 static void log_taints(const struct kube_node *n, const struct nl_plan_out *o)
@@ -186,6 +322,8 @@ struct nl_item {
 	struct nl_plan_in in;
 	size_t zone; /* index into c->zones */
 	char *rv;    /* NULL: the conditions write failed, no taints this pass */
+	bool mark_pods; /* its pods to be marked not Ready after the pass (c->zmu not held) */
+	char now[RFC3339_BUFLEN];
 };
 
 /* Conditions: observe, plan, write; the item keeps what the taint step needs. */
@@ -220,10 +358,14 @@ static void sync_conditions(struct nlc *c, struct nl_item *it, int64_t now)
 		char *nrv = patch_node(c, n->meta.name, it->rv, true, "conditions", conditions_json(&out));
 		free(it->rv);
 		it->rv = nrv;
-		if (it->rv)
-			ready_event(c, n, &out);
+		if (it->rv && ready_lost(c, n, &out))
+			h->mark_pods = true;
 	}
 	const struct kube_node_condition *rc = nl_condition(out.conds, out.nconds, "Ready");
+	if (h->mark_pods && is_true(rc))
+		h->mark_pods = false; /* Ready again: nothing left to mark */
+	it->mark_pods = h->mark_pods;
+	memcpy(it->now, out.now, sizeof(it->now));
 	struct nl_zone *z = zone_of(c, n, now);
 	it->zone = (size_t)(z - c->zones);
 	if (!excluded(n)) {
@@ -352,6 +494,15 @@ static int64_t pass(struct nlc *c)
 		free(items[i].rv);
 	}
 	pthread_mutex_unlock(&c->zmu);
+	for (size_t i = 0; i < ni; i++) {
+		const char *name = items[i].obj->name;
+		struct nl_health *h = kube_hmap_get(&c->health, name);
+		if (items[i].mark_pods && h && !mark_pods_not_ready(c, name, items[i].now))
+			h->mark_pods = false;
+	}
+	char ts[RFC3339_BUFLEN];
+	rfc3339_format(time(NULL), ts, sizeof(ts));
+	mark_new_pods(c, ts);
 	free(items);
 	kube_objs_free(nodes, n);
 	prune(c);
@@ -368,10 +519,15 @@ static void *nl_init(struct cm_ctx *cm)
 	struct nlc *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
-	cm_loop_init(&c->loop, pass_ud, c);
+	c->rec = cm_recorder(cm, "node-controller");
+	pass_loop_init(&c->loop, pass_ud, c);
 	pthread_mutex_init(&c->zmu, NULL);
-	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
-	cm_on_any_change(cm, CM_LEASES, cm_loop_kick, &c->loop);
+	pthread_mutex_init(&c->pmu, NULL);
+	cm_on_any_change(cm, CM_NODES, pass_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_LEASES, pass_loop_kick, &c->loop);
+	/* no on_delete: a queued pod that is gone is dropped when the pass looks it up */
+	struct kube_handlers ph = { pod_added, pod_updated, NULL, c };
+	kube_informer_add_handlers(cm_informer(cm, CM_PODS), &ph);
 	return c;
 }
 
@@ -379,14 +535,14 @@ static int nl_start(void *self)
 {
 	struct nlc *c = self;
 
-	return cm_loop_start(&c->loop);
+	return pass_loop_start(&c->loop);
 }
 
 static void nl_stop(void *self)
 {
 	struct nlc *c = self;
 
-	cm_loop_stop(&c->loop);
+	pass_loop_stop(&c->loop);
 }
 
 static void nl_free(void *self)
@@ -397,9 +553,11 @@ static void nl_free(void *self)
 		if (c->health.slots[i].key)
 			free(c->health.slots[i].value);
 	kube_hmap_clear(&c->health);
+	kube_hmap_clear(&c->pods_new);
 	free(c->zones);
 	pthread_mutex_destroy(&c->zmu);
-	cm_loop_destroy(&c->loop);
+	pthread_mutex_destroy(&c->pmu);
+	pass_loop_destroy(&c->loop);
 	free(c);
 }
 

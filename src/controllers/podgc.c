@@ -37,7 +37,7 @@ struct ns_count {
 
 struct pgc {
 	struct cm_ctx *cm;
-	struct cm_loop loop;
+	struct pass_loop loop;
 	pthread_mutex_t mu; /* counts */
 	struct ns_count counts[PODGC_MAX_NS];
 	size_t ncounts;
@@ -148,10 +148,10 @@ static void *pgc_init(struct cm_ctx *cm)
 	struct pgc *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
-	cm_loop_init(&c->loop, pass_ud, c);
+	pass_loop_init(&c->loop, pass_ud, c);
 	pthread_mutex_init(&c->mu, NULL);
-	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
-	cm_on_any_change(cm, CM_PODS, cm_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_NODES, pass_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_PODS, pass_loop_kick, &c->loop);
 	return c;
 }
 
@@ -159,14 +159,14 @@ static int pgc_start(void *self)
 {
 	struct pgc *c = self;
 
-	return cm_loop_start(&c->loop);
+	return pass_loop_start(&c->loop);
 }
 
 static void pgc_stop(void *self)
 {
 	struct pgc *c = self;
 
-	cm_loop_stop(&c->loop);
+	pass_loop_stop(&c->loop);
 }
 
 static void pgc_free(void *self)
@@ -174,7 +174,7 @@ static void pgc_free(void *self)
 	struct pgc *c = self;
 
 	kube_hmap_clear(&c->done);
-	cm_loop_destroy(&c->loop);
+	pass_loop_destroy(&c->loop);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }

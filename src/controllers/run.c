@@ -362,8 +362,7 @@ out:
 	for (int k = 0; k < CM_NKINDS; k++)
 		if (rt->ctx.inf[k])
 			kube_informer_free(rt->ctx.inf[k]);
-	if (rt->ctx.rec)
-		kube_recorder_free(rt->ctx.rec);
+	cm_recorders_free(&rt->ctx);
 	kube_client_free(lec);
 	kube_client_free(kc);
 	kube_config_free(kcfg);

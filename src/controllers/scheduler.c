@@ -55,6 +55,7 @@ struct vsched {
 	struct assumed_pod assumed[ASSUMED_MAX];
 	unsigned next_assumed;
 	struct cm_ctx *cm;
+	struct kube_recorder *rec; /* as --scheduler-name, kube-scheduler's reportingController */
 	struct cm_pool pool;
 	const char *scheduler_name;
 	bool started;
@@ -512,7 +513,7 @@ static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const
 			 p->meta.ns, p->meta.name, node);
 		return e.code == 409 ? CM_DONE : CM_RETRY; /* 409: someone else bound it */
 	}
-	kube_event_about(s->cm->rec, &p->meta, KUBE_EVENT_NORMAL, "Scheduled",
+	kube_event_about(s->rec, &p->meta, KUBE_EVENT_NORMAL, "Scheduled",
 			 "Successfully assigned %s/%s to %s", p->meta.ns, p->meta.name, node);
 	KLOG_I("Successfully bound pod to node pod=\"%s/%s\" node=\"%s\"", p->meta.ns, p->meta.name, node);
 	assume(s, p, node);
@@ -550,7 +551,7 @@ static void failed_scheduling(struct vsched *s, const struct kube_pod *p, const 
 	char msg[1024];
 
 	vs_reasons_format(why, nnodes, msg, sizeof(msg));
-	kube_event_about(s->cm->rec, &p->meta, KUBE_EVENT_WARNING, "FailedScheduling", "%s", msg);
+	kube_event_about(s->rec, &p->meta, KUBE_EVENT_WARNING, "FailedScheduling", "%s", msg);
 	KLOG_V(3, "pod %s/%s: %s", p->meta.ns, p->meta.name, msg);
 }
 
@@ -598,7 +599,7 @@ static void warn_unreachable_volumes(struct vsched *s, const struct fit *f,
 			continue;
 		char aff[512];
 		affinity_text(pv, aff, sizeof(aff));
-		kube_event_about(s->cm->rec, f->ci[i].claim, KUBE_EVENT_WARNING,
+		kube_event_about(s->rec, f->ci[i].claim, KUBE_EVENT_WARNING,
 				 "VolumeNodeAffinityConflict",
 				 "PersistentVolume %s can be used only on nodes with %s, and no Node matches",
 				 pv->meta.name, aff);
@@ -787,6 +788,7 @@ static void *vs_init(struct cm_ctx *cm)
 	struct kube_handlers ch = { claim_changed, claim_update, NULL, s };
 
 	s->cm = cm;
+	s->rec = cm_recorder(cm, cm->cfg->scheduler_name);
 	s->scheduler_name = cm->cfg->scheduler_name;
 	cm_pool_init(&s->pool, "volume-scheduler", cm->cfg, sync_pod, s);
 	/* Pods wait for provisioning in short steps, not the API-error backoff. */

@@ -38,7 +38,8 @@
 
 struct tec {
 	struct cm_ctx *cm;
-	struct cm_loop loop;
+	struct kube_recorder *rec; /* as "taint-eviction-controller", upstream's source */
+	struct pass_loop loop;
 	struct kube_hmap sched; /* "ns/name" -> struct te_sched * (the loop thread's own) */
 	struct kube_hmap evicted; /* "ns/name" -> uid (xstrdup) of the pod we deleted */
 	atomic_ullong deletions;
@@ -48,7 +49,7 @@ static void pod_event(struct tec *c, const char *ns, const char *name, const cha
 {
 	struct kube_objref ref = { "Pod", "v1", ns, name, NULL, NULL };
 
-	kube_event(c->cm->rec, &ref, KUBE_EVENT_NORMAL, "TaintManagerEviction", "%s Pod %s/%s", verb,
+	kube_event(c->rec, &ref, KUBE_EVENT_NORMAL, "TaintManagerEviction", "%s Pod %s/%s", verb,
 		   ns, name);
 }
 
@@ -268,9 +269,10 @@ static void *te_init(struct cm_ctx *cm)
 	struct tec *c = xcalloc(1, sizeof(*c));
 
 	c->cm = cm;
-	cm_loop_init(&c->loop, pass_ud, c);
-	cm_on_any_change(cm, CM_NODES, cm_loop_kick, &c->loop);
-	cm_on_any_change(cm, CM_PODS, cm_loop_kick, &c->loop);
+	c->rec = cm_recorder(cm, "taint-eviction-controller");
+	pass_loop_init(&c->loop, pass_ud, c);
+	cm_on_any_change(cm, CM_NODES, pass_loop_kick, &c->loop);
+	cm_on_any_change(cm, CM_PODS, pass_loop_kick, &c->loop);
 	return c;
 }
 
@@ -278,14 +280,14 @@ static int te_start(void *self)
 {
 	struct tec *c = self;
 
-	return cm_loop_start(&c->loop);
+	return pass_loop_start(&c->loop);
 }
 
 static void te_stop(void *self)
 {
 	struct tec *c = self;
 
-	cm_loop_stop(&c->loop);
+	pass_loop_stop(&c->loop);
 }
 
 static void te_free(void *self)
@@ -300,7 +302,7 @@ static void te_free(void *self)
 		if (c->evicted.slots[i].key)
 			free(c->evicted.slots[i].value);
 	kube_hmap_clear(&c->evicted);
-	cm_loop_destroy(&c->loop);
+	pass_loop_destroy(&c->loop);
 	free(c);
 }
 

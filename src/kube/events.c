@@ -42,6 +42,7 @@ struct pending {
 	char *agg_key; /* object, type, reason */
 	char *message;
 	char *reason;
+	char *component; /* source.component: the recorder's, or its view's */
 	char *kind, *api_version, *obj_ns, *name, *uid, *rv; /* involvedObject; NULL when absent */
 	bool warning;
 	char ts[RFC3339_BUFLEN]; /* when it happened */
@@ -58,6 +59,7 @@ static void pending_free(struct pending *p)
 	free(p->agg_key);
 	free(p->message);
 	free(p->reason);
+	free(p->component);
 	free(p->kind);
 	free(p->api_version);
 	free(p->obj_ns);
@@ -87,6 +89,7 @@ struct spam {
 };
 
 struct kube_recorder {
+	struct kube_recorder *base; /* a view's recorder (kube_recorder_as); NULL: this one */
 	struct kube_client *client;
 	char *component, *host;
 	int burst;
@@ -132,7 +135,7 @@ static void pending_event(const struct kube_recorder *r, const struct pending *p
 	jw_kv_str(&w, "message", message);
 	jw_key(&w, "source");
 	jw_begin_object(&w);
-	jw_kv_str(&w, "component", r->component);
+	jw_kv_str(&w, "component", p->component);
 	if (r->host)
 		jw_kv_str(&w, "host", r->host);
 	jw_end_object(&w);
@@ -141,7 +144,7 @@ static void pending_event(const struct kube_recorder *r, const struct pending *p
 	jw_key(&w, "count");
 	jw_int(&w, 1);
 	jw_kv_str(&w, "type", p->warning ? "Warning" : "Normal");
-	jw_kv_str(&w, "reportingComponent", r->component);
+	jw_kv_str(&w, "reportingComponent", p->component);
 	jw_end_object(&w);
 }
 
@@ -159,6 +162,18 @@ struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube
 	pthread_cond_init(&r->idle_cond, NULL);
 	pthread_create(&r->thread, NULL, run, r);
 	return r;
+}
+
+struct kube_recorder *kube_recorder_as(struct kube_recorder *r, const char *component)
+{
+	struct kube_recorder *v;
+
+	if (!r)
+		return NULL;
+	v = xcalloc(1, sizeof(*v));
+	v->base = r->base ? r->base : r;
+	v->component = xstrdup(component);
+	return v;
 }
 
 /* The tokens a bucket holds at `now`, refilled since its last use, at most the burst. */
@@ -259,19 +274,29 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 		const char *reason, const char *fmt, ...)
 {
 	struct strbuf msg = STRBUF_INIT, objkey = STRBUF_INIT, key = STRBUF_INIT;
+	struct strbuf spamkey = STRBUF_INIT;
+	const char *component;
 	va_list ap;
+
+	if (!r)
+		return;
+	component = r->component;
+	if (r->base)
+		r = r->base; /* a view: the recorder's queue, filter and cache, the view's component */
 	va_start(ap, fmt);
 	strbuf_vaddf(&msg, fmt, ap);
 	va_end(ap);
 	const char *tname = type == KUBE_EVENT_WARNING ? "Warning" : "Normal";
 	strbuf_addf(&objkey, "%s/%s/%s/%s", ref->kind ? ref->kind : "", ref->ns ? ref->ns : "",
 		    ref->name ? ref->name : "", ref->uid ? ref->uid : "");
-	strbuf_addf(&key, "%s\x1f%s\x1f%s", objkey.buf, tname, reason);
+	/* client-go keys both the spam filter and the aggregation by the source too */
+	strbuf_addf(&spamkey, "%s\x1f%s", component, objkey.buf);
+	strbuf_addf(&key, "%s\x1f%s\x1f%s", spamkey.buf, tname, reason);
 	const char *ns = ref->ns && *ref->ns ? ref->ns : "default";
 	KLOG_V(4, "Event(%s) type=%s reason=%s message=%s", objkey.buf, LOGQ(tname), LOGQ(reason),
 	       LOGQ(msg.buf));
 	pthread_mutex_lock(&r->mu);
-	if (r->stop || r->npending >= PENDING_MAX || !spam_allow(r, objkey.buf)) {
+	if (r->stop || r->npending >= PENDING_MAX || !spam_allow(r, spamkey.buf)) {
 		r->stats.dropped++;
 	} else {
 		struct pending *p = xcalloc(1, sizeof(*p));
@@ -279,6 +304,7 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 		p->agg_key = strbuf_detach(&key, NULL);
 		p->message = strbuf_detach(&msg, NULL);
 		p->reason = xstrdup(reason);
+		p->component = xstrdup(component);
 		p->kind = dup_or_null(ref->kind);
 		p->api_version = dup_or_null(ref->api_version);
 		p->obj_ns = dup_or_null(ref->ns);
@@ -298,6 +324,7 @@ void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kub
 	pthread_mutex_unlock(&r->mu);
 	strbuf_release(&msg);
 	strbuf_release(&objkey);
+	strbuf_release(&spamkey);
 	strbuf_release(&key);
 }
 
@@ -475,6 +502,8 @@ static void *run(void *arg)
 
 void kube_recorder_flush(struct kube_recorder *r)
 {
+	if (r->base)
+		r = r->base;
 	pthread_mutex_lock(&r->mu);
 	while (r->head || r->busy)
 		pthread_cond_wait(&r->idle_cond, &r->mu);
@@ -483,6 +512,8 @@ void kube_recorder_flush(struct kube_recorder *r)
 
 void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *s)
 {
+	if (r->base)
+		r = r->base;
 	pthread_mutex_lock(&r->mu);
 	*s = r->stats;
 	s->tracked = r->spam.len;
@@ -493,6 +524,11 @@ void kube_recorder_free(struct kube_recorder *r)
 {
 	if (!r)
 		return;
+	if (r->base) {
+		free(r->component);
+		free(r);
+		return;
+	}
 	pthread_mutex_lock(&r->mu);
 	r->stop = true;
 	r->stop_deadline = mono_now_ns() + STOP_GRACE_NS;

@@ -55,6 +55,15 @@ struct kube_recorder_stats {
 struct kube_recorder;
 
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o);
+/*
+ * A view of r that records as another source.component (and reportingComponent), as one process
+ * holding several upstream controllers, each with its own recorder, must: kube-controller-manager's
+ * "attachdetach-controller", "persistentvolume-controller", ... A view has no thread of its own:
+ * its events go through r's queue, bounds and thread, and r's spam filter and aggregation keep
+ * each component's events apart (client-go's keys include the source). NULL for a NULL r.
+ * Free a view with kube_recorder_free() before r; flush and stats of a view are r's.
+ */
+struct kube_recorder *kube_recorder_as(struct kube_recorder *r, const char *component);
 void kube_event(struct kube_recorder *r, const struct kube_objref *ref, enum kube_event_type type,
 		const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Fills an objref from a record (kind and apiVersion from the record's kind). */

@@ -21,6 +21,7 @@
 #include "provisioner/prov.h"
 
 #include "base/log.h"
+#include "base/passloop.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/store.h"
@@ -138,10 +139,8 @@ struct prov_sweep {
 	struct prov_ctrl *c;
 	struct kube_informer *inf; /* VolumeSnapshots carrying the finalizer */
 	int64_t interval_ns;
-	pthread_t thread;
-	pthread_mutex_t mu; /* stop */
-	pthread_cond_t wake;
-	bool stop, started;
+	struct pass_loop loop; /* the sweep every interval_ns (base/passloop.h) */
+	bool synced;           /* the informer runs and its cache synced (the loop's own) */
 };
 
 static bool carries_finalizer(const struct kube_obj *o, void *ud)
@@ -149,6 +148,8 @@ static bool carries_finalizer(const struct kube_obj *o, void *ud)
 	(void)ud;
 	return kube_obj_has_finalizer(o, PROV_SNAPSHOT_FINALIZER);
 }
+
+static int64_t sweep_pass(void *ud);
 
 struct prov_sweep *prov_sweep_new(struct prov_ctrl *c)
 {
@@ -160,8 +161,7 @@ struct prov_sweep *prov_sweep_new(struct prov_ctrl *c)
 	s->c = c;
 	s->interval_ns = c->o.orphan_sweep_ns;
 	s->inf = kube_informer_new(c->kc, &io);
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->wake, NULL);
+	pass_loop_init(&s->loop, sweep_pass, s);
 	return s;
 }
 
@@ -187,14 +187,6 @@ static void sweep_one(struct prov_sweep *s, const char *ns, const char *name)
 	}
 }
 
-static bool stopping(struct prov_sweep *s)
-{
-	pthread_mutex_lock(&s->mu);
-	bool stop = s->stop;
-	pthread_mutex_unlock(&s->mu);
-	return stop;
-}
-
 /* sweepOrphanedFinalizers: the snapshots Pending claims restore from, then every cached
  * snapshot with the finalizer outside that set. */
 static void sweep(struct prov_sweep *s)
@@ -209,7 +201,7 @@ static void sweep(struct prov_sweep *s)
 			kube_hmap_put(&pending, key, NULL);
 	kube_objs_free(claims, n);
 	struct kube_obj **snaps = kube_store_list(kube_informer_store(s->inf), &ns_);
-	for (size_t i = 0; i < ns_ && !stopping(s); i++) {
+	for (size_t i = 0; i < ns_ && !pass_loop_stopping(&s->loop); i++) {
 		if (!kube_obj_has_finalizer(snaps[i], PROV_SNAPSHOT_FINALIZER))
 			continue;
 		snprintf(key, sizeof(key), "%s/%s", snaps[i]->ns ? snaps[i]->ns : "", snaps[i]->name);
@@ -244,60 +236,49 @@ static bool allowed(struct prov_sweep *s)
 	return true; /* anything else may pass: the informer retries */
 }
 
-static void *sweep_main(void *arg)
+static bool sweep_stopping(void *ud)
 {
-	struct prov_sweep *s = arg;
-	struct kube_stop stop = { .mu = &s->mu, .flag = &s->stop };
+	return pass_loop_stopping(ud);
+}
+
+/* The first pass starts the informer and waits for its cache; every pass then sweeps. */
+static int64_t sweep_pass(void *ud)
+{
+	struct prov_sweep *s = ud;
+	struct kube_stop stop = { .fn = sweep_stopping, .ud = &s->loop };
 	char err[256];
 
-	KLOG_I("Starting SnapshotFinalizerProtection controller");
-	if (!allowed(s))
-		return NULL;
-	if (kube_informer_start(s->inf)) {
-		KLOG_E("SnapshotFinalizerProtection: cannot start the VolumeSnapshot informer");
-		return NULL;
+	if (!s->synced) {
+		KLOG_I("Starting SnapshotFinalizerProtection controller");
+		if (!allowed(s))
+			return PASS_LOOP_NEVER;
+		if (kube_informer_start(s->inf)) {
+			KLOG_E("SnapshotFinalizerProtection: cannot start the VolumeSnapshot informer");
+			return PASS_LOOP_NEVER;
+		}
+		int rc = kube_informers_wait_synced(&s->inf, 1, NULL, &stop, 0, err, sizeof(err));
+		if (rc < 0)
+			KLOG_E("SnapshotFinalizerProtection: failed to sync informer caches");
+		if (rc)
+			return PASS_LOOP_NEVER;
+		KLOG_I("Started SnapshotFinalizerProtection controller");
+		s->synced = true;
 	}
-	int rc = kube_informers_wait_synced(&s->inf, 1, NULL, &stop, 0, err, sizeof(err));
-	if (rc < 0)
-		KLOG_E("SnapshotFinalizerProtection: failed to sync informer caches");
-	if (rc)
-		return NULL;
-	KLOG_I("Started SnapshotFinalizerProtection controller");
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop) {
-		pthread_mutex_unlock(&s->mu);
-		sweep(s);
-		pthread_mutex_lock(&s->mu);
-		struct timespec ts = wall_deadline(s->interval_ns);
-		while (!s->stop && pthread_cond_timedwait(&s->wake, &s->mu, &ts) == 0)
-			;
-	}
-	pthread_mutex_unlock(&s->mu);
-	KLOG_I("Shutting down SnapshotFinalizerProtection controller");
-	return NULL;
+	sweep(s);
+	return s->interval_ns;
 }
 
 int prov_sweep_start(struct prov_sweep *s)
 {
-	if (!s)
-		return 0;
-	if (pthread_create(&s->thread, NULL, sweep_main, s))
-		return -1;
-	s->started = true;
-	return 0;
+	return s ? pass_loop_start(&s->loop) : 0;
 }
 
 void prov_sweep_stop(struct prov_sweep *s)
 {
-	if (!s)
+	if (!s || !s->loop.started)
 		return;
-	pthread_mutex_lock(&s->mu);
-	s->stop = true;
-	pthread_cond_signal(&s->wake);
-	pthread_mutex_unlock(&s->mu);
-	if (s->started)
-		pthread_join(s->thread, NULL);
-	s->started = false;
+	pass_loop_stop(&s->loop);
+	KLOG_I("Shutting down SnapshotFinalizerProtection controller");
 }
 
 struct kube_informer *prov_sweep_informer(struct prov_sweep *s)
@@ -311,7 +292,6 @@ void prov_sweep_free(struct prov_sweep *s)
 		return;
 	prov_sweep_stop(s);
 	kube_informer_free(s->inf);
-	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->wake);
+	pass_loop_destroy(&s->loop);
 	free(s);
 }

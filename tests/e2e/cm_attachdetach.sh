@@ -39,6 +39,8 @@ check "driver publishes the volume on node-1" lp_published "$V1" node-1
 wait_for "node-1 lists $U1 in volumesAttached" 10 node_lists node-1 "$U1"
 wait_for "SuccessfulAttachVolume event on pod-a" 10 has_event pod-a SuccessfulAttachVolume \
 	"AttachVolume.Attach succeeded for volume \"pv-1\""
+check "the event comes from attachdetach-controller (kube-controller-manager's source)" \
+	eq "$(event_source pod-a SuccessfulAttachVolume)" "attachdetach-controller attachdetach-controller"
 check "exactly one VolumeAttachment" eq "$(va_count)" 1
 
 # The node uses it. A second pod on node-2 wants the same ReadWriteOnce volume: Multi-Attach.

@@ -82,6 +82,8 @@ wait_for "claim-dyn annotated for the provisioner" 20 claim_is claim-dyn \
 	loop.kcsi.io/loop.kcsi.io
 wait_for "ExternalProvisioning event" 20 claim_event claim-dyn ExternalProvisioning \
 	"Waiting for a volume to be created either by the external provisioner 'loop.kcsi.io'"
+check "the binder's event comes from persistentvolume-controller" \
+	eq "$(event_source claim-dyn ExternalProvisioning)" "persistentvolume-controller persistentvolume-controller"
 wait_for "WaitForFirstConsumer event" 20 claim_event claim-late WaitForFirstConsumer \
 	"waiting for first consumer to be created before binding"
 check "claim-late not annotated before a node is chosen" eq "$(cj claim-late '.metadata.annotations["volume.kubernetes.io/storage-provisioner"] // "none"')" none

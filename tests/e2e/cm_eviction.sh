@@ -111,6 +111,8 @@ check "p-now got DisruptionTarget, reason DeletionByTaintManager" eq \
 	"$(kc get pod p-now -o json | jq -r '.status.conditions[] | select(.type == "DisruptionTarget") | .status + " " + .reason + " " + .message')" \
 	"True DeletionByTaintManager Taint manager: deleting due to NoExecute taint"
 wait_for "TaintManagerEviction event for p-now" 5 has_event p-now TaintManagerEviction "Marking for deletion Pod default/p-now"
+check "it comes from taint-eviction-controller" \
+	eq "$(event_source p-now TaintManagerEviction)" "taint-eviction-controller taint-eviction-controller"
 # b1 comes back before p-cancel's 30 s: the taint goes, the eviction is cancelled.
 alive a2 a3 a4 b1 b2
 wait_for "b1 back: NoExecute taint gone" 10 no_noexec b1

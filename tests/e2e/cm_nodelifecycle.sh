@@ -5,7 +5,11 @@
 # Ready loses the taint; a Ready False node gets not-ready (NoSchedule and NoExecute); a node
 # whose heartbeat and Lease stop becomes Unknown ("Kubelet stopped posting node status.") with
 # the unreachable taints, which go again when both resume; a Lease renewal alone keeps a node
-# whose status is not updated Ready. A third node, n3, keeps posting in the background: with every
+# whose status is not updated Ready. The node's pods (MarkPodsNotReady): when n1 turns Unknown,
+# its pod whose Ready is True gets Ready False (reason kept, lastTransitionTime now) and a
+# Warning NodeNotReady "Node is not ready" event, a pod without a Ready condition is left alone,
+# and a Ready pod bound to n1 while it is Unknown is marked too. Events come from upstream's
+# source component, "node-controller". A third node, n3, keeps posting in the background: with every
 # node silent upstream's "all zones fully disrupted" rule would add no NoExecute taint at all
 # (cm_eviction tests that).
 set -u
@@ -51,6 +55,18 @@ heartbeat n3 True
 		"$S/api/v1/nodes/n3/status"
 	sleep 1
 done ) &
+pod_ready() { # POD: sets its Ready condition True, as the kubelet does
+	req PATCH "/api/v1/namespaces/default/pods/$1/status" \
+		'{"status":{"conditions":[{"type":"Ready","status":"True","reason":"PodReady","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}' \
+		application/merge-patch+json
+	[ "$CODE" = 200 ] || { echo "pod status patch failed: $CODE $(cat "$T/out")" >&2; return 1; }
+}
+pod_cond() { kc get pod "$1" -o json | jq -r ".status.conditions // [] | .[] | select(.type == \"Ready\") | $2"; }
+mk_pod p-ready n1
+pod_ready p-ready
+mk_pod p-plain n1
+mk_pod p-late ""
+pod_ready p-late
 cm_start cm --controllers nodelifecycle --node-monitor-period 200ms --node-monitor-grace-period 3s -v 2
 
 wait_for "n1 (Ready True) loses the not-ready taint" 10 has_taints n1 ""
@@ -77,6 +93,19 @@ check "PIDPressure Unknown" eq "$(cond n1 PIDPressure .status)" Unknown
 wait_for "n1 gets the unreachable taints" 10 \
 	has_taints n1 "node.kubernetes.io/unreachable:NoExecute node.kubernetes.io/unreachable:NoSchedule"
 wait_for "NodeNotReady event" 10 eval 'kc get events -A -o json | jq -e ".items[] | select(.reason == \"NodeNotReady\" and .involvedObject.name == \"n1\")" >/dev/null'
+check "the node's event comes from node-controller" eq "$(event_source n1 NodeNotReady)" "node-controller node-controller"
+
+# MarkPodsNotReady: n1's Ready pod is not Ready any more; the other pod has no Ready to change.
+wait_for "p-ready on n1 shows Ready False" 10 eval '[ "$(pod_cond p-ready .status)" = False ]'
+check "its reason is kept" eq "$(pod_cond p-ready .reason)" PodReady
+check "its lastTransitionTime is now" test "$(pod_cond p-ready .lastTransitionTime)" != 2026-01-01T00:00:00Z
+wait_for "Warning NodeNotReady on p-ready" 10 has_event p-ready NodeNotReady "Node is not ready"
+check "the pod's event comes from node-controller" eq "$(event_source p-ready NodeNotReady)" "node-controller node-controller"
+check "p-plain (no Ready condition) is left alone" eq "$(pod_cond p-plain .status)" ""
+req POST /api/v1/namespaces/default/pods/p-late/binding \
+	'{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p-late"},"target":{"kind":"Node","name":"n1"}}'
+check "p-late bound to n1" eq "$CODE" 201
+wait_for "p-late, bound to n1 while it is Unknown, shows Ready False" 10 eval '[ "$(pod_cond p-late .status)" = False ]'
 
 # The kubelet comes back: Ready heartbeat and Lease again.
 heartbeat n1 True

@@ -51,6 +51,7 @@ wait_for "web-2 placed" 20 pod_placed web-2
 check "web-1 and web-2 on different Ready nodes" test "$(pod_node web-1)" != "$(pod_node web-2)"
 check "nothing on the NotReady node" bash -c "[ '$(pod_node web-1)' != node-3 ] && [ '$(pod_node web-2)' != node-3 ]"
 wait_for "Scheduled event" 10 has_event web-1 Scheduled "Successfully assigned default/web-1 to"
+check "it comes from the scheduler's name" eq "$(event_source web-1 Scheduled)" "default-scheduler default-scheduler"
 
 # A bound volume with nodeAffinity zone=b pins its pod to node-2.
 jq -n '{apiVersion: "v1", kind: "PersistentVolume", metadata: {name: "pv-b"},

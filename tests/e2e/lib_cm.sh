@@ -15,6 +15,8 @@
 # va_name HANDLE NODE [DRIVER] Kubernetes' csi-<sha256(handle+driver+node)>
 # attached_list NODE          the names in NODE's status.volumesAttached, one per line
 # pod_events POD REASON       the messages of the pod's events with REASON
+# event_source NAME REASON    "source.component reportingComponent" of the first Event about NAME
+#                             with REASON (any namespace); "" when there is none
 declare -A CM_PIDS=()
 CM_DRV=${CM_DRV:-loop.kcsi.io}
 
@@ -103,6 +105,11 @@ pod_events() {
 		jq -r --arg p "$1" --arg r "$2" '.items[] | select(.involvedObject.name == $p and .reason == $r) | .message'
 }
 has_event() { pod_events "$1" "$2" | grep -qF "$3"; }
+event_source() {
+	kc get events -A -o json | jq -r --arg n "$1" --arg r "$2" \
+		'[.items[] | select(.involvedObject.name == $n and .reason == $r)][0] // empty |
+		 (.source.component // "") + " " + (.reportingComponent // "")'
+}
 no_vas() { [ "$(va_count)" = 0 ]; }
 # node_exactly NODE [UNIQ...]: volumesAttached holds exactly these names
 node_exactly() {

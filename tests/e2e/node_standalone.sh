@@ -85,7 +85,7 @@ grep -Eq "$pat" "$T/cm.log" && fail "kcsi-controller-manager acted on n1's volum
 # ---- a pod on the managed node: the controller attaches it ----
 h2=$(claim_on v2 n2 p2)
 wait_for "p2 Running" 40 pod_running p2
-check "the controller attached p2's volume" eq "$(event_from p2 SuccessfulAttachVolume)" kcsi-controller-manager
+check "the controller attached p2's volume" eq "$(event_from p2 SuccessfulAttachVolume)" attachdetach-controller
 check "n2's volumesAttached lists it" eq "$(attached_count n2)" 1
 
 # ---- kcsi-controller-manager restarted: n1's VolumeAttachment is left alone ----

@@ -148,6 +148,59 @@ static void test_spam_filter_bounded(void)
 }
 
 /*
+ * One process, two upstream controllers (kcsi-controller-manager): the same event about the same
+ * pod from two views is two Events, each naming its own component as source and reporting
+ * component, each aggregated on its own; a view's spam bucket is not the other's.
+ */
+static const char *event_component(json_t *evs, const char *component, json_int_t *count)
+{
+	size_t i;
+	json_t *ev;
+	json_array_foreach(evs, i, ev) {
+		const char *c = json_string_value(json_object_get(json_object_get(ev, "source"),
+								  "component"));
+		if (c && !strcmp(c, component)) {
+			*count = json_integer_value(json_object_get(ev, "count"));
+			return json_string_value(json_object_get(ev, "reportingComponent"));
+		}
+	}
+	return NULL;
+}
+
+static void test_views(void)
+{
+	struct kube_recorder_opts o = { .component = "kcsi-controller-manager", .spam_burst = 3 };
+	struct kube_recorder *r = kube_recorder_new(env.client, &o);
+	struct kube_recorder *ad = kube_recorder_as(r, "attachdetach-controller");
+	struct kube_recorder *nl = kube_recorder_as(r, "node-controller");
+	struct kube_objref ref = { .kind = "Pod", .api_version = "v1", .ns = "default",
+				   .name = "pod-views", .uid = "0d6e3a52-0c4e-4b59-9a51-5b8e3f7d2a10" };
+	json_int_t count = 0;
+
+	CHECK(kube_recorder_as(NULL, "x") == NULL);
+	for (int i = 0; i < 3; i++) /* the whole burst of ad's bucket */
+		kube_event(ad, &ref, KUBE_EVENT_WARNING, "NodeNotReady", "Node is not ready");
+	kube_event(nl, &ref, KUBE_EVENT_WARNING, "NodeNotReady", "Node is not ready");
+	kube_recorder_flush(nl);
+	struct kube_recorder_stats s;
+	kube_recorder_stats(ad, &s);
+	CHECK_INT(s.created, 2);
+	CHECK_INT(s.patched, 2);
+	CHECK_INT(s.dropped, 0);
+	json_t *evs = events_for("pod-views");
+	CHECK_INT(json_array_size(evs), 2);
+	CHECK_STR(event_component(evs, "attachdetach-controller", &count), "attachdetach-controller");
+	CHECK_INT(count, 3);
+	CHECK_STR(event_component(evs, "node-controller", &count), "node-controller");
+	CHECK_INT(count, 1);
+	CHECK(event_component(evs, "kcsi-controller-manager", &count) == NULL);
+	json_decref(evs);
+	kube_recorder_free(ad);
+	kube_recorder_free(nl);
+	kube_recorder_free(r);
+}
+
+/*
  * An API server that takes 300 ms per Event: at most 1,000 events wait (the rest are dropped and
  * counted), and kube_recorder_free() gives up on the backlog after its grace time instead of
  * sending it for five minutes.
@@ -185,6 +238,7 @@ int main(void)
 	RUN(test_spam_filter);
 	RUN(test_similar_combined);
 	RUN(test_spam_filter_bounded);
+	RUN(test_views);
 	RUN(test_queue_bounded);
 	kube_testenv_stop(&env);
 	return CHECK_DONE();
