@@ -30,6 +30,32 @@ static void log_msg(const char *what, const ProtobufCMessage *m, int max_len)
 	strbuf_release(&sb);
 }
 
+/* The request logged (at -v 5) and packed: a buffer the caller frees, its length in *len. */
+static uint8_t *begin_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req,
+			   bool verbose, size_t *len)
+{
+	if (verbose) {
+		KLOG_I("GRPC call: %s", method);
+		log_msg("request", req, csi_conn_opts(c)->max_log_len);
+	}
+	*len = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = xmalloc(*len ? *len : 1);
+	protobuf_c_message_pack(req, buf);
+	return buf;
+}
+
+/* The call's outcome to the observer (metrics) and, on failure, to the -v 5 log. */
+static void end_call(struct csi_conn *c, const char *method, int64_t start,
+		     const struct csi_status *st)
+{
+	int64_t took = mono_now_ns() - start;
+	if (csi_conn_opts(c)->observer)
+		csi_conn_opts(c)->observer(csi_conn_opts(c)->observer_arg, method, st->code, took);
+	if (st->code != 0 && log_v(5))
+		KLOG_I("GRPC error: rpc error: code = %s desc = %s", csi_code_go_name(st->code),
+		       st->message);
+}
+
 int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
 	     int64_t timeout_ns, struct csi_status *st)
@@ -39,14 +65,9 @@ int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req
 		st = &local;
 	*resp = NULL;
 	bool verbose = log_v(5);
-	if (verbose) {
-		KLOG_I("GRPC call: %s", method);
-		log_msg("request", req, csi_conn_opts(c)->max_log_len);
-	}
 	int64_t start = mono_now_ns();
-	size_t len = protobuf_c_message_get_packed_size(req);
-	uint8_t *buf = xmalloc(len ? len : 1);
-	protobuf_c_message_pack(req, buf);
+	size_t len;
+	uint8_t *buf = begin_call(c, method, req, verbose, &len);
 	void *out;
 	size_t outlen;
 	csi_call_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
@@ -60,16 +81,9 @@ int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req
 		}
 	}
 	free(out);
-	int64_t took = mono_now_ns() - start;
-	if (csi_conn_opts(c)->observer)
-		csi_conn_opts(c)->observer(csi_conn_opts(c)->observer_arg, method, st->code, took);
-	if (verbose) {
-		if (st->code == 0)
-			log_msg("response", *resp, csi_conn_opts(c)->max_log_len);
-		else
-			KLOG_I("GRPC error: rpc error: code = %s desc = %s",
-			       csi_code_go_name(st->code), st->message);
-	}
+	end_call(c, method, start, st);
+	if (verbose && st->code == 0)
+		log_msg("response", *resp, csi_conn_opts(c)->max_log_len);
 	return st->code;
 }
 
@@ -123,14 +137,9 @@ int csi_call_stream(struct csi_conn *c, const char *method, const ProtobufCMessa
 	if (!st)
 		st = &local;
 	bool verbose = log_v(5);
-	if (verbose) {
-		KLOG_I("GRPC call: %s", method);
-		log_msg("request", req, csi_conn_opts(c)->max_log_len);
-	}
 	int64_t start = mono_now_ns();
-	size_t len = protobuf_c_message_get_packed_size(req);
-	uint8_t *buf = xmalloc(len ? len : 1);
-	protobuf_c_message_pack(req, buf);
+	size_t len;
+	uint8_t *buf = begin_call(c, method, req, verbose, &len);
 	void *out;
 	size_t outlen;
 	csi_call_stream_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
@@ -138,16 +147,9 @@ int csi_call_stream(struct csi_conn *c, const char *method, const ProtobufCMessa
 	int nmsgs = 0;
 	int rc = stream_deliver(c, out, outlen, resp_desc, fn, arg, st, &nmsgs);
 	free(out);
-	int64_t took = mono_now_ns() - start;
-	if (csi_conn_opts(c)->observer)
-		csi_conn_opts(c)->observer(csi_conn_opts(c)->observer_arg, method, st->code, took);
-	if (verbose) {
-		if (st->code == 0)
-			KLOG_I("GRPC response: %d messages in the stream", nmsgs);
-		else
-			KLOG_I("GRPC error: rpc error: code = %s desc = %s",
-			       csi_code_go_name(st->code), st->message);
-	}
+	end_call(c, method, start, st);
+	if (verbose && st->code == 0)
+		KLOG_I("GRPC response: %d messages in the stream", nmsgs);
 	return rc ? rc : st->code;
 }
 
