@@ -10,6 +10,11 @@
 #       needs but only another's role grants; here each runs as a ServiceAccount of its own
 #       (csi-provisioner, ...) that deploy's bindings name instead, the Secret reader for all four
 #   snapshot-controller  its own ServiceAccount, as deploy binds it
+#   kcsi-controller-manager  its own ServiceAccount in kube-system with
+#       deploy/kubernetes/kcsi-controller-manager/rbac.yaml (which the kustomization leaves out),
+#       with leader election, running every controller it has but volume-scheduler
+#       (attachdetach, the binder, both protection controllers, nodelifecycle, taint eviction,
+#       podgc); kube-controller-manager is started without those
 #   kcsi-node            the kubelet's stand-in, which deploy/kubernetes does not ship (a cluster
 #       has its kubelet): the admin's credentials. A kubelet's own identity (system:node:<name>,
 #       Node authorizer) refuses it today: its informers list every pod, node, PV and claim where
@@ -19,8 +24,13 @@
 # objects owned two levels up from POD_NAME) and CSIVolumeGroupSnapshot on. The flow: a pod writes,
 # is deleted, a pod on the other node reads the file; a claim is expanded while in use; a snapshot
 # is taken and restored and the restored volume holds the file; a group snapshot of two claims is
-# ready; everything is deleted and every PV goes. Then no component log may hold the authorizer's
-# refusal ("is forbidden", "cannot <verb> resource") or an HTTP 403: each one found is listed.
+# ready; everything is deleted and every PV goes. Last, node-2 falls silent with a pod on it
+# that tolerates unreachable for 0 s: the node turns Unknown and gets the unreachable taint, the
+# pod is marked not Ready, evicted (DisruptionTarget) and, once the admin taints node-2
+# out-of-service, failed and deleted by podgc. So every rule of kcsi-controller-manager's role
+# is used but volume-scheduler's (pods/binding create, csinodes and csistoragecapacities list;
+# kube-scheduler places the pods here). Then no component log may hold the authorizer's refusal ("is forbidden", "cannot <verb> resource")
+# or an HTTP 403: each one found is listed.
 # Prints the time taken.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}"
@@ -56,7 +66,10 @@ crd=$(cd "$KCSI_SRC/tests/peers" && PATH=/usr/local/go/bin:$PATH GOFLAGS=-mod=re
 [ -f "$crd/groupsnapshot.storage.k8s.io_volumegroupsnapshots.yaml" ] ||
 	{ echo "FAIL: no snapshot CRDs in the Go module cache ($crd): make peers"; exit 1; }
 
-realcp_start
+# kube-controller-manager leaves to kcsi-controller-manager what that one can run: attach/detach,
+# the PV binder, PVC and PV protection, node lifecycle, taint eviction, pod GC (kcsi's
+# --controllers below names the same)
+realcp_start --kcm-args "--controllers=*,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolumeclaim-protection-controller,-persistentvolume-protection-controller,-node-lifecycle-controller,-taint-eviction-controller,-pod-garbage-collector-controller"
 
 # ---- the CRDs, deploy/kubernetes' RBAC, CSIDriver and classes ----
 for f in "$crd"/*storage.k8s.io_*.yaml; do K apply -f "$f" >/dev/null || fail "CRD $f"; done
@@ -93,6 +106,9 @@ for n in ["csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"]:
 yaml.safe_dump_all(out, sys.stdout)
 PY
 K apply -f "$T/rbac.yaml" >"$T/apply.out" 2>&1 || { fail "applying deploy's RBAC: $(cat "$T/apply.out")"; exit 1; }
+# kcsi-controller-manager's, which the kustomization leaves out (docs/deploy.md)
+K apply -f "$KCSI_SRC/deploy/kubernetes/kcsi-controller-manager/rbac.yaml" >"$T/apply.out" 2>&1 ||
+	{ fail "applying kcsi-controller-manager's RBAC: $(cat "$T/apply.out")"; exit 1; }
 
 # ---- credentials: a token per ServiceAccount ----
 kubeconfig() { # file user-yaml-lines
@@ -114,9 +130,10 @@ contexts:
 current-context: realcp
 EOF
 }
-for sa in csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller; do
-	tok=$(K -n kcsi create token "$sa" --duration 1h) || { fail "TokenRequest for $sa"; exit 1; }
-	kubeconfig "$T/$sa.kubeconfig" "    token: $tok"
+for sa in kcsi/csi-provisioner kcsi/csi-attacher kcsi/csi-resizer kcsi/csi-snapshotter \
+	kcsi/snapshot-controller kube-system/kcsi-controller-manager; do
+	tok=$(K -n "${sa%/*}" create token "${sa#*/}" --duration 1h) || { fail "TokenRequest for $sa"; exit 1; }
+	kubeconfig "$T/${sa#*/}.kubeconfig" "    token: $tok"
 done
 
 # The provisioner's capacity owner (--capacity-ownerref-level=2, as deploy's Deployment): a
@@ -181,13 +198,20 @@ run csi-snapshotter "$NS" -- "$KCSI_BIN/csi-snapshotter" --kubeconfig "$T/csi-sn
 	--v=2 --csi-address "$CS" --leader-election --feature-gates=CSIVolumeGroupSnapshot=true
 run snapshot-controller "$NS" -- "$KCSI_BIN/snapshot-controller" --kubeconfig "$T/snapshot-controller.kubeconfig" \
 	--v=2 --leader-election=true --feature-gates=CSIVolumeGroupSnapshot=true
+# As deploy's Deployment (leader election in kube-system), the controllers kube-controller-manager
+# leaves out; a node is Unknown after 6 s without a heartbeat (the nodes send one a second)
+run kcsi-controller-manager -- "$KCSI_BIN/kcsi-controller-manager" --kubeconfig "$T/kcsi-controller-manager.kubeconfig" \
+	--v=2 --leader-election --controllers=attachdetach,persistentvolume-binder,pvc-protection,pv-protection,nodelifecycle,taint-eviction-controller,podgc \
+	--node-monitor-period=1s --node-monitor-grace-period=6s
 for n in node-1 node-2; do
 	root=$T/$n/kubelet
 	sock=$root/plugins/loop.kcsi.io/csi.sock
 	wait_for "$n's driver socket" 10 sock_up "$sock"
 	run "registrar-$n" -- "$KCSI_BIN/csi-node-driver-registrar" --v=2 --csi-address "$sock" \
 		--kubelet-registration-path "$sock" --plugin-registration-path "$root/plugins_registry"
-	run "kcsi-node-$n" -- "$KCSI_BIN/kcsi-node" --kubeconfig "$RKC" --node-name "$n" --root-dir "$root"
+	run "kcsi-node-$n" -- "$KCSI_BIN/kcsi-node" --kubeconfig "$RKC" --node-name "$n" --root-dir "$root" \
+		--node-status-update-frequency=1s --node-lease-duration-seconds=4
+	[ $n = node-2 ] && NODE2_PID=${PIDS[-1]}
 done
 csinode_has_driver() { K get csinode "$1" -o jsonpath='{.spec.drivers[*].name}' | grep -q loop.kcsi.io; }
 for n in node-1 node-2; do wait_for "CSINode $n lists loop.kcsi.io" 30 csinode_has_driver "$n"; done
@@ -296,6 +320,41 @@ none() { [ -z "$(K get "$1" -o name 2>/dev/null)" ]; }
 for kind in volumegroupsnapshotcontents volumesnapshotcontents volumeattachments pv; do
 	wait_for "no $kind left" 60 none "$kind"
 done
+
+# ---- node-2 falls silent: node lifecycle, taint eviction and pod GC write ----
+# A Ready pod on node-2 that tolerates the unreachable taint for 0 s; node-2's kcsi-node stops
+# (no heartbeat, no Lease renewal).
+K apply -f - >/dev/null <<'EOF' || fail "creating pod/victim"
+apiVersion: v1
+kind: Pod
+metadata: {name: victim}
+spec:
+  nodeSelector: {kubernetes.io/hostname: node-2}
+  tolerations: [{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 0}]
+  containers: [{name: app, image: busybox:1.36, command: [sleep, "3600"]}]
+EOF
+cond() { # object type status
+	[ "$(K get "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status}")" = "$3" ]
+}
+if wait_for "pod/victim Ready on node-2" 30 cond pod/victim Ready True; then
+	kill -TERM "$NODE2_PID"
+	wait "$NODE2_PID" 2>/dev/null
+	mapfile -t PIDS < <(printf '%s\n' "${PIDS[@]}" | grep -vx "$NODE2_PID")
+	# nodelifecycle: nodes/status (Unknown), nodes (the unreachable taints), pods/status (Ready
+	# False); taint eviction: pods get, pods/status (DisruptionTarget), pods delete. The pod stays
+	# terminating: no kubelet on node-2 finishes it.
+	unreachable() { K get node node-2 -o jsonpath='{.spec.taints[*].key}' | grep -qw node.kubernetes.io/unreachable; }
+	wait_for "node-2 Ready Unknown" 20 cond node/node-2 Ready Unknown
+	wait_for "node-2 tainted unreachable" 20 unreachable
+	evicted() { [ -n "$(K get pod victim -o jsonpath='{.metadata.deletionTimestamp}')" ]; }
+	wait_for "pod/victim evicted (deletionTimestamp)" 20 evicted
+	wait_for "pod/victim marked not Ready" 10 cond pod/victim Ready False
+	wait_for "pod/victim's DisruptionTarget condition" 10 cond pod/victim DisruptionTarget True
+	# podgc: the out-of-service taint lets it fail the pod (pods/status) and delete it at once
+	K taint node node-2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute >/dev/null ||
+		fail "tainting node-2 out-of-service"
+	wait_for "pod/victim gone (podgc)" 20 none pod/victim
+fi
 t_flow=$((SECONDS - t0))
 
 # ---- the logs: no request refused ----
