@@ -26,7 +26,8 @@
 #          FullDisruption: evictions stop, taints removed): no pod evicted for 35 s
 #   rwop   a ReadWriteOncePod claim used by a pod on host-1: a second pod with nodeName host-1
 #          is refused (FailedMount, not Running), a third is not scheduled (FailedScheduling);
-#          the first deleted, the second runs and reads its data
+#          the first deleted, the second runs and reads its data; the second deleted, the
+#          scheduler places the third (nodeSelector host-2), which runs and reads the data
 #   pause  host-1's processes stopped (SIGSTOP) beyond its pod's toleration: as cut (kcsi:
 #          forced detach after max-wait; real: nothing detached while paused, detached once
 #          resumed); the resumed host never mounts the volume again
@@ -314,7 +315,8 @@ sc_rwop() {
 	echo host-1 >"$T/node.rwop-a"
 	write_data rwop-a rwop-data
 	POD_NODENAME=host-1 pod rwop-b rwop-data
-	pod rwop-c rwop-data
+	# rwop-c on host-2 by nodeSelector (still placed by the scheduler): the claim moves hosts
+	pod rwop-c rwop-data host-2
 	wait_for "a FailedMount event of rwop-b" 40 has_event rwop-b FailedMount ||
 		fail "rwop-b (nodeName host-1, the claim in use by rwop-a) has no FailedMount event"
 	echo "rwop: rwop-b: $(event_msg rwop-b FailedMount)"
@@ -329,9 +331,23 @@ sc_rwop() {
 	echo host-1 >"$T/node.rwop-b"
 	data_is rwop-b rwop-data rwop-a || fail "rwop-b does not read rwop-a's data"
 	[ -z "$(pod_node rwop-c)" ] || fail "the scheduler placed rwop-c while rwop-b uses the claim"
-	figures "rwop evict=none reattach=none"
+	# rwop-c still waits for the claim: freed, kube-scheduler places it (its VolumeRestrictions
+	# plugin requeues the pod when a pod of the claim is deleted). Done here rather than left to
+	# finish, whose force-deletes would free the claim a few ms before rwop-c's own deletion, so
+	# the scheduler's bind of rwop-c would race them and the scenario's writes be 1 or 2 binds.
+	local t0 t_re
+	t0=$(now)
+	K delete pod rwop-b --wait=false >/dev/null
+	wait_for "rwop-c placed once rwop-b is gone" 60 pod_placed rwop-c || return
+	pod_gone rwop-b || fail "the scheduler placed rwop-c while rwop-b (Terminating) still held the claim"
+	wait_for "rwop-c Running" 90 pod_running rwop-c || return
+	t_re=$(now)
+	pod_node rwop-c >"$T/node.rwop-c"
+	data_is rwop-c rwop-data rwop-a || fail "rwop-c does not read rwop-a's data"
+	figures "rwop evict=none reattach=$(secs "$t0" "$t_re")"
 	finish rwop
 }
+pod_placed() { [ -n "$(pod_node "$1" 2>/dev/null)" ]; }
 has_event() { [ -n "$(event_msg "$1" "$2")" ]; }
 event_msg() {
 	K get events --field-selector "involvedObject.name=$1,reason=$2" -o jsonpath='{.items[*].message}' 2>/dev/null

@@ -182,8 +182,16 @@ wait_phase writer Running 120 && K wait --for=condition=Ready pod/writer --timeo
 echo "  Running in $((SECONDS - t)) s"
 pv=$(K get pvc data -o jsonpath='{.spec.volumeName}')
 [ -n "$pv" ] || fail "claim data has no volume"
-sched=$(K get events --field-selector involvedObject.name=writer,reason=Scheduled -o jsonpath='{.items[0].source.component}{.items[0].reportingComponent}')
-case $sched in *default-scheduler*) ;; *) fail "writer was not scheduled by kube-scheduler ($sched)" ;; esac
+# kube-scheduler records events.k8s.io/v1 Events: read through core/v1, source is empty and
+# reportingComponent/reportingInstance name it (default-scheduler, default-scheduler-HOST).
+# kcsi-controller-manager's volume-scheduler records core/v1 Events with the same name in
+# source.component too: a Scheduled event with a source was not kube-scheduler's.
+sched=$(K get events --field-selector involvedObject.name=writer,reason=Scheduled \
+	-o jsonpath='{.items[0].source.component}|{.items[0].reportingComponent}|{.items[0].reportingInstance}')
+case $sched in
+"|default-scheduler|default-scheduler-"*) ;;
+*) fail "writer was not scheduled by kube-scheduler (its Scheduled event's source.component|reportingComponent|reportingInstance: '$sched'; kube-scheduler's: '|default-scheduler|default-scheduler-HOST')" ;;
+esac
 [ "$(K get pv "$pv" -o jsonpath='{.metadata.annotations.pv\.kubernetes\.io/provisioned-by}')" = loop.kcsi.io ] ||
 	fail "PV $pv not provisioned by loop.kcsi.io's csi-provisioner"
 grep -q "Successfully provisioned volume $pv" <(K get events --field-selector involvedObject.name=data -o jsonpath='{.items[*].message}') ||
