@@ -117,6 +117,11 @@ static void pv_updated(const struct kube_obj *old, const struct kube_obj *o, voi
 	pv_added(o, ud);
 }
 
+static void pv_deleted(const struct kube_obj *last, void *ud)
+{
+	prov_volume_gone(ud, last->name);
+}
+
 /* A new or changed class: its waiting claims try again now instead of after their backoff. */
 static void sc_changed(const struct kube_obj *o, void *ud)
 {
@@ -171,7 +176,7 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	struct prov_ctrl *c = xcalloc(1, sizeof(*c));
 	struct kube_informer_opts io = { 0 };
 	struct kube_handlers ch = { pvc_added, pvc_updated, NULL, c };
-	struct kube_handlers vh = { pv_added, pv_updated, NULL, c };
+	struct kube_handlers vh = { pv_added, pv_updated, pv_deleted, c };
 	struct kube_handlers sh = { sc_changed, sc_updated, NULL, c };
 	struct kube_hmap empty = KUBE_HMAP_INIT;
 
@@ -181,6 +186,7 @@ struct prov_ctrl *prov_ctrl_new(struct kube_client *kc, const struct prov_ctrl_o
 	c->topo_cache = empty;
 	c->slow = empty;
 	c->unsaved = empty;
+	c->deleted = empty;
 	pthread_mutex_init(&c->mu, NULL);
 	c->metrics = prov_metrics_new();
 	c->sweep = prov_sweep_new(c); /* before the claim informer: its filter asks */
@@ -311,6 +317,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 	prov_claims_clear(c);
 	prov_topo_clear(c);
 	prov_unsaved_clear(c);
+	prov_volumes_clear(c);
 	prov_owners_clear(c);
 	prov_metrics_free(c->metrics);
 	pthread_mutex_destroy(&c->mu);

@@ -417,14 +417,17 @@ struct prov_ctrl {
 	struct kube_informer *pvc_inf, *pv_inf, *sc_inf, *csinode_inf, *node_inf, *va_inf;
 	struct kube_workqueue *claimq, *volq, *saveq, *cloneq;
 	struct prov_metrics *metrics;
-	pthread_mutex_t mu;          /* guards in_progress, unsaved, owners, seen_nodes, topo_cache,
-					slow, stop */
+	pthread_mutex_t mu;          /* guards in_progress, unsaved, deleted, owners, seen_nodes,
+					topo_cache, slow, stop */
 	struct kube_hmap in_progress; /* claims.c: claim key -> struct kube_obj * (a reference) */
 	struct kube_hmap topo_cache;  /* prepare.c: claim key -> the topology its first CreateVolume
 					 was given (upstream's per-claim topology cache) */
 	struct kube_hmap slow;        /* claims.c: claim key -> struct prov_slow * (its CreateVolume
 					 was infeasible: InvalidArgument) */
 	struct kube_hmap unsaved;     /* volumes.c: PV name -> its unsaved PV */
+	struct kube_hmap deleted;     /* volumes.c: PV name -> the UID (char *) of a PV whose
+					 DeleteVolume succeeded while its DELETE or finalizer
+					 removal is still to do: a retry does not call it again */
 	bool stop;
 	struct prov_cap *cap; /* --enable-capacity, else NULL */
 	struct prov_sweep *sweep; /* snapfinalizer.c: the orphan sweep, or NULL (interval 0, or
@@ -540,6 +543,9 @@ struct kube_informer *prov_sweep_informer(struct prov_sweep *s);
 /* Whether a PV's state asks the "volumes" worker for something (finalizer or deletion). */
 bool prov_volume_needs_work(const struct prov_ctrl *c, const struct kube_obj *o);
 enum prov_work prov_sync_volume(struct prov_ctrl *c, const char *name);
+/* The PV is gone: forgets that its volume was deleted (the PV informer's delete handler). */
+void prov_volume_gone(struct prov_ctrl *c, const char *name);
+void prov_volumes_clear(struct prov_ctrl *c);
 /* POSTs the PV (JSON text); one that exists already counts as saved. */
 int prov_save_pv(struct prov_ctrl *c, const char *pv, struct kube_err *e);
 /* Keeps a PV that prov_save_pv() could not save (e: why) for the "unsavedpvs" worker; takes pv. */

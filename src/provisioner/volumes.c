@@ -314,42 +314,102 @@ static int call_delete(struct prov_ctrl *c, const char *name, const struct kube_
 	return rc;
 }
 
-/* deleteVolumeOperation: DeleteVolume, then the PV, then our finalizer. */
+/* ---- what a retry need not do again ---- */
+
+/* Whether DeleteVolume already succeeded for this PV (same name and UID). */
+static bool volume_deleted(struct prov_ctrl *c, const char *name, const char *uid)
+{
+	pthread_mutex_lock(&c->mu);
+	const char *was = kube_hmap_get(&c->deleted, name);
+	bool same = was && !strcmp(was, uid);
+	pthread_mutex_unlock(&c->mu);
+	return same;
+}
+
+static void volume_deleted_set(struct prov_ctrl *c, const char *name, const char *uid)
+{
+	pthread_mutex_lock(&c->mu);
+	free(kube_hmap_put(&c->deleted, name, xstrdup(uid)));
+	pthread_mutex_unlock(&c->mu);
+}
+
+void prov_volume_gone(struct prov_ctrl *c, const char *name)
+{
+	pthread_mutex_lock(&c->mu);
+	free(kube_hmap_del(&c->deleted, name));
+	pthread_mutex_unlock(&c->mu);
+}
+
+void prov_volumes_clear(struct prov_ctrl *c)
+{
+	for (size_t i = 0; i < c->deleted.cap; i++)
+		if (c->deleted.slots[i].key)
+			free(c->deleted.slots[i].value);
+	kube_hmap_clear(&c->deleted);
+}
+
+/*
+ * Removes our finalizer and nothing else, whatever the list holds now: a strategic merge patch
+ * that names only ours. A merge patch of the list as read before the DELETE would put back the
+ * finalizers others removed since (the attacher's, pv-protection's), which the API server
+ * refuses on an object being deleted.
+ */
+static int drop_finalizer(struct prov_ctrl *c, const char *name, struct kube_err *e)
+{
+	static const char body[] = "{\"metadata\":{\"$deleteFromPrimitiveList/finalizers\":[\""
+				   PROV_PV_FINALIZER "\"]}}";
+	return kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, name, false,
+				  KUBE_PATCH_STRATEGIC, body, e);
+}
+
+/*
+ * deleteVolumeOperation: DeleteVolume, then the PV, then our finalizer. A retry after a failed
+ * DELETE or finalizer removal goes on from there: DeleteVolume once per PV (by UID, while this
+ * process runs), and no DELETE of a PV already being deleted.
+ */
 static enum prov_work delete_volume(struct prov_ctrl *c, const char *name)
 {
 	struct kube_err e;
-	char err[1200];
+	char err[1200], uid[64];
 	enum prov_work r;
 	struct kube_obj *o = fresh_to_delete(c, name, &r);
 
-	if (!o)
+	if (!o) {
+		if (r == PROV_WORK_DONE)
+			prov_volume_gone(c, name);
 		return r;
+	}
 	const struct kube_pv *pv = kube_pv_of(o);
 	bool has = kube_obj_has_finalizer(o, PROV_PV_FINALIZER);
 	int64_t start = mono_now_ns();
 	const char *cls = pv->storage_class ? pv->storage_class : "";
-	if (call_delete(c, name, pv, err, sizeof(err))) {
+	kube_obj_uid(o, uid, sizeof(uid));
+	if (volume_deleted(c, name, uid)) {
+		KLOG_V(4, "Volume of PV %s already deleted", name);
+	} else if (call_delete(c, name, pv, err, sizeof(err))) {
 		KLOG_ERR(err, "Volume deletion failed for PV %s", name);
 		prov_event(c, o, KUBE_EVENT_WARNING, "VolumeFailedDelete", "%s", err);
 		prov_metrics_delete(c->metrics, cls, false, 0);
 		kube_obj_unref(o);
 		return PROV_WORK_RETRY;
+	} else {
+		KLOG_V(4, "Volume of PV %s deleted", name);
+		volume_deleted_set(c, name, uid);
 	}
-	KLOG_V(4, "Volume of PV %s deleted", name);
-	char uid[64];
-	if (kube_delete(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, name, kube_obj_uid(o, uid, sizeof(uid)),
-			NULL, &e) && !kube_err_is_not_found(&e)) {
+	if (!o->deletion_ts &&
+	    kube_delete(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, name, uid, NULL, &e) &&
+	    !kube_err_is_not_found(&e)) {
 		KLOG_I("Failed to delete persistentvolume %s: %s", name, e.message);
 		kube_obj_unref(o);
 		return PROV_WORK_RETRY;
 	}
-	if (c->o.gates.honor_pv_reclaim_policy && has &&
-	    prov_patch_finalizers(c, &KUBE_RES_PERSISTENTVOLUMES, o, PROV_PV_FINALIZER, NULL, false, &e) &&
+	if (c->o.gates.honor_pv_reclaim_policy && has && drop_finalizer(c, name, &e) &&
 	    !kube_err_is_not_found(&e)) {
 		KLOG_I("Failed to remove finalizer for persistentvolume %s: %s", name, e.message);
 		kube_obj_unref(o);
 		return PROV_WORK_RETRY;
 	}
+	prov_volume_gone(c, name);
 	KLOG_V(2, "PersistentVolume %s deleted", name);
 	prov_metrics_delete(c->metrics, cls, true, mono_now_ns() - start);
 	prov_cap_refresh_class(c->cap, cls);
