@@ -246,3 +246,15 @@ void strbuf_addjson(struct strbuf *sb, const char *str, size_t len)
 	strbuf_add(sb, run, (size_t)(s - run));
 	strbuf_addch(sb, '"');
 }
+
+char *str_replace_all(const char *s, const char *from, const char *to)
+{
+	struct strbuf sb = STRBUF_INIT;
+	size_t n = strlen(from);
+	for (const char *hit; n && (hit = strstr(s, from)); s = hit + n) {
+		strbuf_add(&sb, s, (size_t)(hit - s));
+		strbuf_addstr(&sb, to);
+	}
+	strbuf_addstr(&sb, s);
+	return strbuf_detach(&sb, NULL);
+}

@@ -59,6 +59,9 @@ void strbuf_addjson(struct strbuf *sb, const char *s, size_t len);
 /* Editing */
 void strbuf_trim(struct strbuf *sb);
 
+/* A new string (the caller frees it): s with every `from` (not empty) replaced by `to`. */
+char *str_replace_all(const char *s, const char *from, const char *to);
+
 /* ---- small helpers for fixed buffers ---- */
 /* Formats into a caller's error buffer (the `char *err, size_t errlen` pairs of many APIs);
  * NULL or a zero length is a no-op. */

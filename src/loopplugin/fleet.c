@@ -44,18 +44,10 @@ struct fleet {
 	atomic_int next, stopped;
 };
 
+/* tmpl with each "{node}" replaced by the node's name or ID */
 static char *replace_node(const char *tmpl, const char *node)
 {
-	struct strbuf sb = STRBUF_INIT;
-	for (const char *p = tmpl; *p;) {
-		if (!strncmp(p, "{node}", 6)) {
-			strbuf_addstr(&sb, node);
-			p += 6;
-		} else {
-			strbuf_addch(&sb, *p++);
-		}
-	}
-	return strbuf_detach(&sb, NULL);
+	return str_replace_all(tmpl, "{node}", node);
 }
 
 static void *stopper_main(void *arg)

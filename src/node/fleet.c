@@ -67,18 +67,10 @@ void nd_fleet_register_flags(struct flagset *fs, int *size)
 		  "node, the normal kcsi-node.");
 }
 
+/* tmpl with each "{node}" replaced by the node's name or ID */
 static char *replace_node(const char *tmpl, const char *node)
 {
-	struct strbuf sb = STRBUF_INIT;
-	for (const char *p = tmpl; *p;) {
-		if (!strncmp(p, "{node}", 6)) {
-			strbuf_addstr(&sb, node);
-			p += 6;
-		} else {
-			strbuf_addch(&sb, *p++);
-		}
-	}
-	return strbuf_detach(&sb, NULL);
+	return str_replace_all(tmpl, "{node}", node);
 }
 
 /* Node, status, Lease and CSINode of the nodes this worker takes, until all are done. */

@@ -59,18 +59,10 @@ void reg_fleet_register_flags(struct flagset *fs, int *size, const char **prefix
 		     "With --fleet-size: node i is named <prefix>-<i>.");
 }
 
+/* tmpl with each "{node}" replaced by the node's name or ID */
 static char *replace_node(const char *tmpl, const char *node)
 {
-	struct strbuf sb = STRBUF_INIT;
-	for (const char *p = tmpl; *p;) {
-		if (!strncmp(p, "{node}", 6)) {
-			strbuf_addstr(&sb, node);
-			p += 6;
-		} else {
-			strbuf_addch(&sb, *p++);
-		}
-	}
-	return strbuf_detach(&sb, NULL);
+	return str_replace_all(tmpl, "{node}", node);
 }
 
 static int get_info(struct csi_call_ctx *ctx, const ProtobufCMessage *req, ProtobufCMessage *resp,

@@ -92,6 +92,24 @@ static void test_detach_and_trim(void)
 	free(s);
 }
 
+/* The fleet modes' "{node}" templates: every occurrence, at either end, none, or an empty
+ * replacement. */
+static void test_replace_all(void)
+{
+	const char *cases[][4] = {
+		{ "/run/{node}/csi.sock", "{node}", "n-1", "/run/n-1/csi.sock" },
+		{ "{node}/x/{node}", "{node}", "ab", "ab/x/ab" },
+		{ "/var/lib/kubelet", "{node}", "n-1", "/var/lib/kubelet" },
+		{ "/root/{node}", "{node}", "", "/root/" },
+		{ "", "{node}", "n", "" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *r = str_replace_all(cases[i][0], cases[i][1], cases[i][2]);
+		CHECK_STR(r, cases[i][3]);
+		free(r);
+	}
+}
+
 int main(void)
 {
 	RUN(test_empty_is_valid_string);
@@ -100,5 +118,6 @@ int main(void)
 	RUN(test_quoted);
 	RUN(test_addjson);
 	RUN(test_detach_and_trim);
+	RUN(test_replace_all);
 	return CHECK_DONE();
 }
