@@ -17,15 +17,11 @@
  */
 #include "up/fleet.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/strbuf.h"
@@ -38,34 +34,10 @@ bool up_fleet_wanted(int nodes)
 
 static void pathf(char *buf, size_t len, const char *fmt, ...);
 
-static int mkdirs(const char *path)
-{
-	char tmp[8192];
-	pathf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 /* "127.0.0.1:P" with a port that was free a moment ago; P, or -1. */
 static int free_port_arg(char arg[48])
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int port = -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
+	int port = up_free_port();
 	if (port > 0)
 		snprintf(arg, 48, "127.0.0.1:%d", port);
 	return port;
@@ -114,7 +86,7 @@ int up_fleet_start(const struct up_fleet *f, struct up_fleet_probe probes[UP_FLE
 				PATHF(path, "%s/nodes/node-%d/plugins/%s", f->dir, i, f->driver_name);
 			else
 				PATHF(path, "%s/nodes/node-%d/%s", f->dir, i, subs[k]);
-			if (mkdirs(path)) {
+			if (up_mkdirs(path)) {
 				fprintf(stderr, "kcsi up: mkdir %s: %s\n", path, strerror(errno));
 				return -1;
 			}

@@ -71,4 +71,9 @@ void up_procs_release(struct up_procs *ps);
 /* Prints the last `lines` lines of a file to stderr, each indented. */
 void up_print_tail(const char *path, int lines);
 
+/* What starting the children needs: a directory and its parents (0755; 0, or -1 with errno),
+ * and a TCP port on 127.0.0.1 that was free a moment ago (or -1). */
+int up_mkdirs(const char *path);
+int up_free_port(void);
+
 #endif

@@ -74,37 +74,6 @@ __attribute__((format(printf, 3, 4))) static void pathf(char *buf, size_t len, c
 	va_end(ap);
 }
 
-static int mkdirs(const char *path)
-{
-	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
-}
-
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int port = -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* GET http://127.0.0.1:port/path; returns the HTTP status, or -1 when nothing answers. */
 static int http_status(int port, const char *path)
 {
@@ -365,7 +334,7 @@ static bool probes_ready(struct up *u)
 /* A free 127.0.0.1 port as "127.0.0.1:P" in arg (48 bytes); returns P or -1 (reported). */
 static int port_arg(char *arg)
 {
-	int port = free_port();
+	int port = up_free_port();
 	if (port < 0)
 		fprintf(stderr, "kcsi up: no free TCP port on 127.0.0.1\n");
 	else
@@ -464,7 +433,7 @@ static int start_node_driver(struct up *u, int i)
 	node_sock(u, node, sock, sizeof(sock));
 	snprintf(dir, sizeof(dir), "%s", sock);
 	*strrchr(dir, '/') = '\0';
-	if (mkdirs(dir)) {
+	if (up_mkdirs(dir)) {
 		fprintf(stderr, "kcsi up: mkdir %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
@@ -511,7 +480,7 @@ static int start_node_sidecars(struct up *u, int i)
 	node_sock(u, node, sock, sizeof(sock));
 	pathf(root, sizeof(root), "%s/nodes/%s/kubelet", u->dir, node);
 	pathf(reg, sizeof(reg), "%s/plugins_registry", root);
-	if (mkdirs(reg)) {
+	if (up_mkdirs(reg)) {
 		fprintf(stderr, "kcsi up: mkdir %s: %s\n", reg, strerror(errno));
 		return -1;
 	}
@@ -580,7 +549,7 @@ static int check_binaries_and_dirs(struct up *u)
 	const char *subs[] = { "logs", "pool", "controller" };
 	for (size_t i = 0; i < 3; i++) {
 		pathf(sub, sizeof(sub), "%s/%s", u->dir, subs[i]);
-		if (mkdirs(sub)) {
+		if (up_mkdirs(sub)) {
 			fprintf(stderr, "kcsi up: mkdir %s: %s\n", sub, strerror(errno));
 			return -1;
 		}
@@ -716,7 +685,7 @@ int up_run(const struct up_config *cfg)
 		return 1;
 	}
 	if (cfg->dir && *cfg->dir) {
-		if (mkdirs(cfg->dir) || !realpath(cfg->dir, u->dir)) {
+		if (up_mkdirs(cfg->dir) || !realpath(cfg->dir, u->dir)) {
 			fprintf(stderr, "kcsi up: --dir %s: %s\n", cfg->dir, strerror(errno));
 			free(u);
 			return 1;

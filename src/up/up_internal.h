@@ -6,7 +6,8 @@
  *              names it claims on an external cluster and their deletion at exit, node
  *              readiness, the snapshot API check (and CRDs, crds.c)
  *   cleanup.c  mounts, loop devices and the temporary work dir left under D
- *   proc.c     the child processes (proc.h); crds.c the snapshot CRDs (crds.h)
+ *   proc.c     the child processes and what starting them needs (directories, free ports;
+ *              proc.h); crds.c the snapshot CRDs (crds.h)
  *
  * struct up is owned by up_run(); everything here runs on its one thread.
  */
