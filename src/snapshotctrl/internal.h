@@ -47,7 +47,7 @@ void sctrl_opm_start(struct sctrl_opm *m, const char *op, const char *uid, const
  * does not: upstream observes no cancel for groups). No-op when not pending. */
 void sctrl_opm_success(struct sctrl_opm *m, const char *op, const char *uid, const char *driver);
 /* Drops whatever is still pending for the snapshot (or group snapshot) of uid (it is gone):
- * keeps the map bounded. */
+ * keeps the map bounded; a later start for uid (a sync racing the deletion) is a no-op. */
 void sctrl_opm_forget(struct sctrl_opm *m, const char *uid);
 void sctrl_opm_render(struct sctrl_opm *m, struct strbuf *out);
 

@@ -11,6 +11,11 @@
  * when it ends or its snapshot is gone), and one series per label set, capped at OPM_MAX_SERIES
  * (a cluster has few drivers; label values come from objects, so the cap keeps a hostile
  * stream of driver names from growing memory).
+ *
+ * A worker can still hold an object the informer has just reported gone; its sync must not
+ * start an operation for that UID again, or the entry would stay pending for ever (the gauge
+ * stuck above 0, one leaked entry per race). The last OPM_GONE UIDs forgotten are kept in a
+ * ring, and a start for one of them is a no-op. UIDs are never reused, so this loses nothing.
  */
 #include "snapshotctrl/internal.h"
 
@@ -24,6 +29,7 @@
 #include <string.h>
 
 #define OPM_MAX_SERIES 256
+#define OPM_GONE 4096 /* far more deletions than fit in one sync's window */
 static const double buckets[] = { 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600 };
 #define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
 
@@ -48,6 +54,9 @@ struct sctrl_opm {
 	struct kube_hmap done;
 	struct series *series;
 	size_t nseries;
+	struct kube_hmap gone; /* UIDs forgotten lately -> their slot in gone_ring */
+	char (*gone_ring)[64];
+	size_t gone_next;
 };
 
 struct sctrl_opm *sctrl_opm_new(void)
@@ -58,7 +67,9 @@ struct sctrl_opm *sctrl_opm_new(void)
 	pthread_mutex_init(&m->mu, NULL);
 	m->pending = empty;
 	m->done = empty;
+	m->gone = empty;
 	m->series = xcalloc(OPM_MAX_SERIES, sizeof(*m->series));
+	m->gone_ring = xcalloc(OPM_GONE, sizeof(*m->gone_ring));
 	return m;
 }
 
@@ -71,6 +82,8 @@ void sctrl_opm_free(struct sctrl_opm *m)
 			free(m->pending.slots[i].value);
 	kube_hmap_clear(&m->pending);
 	kube_hmap_clear(&m->done);
+	kube_hmap_clear(&m->gone);
+	free(m->gone_ring);
 	free(m->series);
 	pthread_mutex_destroy(&m->mu);
 	free(m);
@@ -90,7 +103,8 @@ void sctrl_opm_start(struct sctrl_opm *m, const char *op, const char *uid, const
 		return;
 	op_key(op, uid, key, sizeof(key));
 	pthread_mutex_lock(&m->mu);
-	if (!kube_hmap_get(&m->pending, key) && !kube_hmap_has(&m->done, key)) {
+	if (!kube_hmap_has(&m->gone, uid) && !kube_hmap_get(&m->pending, key) &&
+	    !kube_hmap_has(&m->done, key)) {
 		struct pending *p = xcalloc(1, sizeof(*p));
 		p->start_ns = mono_now_ns();
 		snprintf(p->driver, sizeof(p->driver), "%s", driver && *driver ? driver : "unknown");
@@ -180,6 +194,14 @@ void sctrl_opm_forget(struct sctrl_opm *m, const char *uid)
 		op_key(ops[i], uid, key, sizeof(key));
 		free(kube_hmap_del(&m->pending, key));
 		kube_hmap_del(&m->done, key);
+	}
+	if (!kube_hmap_has(&m->gone, uid)) {
+		char *slot = m->gone_ring[m->gone_next];
+		if (*slot)
+			kube_hmap_del(&m->gone, slot);
+		snprintf(slot, sizeof(m->gone_ring[0]), "%s", uid);
+		kube_hmap_put(&m->gone, slot, (void *)1);
+		m->gone_next = (m->gone_next + 1) % OPM_GONE;
 	}
 	pthread_mutex_unlock(&m->mu);
 }
