@@ -332,25 +332,6 @@ static int delete_snapshot(struct snapper *s, const struct kube_vsc *c)
 	return snapper_delete(s, &d);
 }
 
-/*
- * A content without a status in the cache may be one this process has just written: the
- * informer's echo can come after the next sync. Read it from the API before a first
- * CreateSnapshot, as upstream reads before its status update, so the driver is not asked twice.
- */
-static struct kube_obj *fresh(struct snapper *s, struct kube_obj *o)
-{
-	struct kube_err e;
-	char err[256];
-	json_t *j = kube_get(s->kc, &KUBE_RES_VOLUMESNAPSHOTCONTENTS, NULL, o->name, &e);
-	struct kube_obj *f = j ? kube_decode_json(&KUBE_KIND_VOLUMESNAPSHOTCONTENT, j, err, sizeof(err)) : NULL;
-
-	json_decref(j);
-	if (!f)
-		return o;
-	kube_obj_unref(o);
-	return f;
-}
-
 static enum kube_work_result work(void *arg, const char *key)
 {
 	struct snapper *s = arg;
@@ -362,7 +343,8 @@ static enum kube_work_result work(void *arg, const char *key)
 	if (!c || !c->driver || strcmp(c->driver, s->o.driver))
 		goto out;
 	if (!c->has_status && snap_plan_sidecar(c) == SNAP_SC_CREATE) {
-		o = fresh(s, o);
+		o = snapper_fresh(s, o, &KUBE_RES_VOLUMESNAPSHOTCONTENTS,
+				  &KUBE_KIND_VOLUMESNAPSHOTCONTENT);
 		c = kube_vsc_of(o);
 	}
 	switch (snap_plan_sidecar(c)) {

@@ -301,6 +301,11 @@ enum kube_work_result snapper_group_work(void *arg, const char *key)
 
 	if (!c || !c->driver || strcmp(c->driver, s->o.driver))
 		goto out;
+	if (!c->has_status && snap_plan_group_sidecar(c) == SNAP_GSC_CREATE) {
+		o = snapper_fresh(s, o, &KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS,
+				  &KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT);
+		c = kube_vgsc_of(o);
+	}
 	switch (snap_plan_group_sidecar(c)) {
 	case SNAP_GSC_ADD_FINALIZER:
 		if (snap_patch_finalizers(s->kc, o, NULL, NULL, SNAP_GFIN_CONTENT, &ke))

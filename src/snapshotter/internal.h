@@ -42,6 +42,15 @@ struct snapper {
 /* ---- shared.c: the shape both paths have ---- */
 
 void snapper_watch(struct snapper_watch *w, struct kube_informer *inf);
+/*
+ * A content without a status in the cache may be one this process has just written: the
+ * informer's echo can come after the next sync. The worker reads it (o, a cluster-scoped
+ * object of kind) from the API before a first create call, as upstream reads before its status
+ * update, so the driver is not asked twice. Returns the fresh object (o released), or o when
+ * the read fails.
+ */
+struct kube_obj *snapper_fresh(struct snapper *s, struct kube_obj *o,
+			       const struct kube_resource *res, const struct kube_kind *kind);
 /* A finalizer or annotation patch's failure as the worker's answer (gone: done). */
 enum kube_work_result snapper_patch_result(const struct kube_err *ke);
 /* Patches {"status": status} (taken; an empty one writes nothing); 0, or -1 logged. */

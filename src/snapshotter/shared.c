@@ -41,6 +41,21 @@ void snapper_watch(struct snapper_watch *w, struct kube_informer *inf)
 	kube_informer_add_handlers(inf, &h);
 }
 
+struct kube_obj *snapper_fresh(struct snapper *s, struct kube_obj *o,
+			       const struct kube_resource *res, const struct kube_kind *kind)
+{
+	struct kube_err e;
+	char err[256];
+	json_t *j = kube_get(s->kc, res, NULL, o->name, &e);
+	struct kube_obj *f = j ? kube_decode_json(kind, j, err, sizeof(err)) : NULL;
+
+	json_decref(j);
+	if (!f)
+		return o;
+	kube_obj_unref(o);
+	return f;
+}
+
 enum kube_work_result snapper_patch_result(const struct kube_err *ke)
 {
 	if (kube_err_is_conflict(ke))
