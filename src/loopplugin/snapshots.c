@@ -5,6 +5,7 @@
 #include "loopplugin/driver_int.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,13 +109,40 @@ void lp_driver_thaw_all(struct lp_driver *d)
 	lp_free_strings(keys, n);
 }
 
+/*
+ * The hint pass once per pool directory and process: a fleet's nodes (kcsi up --nodes 1000)
+ * share one pool, and each pass tries every loop device's backing_file in sysfs, detached ones
+ * too (the kernel keeps /dev/loopN after a detach): at 1,000 nodes and 1,000 devices, a million
+ * sysfs lookups at start for what one pass does. The lock makes the nodes starting together
+ * wait for the one pass.
+ */
+static size_t hint_pool_once(const char *dir)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static char *done[8]; /* a process serves one pool; more than 8: each start scans */
+	static size_t ndone;
+	size_t hinted = 0;
+	bool seen = false;
+
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < ndone && !seen; i++)
+		seen = !strcmp(done[i], dir);
+	if (!seen) {
+		hinted = lp_loop_hint_all(dir);
+		if (ndone < sizeof(done) / sizeof(done[0]))
+			done[ndone++] = xstrdup(dir);
+	}
+	pthread_mutex_unlock(&mu);
+	return hinted;
+}
+
 void lp_node_recover(struct lp_driver *d)
 {
 	char **keys = NULL;
 	size_t n = 0;
 	lp_driver_thaw_all(d);
 	/* devices set up before device hints existed (loopdev.h) become findable */
-	size_t hinted = lp_loop_hint_all(lp_pool_dir(d->pool));
+	size_t hinted = hint_pool_once(lp_pool_dir(d->pool));
 	if (hinted)
 		KLOG_V(2, "Found loop devices of the pool's images devices=%zu", hinted);
 	lp_stage_list(d->pool, d->cfg.nodeid, &keys, &n);

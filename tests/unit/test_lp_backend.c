@@ -489,6 +489,40 @@ static void test_mount_path_with_space(void)
 	rmdir(dst);
 }
 
+/*
+ * The mount table is kept between lookups (src/loopplugin/mount.c): a mount or unmount another
+ * program makes on a path that stays a mount root must show at the next lookup.
+ */
+static void test_mount_table_follows_others(void)
+{
+	struct lp_status st;
+	char src[512], dst[512], cmd[1200];
+	struct lp_mount m = { 0 };
+	snprintf(src, sizeof(src), "%s/others-src", tmpdir);
+	snprintf(dst, sizeof(dst), "%s/others-dst", tmpdir);
+	mkdir(src, 0755);
+	mkdir(dst, 0755);
+	CHECK_INT(lp_mount_bind("vol-o", src, dst, false, &st), 0);
+	CHECK_INT(lp_mount_find(dst, &m), 1);
+	CHECK(strcmp(m.source, "kcsi-others") != 0);
+	lp_mount_release(&m);
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=1m kcsi-others '%s'", dst);
+	CHECK_INT(system(cmd), 0);
+	CHECK_INT(lp_mount_find(dst, &m), 1); /* the top one: theirs */
+	CHECK_STR(m.fstype, "tmpfs");
+	CHECK_STR(m.source, "kcsi-others");
+	lp_mount_release(&m);
+	snprintf(cmd, sizeof(cmd), "umount '%s'", dst);
+	CHECK_INT(system(cmd), 0);
+	CHECK_INT(lp_mount_find(dst, &m), 1); /* ours again */
+	CHECK(strcmp(m.source, "kcsi-others") != 0);
+	lp_mount_release(&m);
+	CHECK_INT(lp_umount("vol-o", dst, &st), 0);
+	CHECK_INT(lp_mount_find(dst, &m), 0);
+	rmdir(src);
+	rmdir(dst);
+}
+
 /* Leaves nothing: no loop device on our pool, no mount below our folder. */
 static void check_nothing_left(void)
 {
@@ -528,6 +562,7 @@ int main(void)
 	RUN(test_attach_device_names);
 	RUN(test_mount_flags);
 	RUN(test_mount_path_with_space);
+	RUN(test_mount_table_follows_others);
 	RUN(test_inflight);
 	RUN(test_exec);
 	RUN(test_loop_fs_lifecycle);
