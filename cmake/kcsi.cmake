@@ -60,8 +60,10 @@ endfunction()
 # Registers a shell scenario; it gets KCSI_BIN (the binaries), KCSI_SRC (the source tree),
 # KCSI_PEERS (the peers scripts/peers.sh built) and, first on PATH, the peers' kubectl v1.36.1.
 # ARGS are passed to the script, so one scenario can be registered over several sets.
-# SLOW scenarios (long crash/kill loops, many objects) run in the normal build only: the sanitizer
-# build would add minutes to CI and finds nothing there that the short scenarios do not reach.
+# SLOW scenarios run in the normal build only: long crash/kill loops, many objects, minutes of
+# waiting on intervals and backoffs, and the drop-in differentials (half their time is upstream's
+# binary). The sanitizer build would add minutes to CI and finds nothing there that the short
+# scenarios of the same code (the sidecars' own e2e) do not reach.
 function(kcsi_e2e_test name script)
   cmake_parse_arguments(T "SLOW" "TIMEOUT" "ARGS" ${ARGN})
   if(T_SLOW AND KCSI_SANITIZE)
