@@ -54,7 +54,8 @@ struct sctrl_opm {
 	struct kube_hmap done;
 	struct series *series;
 	size_t nseries;
-	struct kube_hmap gone; /* UIDs forgotten lately -> their slot in gone_ring */
+	struct kube_hmap gone; /* the UIDs forgotten lately, as keys (values unused) */
+	/* the same UIDs in the order forgotten: the oldest is dropped from gone when the ring wraps */
 	char (*gone_ring)[64];
 	size_t gone_next;
 };
