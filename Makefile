@@ -1,10 +1,9 @@
 # Thin wrapper over CMake. `make demo` and `make test` install dependencies and build first.
 JOBS ?= $(shell nproc)
-SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 # The peers nobody here wrote (upstream sidecars, csi-sanity, Kubernetes v1.36.1, etcd), built from
 # their Go modules as tests/peers/go.mod pins them, cached outside the tree; see scripts/peers.sh.
-.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-unit test-faults demo bench images clean
+.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-stress test-unit test-faults demo bench images clean
 
 all: build
 
@@ -41,13 +40,15 @@ FUZZ_SECONDS ?= 60
 fuzz: build-fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh build-fuzz
 
-# Unit and e2e suites in the normal build, then again under ASan+UBSan; the Release and clang
-# builds; a 20 s fuzz smoke run of every harness. Fails if any fails.
+# Unit and e2e suites of the normal and the ASan+UBSan build, side by side in one ctest
+# (scripts/test.sh: KCSI_TEST_JOBS at a time, default 6), with a 20 s fuzz smoke run of every
+# harness beside them; the Release and clang builds are build-only checks. Fails if any fails.
 test: build build-asan build-release build-clang build-fuzz peers
-	@ctest --test-dir build -LE faults-real --output-on-failure; normal=$$?; \
-	$(SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure; sanitized=$$?; \
-	FUZZ_SECONDS=20 bash scripts/fuzz.sh build-fuzz; fuzzed=$$?; \
-	exit $$(( normal || sanitized || fuzzed ))
+	bash scripts/test.sh
+
+# The same with two CPU hogs (`yes`) beside it: what a loaded CI machine does to the timing.
+test-stress: build build-asan build-release build-clang build-fuzz peers
+	KCSI_TEST_STRESS=2 bash scripts/test.sh
 
 test-unit: build
 	ctest --test-dir build -L unit --output-on-failure
@@ -70,4 +71,4 @@ bench: build
 	bash scripts/bench.sh
 
 clean:
-	rm -rf build build-asan build-release build-clang build-fuzz build-peers
+	rm -rf build build-asan build-release build-clang build-fuzz build-peers build-tests

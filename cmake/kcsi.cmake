@@ -45,6 +45,51 @@ if(NOT EXISTS /usr/include/google/protobuf/wrappers.proto)
                       "'libprotobuf-dev' (or run scripts/deps.sh)")
 endif()
 
+# Test names. The sanitizer build's tests are named "asan.<name>" so that one ctest runs the tests
+# of both builds side by side (scripts/test.sh, make test) and a RESOURCE_LOCK one declares holds
+# against the other's; they get the sanitizers' options from their own environment. Refer to a
+# test as kcsi_test_name(<var> e2e.x) or set its properties with kcsi_test_properties().
+if(KCSI_SANITIZE)
+  set(KCSI_TEST_PREFIX "asan.")
+  set(KCSI_TEST_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
+                    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+  set(KCSI_TEST_LABEL asan)
+else()
+  set(KCSI_TEST_PREFIX "")
+  set(KCSI_TEST_ENV "")
+  set(KCSI_TEST_LABEL normal)
+endif()
+
+# kcsi_test_properties(<name>... PROPERTIES <prop> <value>...): set_tests_properties() for the
+# tests of this build named <name> (e2e.x, unit.y), where they exist (a SLOW scenario is not
+# registered in the sanitizer build). Values are single words; kcsi_test_labels() adds labels.
+function(kcsi_test_properties)
+  cmake_parse_arguments(P "" "" "PROPERTIES" ${ARGN})
+  foreach(t ${P_UNPARSED_ARGUMENTS})
+    if(TEST ${KCSI_TEST_PREFIX}${t})
+      set_tests_properties(${KCSI_TEST_PREFIX}${t} PROPERTIES ${P_PROPERTIES})
+    endif()
+  endforeach()
+endfunction()
+
+# kcsi_test_labels(<name> <label>...): adds labels to this build's test <name>, where it exists.
+function(kcsi_test_labels name)
+  if(TEST ${KCSI_TEST_PREFIX}${name})
+    set_property(TEST ${KCSI_TEST_PREFIX}${name} APPEND PROPERTY LABELS ${ARGN})
+  endif()
+endfunction()
+
+# kcsi_add_test(<name> <label> <timeout> COMMAND...): add_test() under this build's name, with
+# the label, the build's label (normal or asan) and the sanitizers' environment.
+function(kcsi_add_test name label timeout)
+  add_test(NAME ${KCSI_TEST_PREFIX}${name} COMMAND ${ARGN})
+  set_tests_properties(${KCSI_TEST_PREFIX}${name} PROPERTIES LABELS "${label};${KCSI_TEST_LABEL}"
+                       TIMEOUT ${timeout})
+  if(KCSI_TEST_ENV)
+    set_tests_properties(${KCSI_TEST_PREFIX}${name} PROPERTIES ENVIRONMENT "${KCSI_TEST_ENV}")
+  endif()
+endfunction()
+
 # kcsi_unit_test(<name> SOURCES <files...> LIBS <libs...>)
 # Builds tests/unit/<name> style executables and registers them with CTest under the label "unit".
 function(kcsi_unit_test name)
@@ -52,8 +97,7 @@ function(kcsi_unit_test name)
   add_executable(${name} ${T_SOURCES})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${T_LIBS})
-  add_test(NAME unit.${name} COMMAND ${name})
-  set_tests_properties(unit.${name} PROPERTIES LABELS unit TIMEOUT 300)
+  kcsi_add_test(unit.${name} unit 300 ${name})
 endfunction()
 
 # kcsi_e2e_test(<name> <script> [TIMEOUT seconds] [SLOW] [ARGS arg...])
@@ -72,7 +116,9 @@ function(kcsi_e2e_test name script)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  add_test(NAME e2e.${name} COMMAND bash ${script} ${T_ARGS})
-  set_tests_properties(e2e.${name} PROPERTIES LABELS e2e TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "KCSI_BIN=${CMAKE_BINARY_DIR}/bin;KCSI_SRC=${CMAKE_SOURCE_DIR};KCSI_TESTS=${CMAKE_BINARY_DIR}/tests;KCSI_PEERS=${CMAKE_SOURCE_DIR}/build-peers/bin;PATH=${CMAKE_SOURCE_DIR}/build-peers/kubectl:$ENV{PATH}")
+  kcsi_add_test(e2e.${name} e2e ${T_TIMEOUT} bash ${script} ${T_ARGS})
+  set(env "KCSI_BIN=${CMAKE_BINARY_DIR}/bin" "KCSI_SRC=${CMAKE_SOURCE_DIR}"
+      "KCSI_TESTS=${CMAKE_BINARY_DIR}/tests" "KCSI_PEERS=${CMAKE_SOURCE_DIR}/build-peers/bin"
+      "PATH=${CMAKE_SOURCE_DIR}/build-peers/kubectl:$ENV{PATH}" ${KCSI_TEST_ENV})
+  set_tests_properties(${KCSI_TEST_PREFIX}e2e.${name} PROPERTIES ENVIRONMENT "${env}")
 endfunction()

@@ -5,10 +5,12 @@
 # Fails on the first crash, leak, timeout or sanitizer report; the reproducer is written to
 # FUZZ_WORK/<harness>/crash-* and its path printed. Prints per harness: seconds, execs, coverage.
 #   scripts/fuzz.sh [BUILD_DIR] [HARNESS...]   (BUILD_DIR default build-fuzz)
+# FUZZ_TIMEOUT (default 10) is libFuzzer's -timeout: seconds of wall time one input may take.
 set -uo pipefail
 build=${1:-build-fuzz}
 shift || true
 secs=${FUZZ_SECONDS:-60}
+timeout=${FUZZ_TIMEOUT:-10}
 work=${FUZZ_WORK:-$build/corpus-work}
 src=$(cd "$(dirname "$0")/.." && pwd)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
@@ -26,7 +28,7 @@ rc=0
 for h in "${harnesses[@]}"; do
 	mkdir -p "$work/$h"
 	log="$work/$h.log"
-	"$build/fuzz/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	"$build/fuzz/$h" -max_total_time="$secs" -timeout="$timeout" -rss_limit_mb=2048 -max_len=65536 \
 		-print_final_stats=1 -artifact_prefix="$work/$h/" "$work/$h" "$src/tests/fuzz/corpus/$h" \
 		>"$log" 2>&1
 	r=$?
