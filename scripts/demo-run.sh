@@ -7,11 +7,12 @@
 #
 #   KCSI_BIN   folder of the kcsi binaries (default: build/bin)
 #   KUBECTL    kubectl to use (default: kubectl on PATH)
+#   TMPDIR     where the demo's folder (kcsi-demo.XXXXXX) is made (default: /tmp)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=${KCSI_BIN:-$src/build/bin}
 kubectl=${KUBECTL:-kubectl}
-work=$(mktemp -d /tmp/kcsi-demo.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/kcsi-demo.XXXXXX")
 up_pid=
 cur_pid=
 # Runs on every exit: the end, a failed step (set -e), Ctrl-C. Nothing in it may stop it half-way,

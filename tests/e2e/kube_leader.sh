@@ -5,8 +5,8 @@
 set -u
 BIN=${KCSI_BIN:?}/kube-emulator
 DEMO=${KCSI_TESTS:?}/kube-leader-demo
-if [ ! -x "$BIN" ]; then echo "SKIP: kube-emulator not built"; exit 77; fi
-command -v curl >/dev/null || { echo "SKIP: the curl command is needed"; exit 77; }
+if [ ! -x "$BIN" ]; then echo "FAIL: kube-emulator is not built ($BIN)" >&2; exit 1; fi
+command -v curl >/dev/null || { echo "FAIL: the curl command is needed (scripts/deps.sh)" >&2; exit 1; }
 T=$(mktemp -d /tmp/kcsi-kube-leader-XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$T"; }

@@ -119,7 +119,8 @@ wait_for "CSIStorageCapacity objects from csi-provisioner" 60 has_capacity
 
 if [ $LOOP_OK = 0 ]; then
 	echo "realnode: stopped before the volume steps; refused: ${REFUSED[*]}"
-	exit 77
+	echo "FAIL: the machine refuses loop devices, which every volume step needs" >&2
+	exit 1
 fi
 
 # ---- a pod writes, a second reads -----------------------------------------------------------
