@@ -77,7 +77,17 @@ bed_net_up() {
 	# propagation is shared would be refused
 	mkdir -p "$T/ns"
 	mount --bind "$T/ns" "$T/ns" && mount --make-private "$T/ns" || { fail "a private mount for $T/ns"; return 1; }
-	ip link add "$BED_BR" type bridge || { fail "ip link add bridge $BED_BR"; return 1; }
+	# The bed's number names its bridge, veths, netns and subnet. Another bed may run beside this
+	# one (ctest -j): the bridge is made under the first free number, which makes it ours.
+	local tries=0
+	until ip link add "$BED_BR" type bridge 2>/dev/null; do
+		tries=$((tries + 1))
+		[ $tries -lt 200 ] || { fail "ip link add bridge: no free bed number (kbed20..kbed219)"; return 1; }
+		BED_ID=$(((BED_ID - 20 + 1) % 200 + 20))
+		BED_BR=kbed$BED_ID
+		BED_NET=10.213.$BED_ID
+		BED_IP=$BED_NET.1
+	done
 	ip addr add "$BED_IP/24" dev "$BED_BR"
 	ip link set "$BED_BR" up
 	for i in $(seq 1 "$n"); do
