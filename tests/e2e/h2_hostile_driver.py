@@ -48,6 +48,7 @@ class Conn:
         self.reset = set()
         self.bodies = {}
         self.closed = False
+        self.read_all = threading.Event()  # set once the reader saw the connection's end
         self.nowindow = False
 
     def send(self, data):
@@ -197,6 +198,12 @@ class Conn:
         except OSError:
             pass
         if tag:
+            # A client that resets a stream and then closes the connection makes this thread's
+            # write fail (EPIPE) as soon as it closes, while the RST_STREAM it sent before may
+            # still wait in the socket for the reader thread: the record is written once the
+            # reader has taken everything the client sent.
+            if sid not in self.reset and (self.closed or not self.gone(sid)):
+                self.read_all.wait(10)
             log("stream tag=%s bytes=%d reset=%d secs=%.1f" % (
                 tag.decode(), sent, sid in self.reset, time.monotonic() - start))
 
@@ -222,6 +229,7 @@ def main():
             with c.cv:
                 c.closed = True
                 c.cv.notify_all()
+            c.read_all.set()
             s.close()
         threading.Thread(target=run, daemon=True).start()
 
