@@ -9,7 +9,8 @@
  *
  *   GET  /emulator/faults    -> the rules with their counts, and the totals
  *   POST /emulator/faults    {"reset": true, "rules": [...], "watchMaxSeconds": N,
- *                             "closeWatches": true}; reset runs first, rules are appended.
+ *                             "closeWatches": true, "release": true}; reset runs first, rules
+ *                            are appended; release ends every delay in progress.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,9 @@ static void delay_locked(struct emu_faults *f, int ms)
 	until.tv_nsec += (long)(ms % 1000) * 1000000L;
 	until.tv_sec += until.tv_nsec / 1000000000L;
 	until.tv_nsec %= 1000000000L;
-	while (!f->shutdown && pthread_cond_timedwait(&f->cv, &f->mu, &until) == 0)
+	unsigned long gen = f->releases;
+	while (!f->shutdown && f->releases == gen &&
+	       pthread_cond_timedwait(&f->cv, &f->mu, &until) == 0)
 		;
 }
 
@@ -206,7 +209,7 @@ static int faults_post(struct emu_faults *f, struct emu_store *st, json_t *body,
 	    (wmax && (json_integer_value(wmax) < 0 ||
 		      json_integer_value(wmax) > INT64_MAX / NSEC_PER_SEC))) {
 		snprintf(err, errlen, "expected {\"reset\": bool, \"rules\": [...], "
-			 "\"watchMaxSeconds\": int >= 0, \"closeWatches\": bool}");
+			 "\"watchMaxSeconds\": int >= 0, \"closeWatches\": bool, \"release\": bool}");
 		return -1;
 	}
 	size_t n = json_array_size(rules);
@@ -222,6 +225,10 @@ static int faults_post(struct emu_faults *f, struct emu_store *st, json_t *body,
 		f->n = 0;
 		f->watch_max_ns = 0;
 		f->c500 = f->c429 = f->c409 = f->clatency = f->watches_closed = f->watches_ended = 0;
+	}
+	if (json_is_true(json_object_get(body, "release"))) {
+		f->releases++;
+		pthread_cond_broadcast(&f->cv);
 	}
 	f->rules = xrealloc(f->rules, (f->n + n + 1) * sizeof(*f->rules));
 	memcpy(f->rules + f->n, parsed, n * sizeof(*parsed));

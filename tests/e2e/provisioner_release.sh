@@ -6,8 +6,9 @@
 # patch of the whole list put them back, the API server refused it, and the retry deleted again).
 # csi-testdriver records the DeleteVolumes; kube-emulator's fault rules count the PV DELETEs (a
 # 1 ms delay rule's "injected") and make the race certain:
-#   1. each PV carries a second finalizer; the provisioner's finalizer PATCH is held 3 s by the
-#      emulator, and meanwhile the other finalizer goes (by PUT, which the rule does not hold);
+#   1. each PV carries a second finalizer; the provisioner's finalizer PATCHes are held by the
+#      emulator until the test releases them, and meanwhile the other finalizer goes (by PUT,
+#      which the rule does not hold);
 #   2. the finalizer PATCH fails once per PV (500): the retry removes the finalizer only.
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
@@ -89,8 +90,8 @@ CLAIMS=()
 for i in $(seq 1 $N); do CLAIMS+=("a$i"); done
 provision "${CLAIMS[@]}"
 remember "${CLAIMS[@]}"
-faults '{"reset":true,"rules":[{"verb":"patch","resource":"persistentvolumes","latencyMs":3000},
-	{"verb":"delete","resource":"persistentvolumes","latencyMs":1}]}'
+faults "{\"reset\":true,\"rules\":[{\"verb\":\"patch\",\"resource\":\"persistentvolumes\",\"latencyMs\":60000,\"times\":$N},
+	{\"verb\":\"delete\",\"resource\":\"persistentvolumes\",\"latencyMs\":1}]}"
 for c in "${CLAIMS[@]}"; do release_put "$c"; done
 for c in "${CLAIMS[@]}"; do
 	pv=$(cat "$T/pv.$c")
@@ -98,6 +99,7 @@ for c in "${CLAIMS[@]}"; do
 	check "the race: $HOLD left $pv before the provisioner's finalizer" \
 		eq "$(jq -r '.metadata.finalizers | join(",")' "$T/put.json")" "$PF"
 done
+faults '{"release":true}' # the held finalizer PATCHes go on now
 one_each "finalizer race" "${CLAIMS[@]}"
 check "no refused finalizer removal" bash -c "! grep -q 'no new finalizers can be added' '$T/p.log'"
 
