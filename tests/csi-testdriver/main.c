@@ -15,6 +15,8 @@
  *   PUBLISH_UNPUBLISH_VOLUME, or "none"); --no-controller-service drops the plugin's
  *   CONTROLLER_SERVICE capability; --no-node-expand drops the node's EXPAND_VOLUME.
  * --slow delays a method before it answers (deadline tests).
+ * --hold Method=FILE makes a method wait until FILE exists (at most 2 minutes): the test decides
+ *   when the call goes on, however slowly a loaded machine runs the checks meanwhile.
  * --probe-not-ready makes Probe answer ready=false.
  * --start-delay waits before creating the socket (clients that must wait for it).
  * --capacity BYTES and --max-volume-size BYTES are GetCapacity's answer (100 GiB, 10 GiB);
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/flags.h"
 #include "base/log.h"
@@ -73,7 +76,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vol *vols;
 static struct snap *snaps;
 static FILE *record;
-static struct flag_map fail_map, slow_map, fail_count_map;
+static struct flag_map fail_map, slow_map, hold_map, fail_count_map;
 static const char *controller_caps;
 static bool no_controller_service, probe_not_ready, no_node_expand;
 static bool node_expansion_required;
@@ -121,6 +124,9 @@ static int prologue(struct csi_call_ctx *ctx, const ProtobufCMessage *req)
 	int64_t ns;
 	if (slow && duration_parse(slow, &ns, NULL, 0) == 0)
 		sleep_ns(ns);
+	const char *gate = flag_map_get(&hold_map, m);
+	for (int i = 0; gate && i < 6000 && access(gate, F_OK) != 0; i++)
+		sleep_ns(20 * NSEC_PER_MSEC);
 	const char *fail = flag_map_get(&fail_map, m);
 	const char *times = flag_map_get(&fail_count_map, m);
 	if (times) {
@@ -762,6 +768,7 @@ int main(int argc, char **argv)
 	flags_string(fs, "record", &record_path, "", "append every request as JSON to this file");
 	flags_map(fs, "fail", &fail_map, "Method=CODE: make a method fail with a gRPC code");
 	flags_map(fs, "slow", &slow_map, "Method=DURATION: delay a method");
+	flags_map(fs, "hold", &hold_map, "Method=FILE: a method waits until FILE exists");
 	flags_map(fs, "fail-count", &fail_count_map,
 		  "Method=N: fail only the first N calls of a method (code from --fail, else UNAVAILABLE)");
 	flags_string(fs, "controller-caps", &controller_caps, "",

@@ -49,7 +49,7 @@ emu_start
 mk_sc std
 
 # 1. Held while CreateVolume runs; a deletion waits for the restore.
-td_start --slow CreateVolume=8s # long enough for the checks below on a loaded machine
+td_start --hold CreateVolume="$T/go" # CreateVolume waits until the checks below are done
 prov_start p1 "$T/td.sock" --snapshot-orphan-sweep-interval=1s --timeout 30s -v 3
 mk_snap s1
 restore r1 s1
@@ -60,6 +60,7 @@ kc delete volumesnapshot s1 -n default --wait=false >/dev/null
 sleep 1.5 # the sweep has run at least once since
 check "the snapshot being deleted stays while its restore runs" held s1
 check "... marked for deletion" bash -c "[ -n \"\$(kubectl --kubeconfig '$KC' get volumesnapshot s1 -n default -o jsonpath='{.metadata.deletionTimestamp}')\" ]"
+touch "$T/go"
 wait_for "the restore goes on to its PV" 20 pv_exists "$PV1"
 wait_for "the snapshot goes once the restore is done" 10 snap_gone s1
 check "one CreateVolume, from the snapshot" eq "$(grep '^CreateVolume ' "$T/td.rec" | grep -c '"snapshot_id":"handle-s1"')" 1
