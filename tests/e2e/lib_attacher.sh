@@ -108,13 +108,17 @@ att_stop() {
 	return $rc
 }
 
+# poll_next D: the next pause of a poll loop, twice D up to 0.4 s. A poll that often runs kubectl
+# or curl would otherwise keep a core busy while many tests run at once (ctest -j).
+poll_next() { case $1 in 0.05) echo 0.1 ;; 0.1) echo 0.2 ;; *) echo 0.4 ;; esac; }
 wait_for() {
 	local what=$1 secs=$2
 	shift 2
-	local end=$((SECONDS + secs))
+	local end=$((SECONDS + secs)) d=0.05
 	while [ $SECONDS -lt $end ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
+		sleep $d
+		d=$(poll_next "$d")
 	done
 	fail "timed out after ${secs}s waiting for: $what"
 	return 1

@@ -1,7 +1,7 @@
 # lib_proc.sh: what a scenario that starts its own processes (no emulator) shares. Sourcing it
 # with a name makes the temp dir $T (/tmp/kcsi-NAME-e2e.XXXXXX), removed at exit after every
-# pid in PIDS is killed; fail MSG counts into FAILS; wait_for WHAT SECS CMD... polls CMD every
-# 50 ms and fails after SECS.
+# pid in PIDS is killed; fail MSG counts into FAILS; wait_for WHAT SECS CMD... polls CMD (every
+# 50 ms at first, 400 ms after the first second) and fails after SECS.
 #   . "$(dirname "$0")/lib_proc.sh" reg
 : "${KCSI_BIN:?}" "${KCSI_TESTS:?}"
 T=$(mktemp -d "/tmp/kcsi-$1-e2e.XXXXXX")
@@ -13,9 +13,15 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
+# The pause between two tries grows from 50 ms to 400 ms: a poll that runs kubectl or curl would
+# otherwise keep a core busy while many tests run at once (ctest -j).
 wait_for() {
-	local what=$1 secs=$2; shift 2
+	local what=$1 secs=$2 d=0.05; shift 2
 	local end=$((SECONDS + secs))
-	while [ $SECONDS -lt $end ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
+	while [ $SECONDS -lt $end ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep $d
+		case $d in 0.05) d=0.1 ;; 0.1) d=0.2 ;; *) d=0.4 ;; esac
+	done
 	fail "timed out after ${secs}s waiting for: $what"; return 1
 }

@@ -33,11 +33,17 @@ release_below() {
 	grep -F " $1/" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	losetup -a | grep -F "$1/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
 }
+# wait_for SECS CMD...: true once CMD succeeds, false after SECS; the pause between tries grows
+# from 50 ms to 400 ms (kubectl polled every 50 ms by many tests at once keeps the cores busy).
 wait_for() {
-	local n=$(($1 * 20))
+	local end=$((SECONDS + $1)) d=0.05
 	shift
-	for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-	return 1
+	while [ $SECONDS -lt $end ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep $d
+		case $d in 0.05) d=0.1 ;; 0.1) d=0.2 ;; *) d=0.4 ;; esac
+	done
+	"$@" >/dev/null 2>&1
 }
 phase_is() { [ "$($kubectl get "$1" -o jsonpath='{.status.phase}')" = "$2" ]; }
 no_objects() { [ -z "$($kubectl get "$@" -o name 2>/dev/null)" ]; }
