@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/diag.h"
+#include "base/lockfile.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
@@ -300,6 +301,35 @@ static _Noreturn void exit_now(int rc)
 	_exit(rc);
 }
 
+int nd_root_open(struct nd *nd)
+{
+	const char *root = nd->cfg->root_dir;
+	if (mkdir(root, 0750) != 0 && errno != EEXIST) {
+		KLOG_ERR(strerror(errno), "Cannot create --root-dir %s", root);
+		return -1;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "%s/kcsi-node.lock", root);
+	pid_t holder;
+	int fd = lockfile_take(sb.buf, &holder); /* held until exit: never closed */
+	if (fd == LOCKFILE_BUSY && holder > 0)
+		KLOG_E("%s is in use by another kcsi-node (pid %d)", root, (int)holder);
+	else if (fd == LOCKFILE_BUSY)
+		KLOG_E("%s is in use by another kcsi-node", root);
+	else if (fd < 0)
+		KLOG_ERR(strerror(errno), "Cannot lock %s", sb.buf);
+	strbuf_release(&sb);
+	if (fd < 0)
+		return -1;
+	strbuf_addf(&sb, "%s/plugins_registry", root);
+	nd->registry_dir = strbuf_detach(&sb, NULL);
+	if (mkdir(nd->registry_dir, 0750) != 0 && errno != EEXIST) {
+		KLOG_ERR(strerror(errno), "Cannot create %s", nd->registry_dir);
+		return -1;
+	}
+	return 0;
+}
+
 static void *informer_stopper(void *arg)
 {
 	kube_informer_stop(arg);
@@ -360,17 +390,8 @@ int nd_run(struct nd_config *cfg)
 		return 1;
 	}
 	nd.stats = nd_stats_new();
-	struct strbuf reg = STRBUF_INIT;
-	strbuf_addf(&reg, "%s/plugins_registry", cfg->root_dir);
-	nd.registry_dir = strbuf_detach(&reg, NULL);
-	if (mkdir(cfg->root_dir, 0750) != 0 && errno != EEXIST) {
-		KLOG_ERR(strerror(errno), "Cannot create --root-dir %s", cfg->root_dir);
+	if (nd_root_open(&nd))
 		goto out;
-	}
-	if (mkdir(nd.registry_dir, 0750) != 0 && errno != EEXIST) {
-		KLOG_ERR(strerror(errno), "Cannot create %s", nd.registry_dir);
-		goto out;
-	}
 	struct nd_resource_flags rf = { .max_pods = cfg->max_pods, .capacity = &cfg->capacity,
 					.system_reserved = &cfg->system_reserved,
 					.kube_reserved = &cfg->kube_reserved };
