@@ -298,7 +298,16 @@ static void peer_info(gnutls_session_t s, char *out, size_t len)
 static int tls_start(struct http_client *hc, struct hconn *c, int64_t deadline,
 		     struct http_result *res)
 {
-	int r = gnutls_init(&c->tls, GNUTLS_CLIENT | GNUTLS_NO_SIGNAL);
+	/*
+	 * GNUTLS_FORCE_CLIENT_CERT: the credentials hold one certificate, which is sent whatever
+	 * the server's CertificateRequest lists, as client-go's GetClientCertificate does. Without
+	 * it GnuTLS before 3.8.13 picks a certificate only if its key type is among the TLS 1.3
+	 * request's signature schemes as it reads them: RSA-PSS-RSAE counts as an RSA-PSS key, so
+	 * an RSA certificate (kubeadm's) never matches and the handshake goes on without one; Go's
+	 * server (kube-apiserver) lists a CA, which is when GnuTLS checks, and no PKCS#1 scheme, and
+	 * the request is served as system:anonymous.
+	 */
+	int r = gnutls_init(&c->tls, GNUTLS_CLIENT | GNUTLS_NO_SIGNAL | GNUTLS_FORCE_CLIENT_CERT);
 	if (r < 0) {
 		c->tls = NULL;
 		fail(res, HTTP_TRANSPORT, "TLS: %s", gnutls_strerror(r));

@@ -1,6 +1,7 @@
 /*
- * driver: the wiring of kcsi-loopplugin's CSI services: the driver's life cycle (pool opened
- * and recovered, node recorded) and which files' handlers the mode registers.
+ * driver: the wiring of kcsi-loopplugin's CSI services: the driver's life cycle (pool opened,
+ * the node's lock taken, pool recovered, node recorded) and which files' handlers the mode
+ * registers.
  */
 #include "loopplugin/driver_int.h"
 
@@ -34,6 +35,11 @@ struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *s
 	struct lp_pool *pool = lp_pool_open(cfg->pool_dir, st);
 	if (!pool)
 		return NULL;
+	/* before the sweep and the node's records: a second node service of it stops here */
+	if (node && lp_pool_node_lock(pool, cfg->nodeid, st)) {
+		lp_pool_free(pool);
+		return NULL;
+	}
 	if (controller) {
 		int n = lp_pool_recover(pool, st);
 		if (n > 0)

@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "base/lockfile.h"
 #include "base/xalloc.h"
 
 struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st)
@@ -52,6 +53,7 @@ struct lp_pool *lp_pool_open(const char *dir, struct lp_status *st)
 	struct lp_pool *p = xcalloc(1, sizeof(*p));
 	p->dir = real;
 	p->lockfd = fd;
+	p->node_lockfd = -1;
 	pthread_mutex_init(&p->mu, NULL);
 	return p;
 }
@@ -61,6 +63,8 @@ void lp_pool_free(struct lp_pool *p)
 	if (!p)
 		return;
 	close(p->lockfd);
+	if (p->node_lockfd >= 0)
+		close(p->node_lockfd);
 	pthread_mutex_destroy(&p->mu);
 	free(p->dir);
 	free(p);
@@ -114,6 +118,33 @@ int lp_pool_node_register(struct lp_pool *p, const char *node, const char *zone,
 	if (err)
 		return lp_fail(st, LP_UNAVAILABLE, "node %s: cannot register in pool %s: %s", node,
 			       p->dir, strerror(err));
+	return 0;
+}
+
+int lp_pool_node_lock(struct lp_pool *p, const char *node, struct lp_status *st)
+{
+	if (!lp_node_id_safe(node))
+		return lp_fail(st, LP_INVALID_ARGUMENT,
+			       "node id %s: only letters, digits, '-', '_' and '.' are allowed",
+			       node);
+	char *path = lp_pool_path(p, "nodes", node, ".lock");
+	pid_t holder;
+	int fd = lockfile_take(path, &holder);
+	int err = errno;
+	free(path);
+	if (fd == LOCKFILE_BUSY && holder > 0)
+		return lp_fail(st, LP_FAILED_PRECONDITION,
+			       "pool %s: node %s is in use by another kcsi-loopplugin (pid %d)",
+			       p->dir, node, (int)holder);
+	if (fd == LOCKFILE_BUSY)
+		return lp_fail(st, LP_FAILED_PRECONDITION,
+			       "pool %s: node %s is in use by another kcsi-loopplugin", p->dir, node);
+	if (fd < 0)
+		return lp_fail(st, LP_UNAVAILABLE, "pool %s: node %s: cannot lock: %s", p->dir, node,
+			       strerror(err));
+	if (p->node_lockfd >= 0)
+		close(p->node_lockfd);
+	p->node_lockfd = fd;
 	return 0;
 }
 

@@ -10,6 +10,7 @@
  *     snapshots/<id>.json   its metadata: name, source volume, size, creation time, group
  *     groups/<id>.json      a group snapshot: name, creation time, member snapshots and volumes
  *     nodes/<node>.json     a node service that has started on this pool (its zone)
+ *     nodes/<node>.lock     flock()ed by that node service for its whole life (holds its PID)
  *     attachments/<node>/<device>  a device name in use on a node; holds the volume ID
  *     .lock                 flock()ed around changes that must see every volume at once
  *     staged/<node>/<id>.json  the volume is staged on node (see "Node records" below)
@@ -135,6 +136,15 @@ void lp_pool_unlock(struct lp_pool *p);
  */
 int lp_pool_node_register(struct lp_pool *p, const char *node, const char *zone,
 			  struct lp_status *st);
+/*
+ * Makes this process the one node service of node on this pool until lp_pool_free(): an
+ * flock() on nodes/<node>.lock (base/lockfile.h), taken before the service writes or removes
+ * anything of the node's. A second node service of the same node would drop the first's stage
+ * records and hand out its device names; it is refused (FAILED_PRECONDITION, the holder's PID
+ * in the message). The controller service takes no lock: deploy/kubernetes runs two replicas
+ * on one pool, and its writes hold flock()s on their own files (pool_recover.c).
+ */
+int lp_pool_node_lock(struct lp_pool *p, const char *node, struct lp_status *st);
 bool lp_pool_node_exists(struct lp_pool *p, const char *node);
 
 /* IDs. The results are malloc'd. */

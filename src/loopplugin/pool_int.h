@@ -22,6 +22,7 @@ struct lp_pool {
 	char *dir;          /* absolute, symlinks resolved */
 	pthread_mutex_t mu; /* lp_pool_lock() between threads ... */
 	int lockfd;         /* ... and flock() on .lock between processes */
+	int node_lockfd;    /* nodes/<node>.lock held for the process's life, or -1 */
 };
 
 /* ---- paths (pool_paths.c) ---- */

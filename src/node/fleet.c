@@ -19,7 +19,6 @@
  */
 #include "node/fleet.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/diag.h"
@@ -195,17 +193,9 @@ static int node_init(struct fleet *f, int i, const struct nd *shared)
 	nd->allocatable = shared->allocatable;
 	pthread_mutex_init(&nd->lock, NULL);
 	nd->stats = nd_stats_new();
-	struct strbuf reg = STRBUF_INIT;
-	strbuf_addf(&reg, "%s/plugins_registry", fn->root);
-	nd->registry_dir = strbuf_detach(&reg, NULL);
 	struct kube_recorder_opts ro = { .component = "kubelet", .host = fn->name };
 	nd->rec = kube_recorder_new(nd->kc, &ro);
-	if ((mkdir(fn->root, 0750) && errno != EEXIST) ||
-	    (mkdir(nd->registry_dir, 0750) && errno != EEXIST)) {
-		KLOG_ERR(strerror(errno), "Cannot create %s", nd->registry_dir);
-		return -1;
-	}
-	return 0;
+	return nd_root_open(nd);
 }
 
 /* One pass of the heartbeat loop: every node whose Lease or status is due, within 100 ms. */

@@ -67,6 +67,14 @@ struct nd {
 int nd_node_register(struct nd *nd);
 void nd_node_set_status(struct nd *nd);
 void nd_lease_renew(struct nd *nd);
+/*
+ * The node's root dir (nd->cfg->root_dir, made when missing), owned by this process until it
+ * exits: an flock() on <root>/kcsi-node.lock (base/lockfile.h) taken before anything under it
+ * is written or removed, since a second kcsi-node there would take the first's pods' volumes
+ * for orphans and unmount them. Then plugins_registry (nd->registry_dir). 0, or -1 logged (a
+ * second one is told the holder's PID).
+ */
+int nd_root_open(struct nd *nd);
 
 /* The pod informer's index by spec.nodeName (kube_index_pod_by_node), registered by run.c and
  * fleet.c: a volume manager pass reads its node's pods only, not every pod of the cluster. */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/diag.h"
+#include "base/lockfile.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
@@ -300,6 +301,35 @@ static _Noreturn void exit_now(int rc)
 	_exit(rc);
 }
 
+int nd_root_open(struct nd *nd)
+{
+	const char *root = nd->cfg->root_dir;
+	if (mkdir(root, 0750) != 0 && errno != EEXIST) {
+		KLOG_ERR(strerror(errno), "Cannot create --root-dir %s", root);
+		return -1;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "%s/kcsi-node.lock", root);
+	pid_t holder;
+	int fd = lockfile_take(sb.buf, &holder); /* held until exit: never closed */
+	if (fd == LOCKFILE_BUSY && holder > 0)
+		KLOG_E("%s is in use by another kcsi-node (pid %d)", root, (int)holder);
+	else if (fd == LOCKFILE_BUSY)
+		KLOG_E("%s is in use by another kcsi-node", root);
+	else if (fd < 0)
+		KLOG_ERR(strerror(errno), "Cannot lock %s", sb.buf);
+	strbuf_release(&sb);
+	if (fd < 0)
+		return -1;
+	strbuf_addf(&sb, "%s/plugins_registry", root);
+	nd->registry_dir = strbuf_detach(&sb, NULL);
+	if (mkdir(nd->registry_dir, 0750) != 0 && errno != EEXIST) {
+		KLOG_ERR(strerror(errno), "Cannot create %s", nd->registry_dir);
+		return -1;
+	}
+	return 0;
+}
+
 static void *informer_stopper(void *arg)
 {
 	kube_informer_stop(arg);
@@ -328,6 +358,55 @@ static int stop_informers(struct nd *nd)
 	for (int i = 0; i < 5; i++)
 		kube_informer_free(infs[i]);
 	return 0;
+}
+
+/* The machine's facts and the resources they make (--node-ip checked first); 0 or -1 logged. */
+static int read_machine(struct nd *nd)
+{
+	const struct nd_config *cfg = nd->cfg;
+	struct nd_resource_flags rf = { .max_pods = cfg->max_pods, .capacity = &cfg->capacity,
+					.system_reserved = &cfg->system_reserved,
+					.kube_reserved = &cfg->kube_reserved };
+	unsigned char addr[16];
+	char err[1024];
+	if (*cfg->node_ip && inet_pton(AF_INET, cfg->node_ip, addr) != 1 &&
+	    inet_pton(AF_INET6, cfg->node_ip, addr) != 1) {
+		KLOG_E("--node-ip %s is not an IP address", cfg->node_ip);
+		return -1;
+	}
+	nd_machine_read(&nd->machine, cfg->root_dir, cfg->node_ip);
+	if (nd_resources_build(&nd->machine, &rf, &nd->capacity, &nd->allocatable, err, sizeof(err))) {
+		KLOG_E("%s", err);
+		return -1;
+	}
+	KLOG_I("Node address node=\"%s\" internalIP=\"%s\"", cfg->node_name, nd->machine.node_ip);
+	return 0;
+}
+
+/* The main thread's loop: the Lease every lease-duration/4, the status when due, until a signal. */
+static void heartbeat_until_signal(struct nd *nd, const sigset_t *set)
+{
+	const struct nd_config *cfg = nd->cfg;
+	int64_t lease_every = (int64_t)cfg->lease_duration_s * NSEC_PER_SEC / 4;
+	int64_t next_lease = mono_now_ns() + lease_every;
+	int64_t next_status = mono_now_ns() + cfg->status_update_ns;
+	for (;;) {
+		struct timespec tick = { 0, 200 * 1000 * 1000 };
+		int sig = sigtimedwait(set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			return;
+		}
+		int64_t now = mono_now_ns();
+		if (now >= next_lease) {
+			nd_lease_renew(nd);
+			next_lease = now + lease_every;
+		}
+		if (now >= next_status) {
+			nd_node_set_status(nd);
+			next_status = now + cfg->status_update_ns;
+		}
+	}
 }
 
 int nd_run(struct nd_config *cfg)
@@ -360,32 +439,10 @@ int nd_run(struct nd_config *cfg)
 		return 1;
 	}
 	nd.stats = nd_stats_new();
-	struct strbuf reg = STRBUF_INIT;
-	strbuf_addf(&reg, "%s/plugins_registry", cfg->root_dir);
-	nd.registry_dir = strbuf_detach(&reg, NULL);
-	if (mkdir(cfg->root_dir, 0750) != 0 && errno != EEXIST) {
-		KLOG_ERR(strerror(errno), "Cannot create --root-dir %s", cfg->root_dir);
+	if (nd_root_open(&nd))
 		goto out;
-	}
-	if (mkdir(nd.registry_dir, 0750) != 0 && errno != EEXIST) {
-		KLOG_ERR(strerror(errno), "Cannot create %s", nd.registry_dir);
+	if (read_machine(&nd))
 		goto out;
-	}
-	struct nd_resource_flags rf = { .max_pods = cfg->max_pods, .capacity = &cfg->capacity,
-					.system_reserved = &cfg->system_reserved,
-					.kube_reserved = &cfg->kube_reserved };
-	unsigned char addr[16];
-	if (*cfg->node_ip && inet_pton(AF_INET, cfg->node_ip, addr) != 1 &&
-	    inet_pton(AF_INET6, cfg->node_ip, addr) != 1) {
-		KLOG_E("--node-ip %s is not an IP address", cfg->node_ip);
-		goto out;
-	}
-	nd_machine_read(&nd.machine, cfg->root_dir, cfg->node_ip);
-	if (nd_resources_build(&nd.machine, &rf, &nd.capacity, &nd.allocatable, err, sizeof(err))) {
-		KLOG_E("%s", err);
-		goto out;
-	}
-	KLOG_I("Node address node=\"%s\" internalIP=\"%s\"", cfg->node_name, nd.machine.node_ip);
 	kcfg = kube_config_load(cfg->kube.kubeconfig, cfg->kube.master, NULL, err, sizeof(err));
 	if (!kcfg) {
 		KLOG_E("%s", err);
@@ -431,27 +488,8 @@ int nd_run(struct nd_config *cfg)
 	if (nd_volumes_start(&nd) || nd_plugins_start(&nd))
 		goto stop;
 
-	int64_t lease_every = (int64_t)cfg->lease_duration_s * NSEC_PER_SEC / 4;
-	int64_t next_lease = mono_now_ns() + lease_every;
-	int64_t next_status = mono_now_ns() + cfg->status_update_ns;
-	for (;;) {
-		struct timespec tick = { 0, 200 * 1000 * 1000 };
-		int sig = sigtimedwait(&set, NULL, &tick);
-		if (sig == SIGTERM || sig == SIGINT) {
-			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-			rc = 0;
-			break;
-		}
-		int64_t now = mono_now_ns();
-		if (now >= next_lease) {
-			nd_lease_renew(&nd);
-			next_lease = now + lease_every;
-		}
-		if (now >= next_status) {
-			nd_node_set_status(&nd);
-			next_status = now + cfg->status_update_ns;
-		}
-	}
+	heartbeat_until_signal(&nd, &set);
+	rc = 0;
 stop:
 	atomic_store(&nd.stop, 1);
 	if (nd_plugins_stop(&nd))

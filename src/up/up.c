@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/lockfile.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
@@ -655,6 +656,52 @@ static int bring_up(struct up *u)
 	return 0;
 }
 
+/*
+ * D: the named one (made when missing) or a new temporary one, then its lock (base/lockfile.h),
+ * taken before anything in D is written or removed and held until up_run() returns: a second
+ * `kcsi up` on D would rewrite the first's kubeconfig, replace its sockets and, at its exit,
+ * unmount and detach the first's volumes. The lock file, D/kcsi-up.lock, is never removed but
+ * with a temporary D. Returns 0, or -1 (reported).
+ */
+static int open_work_dir(struct up *u)
+{
+	const struct up_config *cfg = u->cfg;
+	if (cfg->dir && strlen(cfg->dir) > MAX_DIR_LEN) {
+		fprintf(stderr, "kcsi up: --dir is longer than %d characters\n", MAX_DIR_LEN);
+		return -1;
+	}
+	if (cfg->dir && *cfg->dir) {
+		if (up_mkdirs(cfg->dir) || !realpath(cfg->dir, u->dir)) {
+			fprintf(stderr, "kcsi up: --dir %s: %s\n", cfg->dir, strerror(errno));
+			return -1;
+		}
+	} else {
+		pathf(u->dir, sizeof(u->dir), "%s/kcsi-up-XXXXXX",
+			 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		if (!mkdtemp(u->dir)) {
+			fprintf(stderr, "kcsi up: mkdtemp %s: %s\n", u->dir, strerror(errno));
+			return -1;
+		}
+		u->temp_dir = true;
+	}
+	char lock[PATH_MAX + 16];
+	pathf(lock, sizeof(lock), "%s/kcsi-up.lock", u->dir);
+	pid_t holder;
+	u->lock_fd = lockfile_take(lock, &holder);
+	if (u->lock_fd == LOCKFILE_BUSY) {
+		if (holder > 0)
+			fprintf(stderr, "kcsi up: %s is in use by another kcsi up (pid %d)\n", u->dir,
+				(int)holder);
+		else
+			fprintf(stderr, "kcsi up: %s is in use by another kcsi up\n", u->dir);
+	} else if (u->lock_fd < 0) {
+		fprintf(stderr, "kcsi up: %s: %s\n", lock, strerror(errno));
+	}
+	if (u->lock_fd < 0 && u->temp_dir)
+		rmdir(u->dir); /* made just now, still empty */
+	return u->lock_fd < 0 ? -1 : 0;
+}
+
 /* ---- the whole life ---- */
 
 int up_run(const struct up_config *cfg)
@@ -679,26 +726,9 @@ int up_run(const struct up_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	u->procs.limit = cfg->restart_limit;
 
-	if (cfg->dir && strlen(cfg->dir) > MAX_DIR_LEN) {
-		fprintf(stderr, "kcsi up: --dir is longer than %d characters\n", MAX_DIR_LEN);
+	if (open_work_dir(u)) {
 		free(u);
 		return 1;
-	}
-	if (cfg->dir && *cfg->dir) {
-		if (up_mkdirs(cfg->dir) || !realpath(cfg->dir, u->dir)) {
-			fprintf(stderr, "kcsi up: --dir %s: %s\n", cfg->dir, strerror(errno));
-			free(u);
-			return 1;
-		}
-	} else {
-		pathf(u->dir, sizeof(u->dir), "%s/kcsi-up-XXXXXX",
-			 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-		if (!mkdtemp(u->dir)) {
-			fprintf(stderr, "kcsi up: mkdtemp %s: %s\n", u->dir, strerror(errno));
-			free(u);
-			return 1;
-		}
-		u->temp_dir = true;
 	}
 	if (cfg->bin_dir && *cfg->bin_dir) {
 		pathf(u->bin, sizeof(u->bin), "%s", cfg->bin_dir);
@@ -768,6 +798,7 @@ int up_run(const struct up_config *cfg)
 		printf("kcsi up: logs kept in %s/logs\n", u->dir);
 	}
 	printf("kcsi up: stopped\n");
+	close(u->lock_fd);
 	free(u);
 	return code;
 }

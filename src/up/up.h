@@ -16,6 +16,8 @@
  *   D/controller/csi.sock   the controller-mode driver socket
  *   D/nodes/N/plugins/<driver>/csi.sock, D/nodes/N/kubelet/   a node's driver socket and root dir
  *   D/ready                 written once the stack is ready (for scripts)
+ *   D/kcsi-up.lock          flock()ed for the run's whole life, with its PID: a second kcsi up
+ *                           on D is refused before it touches anything (base/lockfile.h)
  *
  * --provisioning=distributed: no controller-mode driver; each node's driver runs all services at
  * D/nodes/N/csi.sock with its own csi-provisioner --node-deployment (and csi-attacher).

@@ -41,6 +41,7 @@ struct up {
 	char driver_name[256];
 	bool attach_required;
 	bool snapshots; /* the driver has CREATE_DELETE_SNAPSHOT: csi-snapshotter runs beside it */
+	int lock_fd;   /* holds D/kcsi-up.lock (base/lockfile.h) for the whole run */
 	bool temp_dir;
 	bool external; /* --kubeconfig: someone else's API server, which outlives us */
 	bool no_snapshot_api; /* the API server serves no snapshot.storage.k8s.io/v1 (no CRDs) */
