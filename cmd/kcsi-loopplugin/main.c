@@ -19,6 +19,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/log_flags.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "csi/server.h"
 #include "loopplugin/driver.h"
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
 	struct flag_map tags = { NULL, 0 };
 	struct lp_tag *tagv = NULL;
 	struct flagset *fs = flags_new("kcsi-loopplugin", "kcsi-loopplugin [flags]");
-	flags_enable_version(fs, KCSI_VERSION);
+	flags_enable_version(fs, kcsi_version);
 	flags_string(fs, "endpoint", &endpoint, "unix:///csi/csi.sock",
 		     "CSI endpoint to serve (unix:///path)");
 	flags_string(fs, "nodeid", &cfg.nodeid, "", "This node's ID (required)");
@@ -183,7 +184,7 @@ int main(int argc, char **argv)
 	}
 	if (threads < 1)
 		threads = 1;
-	cfg.version = KCSI_VERSION;
+	cfg.version = kcsi_version;
 
 	/* blocked before any thread starts, so that every thread inherits the mask */
 	sigset_t sigs;

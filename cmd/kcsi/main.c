@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/log_flags.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "cli.h"
 
@@ -208,7 +209,7 @@ int main(int argc, char **argv)
 	int64_t timeout_ns, connect_timeout_ns;
 	int max_log;
 	struct flagset *fs = flags_new("kcsi", "kcsi [flags] SERVICE VERB [args] [options]");
-	flags_enable_version(fs, KCSI_VERSION);
+	flags_enable_version(fs, kcsi_version);
 	flags_string(fs, "endpoint", &endpoint, "",
 		     "CSI endpoint: unix:///path, unix:/path or /path (default $CSI_ENDPOINT, "
 		     "else unix:///run/csi/socket)");
@@ -229,7 +230,7 @@ int main(int argc, char **argv)
 		flags_free(fs);
 		return 0;
 	case FLAGS_VERSION:
-		printf("kcsi %s\n", KCSI_VERSION);
+		printf("kcsi %s\n", kcsi_version);
 		flags_free(fs);
 		return 0;
 	case FLAGS_ERROR:

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/log_flags.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "emulator/emu_server.h"
 
 int main(int argc, char **argv)
@@ -22,7 +23,7 @@ int main(int argc, char **argv)
 	const char *kubeconfig;
 	int history;
 	struct flagset *fs = flags_new("kube-emulator", "kube-emulator [flags]");
-	flags_enable_version(fs, KCSI_VERSION);
+	flags_enable_version(fs, kcsi_version);
 	flags_string(fs, "listen", &cfg.listen, "127.0.0.1:0",
 		     "Address to serve on, host:port; port 0 picks a free port.");
 	flags_string(fs, "write-kubeconfig", &kubeconfig, "",

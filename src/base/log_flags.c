@@ -16,6 +16,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 
 /* klog flag values, read by log_apply_flags(); -v writes log_vlevel directly. */
 static bool f_logtostderr, f_alsologtostderr, f_ignored_bool;
@@ -160,7 +161,7 @@ void log_parse_command_line(struct flagset *fs, int argc, char **argv)
 	char err[256];
 
 	log_register_flags(fs);
-	flags_enable_version(fs, KCSI_VERSION);
+	flags_enable_version(fs, kcsi_version);
 	int rest = flags_parse_or_exit(fs, argc, argv);
 	for (int i = rest; i < argc; i++)
 		KLOG_W("Ignoring unexpected argument \"%s\" (flags must come first)", argv[i]);

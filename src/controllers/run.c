@@ -15,6 +15,7 @@
 #include "base/diag.h"
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/config.h"
 #include "kube/leader.h"
@@ -252,7 +253,7 @@ int cm_run(const struct cm_config *cfg)
 	pthread_cond_init(&rt->stop_cond, NULL);
 	rt->cfg = cfg;
 
-	KLOG_I("Version: %s", KCSI_VERSION);
+	KLOG_I("Version: %s", kcsi_version);
 	if (cm_check_controllers(cfg->controllers, all_controllers, NCONTROLLERS, err, sizeof(err))) {
 		KLOG_E("--controllers: %s", err);
 		free(rt);

@@ -53,6 +53,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "csi/wire.h"
 
@@ -739,7 +740,7 @@ void csi_conn_free(struct csi_conn *c)
 static int submit(struct csi_conn *c, struct call *k, const char *method, int64_t timeout_ns)
 {
 	char tmo[16];
-	const char *ua = "kcsi/" KCSI_VERSION;
+	const char *ua = kcsi_csi_user_agent;
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), \
 		   NGHTTP2_NV_FLAG_NO_COPY_NAME }
 	nghttp2_nv nva[8] = {

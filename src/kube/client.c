@@ -16,13 +16,11 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/http.h"
 #include "kube/ratelimit.h"
 
-#ifndef KCSI_VERSION
-#define KCSI_VERSION "v0.0.0"
-#endif
 
 const struct kube_resource KUBE_RES_VOLUMEATTACHMENTS = { "storage.k8s.io", "v1", "volumeattachments", false };
 const struct kube_resource KUBE_RES_PERSISTENTVOLUMES = { "", "v1", "persistentvolumes", false };
@@ -159,7 +157,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 	}
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_addf(&sb, "User-Agent: %s/%s (linux/%s) kcsi\r\nAccept: application/json\r\n",
-		    c->opts.component, KCSI_VERSION, go_arch());
+		    c->opts.component, kcsi_version, go_arch());
 	c->fixed_headers = strbuf_detach(&sb, NULL);
 	if (cfg->username) {
 		struct strbuf up = STRBUF_INIT;

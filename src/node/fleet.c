@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/config.h"
 #include "node/node_int.h"
@@ -253,7 +254,7 @@ int nd_fleet_run(struct nd_config *cfg, int size)
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	KLOG_I("Version: %s", KCSI_VERSION);
+	KLOG_I("Version: %s", kcsi_version);
 
 	struct fleet f = { .cfg = cfg, .n = size };
 	struct nd shared = { .cfg = cfg };

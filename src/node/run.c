@@ -30,6 +30,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/config.h"
 
@@ -425,7 +426,7 @@ int nd_run(struct nd_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	pthread_mutex_init(&nd.lock, NULL);
 
-	KLOG_I("Version: %s", KCSI_VERSION);
+	KLOG_I("Version: %s", kcsi_version);
 	if (!*cfg->node_name) {
 		if (gethostname(host, sizeof(host)) != 0) {
 			KLOG_E("--node-name is empty and the host name is unknown");

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/strbuf.h"
+#include "base/version.h"
 #include "kube/quantity.h"
 
 const char *nd_goarch(void)
@@ -323,12 +324,12 @@ json_t *nd_node_status(const struct nd_machine *m, const struct nd_resources *ca
 		       const struct nd_resources *allocatable, const char *now, const char *since)
 {
 	char runtime[64];
-	snprintf(runtime, sizeof(runtime), "kcsi://%s", KCSI_VERSION);
+	snprintf(runtime, sizeof(runtime), "kcsi://%s", kcsi_version);
 	json_t *info = json_pack(
 		"{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "machineID", m->machine_id,
 		"systemUUID", m->system_uuid, "bootID", m->boot_id, "kernelVersion", m->kernel,
 		"osImage", m->os_image, "containerRuntimeVersion", runtime, "kubeletVersion",
-		KCSI_VERSION, "operatingSystem", "linux", "architecture", nd_goarch());
+		kcsi_version, "operatingSystem", "linux", "architecture", nd_goarch());
 	json_t *addrs = json_pack("[{s:s, s:s}]", "type", "InternalIP", "address", m->node_ip);
 	if (m->hostname[0])
 		json_array_append_new(addrs, json_pack("{s:s, s:s}", "type", "Hostname", "address",

@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "csi/client.h"
 #include "csi/server.h"
@@ -209,7 +210,7 @@ int reg_fleet_run(const struct reg_config *cfg, int size, const char *prefix)
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	KLOG_I("Version: %s", KCSI_VERSION);
+	KLOG_I("Version: %s", kcsi_version);
 
 	struct fleet f = { .n = size };
 	f.regs = xcalloc((size_t)size, sizeof(*f.regs));

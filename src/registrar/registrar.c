@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "csi/client.h"
 #include "csi/server.h"
@@ -297,7 +298,7 @@ int reg_run(const struct reg_config *cfg)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	KLOG_I("Version: %s", KCSI_VERSION);
+	KLOG_I("Version: %s", kcsi_version);
 	if (*cfg->mode)
 		KLOG_W("--mode is deprecated and will be removed; running the registrar");
 	if (cfg->health_port > 0 && *cfg->http_endpoint) {

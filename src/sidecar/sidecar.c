@@ -10,6 +10,7 @@
 #include "base/diag.h"
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/leader.h"
 
@@ -459,7 +460,7 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 	}
 	pthread_detach(sigthr);
 
-	KLOG_I("Version: %s", KCSI_VERSION);
+	KLOG_I("Version: %s", kcsi_version);
 	if (cfg->connection_timeout_ns != 0)
 		KLOG_W("--connection-timeout is deprecated and will have no effect");
 	if (*cfg->metrics_address && *cfg->http_endpoint) {

@@ -8,6 +8,7 @@
  */
 #include "check.h"
 #include "base/sha256.h"
+#include "base/version.h"
 #include "kube/objects.h"
 #include "node/node_int.h"
 #include "node/resize.h"
@@ -381,7 +382,7 @@ static void test_node_status_shape(void)
 	CHECK_INT(nd_resources_build(&m, &f, &cap_r, &alloc_r, err, sizeof(err)), 0);
 	json_t *st = nd_node_status(&m, &cap_r, &alloc_r, "2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z");
 	json_t *info = json_object_get(st, "nodeInfo");
-	CHECK_STR(json_string_value(json_object_get(info, "kubeletVersion")), KCSI_VERSION);
+	CHECK_STR(json_string_value(json_object_get(info, "kubeletVersion")), kcsi_version);
 	CHECK_STR(json_string_value(json_object_get(info, "kernelVersion")), "6.1.0-test");
 	CHECK_STR(json_string_value(json_object_get(info, "osImage")), "Debian GNU/Linux 12 (bookworm)");
 	CHECK_STR(json_string_value(json_object_get(info, "operatingSystem")), "linux");
