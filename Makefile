@@ -1,5 +1,10 @@
 # Thin wrapper over CMake. `make demo` and `make test` install dependencies and build first.
 JOBS ?= $(shell nproc)
+# Every tree compiles through ccache (scripts/deps.sh installs it): make test builds five trees, and
+# a clone in another folder (CI's) hits the cache with paths taken relative to this folder.
+LAUNCHER = -DCMAKE_C_COMPILER_LAUNCHER=ccache
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := true
 
 # The peers nobody here wrote (upstream sidecars, csi-sanity, Kubernetes v1.36.1, etcd), built from
 # their Go modules as tests/peers/go.mod pins them, cached outside the tree; see scripts/peers.sh.
@@ -14,25 +19,25 @@ peers: deps
 	bash scripts/peers.sh
 
 build: deps
-	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER)
 	cmake --build build -j$(JOBS)
 
 build-asan: deps
-	cmake -S . -B build-asan -DKCSI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake -S . -B build-asan -DKCSI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(LAUNCHER)
 	cmake --build build-asan -j$(JOBS)
 
 # Build-only checks packagers and other toolchains meet: gcc -O3 Release, and clang.
 build-release: deps
-	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(LAUNCHER)
 	cmake --build build-release -j2
 
 build-clang: deps
-	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER)
 	cmake --build build-clang -j2
 
 # libFuzzer harnesses (tests/fuzz) under ASan+UBSan, clang only.
 build-fuzz: deps
-	CC=clang cmake -S . -B build-fuzz -DKCSI_FUZZ=ON -DKCSI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	CC=clang cmake -S . -B build-fuzz -DKCSI_FUZZ=ON -DKCSI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(LAUNCHER)
 	cmake --build build-fuzz -j$(JOBS) --target $$(sed -n 's/^kcsi_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
 
 # Each harness for FUZZ_SECONDS (default 60); fails on a crash. See docs/development.md.

@@ -20,6 +20,7 @@ packages=(
   buildah umoci
   busybox-static
   containerd runc containernetworking-plugins
+  ccache
 )
 
 missing=()
