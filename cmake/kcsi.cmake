@@ -88,6 +88,13 @@ function(kcsi_add_test name label timeout)
   if(KCSI_TEST_ENV)
     set_tests_properties(${KCSI_TEST_PREFIX}${name} PROPERTIES ENVIRONMENT "${KCSI_TEST_ENV}")
   endif()
+  # tests/resources.cmake's table: locks, cores, limits, cost, labels
+  if(DEFINED KCSI_RES_${name})
+    set_tests_properties(${KCSI_TEST_PREFIX}${name} PROPERTIES ${KCSI_RES_${name}})
+  endif()
+  if(DEFINED KCSI_RESLABEL_${name})
+    set_property(TEST ${KCSI_TEST_PREFIX}${name} APPEND PROPERTY LABELS ${KCSI_RESLABEL_${name}})
+  endif()
 endfunction()
 
 # kcsi_unit_test(<name> SOURCES <files...> LIBS <libs...>)

@@ -114,11 +114,11 @@ poll_next() { case $1 in 0.05) echo 0.1 ;; 0.1) echo 0.2 ;; *) echo 0.4 ;; esac;
 wait_for() {
 	local what=$1 secs=$2
 	shift 2
-	local end=$((SECONDS + secs)) d=0.05
+	local end=$((SECONDS + secs)) _wf_pause=0.05
 	while [ $SECONDS -lt $end ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep $d
-		d=$(poll_next "$d")
+		sleep $_wf_pause
+		_wf_pause=$(poll_next "$_wf_pause")
 	done
 	fail "timed out after ${secs}s waiting for: $what"
 	return 1

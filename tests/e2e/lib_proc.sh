@@ -16,12 +16,12 @@ trap cleanup EXIT
 # The pause between two tries grows from 50 ms to 400 ms: a poll that runs kubectl or curl would
 # otherwise keep a core busy while many tests run at once (ctest -j).
 wait_for() {
-	local what=$1 secs=$2 d=0.05; shift 2
+	local what=$1 secs=$2 _wf_pause=0.05; shift 2
 	local end=$((SECONDS + secs))
 	while [ $SECONDS -lt $end ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep $d
-		case $d in 0.05) d=0.1 ;; 0.1) d=0.2 ;; *) d=0.4 ;; esac
+		sleep $_wf_pause
+		case $_wf_pause in 0.05) _wf_pause=0.1 ;; 0.1) _wf_pause=0.2 ;; *) _wf_pause=0.4 ;; esac
 	done
 	fail "timed out after ${secs}s waiting for: $what"; return 1
 }

@@ -36,12 +36,12 @@ release_below() {
 # wait_for SECS CMD...: true once CMD succeeds, false after SECS; the pause between tries grows
 # from 50 ms to 400 ms (kubectl polled every 50 ms by many tests at once keeps the cores busy).
 wait_for() {
-	local end=$((SECONDS + $1)) d=0.05
+	local _wf_end=$((SECONDS + $1)) _wf_pause=0.05
 	shift
-	while [ $SECONDS -lt $end ]; do
+	while [ $SECONDS -lt $_wf_end ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep $d
-		case $d in 0.05) d=0.1 ;; 0.1) d=0.2 ;; *) d=0.4 ;; esac
+		sleep $_wf_pause
+		case $_wf_pause in 0.05) _wf_pause=0.1 ;; 0.1) _wf_pause=0.2 ;; *) _wf_pause=0.4 ;; esac
 	done
 	"$@" >/dev/null 2>&1
 }
