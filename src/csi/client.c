@@ -740,13 +740,12 @@ void csi_conn_free(struct csi_conn *c)
 static int submit(struct csi_conn *c, struct call *k, const char *method, int64_t timeout_ns)
 {
 	char tmo[16];
-	const char *ua = kcsi_csi_user_agent;
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), \
 		   NGHTTP2_NV_FLAG_NO_COPY_NAME }
 	nghttp2_nv nva[8] = {
 		NV(":method", "POST"), NV(":scheme", "http"), NV(":path", method),
 		NV(":authority", "localhost"), NV("content-type", "application/grpc"),
-		NV("te", "trailers"), NV("user-agent", ua),
+		NV("te", "trailers"), NV("user-agent", kcsi_csi_user_agent),
 	};
 	size_t n = 7;
 	if (timeout_ns > 0) {
