@@ -271,12 +271,14 @@ undo_host() { # -> 0 if everything was undone
 			;;
 		esac
 	done
-	# network namespaces the runtime made and did not remove
+	# network namespaces the runtime made and did not remove: containerd names its pods' cni-<id>;
+	# any other that came meanwhile is another program's (a fault test bed's kbedN-host-K)
 	if [ -f "$D/netns.before" ]; then
-		ls /var/run/netns 2>/dev/null | sort | comm -13 "$D/netns.before" - | while read -r m; do
-			umount "/var/run/netns/$m" 2>/dev/null || true
-			rm -f "/var/run/netns/$m"
-		done
+		ls /var/run/netns 2>/dev/null | sort | comm -13 "$D/netns.before" - | { grep '^cni-' || true; } |
+			while read -r m; do
+				umount "/var/run/netns/$m" 2>/dev/null || true
+				rm -f "/var/run/netns/$m"
+			done
 	fi
 	for m in "$KUBELET_ROOT" "$D"; do
 		if [ -n "$(mounts_under "$m")" ]; then echo "realnode: mounts left under $m" >&2; rc=1; fi

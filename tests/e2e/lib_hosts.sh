@@ -202,10 +202,11 @@ apiserver_restart() {
 
 bed_up() {
 	BED_CM=$1
-	local n=$2 args=(--address "$BED_IP") h
+	local n=$2 args=() h
 	mkdir -p "$T/pool" "$T/hosts" "$T/ctl"
 	: >"$T/journal.jsonl"
 	bed_net_up "$n" || return 1
+	args+=(--address "$BED_IP") # the bed's number, and so its address, is known from here on
 	# kube-controller-manager: a node is Unknown 10 s after its last heartbeat (its default 50 s)
 	# and the bed's hosts renew every 2 s; upstream has no flag for maxWaitForUnmountDuration (a
 	# constant, 6 min in the attach/detach reconciler)
