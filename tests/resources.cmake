@@ -52,6 +52,9 @@ kcsi_resource(e2e.hostile_csi_socket e2e.hostile_driver e2e.hostile_livenessprob
 # with six tests beside it (a limit is for a hang, not for a slow machine).
 kcsi_resource(e2e.emulator_limits e2e.deploy_apply PROPERTIES TIMEOUT 300)
 kcsi_resource(e2e.cm_eviction PROPERTIES TIMEOUT 400)
+# Its pods' tolerationSeconds (5 s), a 3 s grace period and a 10 s eviction token are windows the
+# script's own kubectl calls must fit in: it runs alone, even among the timing tests.
+kcsi_resource(e2e.cm_eviction PROPERTIES RUN_SERIAL ON)
 kcsi_resource(e2e.provisioner_crash PROPERTIES TIMEOUT 900)
 
 # The order of a first run (no Testing/Temporary/CTestCostData.txt yet, as on a fresh clone):
