@@ -43,7 +43,7 @@ kcsi_resource_label(timing
     e2e.node_register e2e.node_standalone e2e.provisioner_lifecycle e2e.registrar
     e2e.sidecar_startup e2e.up_dir_lock e2e.up_giveup e2e.cm_eviction e2e.hostile_csi_socket
     e2e.hostile_driver e2e.hostile_livenessprobe e2e.hostile_sidecars e2e.hostile_sidecars2
-    e2e.hostile_nodeside e2e.hostile_upstream e2e.attacher_hostile)
+    e2e.hostile_nodeside e2e.hostile_upstream e2e.attacher_hostile e2e.grpc_interop_go)
 kcsi_resource(e2e.hostile_csi_socket e2e.hostile_driver e2e.hostile_livenessprobe
               e2e.hostile_sidecars e2e.hostile_sidecars2 e2e.hostile_nodeside
               e2e.hostile_upstream e2e.attacher_hostile PROPERTIES PROCESSORS 2)
