@@ -4,7 +4,7 @@
 # the suite is CPU-bound from about 4 on, and more only makes each test slower; the figures are
 # in docs/development.md), with the 20 s fuzz smoke run of every harness beside them at a lower
 # priority; then the tests that time a reaction of a second (label timing, tests/resources.cmake)
-# KCSI_TEST_TIMING_JOBS at a time (default 4) with nothing CPU-bound beside them. One ctest for
+# KCSI_TEST_TIMING_JOBS at a time (default 2) with nothing CPU-bound beside them. One ctest for
 # both builds so that one scheduler shares the cores and a RESOURCE_LOCK of
 # tests/resources.cmake holds against the other build's tests too. The last line counts every
 # test of both phases and the fuzz run: "test: N passed, M failed".
@@ -74,7 +74,7 @@ t0=$(date +%s)
 # CPU-bound beside them.
 ctest_phase all -j"$jobs" -LE 'faults-real|timing' "$@"
 tested=$?
-ctest_phase timing -j"${KCSI_TEST_TIMING_JOBS:-4}" -L timing -LE faults-real "$@"
+ctest_phase timing -j"${KCSI_TEST_TIMING_JOBS:-2}" -L timing -LE faults-real "$@"
 timed=$?
 fuzzed=0
 if [ -n "$fuzz_pid" ]; then
