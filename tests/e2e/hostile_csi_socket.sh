@@ -11,10 +11,16 @@ set -u
 . "$(dirname "$0")/lib_hostile.sh"
 H2_SECS=8
 
+# The legitimate client is kcsi's CLI, a new process each Probe. In the sanitizer build both it and
+# the server run under ASan on 2 cores beside the five attackers; CI saw 1,173 ms there once
+# (25 of 26 within 1 s). The 1 s claim is the normal build's; the sanitizer build allows 2 s and
+# is there for nghttp2's callbacks under attack.
 h2_storm() { # NAME PID SOCKET
-	local name=$1 pid=$2 out kv
+	local name=$1 pid=$2 out kv bound=1
 	settle "$pid"
-	out=$(timeout 60 python3 "$KCSI_SRC/tests/e2e/h2_hostile.py" "$3" "$pid" $H2_SECS "$KCSI_BIN/kcsi" 2>&1 | tail -1)
+	sanitized "$(readlink -f "/proc/$pid/exe")" && bound=2
+	out=$(timeout 60 python3 "$KCSI_SRC/tests/e2e/h2_hostile.py" "$3" "$pid" $H2_SECS "$KCSI_BIN/kcsi" \
+		$bound 2>&1 | tail -1)
 	echo "hostile $name (kcsi): $out"
 	h_ok=-1 h_probes=0
 	for kv in $out; do
@@ -22,7 +28,7 @@ h2_storm() { # NAME PID SOCKET
 	done
 	kill -0 "$pid" 2>/dev/null || { fail "$name died under the storm"; return; }
 	[ "$h_probes" -ge 10 ] && [ "$h_ok" -eq "$h_probes" ] ||
-		fail "$name: $h_ok of $h_probes legitimate Probes answered within 1 s"
+		fail "$name: $h_ok of $h_probes legitimate Probes answered within $bound s"
 	[ "${h_after_ok:-0}" = 1 ] || fail "$name: no Probe answered after the storm"
 	[ "$h_threads_peak" -le $((h_threads_before + 2)) ] ||
 		fail "$name: threads $h_threads_before -> $h_threads_peak under the storm"
@@ -46,5 +52,5 @@ mkdir -p "$T/pool"
 LP=$!; PIDS+=($LP)
 wait_for "kcsi-loopplugin socket" 10 test -S "$T/lp.sock" && h2_storm kcsi-loopplugin $LP "$T/lp.sock"
 
-if [ $FAILS -ne 0 ]; then tail -5 "$T/td.log" "$T/lp.log"; echo "$FAILS failure(s)"; exit 1; fi
+if [ $FAILS -ne 0 ]; then tail -n 5 "$T/td.log" "$T/lp.log"; echo "$FAILS failure(s)"; exit 1; fi
 echo PASS
