@@ -111,7 +111,12 @@ RC=0
 emu_stop || RC=$?
 MS=$(( ($(date +%s%N) - START) / 1000000 ))
 check "SIGTERM exit status 0 (got $RC)" test "$RC" = 0
-check "SIGTERM exits within 1 s during a delayed request (took ${MS} ms)" test "$MS" -lt 1000
+# The 1 s claim is the normal build's. Under ASan, exit adds LeakSanitizer's scan of the heap and
+# every free goes through the quarantine: 62 ms on a quiet machine, but CI's timing phase saw
+# 1,957 ms once beside two other tests; the sanitizer build is there for memory errors and allows 3 s.
+TERM_MS=1000
+ldd "$KCSI_BIN/kube-emulator" | grep -q libasan && TERM_MS=3000
+check "SIGTERM exits within $TERM_MS ms during a delayed request (took ${MS} ms)" test "$MS" -lt $TERM_MS
 wait $SLOW 2>/dev/null
 
 # --- --max-watch-timeout=0 (no limit) still ends a watch at the client's timeoutSeconds ---

@@ -14,8 +14,8 @@ REOPEN=1
 for c in csi-attacher csi-provisioner; do
 	common=(--kubeconfig "$KC" --csi-address "$SOCK")
 	listener "$c --http-endpoint /metrics" /metrics "$KCSI_BIN/$c" "${common[@]}" --http-endpoint 127.0.0.1:@PORT@
-	up=$(upstream $c)
-	[ -n "$up" ] && listener "upstream $c --http-endpoint /metrics" /metrics "$up" "${common[@]}" --http-endpoint 127.0.0.1:@PORT@
+	up=$(upstream $c) || { FAILS=$((FAILS + 1)); continue; }
+	listener "upstream $c --http-endpoint /metrics" /metrics "$up" "${common[@]}" --http-endpoint 127.0.0.1:@PORT@
 done
 if [ $FAILS -ne 0 ]; then echo "$FAILS failure(s)"; exit 1; fi
 echo PASS

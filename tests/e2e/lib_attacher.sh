@@ -108,17 +108,19 @@ att_stop() {
 	return $rc
 }
 
-# poll_next D: the next pause of a poll loop, twice D up to 0.4 s. A poll that often runs kubectl
-# or curl would otherwise keep a core busy while many tests run at once (ctest -j).
-poll_next() { case $1 in 0.05) echo 0.1 ;; 0.1) echo 0.2 ;; *) echo 0.4 ;; esac; }
+# wait_for WHAT SECS CMD...: the pause between tries grows from 50 ms to 400 ms, and is 1 s once
+# the wait has lasted 5 s. A poll that often runs kubectl (0.2 s of CPU a run) or curl would
+# otherwise keep a core busy while many tests run at once (ctest -j); in a full run kubectl was
+# half of all the tests' CPU.
 wait_for() {
 	local what=$1 secs=$2
 	shift 2
-	local end=$((SECONDS + secs)) _wf_pause=0.05
+	local end=$((SECONDS + secs)) _wf_pause=0.05 _wf_start=$SECONDS
 	while [ $SECONDS -lt $end ]; do
 		"$@" >/dev/null 2>&1 && return 0
 		sleep $_wf_pause
-		_wf_pause=$(poll_next "$_wf_pause")
+		case $_wf_pause in 0.05) _wf_pause=0.1 ;; 0.1) _wf_pause=0.2 ;; *) _wf_pause=0.4 ;; esac
+		[ $((SECONDS - _wf_start)) -lt 5 ] || _wf_pause=1
 	done
 	fail "timed out after ${secs}s waiting for: $what"
 	return 1

@@ -32,8 +32,11 @@ listener() {
 	kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
 }
 
-# upstream BIN: the peer's path, or empty (and a note) when scripts/peers.sh did not build it
+# upstream BIN: the peer's path; empty, and a failure counted, when scripts/peers.sh did not build
+# it (the side-by-side figures are what the test is for)
 upstream() {
 	if [ -x "${KCSI_PEERS:-}/$1" ]; then echo "$KCSI_PEERS/$1"; else
-		echo "SKIP upstream $1: not in KCSI_PEERS (${KCSI_PEERS:-unset}); run scripts/peers.sh" >&2; fi
+		echo "FAIL: upstream $1 is not in KCSI_PEERS (${KCSI_PEERS:-unset}); run scripts/peers.sh" >&2
+		return 1
+	fi
 }

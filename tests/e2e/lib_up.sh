@@ -34,14 +34,16 @@ release_below() {
 	losetup -a | grep -F "$1/" | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null
 }
 # wait_for SECS CMD...: true once CMD succeeds, false after SECS; the pause between tries grows
-# from 50 ms to 400 ms (kubectl polled every 50 ms by many tests at once keeps the cores busy).
+# from 50 ms to 400 ms, and is 1 s once the wait has lasted 5 s (kubectl polled often by many
+# tests at once keeps the cores busy: 0.2 s of CPU a run).
 wait_for() {
-	local _wf_end=$((SECONDS + $1)) _wf_pause=0.05
+	local _wf_end=$((SECONDS + $1)) _wf_pause=0.05 _wf_start=$SECONDS
 	shift
 	while [ $SECONDS -lt $_wf_end ]; do
 		"$@" >/dev/null 2>&1 && return 0
 		sleep $_wf_pause
 		case $_wf_pause in 0.05) _wf_pause=0.1 ;; 0.1) _wf_pause=0.2 ;; *) _wf_pause=0.4 ;; esac
+		[ $((SECONDS - _wf_start)) -lt 5 ] || _wf_pause=1
 	done
 	"$@" >/dev/null 2>&1
 }
