@@ -26,7 +26,11 @@ This program normalises both sides so that what only differs by birth compares e
     "<generateName>{<class> <segment's labels>}");
   - events become, per involved object, the sorted set of "Type Reason" (the scenario
     compares which events a user sees, not their counts or times); with DIFF_EVENT_MESSAGES=1
-    in the environment, "Type Reason: message", the message normalised as any string.
+    in the environment, "Type Reason: message", the message normalised as any string. Events
+    whose source component is listed in DIFF_SHARED_EVENTS (comma-separated) are left out: they
+    come from a controller both sides share (kcsi's snapshot-controller in csi-provisioner's
+    scenario), so they record the scenario's timing (a claim patched with the resourceVersion of
+    a cache one write behind, answered 409), not the component under test.
 Then it flattens every object into leaf paths (step, object, JSON path) and reports each leaf
 whose value differs, or which only one side has, one a line:
   <step> <object> <path>\t<upstream JSON or (absent)>\t<kcsi JSON or (absent)>
@@ -53,6 +57,7 @@ DROP_META = ("resourceVersion", "creationTimestamp", "managedFields", "uid", "se
 ABSENT = "(absent)"
 HOST = socket.gethostname()
 WITH_MESSAGES = os.environ.get("DIFF_EVENT_MESSAGES") == "1"
+SHARED_EVENTS = set(filter(None, os.environ.get("DIFF_SHARED_EVENTS", "").split(",")))
 
 
 def obj_label(o, tag):
@@ -193,6 +198,9 @@ class Side:
             out["%s:%s/%s" % (o.get("kind"), md.get("namespace", ""), md.get("name"))] = o
         ev = {}
         for e in s.get("events", []):
+            src = (e.get("source") or {}).get("component") or e.get("reportingComponent")
+            if src in SHARED_EVENTS:
+                continue
             io = e.get("involvedObject", {})
             uid = io.get("uid", "")
             label = self.subst.get(uid)

@@ -52,9 +52,10 @@ status_patch() {
 	expect_code 200 "status patch of $1"
 }
 
+# bind CLAIM [PV]: the binder's part (PV defaults to the claim's, looked up with kubectl)
 bind() {
-	local pv
-	pv=$(pv_of "$1")
+	local pv=${2:-}
+	[ -n "$pv" ] || pv=$(pv_of "$1")
 	req PATCH "/api/v1/namespaces/default/persistentvolumeclaims/$1" \
 		"{\"spec\":{\"volumeName\":\"$pv\"}}" application/merge-patch+json
 	expect_code 200 "bind $1"

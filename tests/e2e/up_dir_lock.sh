@@ -124,7 +124,11 @@ t0=$(date +%s%N)
 stop_up TERM || fail "kcsi up exited non-zero on SIGTERM"
 ms=$(ms_since "$t0")
 echo "the first stack stopped $ms ms after SIGTERM"
-[ "$ms" -le 1000 ] || fail "kcsi up took $ms ms to stop after SIGTERM (at most 1000)"
+# The 1 s claim is the normal build's. Under ASan every one of the stack's 13 processes runs
+# LeakSanitizer's heap scan as it exits, on 2 cores: CI's timing phase saw 1,285 and 1,656 ms.
+stop_ms=1000
+ldd "$KCSI_BIN/kcsi" 2>/dev/null | grep -q libasan && stop_ms=3000
+[ "$ms" -le $stop_ms ] || fail "kcsi up took $ms ms to stop after SIGTERM (at most $stop_ms)"
 [ "$(pgrep -f -- "$t/" | wc -l)" = 0 ] || fail "processes left: $(pgrep -af -- "$t/")"
 [ "$(grep -cF " $t/" /proc/self/mountinfo)" = 0 ] || fail "mounts left"
 [ "$(losetup -a | grep -cF "$t/")" = 0 ] || fail "loop devices left"
