@@ -138,6 +138,7 @@ enum cm_result {
 	CM_DONE = KUBE_WORK_DONE,         /* forget the key's backoff */
 	CM_RETRY = KUBE_WORK_RETRY,       /* requeue with the key's exponential backoff */
 	CM_CONFLICT = KUBE_WORK_AGAIN,    /* lost an optimistic-concurrency race: requeue at once */
+	CM_LATER = KUBE_WORK_LATER,       /* the sync queued the key with a delay of its own */
 };
 
 /* A workqueue served by up to n threads (kube_workqueue_serve) calling sync(self, key). */

@@ -4,22 +4,28 @@
  * --controllers='*,volume-scheduler'.
  *
  * A pod is ours when it has no spec.nodeName, its schedulerName is --scheduler-name (or empty),
- * and it is neither terminated nor being deleted. A node fits when it is Ready, schedulable,
- * matches the pod's nodeSelector, and for every claim of the pod:
- *   - a bound claim: the PV's nodeAffinity admits the node;
+ * and it is neither terminated nor being deleted. First the pod itself (kube-scheduler's
+ * PreFilter, vs_prefilter()): every claim it names exists, is not Lost nor being deleted, and is
+ * bound unless its class is WaitForFirstConsumer. Then a node fits when it is Ready, schedulable,
+ * tolerated, matches the pod's nodeSelector, has room for one more pod and the pod's volumes
+ * (attach limits), no other scheduled pod uses a ReadWriteOncePod claim of the pod
+ * (VolumeRestrictions: on any node, so no node fits while one does; a pod placed by hand with
+ * spec.nodeName is kcsi-node's and the driver's to refuse), and for the claims:
+ *   - a bound claim: the PV exists and its nodeAffinity admits the node;
  *   - an unbound claim of a WaitForFirstConsumer class: the node is the one already chosen
  *     (volume.kubernetes.io/selected-node), or, when none is, it is in the class's
  *     allowedTopologies and, if CSIStorageCapacity objects exist for the class, one of those that
- *     covers the node has room for the request;
- *   - an unbound claim of an Immediate class: no node fits yet (the pod waits for the binder).
- * and no other scheduled pod uses a ReadWriteOncePod claim of the pod (kube-scheduler's
- * VolumeRestrictions: on any node, so no node fits while one does; a pod placed by hand with
- * spec.nodeName is kcsi-node's and the driver's to refuse).
+ *     covers the node has room for the request.
  * Among fitting nodes the one running the fewest pods wins (ties: name order), which spreads
  * pods. The chosen node goes into selected-node of the WaitForFirstConsumer claims that have none;
  * the pod is bound (POST pods/<name>/binding, or a spec.nodeName patch where the API server has no
- * binding subresource) only once every claim is bound. Until then the pod is retried with a short
- * backoff, and every claim change wakes the pods that use it.
+ * binding subresource; the binding turns PodScheduled True) only once every claim is bound. Until
+ * then the pod is retried with a short backoff, and every claim change wakes the pods that use it.
+ *
+ * A pod that fits nowhere gets what kube-scheduler gives it (unschedulable()): a Warning
+ * FailedScheduling event with FitError's message (vs_fit_message()), PodScheduled False with
+ * reason Unschedulable and that message, and its next attempt after 1 s doubling to 10 s; a
+ * change of one of its claims wakes it at once.
  */
 #include "controllers/cm.h"
 
@@ -27,13 +33,16 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "controllers/vs.h"
+#include "kube/hmap.h"
 #include "kube/objects.h"
 #include "kube/quantity.h"
 #include "kube/store.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ANN_SELECTED_NODE "volume.kubernetes.io/selected-node"
 
@@ -60,6 +69,7 @@ struct vsched {
 	const char *scheduler_name;
 	bool started;
 	bool no_binding; /* pods/binding answered 404 once (for the log) */
+	struct kube_hmap attempts; /* unschedulable pods' attempts (attempt()) */
 };
 
 static bool ours(struct vsched *s, const struct kube_pod *p)
@@ -341,78 +351,133 @@ static bool tracks_capacity(struct vsched *s, const struct kube_storageclass *sc
 	return on;
 }
 
-static const char *claims_unfit(struct vsched *s, struct fit *f, const struct kube_node *n)
+/* Whether the class lets CSIStorageCapacity say no to node n for claim c (0: no room). */
+static int storage_room(struct vsched *s, struct fit *f, const struct kube_pvc *c,
+			const struct kube_storageclass *sc, const struct kube_node *n)
 {
+	if (!tracks_capacity(s, sc))
+		return 1;
+	if (!f->caps) {
+		struct kube_err e;
+		f->caps = kube_list(s->cm->kc, &KUBE_RES_CSISTORAGECAPACITIES, NULL, NULL, &e);
+		if (!f->caps)
+			f->caps = json_object(); /* not served: no capacity tracking */
+	}
+	return capacity_fits(f->caps, sc->meta.name, n, c->request > 0 ? c->request : 0) != 0;
+}
+
+/*
+ * VolumeBinding's Filter (FindPodVolumes): the bound claims' volumes first (the first one that
+ * does not exist or whose node affinity refuses the node decides), then the unbound
+ * WaitForFirstConsumer claims (one chosen for another node, or a class whose allowedTopologies or
+ * capacity refuse it); the reasons in upstream's order. A claim bound a moment ago by this
+ * scheduler's own provisioning (selected-node set) whose volume the cache does not show yet is
+ * still judged by its selected node, not reported as bound to a missing volume.
+ */
+/* A claim VolumeBinding treats as unbound: not fully bound, or bound so recently (by this
+ * scheduler's selected-node) that the cache does not show its volume yet. */
+static bool pending_claim(const struct claim_info *ci)
+{
+	const struct kube_pvc *c = kube_pvc_of(ci->claim);
+
+	return !vs_claim_fully_bound(c) || (!ci->pv && c->selected_node);
+}
+
+static void claims_unfit(struct fit *f, struct vsched *s, const struct kube_node *n,
+			 struct vs_verdict *v)
+{
+	bool bound_ok = true, pv_found = true, unbound_ok = true, room = true;
+
 	for (size_t i = 0; i < f->nci; i++) {
-		const struct kube_pvc *c = kube_pvc_of(f->ci[i].claim);
 		const struct kube_pv *pv = kube_pv_of(f->ci[i].pv);
+
+		if (pending_claim(&f->ci[i]))
+			continue;
+		if (!pv) {
+			pv_found = false;
+			break;
+		}
+		if (!kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels, n->nlabels)) {
+			bound_ok = false;
+			break;
+		}
+	}
+	/* A claim already given to another node refuses this one before anything else is asked. */
+	for (size_t i = 0; i < f->nci && unbound_ok; i++) {
+		const struct kube_pvc *c = kube_pvc_of(f->ci[i].claim);
+		if (pending_claim(&f->ci[i]) && c->selected_node)
+			unbound_ok = !strcmp(c->selected_node, n->meta.name);
+	}
+	for (size_t i = 0; i < f->nci && unbound_ok && room; i++) {
+		const struct kube_pvc *c = kube_pvc_of(f->ci[i].claim);
 		const struct kube_storageclass *sc = kube_storageclass_of(f->ci[i].sc);
 
-		if (pv) {
-			if (!kube_node_selector_match(pv->node_affinity, pv->nnode_affinity, n->labels, n->nlabels))
-				return "node(s) had volume node affinity conflict";
+		if (!pending_claim(&f->ci[i]) || c->selected_node)
 			continue;
-		}
-		if (!sc || !sc->wait_for_first_consumer)
-			return VS_REASON_UNBOUND_IMMEDIATE;
-		if (c->selected_node) {
-			if (strcmp(c->selected_node, n->meta.name))
-				return "node(s) did not match the node already selected for a claim";
-			continue;
-		}
-		if (!kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, n->labels,
+		/* the prefilter let only WaitForFirstConsumer claims of an existing class through */
+		if (!sc->provisioner || !*sc->provisioner ||
+		    !strcmp(sc->provisioner, "kubernetes.io/no-provisioner") ||
+		    !kube_node_selector_match(sc->allowed_topologies, sc->nallowed_topologies, n->labels,
 					      n->nlabels))
-			return "node(s) didn't find available persistent volumes to bind";
-		if (!tracks_capacity(s, sc))
-			continue;
-		if (!f->caps) {
-			struct kube_err e;
-			f->caps = kube_list(s->cm->kc, &KUBE_RES_CSISTORAGECAPACITIES, NULL, NULL, &e);
-			if (!f->caps)
-				f->caps = json_object(); /* not served: no capacity tracking */
-		}
-		if (capacity_fits(f->caps, sc->meta.name, n, c->request > 0 ? c->request : 0) == 0)
-			return "node(s) did not have enough free storage";
+			unbound_ok = false;
+		else
+			room = storage_room(s, f, c, sc, n);
 	}
-	return NULL;
+	if (!bound_ok)
+		v->reason[v->n++] = VS_REASON_NODE_CONFLICT;
+	if (!unbound_ok)
+		v->reason[v->n++] = VS_REASON_BIND_CONFLICT;
+	if (!room)
+		v->reason[v->n++] = VS_REASON_NO_SPACE;
+	if (!pv_found)
+		v->reason[v->n++] = VS_REASON_PV_NOT_EXIST;
+	v->unresolvable = true;
 }
 
 static size_t pods_on(struct vsched *s, const struct fit *f, const char *node);
 
-/* Why node n cannot run the pod (written to why), or false when it can; kube-scheduler's filter
- * order: unschedulable, taints, node selector, allocatable pods, volume restrictions, volume
- * limits, volume binding. */
-static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *n, char *why,
-		       size_t len)
+/*
+ * Why node n cannot run the pod (the verdict v), or false when it can; kube-scheduler's filter
+ * order, the first filter that refuses deciding: unschedulable, taints, node selector,
+ * allocatable pods, volume restrictions, volume limits, volume binding. A NotReady node is
+ * kcsi's own refusal (upstream relies on the not-ready taint).
+ */
+static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *n,
+		       struct vs_verdict *v)
 {
 	const struct kube_pod *p = f->p;
-	const struct kube_taint *t;
 	const char *r = NULL;
+	bool unresolvable = true;
 
+	memset(v, 0, sizeof(*v));
 	if (n->ready != KUBE_COND_TRUE)
-		r = "node(s) were not ready";
+		r = VS_REASON_NOT_READY;
 	else if (n->unschedulable)
-		r = "node(s) were unschedulable";
-	else if ((t = vs_untolerated(n->taints, n->ntaints, p->tolerations, p->ntolerations))) {
-		snprintf(why, len, "node(s) had untolerated taint {%s: %s}", t->key, t->value ? t->value : "");
-		return true;
-	}
+		r = VS_REASON_UNSCHEDULABLE;
+	else if (vs_untolerated(n->taints, n->ntaints, p->tolerations, p->ntolerations))
+		r = VS_REASON_TAINT;
 	for (uint16_t i = 0; !r && i < p->nnode_selector; i++)
 		if (!labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
-			r = "node(s) didn't match Pod's node affinity/selector";
-	/* NodeResourcesFit's pod count: the node's allocatable pods, as kube-scheduler checks */
-	if (!r && n->allocatable_pods >= 0 &&
-	    pods_on(s, f, n->meta.name) >= (size_t)n->allocatable_pods)
-		r = "Too many pods";
-	if (!r && f->rwop_in_use)
-		r = VS_REASON_RWOP_CONFLICT;
-	if (!r && f->nvols && over_limit(s, n, f->vols, f->nvols, f))
-		r = "node(s) exceed max volume count";
-	if (!r)
-		r = claims_unfit(s, f, n);
-	if (r)
-		snprintf(why, len, "%s", r);
-	return r != NULL;
+			r = VS_REASON_SELECTOR;
+	/* the filters below say Unschedulable: evicting pods could make room */
+	if (!r) {
+		unresolvable = false;
+		/* NodeResourcesFit's pod count: the node's allocatable pods, as kube-scheduler checks */
+		if (n->allocatable_pods >= 0 &&
+		    pods_on(s, f, n->meta.name) >= (size_t)n->allocatable_pods)
+			r = VS_REASON_TOO_MANY_PODS;
+		else if (f->rwop_in_use)
+			r = VS_REASON_RWOP_CONFLICT;
+		else if (f->nvols && over_limit(s, n, f->vols, f->nvols, f))
+			r = VS_REASON_MAX_VOLUMES;
+	}
+	if (r) {
+		v->reason[v->n++] = r;
+		v->unresolvable = unresolvable;
+		return true;
+	}
+	claims_unfit(f, s, n, v);
+	return v->n > 0;
 }
 
 /* The pods on a node: those the cache shows bound to it (through the pod informer's
@@ -520,39 +585,108 @@ static enum cm_result bind_pod(struct vsched *s, const struct kube_pod *p, const
 	return CM_DONE;
 }
 
-/* The claims of the pod, looked up (CM_RETRY while one is not in the cache yet). */
-static enum cm_result claim_infos(struct vsched *s, const struct kube_pod *p, struct claim_info *ci,
-				  size_t *nci)
+/*
+ * The claims of the pod, looked up: ci[0..*nci) the claims the cache has (with their volume and
+ * class), vc[0..*nvc) every claim the pod names, found or not, for vs_prefilter().
+ */
+static void claim_infos(struct vsched *s, const struct kube_pod *p, struct claim_info *ci,
+			size_t *nci, struct vs_claim *vc, size_t *nvc)
 {
 	for (uint16_t i = 0; i < p->nvolumes; i++) {
+		const struct kube_pod_volume *v = &p->volumes[i];
 		const struct kube_pvc *c;
+		const struct kube_storageclass *sc;
 
-		if (!p->volumes[i].claim_name)
+		if (!v->claim_name)
 			continue;
-		ci[*nci].claim = kube_store_get(cm_store(s->cm, CM_PVCS), p->meta.ns, p->volumes[i].claim_name);
+		ci[*nci].claim = kube_store_get(cm_store(s->cm, CM_PVCS), p->meta.ns, v->claim_name);
 		c = kube_pvc_of(ci[*nci].claim);
+		vc[*nvc] = (struct vs_claim){ v->claim_name, v->ephemeral, c, false };
 		if (!c) {
-			KLOG_V(3, "pod %s/%s waits for claim \"%s\"", p->meta.ns, p->meta.name,
-			       p->volumes[i].claim_name);
-			return CM_RETRY;
+			(*nvc)++;
+			continue;
 		}
 		if (c->volume_name)
 			ci[*nci].pv = kube_store_get(cm_store(s->cm, CM_PVS), NULL, c->volume_name);
 		if (c->storage_class && *c->storage_class)
 			ci[*nci].sc = kube_store_get(cm_store(s->cm, CM_SCS), NULL, c->storage_class);
+		sc = kube_storageclass_of(ci[*nci].sc);
+		vc[(*nvc)++].delay_binding = sc && sc->wait_for_first_consumer;
 		(*nci)++;
 	}
-	return CM_DONE;
 }
 
-static void failed_scheduling(struct vsched *s, const struct kube_pod *p, const struct vs_reasons *why,
-			      size_t nnodes)
-{
-	char msg[1024];
+/* ---- a pod that fits no node ---- */
 
-	vs_reasons_format(why, nnodes, msg, sizeof(msg));
-	kube_event_about(s->rec, &p->meta, KUBE_EVENT_WARNING, "FailedScheduling", "%s", msg);
-	KLOG_V(3, "pod %s/%s: %s", p->meta.ns, p->meta.name, msg);
+/* How many times in a row each pod was found unschedulable (pod key -> count), for its backoff.
+ * Only the one scheduling worker touches it; an entry goes when its pod is placed or gone. */
+static unsigned attempt(struct vsched *s, const char *key)
+{
+	uintptr_t n = (uintptr_t)kube_hmap_get(&s->attempts, key) + 1;
+
+	kube_hmap_put(&s->attempts, key, (void *)n);
+	return (unsigned)n;
+}
+static void attempts_reset(struct vsched *s, const char *key)
+{
+	kube_hmap_del(&s->attempts, key);
+}
+
+/*
+ * kube-scheduler's updatePod after a failed attempt: PodScheduled False, reason Unschedulable,
+ * the message, through the status subresource (a strategic merge patch, so the pod's other
+ * conditions stay), and only when the pod does not carry that verdict already. The transition
+ * time changes only when the status does, as UpdatePodCondition keeps it.
+ */
+static void set_unschedulable(struct vsched *s, const struct kube_pod *p, const char *msg)
+{
+	char ts[RFC3339_BUFLEN];
+	struct kube_err e;
+	json_t *cond, *patch, *res;
+	char *body;
+
+	if (p->scheduled == KUBE_POD_SCHED_FALSE &&
+	    p->scheduled_hash == kube_pod_cond_hash("Unschedulable", msg))
+		return;
+	cond = json_pack("{s:s, s:s, s:s, s:s}", "type", "PodScheduled", "status", "False",
+			 "reason", "Unschedulable", "message", msg);
+	if (p->scheduled != KUBE_POD_SCHED_FALSE) {
+		rfc3339_format(time(NULL), ts, sizeof(ts));
+		json_object_set_new(cond, "lastTransitionTime", json_string(ts));
+		json_object_set_new(cond, "lastProbeTime", json_null());
+	}
+	if (p->meta.generation > 0)
+		json_object_set_new(cond, "observedGeneration", json_integer(p->meta.generation));
+	/* conditions merge by type: the pod's others stay where they are */
+	patch = json_pack("{s:{s:[o]}}", "status", "conditions", cond);
+	body = json_dumps(patch, JSON_COMPACT);
+	json_decref(patch);
+	res = kube_patch(s->cm->kc, &KUBE_RES_PODS, p->meta.ns, p->meta.name, true,
+			 KUBE_PATCH_STRATEGIC, body, &e);
+	if (!res)
+		KLOG_ERR(e.message, "Error updating pod pod=\"%s/%s\"", p->meta.ns, p->meta.name);
+	json_decref(res);
+	free(body);
+}
+
+/*
+ * kube-scheduler's handleSchedulingFailure: a Warning FailedScheduling event on the pod (each
+ * attempt records it again; the recorder counts repeats of one message on one Event), the
+ * PodScheduled condition, and the next attempt after the pod's backoff.
+ */
+static enum cm_result unschedulable(struct vsched *s, const char *key, const struct kube_pod *p,
+				    const char *msg)
+{
+	char note[VS_NOTE_MAX + 1];
+	unsigned n = attempt(s, key);
+
+	vs_event_note(msg, note, sizeof(note));
+	kube_event_about(s->rec, &p->meta, KUBE_EVENT_WARNING, "FailedScheduling", "%s", note);
+	KLOG_V(2, "Unable to schedule pod; no fit; waiting pod=\"%s/%s\" err=\"%s\"", p->meta.ns,
+	       p->meta.name, msg);
+	set_unschedulable(s, p, msg);
+	kube_workqueue_add_after(s->pool.q, key, vs_backoff_ns(n));
+	return CM_LATER;
 }
 
 /* A PV's node affinity as a label selector reads: "zone in (b), disk exists or host in (h)". */
@@ -609,12 +743,13 @@ static void warn_unreachable_volumes(struct vsched *s, const struct fit *f,
 static enum cm_result sync_pod(void *self, const char *key)
 {
 	struct vsched *s = self;
-	char ns[256];
+	char ns[256], pre[1024] = "", msg[2048];
 	const char *slash = strchr(key, '/');
 	struct kube_obj *po;
 	const struct kube_pod *p;
 	struct claim_info *ci = NULL;
-	size_t nci = 0, nnodes = 0, cap = 0;
+	struct vs_claim *vc = NULL;
+	size_t nci = 0, nvc = 0, nnodes = 0, cap = 0;
 	struct kube_obj **nodes = NULL;
 	struct fit f = { 0 };
 	struct vs_volume *vols = NULL;
@@ -630,27 +765,34 @@ static enum cm_result sync_pod(void *self, const char *key)
 	po = kube_store_get(cm_store(s->cm, CM_PODS), ns, slash + 1);
 	p = kube_pod_of(po);
 	if (!ours(s, p)) {
+		attempts_reset(s, key);
 		kube_obj_unref(po);
 		return CM_DONE;
 	}
 	ci = xcalloc(p->nvolumes + 1u, sizeof(*ci));
-	if ((r = claim_infos(s, p, ci, &nci)) != CM_DONE)
+	vc = xcalloc(p->nvolumes + 1u, sizeof(*vc));
+	nodes = kube_store_list(cm_store(s->cm, CM_NODES), &nnodes);
+	claim_infos(s, p, ci, &nci, vc, &nvc);
+	/* kube-scheduler's order: no nodes at all, then the pod's own claims, then each node */
+	if (!nnodes || vs_prefilter(vc, nvc, pre, sizeof(pre))) {
+		vs_fit_message(&why, nnodes, pre, p->preempt_never, msg, sizeof(msg));
+		r = unschedulable(s, key, p, msg);
 		goto out;
+	}
 	pod_volumes(s, p, &vols, &f.nvols, &cap);
 	f.p = p, f.ci = ci, f.nci = nci, f.vols = vols;
-	nodes = kube_store_list(cm_store(s->cm, CM_NODES), &nnodes);
 	f.pods = kube_store_list(cm_store(s->cm, CM_PODS), &f.npods);
 	f.rwop_in_use = rwop_in_use(s, p, ci, nci, f.pods, f.npods);
 	collect_assumed(s, &f);
 	for (size_t i = 0; i < nnodes; i++) {
 		const struct kube_node *n = kube_node_of(nodes[i]);
-		char w[320];
+		struct vs_verdict v;
 		size_t load;
 
 		if (!n)
 			continue;
-		if (node_unfit(s, &f, n, w, sizeof(w))) {
-			vs_reasons_add(&why, w);
+		if (node_unfit(s, &f, n, &v)) {
+			vs_reasons_node(&why, &v);
 			continue;
 		}
 		load = pods_on(s, &f, n->meta.name);
@@ -658,11 +800,12 @@ static enum cm_result sync_pod(void *self, const char *key)
 			best = n, best_load = load;
 	}
 	if (!best) {
-		failed_scheduling(s, p, &why, nnodes);
+		vs_fit_message(&why, nnodes, NULL, p->preempt_never, msg, sizeof(msg));
+		r = unschedulable(s, key, p, msg);
 		warn_unreachable_volumes(s, &f, nodes, nnodes);
-		r = CM_RETRY;
 		goto out;
 	}
+	attempts_reset(s, key);
 	/* Tell the provisioner where: selected-node on the delayed claims that have none. */
 	bool all_bound = true;
 	for (size_t i = 0; i < nci; i++) {
@@ -692,6 +835,7 @@ out:
 	for (size_t i = 0; i < f.nassumed; i++)
 		kube_obj_unref(f.assumed[i]);
 	infos_free(ci, p->nvolumes); /* unused slots are zero */
+	free(vc);
 	kube_obj_unref(po);
 	return r;
 }
@@ -745,7 +889,12 @@ static void pod_update(const struct kube_obj *old, const struct kube_obj *o, voi
 {
 	const struct kube_pod *was = kube_pod_of(old), *now = kube_pod_of(o);
 
-	pod_add(o, ud);
+	/* This scheduler's own PodScheduled write comes back as an update: nothing to decide
+	 * changed, and a requeue would skip the pod's backoff (kube-scheduler's queue ignores a
+	 * pending pod's status updates too). */
+	if (!was || !now || (was->scheduled == now->scheduled &&
+			     was->scheduled_hash == now->scheduled_hash))
+		pod_add(o, ud);
 	if (was && now && !kube_pod_terminated(was) && kube_pod_terminated(now))
 		pod_left(ud, now);
 }
@@ -828,6 +977,7 @@ static void vs_free(void *self)
 	struct vsched *s = self;
 
 	cm_pool_free(&s->pool);
+	kube_hmap_clear(&s->attempts);
 	free(s);
 }
 

@@ -10,7 +10,12 @@
  *                     pass the driver's CSINode allocatable.count
  *   vs_rwop_user()    kube-scheduler's VolumeRestrictions for ReadWriteOncePod: a claim with that
  *                     access mode is used by one scheduled pod at most, on whichever node
- *   vs_reasons_*()    the FailedScheduling message: each reason with its count of nodes
+ *   vs_prefilter()    the checks of the pod's claims before any node (missing, lost, being
+ *                     deleted, unbound Immediate), in kube-scheduler's PreFilter order and words
+ *   vs_fit_message()  the FailedScheduling message and PodScheduled condition message:
+ *                     kube-scheduler's FitError, each node reason with its count, and
+ *                     DefaultPreemption's verdict; vs_event_note() cuts it for an event
+ *   vs_backoff_ns()   how long an unschedulable pod waits before the next attempt
  */
 #ifndef KCSI_CONTROLLERS_VS_H
 #define KCSI_CONTROLLERS_VS_H
@@ -57,24 +62,100 @@ const struct kube_pod *vs_rwop_user(const struct kube_pod *p, const char *claim,
 				    struct kube_obj *const *pods, size_t n,
 				    bool (*placed)(const struct kube_pod *pod, void *ud), void *ud);
 
-/* ---- FailedScheduling's message ---- */
+/* ---- FailedScheduling's message: kube-scheduler's FitError (v1.36) ---- */
 
-/* A reason about the pod rather than a node: printed without a count, as upstream's PreFilter. */
+/* kube-scheduler's reasons, word for word (pkg/scheduler/framework/plugins). */
 #define VS_REASON_UNBOUND_IMMEDIATE "pod has unbound immediate PersistentVolumeClaims"
-#define VS_MAX_REASONS 8
+#define VS_REASON_UNSCHEDULABLE "node(s) were unschedulable"
+#define VS_REASON_NOT_READY "node(s) were not ready" /* kcsi's own: no upstream filter */
+#define VS_REASON_TAINT "node(s) had untolerated taint(s)"
+#define VS_REASON_SELECTOR "node(s) didn't match Pod's node affinity/selector"
+#define VS_REASON_TOO_MANY_PODS "Too many pods"
+#define VS_REASON_MAX_VOLUMES "node(s) exceed max volume count"
+#define VS_REASON_NODE_CONFLICT "node(s) didn't match PersistentVolume's node affinity"
+#define VS_REASON_BIND_CONFLICT "node(s) didn't find available persistent volumes to bind"
+#define VS_REASON_NO_SPACE "node(s) did not have enough free storage"
+#define VS_REASON_PV_NOT_EXIST "node(s) unavailable due to one or more pvc(s) bound to " \
+	"non-existent pv(s)"
+#define VS_NO_NODES "no nodes available to schedule pods"
+/* The most kube-scheduler writes in an event's note (validation.NoteLengthLimit). */
+#define VS_NOTE_MAX 1024
 
-/* Why the nodes did not fit, each distinct reason with how many nodes gave it. */
+/*
+ * Why one node does not fit: the reasons of the first filter that refused it (VolumeBinding can
+ * give several) and whether that filter says UnschedulableAndUnresolvable (taints, selector,
+ * unschedulable, volume binding: evicting pods would not help) or Unschedulable (pod count,
+ * ReadWriteOncePod, attach limit). The reasons are borrowed (the constants above).
+ */
+#define VS_NODE_REASONS_MAX 4
+struct vs_verdict {
+	const char *reason[VS_NODE_REASONS_MAX];
+	size_t n;
+	bool unresolvable;
+};
+
+/* The verdicts of every node, as FitError's histogram: each distinct reason with how many nodes
+ * gave it, and how many nodes were refused each way. Zero it to start. */
+#define VS_MAX_REASONS 12
 struct vs_reasons {
 	size_t n;
 	struct {
-		char text[320];
+		char text[160];
 		size_t count;
 	} r[VS_MAX_REASONS];
+	size_t unresolvable, resolvable; /* nodes */
 };
 
-void vs_reasons_add(struct vs_reasons *r, const char *text);
-/* kube-scheduler's "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s)
- * were unschedulable." ("<count> <reason>" sorted, joined by ", "). */
-void vs_reasons_format(const struct vs_reasons *r, size_t nnodes, char *buf, size_t len);
+void vs_reasons_node(struct vs_reasons *r, const struct vs_verdict *v);
+
+/*
+ * The message kube-scheduler v1.36's FitError prints, into buf (cut to len), with what its
+ * PostFilter plugins (DynamicResources, then DefaultPreemption) add:
+ *   nnodes 0:   "no nodes available to schedule pods"
+ *   prefilter:  "0/N nodes are available: <prefilter>. not found" (the pod itself cannot be
+ *               placed; DynamicResources' PostFilter then fails to find the state its PreFilter
+ *               never wrote, and kube-scheduler prints that error: VS_POSTFILTER_NO_STATE)
+ *   else:       "0/N nodes are available: <count> <reason>, ...." (sorted as Go sorts strings)
+ *               then " no new claims to deallocate, " (DynamicResources, for a pod without
+ *               resource claims) and DefaultPreemption's verdict, since kcsi evicts nothing:
+ *               "preemption: not eligible due to preemptionPolicy=Never." for such a pod, else
+ *               "preemption: 0/N nodes are available: <k> No preemption victims found for
+ *               incoming pod, <m> Preemption is not helpful for scheduling." (m: the nodes refused
+ *               for good; k: the others, where upstream would search for lower-priority pods to
+ *               evict: its words when every pod has the same priority).
+ */
+#define VS_POSTFILTER_NO_STATE "not found"
+#define VS_POSTFILTER_NO_CLAIMS "no new claims to deallocate"
+void vs_fit_message(const struct vs_reasons *r, size_t nnodes, const char *prefilter,
+		    bool preempt_never, char *buf, size_t len);
+
+/* kube-scheduler's truncateMessage: a message over VS_NOTE_MAX bytes ends with " ...". */
+void vs_event_note(const char *msg, char *buf, size_t len);
+
+/* The retry delay after the pod's attempts-th refusal: 1 s doubling to 10 s, kube-scheduler's
+ * podInitialBackoffSeconds and podMaxBackoffSeconds. */
+int64_t vs_backoff_ns(unsigned attempts);
+
+/* ---- the pod's claims (PreFilter: VolumeRestrictions, then VolumeBinding) ---- */
+
+struct vs_claim {
+	const char *name;           /* the claim the pod names */
+	bool ephemeral;             /* a generic ephemeral volume's claim */
+	const struct kube_pvc *pvc; /* the claim in the cache, or NULL */
+	bool delay_binding;         /* its class exists and is WaitForFirstConsumer */
+};
+
+/* Bound as kube-scheduler counts it: spec.volumeName and pv.kubernetes.io/bind-completed. */
+bool vs_claim_fully_bound(const struct kube_pvc *c);
+
+/*
+ * Whether the pod's claims keep it off every node, with kube-scheduler's words in buf: a claim
+ * that does not exist ("persistentvolumeclaim \"x\" not found", or for a generic ephemeral
+ * volume "waiting for ephemeral volume controller to create the persistentvolumeclaim \"x\""),
+ * one Lost ("... bound to non-existent persistentvolume \"v\""), one being deleted
+ * ("persistentvolumeclaim \"x\" is being deleted"), then an unbound claim that is not
+ * WaitForFirstConsumer (VS_REASON_UNBOUND_IMMEDIATE). The first in that order wins.
+ */
+bool vs_prefilter(const struct vs_claim *c, size_t n, char *buf, size_t len);
 
 #endif

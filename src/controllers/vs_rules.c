@@ -1,10 +1,14 @@
 /* vs_rules: volume-scheduler's TaintToleration, NodeVolumeLimits and VolumeRestrictions
- * (ReadWriteOncePod) rules (see vs.h). */
+ * (ReadWriteOncePod) rules, its claim checks before any node, and the FailedScheduling message
+ * as kube-scheduler's FitError composes it (see vs.h). */
 #include "controllers/vs.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/timeutil.h"
 
 static bool empty(const char *s)
 {
@@ -131,7 +135,7 @@ const struct kube_pod *vs_rwop_user(const struct kube_pod *p, const char *claim,
 	return NULL;
 }
 
-void vs_reasons_add(struct vs_reasons *r, const char *text)
+static void reasons_add(struct vs_reasons *r, const char *text)
 {
 	for (size_t i = 0; i < r->n; i++)
 		if (!strcmp(r->r[i].text, text)) {
@@ -139,9 +143,19 @@ void vs_reasons_add(struct vs_reasons *r, const char *text)
 			return;
 		}
 	if (r->n == VS_MAX_REASONS)
-		return; /* more kinds than any message should list */
+		return; /* more kinds than any filter has */
 	snprintf(r->r[r->n].text, sizeof(r->r[r->n].text), "%s", text);
 	r->r[r->n++].count = 1;
+}
+
+void vs_reasons_node(struct vs_reasons *r, const struct vs_verdict *v)
+{
+	for (size_t i = 0; i < v->n && i < VS_NODE_REASONS_MAX; i++)
+		reasons_add(r, v->reason[i]);
+	if (v->unresolvable)
+		r->unresolvable++;
+	else
+		r->resolvable++;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -149,23 +163,132 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-void vs_reasons_format(const struct vs_reasons *r, size_t nnodes, char *buf, size_t len)
+/* Appends to buf at *off, never past len (an overlong message is cut, as snprintf cuts). */
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
 {
-	char items[VS_MAX_REASONS][340];
-	const char *sorted[VS_MAX_REASONS];
-	size_t off;
+	va_list ap;
+	int n;
 
-	for (size_t i = 0; i < r->n; i++) {
-		if (!strcmp(r->r[i].text, VS_REASON_UNBOUND_IMMEDIATE))
-			snprintf(items[i], sizeof(items[i]), "%s", r->r[i].text);
-		else
-			snprintf(items[i], sizeof(items[i]), "%zu %s", r->r[i].count, r->r[i].text);
-		sorted[i] = items[i];
+	if (*off >= len)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	*off = n < 0 ? len : *off + (size_t)n;
+}
+
+/* " a, b, c." over the strings, sorted as Go's sort.Strings (bytewise). */
+static void put_sorted(char *buf, size_t len, size_t *off, const char **items, size_t n)
+{
+	qsort(items, n, sizeof(items[0]), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		put(buf, len, off, "%s%s", i ? ", " : " ", items[i]);
+	put(buf, len, off, ".");
+}
+
+void vs_fit_message(const struct vs_reasons *r, size_t nnodes, const char *prefilter,
+		    bool preempt_never, char *buf, size_t len)
+{
+	char items[VS_MAX_REASONS][200], pre[2][80];
+	const char *sorted[VS_MAX_REASONS];
+	size_t off = 0, n = 0, resolvable = r->resolvable, unresolvable;
+
+	if (!len)
+		return;
+	buf[0] = '\0';
+	if (!nnodes) {
+		put(buf, len, &off, "%s", VS_NO_NODES);
+		return;
 	}
-	qsort(sorted, r->n, sizeof(sorted[0]), cmp_str);
-	off = (size_t)snprintf(buf, len, "0/%zu nodes are available: %s", nnodes, r->n ? "" : "no nodes");
-	for (size_t i = 0; i < r->n && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", sorted[i]);
-	if (off < len)
-		snprintf(buf + off, len - off, ".");
+	put(buf, len, &off, "0/%zu nodes are available:", nnodes);
+	if (prefilter) {
+		/* DynamicResources' PostFilter runs first and fails: its PreFilter never ran */
+		put(buf, len, &off, " %s. %s", prefilter, VS_POSTFILTER_NO_STATE);
+		return;
+	}
+	if (r->n) {
+		for (size_t i = 0; i < r->n; i++) {
+			snprintf(items[i], sizeof(items[i]), "%zu %s", r->r[i].count, r->r[i].text);
+			sorted[i] = items[i];
+		}
+		put_sorted(buf, len, &off, sorted, r->n);
+	}
+	put(buf, len, &off, " %s, ", VS_POSTFILTER_NO_CLAIMS);
+	if (preempt_never) {
+		put(buf, len, &off, "preemption: not eligible due to preemptionPolicy=Never.");
+		return;
+	}
+	/* Every node not refused as Unschedulable is one where preemption cannot help, as upstream
+	 * counts its nodes without a status. */
+	unresolvable = nnodes > resolvable ? nnodes - resolvable : 0;
+	if (resolvable)
+		snprintf(pre[n], sizeof(pre[n]), "%zu No preemption victims found for incoming pod",
+			 resolvable), sorted[n] = pre[n], n++;
+	if (unresolvable)
+		snprintf(pre[n], sizeof(pre[n]), "%zu Preemption is not helpful for scheduling",
+			 unresolvable), sorted[n] = pre[n], n++;
+	put(buf, len, &off, "preemption: 0/%zu nodes are available:", nnodes);
+	put_sorted(buf, len, &off, sorted, n);
+}
+
+void vs_event_note(const char *msg, char *buf, size_t len)
+{
+	size_t n = strlen(msg);
+
+	if (n <= VS_NOTE_MAX) {
+		snprintf(buf, len, "%s", msg);
+		return;
+	}
+	snprintf(buf, len, "%.*s ...", VS_NOTE_MAX - 4, msg);
+}
+
+int64_t vs_backoff_ns(unsigned attempts)
+{
+	int64_t d = NSEC_PER_SEC;
+
+	for (unsigned i = 1; i < attempts && d < 10 * NSEC_PER_SEC; i++)
+		d *= 2;
+	return d < 10 * NSEC_PER_SEC ? d : 10 * NSEC_PER_SEC;
+}
+
+bool vs_claim_fully_bound(const struct kube_pvc *c)
+{
+	return c && !empty(c->volume_name) && c->bind_completed;
+}
+
+bool vs_prefilter(const struct vs_claim *c, size_t n, char *buf, size_t len)
+{
+	/* VolumeRestrictions reads every persistentVolumeClaim volume's claim first. */
+	for (size_t i = 0; i < n; i++)
+		if (!c[i].ephemeral && !c[i].pvc) {
+			snprintf(buf, len, "persistentvolumeclaim \"%s\" not found", c[i].name);
+			return true;
+		}
+	/* VolumeBinding: each claim in the pod's order, then the unbound immediate ones. */
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pvc *p = c[i].pvc;
+
+		if (!p) {
+			snprintf(buf, len, "waiting for ephemeral volume controller to create the "
+				 "persistentvolumeclaim \"%s\"", c[i].name);
+			return true;
+		}
+		if (p->phase == KUBE_PVC_LOST) {
+			snprintf(buf, len, "persistentvolumeclaim \"%s\" bound to non-existent "
+				 "persistentvolume \"%s\"", c[i].name, p->volume_name ? p->volume_name : "");
+			return true;
+		}
+		if (p->meta.deletion_ts) {
+			snprintf(buf, len, "persistentvolumeclaim \"%s\" is being deleted", c[i].name);
+			return true;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!vs_claim_fully_bound(c[i].pvc) && !(c[i].delay_binding && empty(c[i].pvc->volume_name))) {
+			snprintf(buf, len, "%s", VS_REASON_UNBOUND_IMMEDIATE);
+			return true;
+		}
+	return false;
 }

@@ -44,6 +44,13 @@ static uint8_t *begin_call(struct csi_conn *c, const char *method, const Protobu
 	return buf;
 }
 
+/* The packed request freed, wiped first: it may carry secrets (a request's `secrets` map). */
+static void end_request(uint8_t *buf, size_t len)
+{
+	explicit_bzero(buf, len);
+	free(buf);
+}
+
 /* The call's outcome to the observer (metrics) and, on failure, to the -v 5 log. */
 static void end_call(struct csi_conn *c, const char *method, int64_t start,
 		     const struct csi_status *st)
@@ -71,7 +78,7 @@ int csi_call(struct csi_conn *c, const char *method, const ProtobufCMessage *req
 	void *out;
 	size_t outlen;
 	csi_call_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
-	free(buf);
+	end_request(buf, len);
 	if (st->code == 0) {
 		*resp = protobuf_c_message_unpack(resp_desc, NULL, outlen, out);
 		if (!*resp) {
@@ -143,7 +150,7 @@ int csi_call_stream(struct csi_conn *c, const char *method, const ProtobufCMessa
 	void *out;
 	size_t outlen;
 	csi_call_stream_bytes(c, method, buf, len, &out, &outlen, timeout_ns, st);
-	free(buf);
+	end_request(buf, len);
 	int nmsgs = 0;
 	int rc = stream_deliver(c, out, outlen, resp_desc, fn, arg, st, &nmsgs);
 	free(out);

@@ -153,6 +153,8 @@ static void call_unlink(struct csi_conn *c, struct call *k)
 
 static void call_free(struct call *k)
 {
+	if (k->req)
+		explicit_bzero(k->req, k->req_len); /* the framed request: it may carry secrets */
 	free(k->req);
 	free(k->sbuf);
 	csi_wire_msg_release(&k->resp);

@@ -28,6 +28,7 @@
 
 struct arena_block {
 	struct arena_block *next;
+	size_t size; /* of the whole block, for the wipe */
 	max_align_t data[];
 };
 
@@ -42,6 +43,7 @@ struct csi_arena {
 	size_t bytes;               /* see csi_arena_bytes() */
 	struct grown_array *grown;  /* open addressing, linear probing; size a power of two */
 	size_t grown_size, grown_used;
+	bool wipe; /* csi_arena_wipe_on_free(): it holds secrets */
 };
 
 struct csi_arena *csi_arena_new(void)
@@ -56,6 +58,8 @@ void csi_arena_free(struct csi_arena *a)
 	struct arena_block *b = a->blocks;
 	while (b) {
 		struct arena_block *next = b->next;
+		if (a->wipe)
+			explicit_bzero(b, b->size);
 		free(b);
 		b = next;
 	}
@@ -69,10 +73,16 @@ void *csi_arena_alloc(struct csi_arena *a, size_t n)
 		n = SIZE_MAX - sizeof(struct arena_block); /* xcalloc then dies with a message */
 	size_t size = sizeof(struct arena_block) + (n ? n : 1);
 	struct arena_block *b = xcalloc(1, size);
+	b->size = size;
 	b->next = a->blocks;
 	a->blocks = b;
 	a->bytes += size;
 	return b->data;
+}
+
+void csi_arena_wipe_on_free(struct csi_arena *a)
+{
+	a->wipe = true;
 }
 
 size_t csi_arena_bytes(const struct csi_arena *a)

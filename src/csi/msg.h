@@ -51,6 +51,9 @@ struct csi_arena;
 struct csi_arena *csi_arena_new(void);
 /* Frees every block allocated from the arena, then the arena. NULL is a no-op. */
 void csi_arena_free(struct csi_arena *a);
+/* Marks an arena that holds secrets: csi_arena_free() then overwrites every block with
+ * explicit_bzero() before freeing it (the values, and the strings and messages around them). */
+void csi_arena_wipe_on_free(struct csi_arena *a);
 /* Zeroed memory owned by the arena; never NULL. */
 void *csi_arena_alloc(struct csi_arena *a, size_t n);
 /* Bytes the arena holds: its blocks with their headers plus its own bookkeeping. */

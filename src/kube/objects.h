@@ -328,7 +328,18 @@ struct kube_pod { /* core/v1 Pod */
 				       * IsPodTerminated reads a deleted pod with none as gone) */
 	uint16_t ntolerations;
 	const struct kube_toleration *tolerations; /* spec.tolerations (volume-scheduler) */
+	/* For volume-scheduler: the PodScheduled condition as it stands, so that a verdict the pod
+	 * already carries is not written again (kube-scheduler's UpdatePodCondition). */
+	uint8_t scheduled;            /* enum kube_pod_scheduled */
+	bool preempt_never;           /* spec.preemptionPolicy == Never */
+	uint32_t scheduled_hash;      /* kube_pod_cond_hash(reason, message) of that condition */
 };
+
+enum kube_pod_scheduled { KUBE_POD_SCHED_ABSENT, KUBE_POD_SCHED_TRUE, KUBE_POD_SCHED_FALSE,
+			  KUBE_POD_SCHED_OTHER };
+
+/* A condition's reason and message as one hash (NULL reads as ""). */
+uint32_t kube_pod_cond_hash(const char *reason, const char *message);
 
 /* A pod that no longer needs its volumes: Succeeded or Failed (a deleted pod has no record). */
 static inline bool kube_pod_terminated(const struct kube_pod *p)

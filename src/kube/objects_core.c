@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/strbuf.h"
+#include "kube/hmap.h"
 #include "kube/quantity.h"
 
 /* ---- VolumeAttachment ---- */
@@ -439,6 +440,11 @@ static struct kube_obj *sc_decode(const jv_t *obj, char *err, size_t errlen)
 
 /* ---- Pod and CSIDriver ---- */
 
+uint32_t kube_pod_cond_hash(const char *reason, const char *message)
+{
+	return kube_hash_str(reason ? reason : "") * 31u + kube_hash_str(message ? message : "");
+}
+
 static uint8_t pod_phase(const char *s)
 {
 	if (!s || !strcmp(s, "Pending")) return KUBE_POD_PENDING;
@@ -485,7 +491,15 @@ static int pod_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, 
 		const char *type = pk_jstr(e, "type"), *cs = pk_jstr(e, "status");
 		if (type && cs && !strcmp(type, "Ready"))
 			p->ready = !strcmp(cs, "True");
+		if (type && !strcmp(type, "PodScheduled")) {
+			p->scheduled = !cs ? KUBE_POD_SCHED_OTHER
+				       : !strcmp(cs, "True") ? KUBE_POD_SCHED_TRUE
+				       : !strcmp(cs, "False") ? KUBE_POD_SCHED_FALSE : KUBE_POD_SCHED_OTHER;
+			p->scheduled_hash = kube_pod_cond_hash(pk_jstr(e, "reason"), pk_jstr(e, "message"));
+		}
 	}
+	const char *pp = pk_jstr(spec, "preemptionPolicy");
+	p->preempt_never = pp && !strcmp(pp, "Never");
 	p->running = any_running(jv_get(st, "initContainerStatuses")) ||
 		     any_running(jv_get(st, "containerStatuses")) ||
 		     any_running(jv_get(st, "ephemeralContainerStatuses"));

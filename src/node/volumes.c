@@ -58,6 +58,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/config.h"
+#include "kube/secret.h"
 
 /*
  * The volume manager's state belongs to its thread: one kcsi-node process may run many nodes
@@ -132,31 +133,31 @@ static bool resolve(struct nd *nd, const struct kube_pod *pod, const struct kube
 
 /* ---- CSI requests ---- */
 
-static int add_secrets(struct nd *nd, struct csi_arena *a, ProtobufCMessage *req, const char *name,
-		       const char *ns, char *err, size_t errlen)
+/*
+ * The Secret ns/name (the pod's namespace by default) as the request's secrets, through the
+ * shared reader (kube/secret.h): a Secret that cannot be read, or holds a value a CSI secret
+ * cannot carry, fails the operation in the kubelet's words, "fetching NodeStageSecretRef ns/name
+ * failed: kubernetes.io/csi: failed to find the secret ..." (ref_kind names the reference),
+ * which becomes the pod's FailedMount event. The arena is wiped when the request is freed.
+ */
+static int add_secrets(struct nd *nd, struct csi_arena *a, ProtobufCMessage *req,
+		       const char *ref_kind, const char *name, const char *ns, char *err, size_t errlen)
 {
+	struct kube_secret s;
+	char why[512];
+
 	if (!name)
 		return 0;
-	struct kube_err e;
-	json_t *s = kube_get(nd->kc, &KUBE_RES_SECRETS, ns ? ns : "default", name, &e);
-	if (!s) {
-		snprintf(err, errlen, "cannot get secret %s/%s: %s", ns ? ns : "default", name,
-			 e.message);
+	ns = ns && *ns ? ns : "default";
+	if (kube_secret_read(nd->kc, ns, name, &s, why, sizeof(why))) {
+		snprintf(err, errlen, "fetching %s %s/%s failed: kubernetes.io/csi: failed to find the "
+			 "secret %s in the namespace %s with error: %s", ref_kind, ns, name, name, ns, why);
 		return -1;
 	}
-	const char *k;
-	json_t *v;
-	json_object_foreach(json_object_get(s, "data"), k, v) {
-		size_t n = 0;
-		char *val = kube_base64_decode(json_string_value(v) ? json_string_value(v) : "", &n);
-		if (val) {
-			char *z = csi_arena_alloc(a, n + 1);
-			memcpy(z, val, n);
-			csi_map_add(a, req, "secrets", k, z);
-			free(val);
-		}
-	}
-	json_decref(s);
+	csi_arena_wipe_on_free(a);
+	for (size_t i = 0; i < s.n; i++)
+		csi_map_add(a, req, "secrets", s.entries[i].key, s.entries[i].value);
+	kube_secret_free(&s);
 	return 0;
 }
 
@@ -231,7 +232,7 @@ static int stage(struct nd *nd, struct nd_driver *drv, const struct desired *d,
 			    d->pv->volume_attributes[i].value);
 	if (attach)
 		add_publish_context(nd, a, &req->base, d);
-	int rc = add_secrets(nd, a, &req->base, d->pv->node_stage_secret_name,
+	int rc = add_secrets(nd, a, &req->base, "NodeStageSecretRef", d->pv->node_stage_secret_name,
 			     d->pv->node_stage_secret_ns, err, errlen);
 	if (rc == 0) {
 		Csi__V1__NodeStageVolumeResponse *resp = NULL;
@@ -282,10 +283,11 @@ static int publish(struct nd *nd, struct nd_driver *drv, const struct desired *d
 	kube_obj_unref(co);
 	if (attach)
 		add_publish_context(nd, a, &req->base, d);
-	int rc = d->pv ? add_secrets(nd, a, &req->base, d->pv->node_publish_secret_name,
-				     d->pv->node_publish_secret_ns, err, errlen)
-		       : add_secrets(nd, a, &req->base, d->vol->csi_secret_name, d->pod->meta.ns,
-				     err, errlen);
+	int rc = d->pv ? add_secrets(nd, a, &req->base, "NodePublishSecretRef",
+				     d->pv->node_publish_secret_name, d->pv->node_publish_secret_ns, err,
+				     errlen)
+		       : add_secrets(nd, a, &req->base, "NodePublishSecretRef", d->vol->csi_secret_name,
+				     d->pod->meta.ns, err, errlen);
 	if (rc == 0) {
 		Csi__V1__NodePublishVolumeResponse *resp = NULL;
 		struct csi_status st;

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "kube/secret.h"
 #include "kube/store.h"
 
 #include <stdarg.h>
@@ -73,29 +74,17 @@ int prov_patch_finalizers(struct prov_ctrl *c, const struct kube_resource *r,
 int prov_add_secrets(struct prov_ctrl *c, struct csi_arena *a, ProtobufCMessage *msg,
 		     const char *field, const struct prov_secret_ref *ref, char *err, size_t errlen)
 {
-	struct kube_err e;
-	json_t *secret = kube_get(c->kc, &KUBE_RES_SECRETS, ref->ns, ref->name, &e), *v;
-	const char *key;
-	int rc = 0;
+	struct kube_secret s;
+	char why[512];
 
-	if (!secret) {
+	if (kube_secret_read(c->kc, ref->ns, ref->name, &s, why, sizeof(why))) {
 		snprintf(err, errlen, "error getting secret %s in namespace %s: %s", ref->name, ref->ns,
-			 e.message);
+			 why);
 		return -1;
 	}
-	json_object_foreach(json_object_get(secret, "data"), key, v) {
-		size_t len;
-		char *val = json_is_string(v) ? kube_base64_decode(json_string_value(v), &len) : NULL;
-		if (!val) {
-			snprintf(err, errlen, "secret %s in namespace %s has a malformed value for key %s",
-				 ref->name, ref->ns, key);
-			rc = -1;
-			break;
-		}
-		csi_map_add(a, msg, field, key, val);
-		memset(val, 0, len);
-		free(val);
-	}
-	json_decref(secret);
-	return rc;
+	csi_arena_wipe_on_free(a);
+	for (size_t i = 0; i < s.n; i++)
+		csi_map_add(a, msg, field, s.entries[i].key, s.entries[i].value);
+	kube_secret_free(&s);
+	return 0;
 }

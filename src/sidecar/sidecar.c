@@ -13,6 +13,7 @@
 #include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/leader.h"
+#include "kube/secret.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -56,31 +57,18 @@ void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 int sidecar_add_secrets(struct kube_client *kc, struct csi_arena *a, ProtobufCMessage *msg,
 			const char *field, const char *ns, const char *name, char *err, size_t errlen)
 {
-	struct kube_err e;
-	json_t *secret = kube_get(kc, &KUBE_RES_SECRETS, ns, name, &e);
-	json_t *v;
-	const char *key;
-	int rc = 0;
+	struct kube_secret s;
+	char why[512];
 
-	if (!secret) {
-		snprintf(err, errlen, "failed to load secret \"%s/%s\": %s", ns, name, e.message);
+	if (kube_secret_read(kc, ns, name, &s, why, sizeof(why))) {
+		snprintf(err, errlen, "failed to load secret \"%s/%s\": %s", ns, name, why);
 		return -1;
 	}
-	json_object_foreach(json_object_get(secret, "data"), key, v) {
-		size_t len;
-		char *val = json_is_string(v) ? kube_base64_decode(json_string_value(v), &len) : NULL;
-		if (!val) {
-			snprintf(err, errlen, "secret \"%s/%s\" has a malformed value for key %s", ns,
-				 name, key);
-			rc = -1;
-			break;
-		}
-		csi_map_add(a, msg, field, key, val);
-		memset(val, 0, len); /* no copy of a secret outlives the request */
-		free(val);
-	}
-	json_decref(secret);
-	return rc;
+	csi_arena_wipe_on_free(a);
+	for (size_t i = 0; i < s.n; i++)
+		csi_map_add(a, msg, field, s.entries[i].key, s.entries[i].value);
+	kube_secret_free(&s);
+	return 0;
 }
 
 enum phase {

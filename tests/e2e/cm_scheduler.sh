@@ -134,7 +134,7 @@ mk_mnode node-t
 kc label node node-t zone=t >/dev/null
 kc taint node node-t dedicated=db:NoSchedule >/dev/null
 sel_pod tol-no t '[]'
-wait_for "FailedScheduling names the untolerated taint" 20 has_event tol-no FailedScheduling "node(s) had untolerated taint {dedicated: db}"
+wait_for "FailedScheduling: an untolerated taint (kube-scheduler v1.36 names none)" 20 has_event tol-no FailedScheduling "node(s) had untolerated taint(s)"
 check "tol-no not placed" eq "$(pod_node tol-no)" ""
 sel_pod tol-yes t '[{"key":"dedicated","operator":"Equal","value":"db","effect":"NoSchedule"}]'
 wait_for "tol-yes (tolerates the taint) placed on node-t" 20 pod_on tol-yes node-t
@@ -186,7 +186,7 @@ jq -n '{apiVersion: "v1", kind: "PersistentVolume", metadata: {name: "pv-gone"},
 	kc create -f - >/dev/null
 mk_bound_claim claim-gone pv-gone
 mk_pod app-gone "" claim-gone
-wait_for "FailedScheduling: volume node affinity conflict" 20 has_event app-gone FailedScheduling "node(s) had volume node affinity conflict"
+wait_for "FailedScheduling: the volume's node affinity" 20 has_event app-gone FailedScheduling "node(s) didn't match PersistentVolume's node affinity"
 wait_for "Warning on the claim naming the PV's affinity" 20 has_event claim-gone VolumeNodeAffinityConflict \
 	"PersistentVolume pv-gone can be used only on nodes with zone in (gone), and no Node matches"
 check "app-gone not placed" eq "$(pod_node app-gone)" ""

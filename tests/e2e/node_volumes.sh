@@ -9,7 +9,9 @@
 #   - the pod's deletion is finished by kcsi-node (or follows it) once unmounted;
 #   - the volume moves from node A to node B;
 #   - a block volume is mapped where the kubelet maps it;
-#   - node-stage and node-publish secrets and pod info reach the driver (csi-testdriver).
+#   - node-stage and node-publish secrets and pod info reach the driver (csi-testdriver); a Secret
+#     with malformed base64 or a value that is not UTF-8 fails the mount with a FailedMount
+#     naming the key (no value logged, no call to the driver) until it is put right.
 : "${KCSI_SRC:?}"
 source "$KCSI_SRC/tests/e2e/lib_emulator.sh"
 source "$KCSI_SRC/tests/e2e/lib_attacher.sh"
@@ -152,6 +154,38 @@ jq -e '.volumeLifecycleMode=="Ephemeral"' "$T/nodes/n1/kubelet/pods/$ui/volumes/
 kc delete pod pi --wait=false >/dev/null
 wait_for "pi gone" 20 pod_gone pi
 grep '^NodeUnpublishVolume' "$T/td.rec" | grep -q "csi-$(sha256 "${ui}scratch")" || fail "inline volume not unpublished"
+
+# ---- Secrets a CSI secret cannot come from (issue 40): malformed base64 in data (the Go client
+# refuses the object; kube-emulator stores it) and a value that is not UTF-8 (a protobuf string
+# must be). No call reaches the driver, the pod gets a FailedMount in the kubelet's words naming
+# the key, no value is logged; once the Secret is put right the volume is mounted. ----
+jq -n '{apiVersion: "v1", kind: "Secret", metadata: {name: "bad-secret", namespace: "default"},
+	data: {token: "czNjcjN0*LWJhZA=="}}' | kc create -f - >/dev/null
+jq -n '{apiVersion: "v1", kind: "Secret", metadata: {name: "latin1-secret", namespace: "default"},
+	data: {password: "czNjcuk="}}' | kc create -f - >/dev/null
+jq -n '{apiVersion: "v1", kind: "Pod", metadata: {name: "pbad", namespace: "default"},
+	spec: {nodeName: "n1", containers: [{name: "app", image: "busybox"}],
+	       volumes: [{name: "scratch", csi: {driver: "testdriver.kcsi.dev", nodePublishSecretRef: {name: "bad-secret"}}}]}}' |
+	kc create -f - >/dev/null
+wait_for "FailedMount naming the malformed key" 15 pod_event pbad FailedMount \
+	'MountVolume.SetUp failed for volume "scratch" : fetching NodePublishSecretRef default/bad-secret failed: kubernetes.io/csi: failed to find the secret bad-secret in the namespace default with error: data key "token": illegal base64 data at input byte 8'
+mk_pv pvu testdriver.kcsi.dev tvol-u '{"csi":{"driver":"testdriver.kcsi.dev","volumeHandle":"tvol-u",
+	"nodeStageSecretRef":{"name":"latin1-secret","namespace":"default"}},"claimRef":{"namespace":"default","name":"cu"}}'
+mk_claim cu pvu
+mk_pod pu n1 cu
+wait_for "FailedMount naming the value that is not UTF-8" 15 pod_event pu FailedMount \
+	'MountVolume.MountDevice failed for volume "pvu" : fetching NodeStageSecretRef default/latin1-secret failed: kubernetes.io/csi: failed to find the secret latin1-secret in the namespace default with error: data key "password": the value is not valid UTF-8, which a CSI secret (a protobuf string) must be'
+pod_running pu && fail "pu runs without its volume"
+pod_running pbad && fail "pbad runs without its volume"
+grep '"csi.storage.k8s.io/pod.name":"pbad"' "$T/td.rec" && fail "a publish with the malformed Secret reached the driver"
+grep -q 'tvol-u' "$T/td.rec" && fail "a stage with the non-UTF-8 Secret reached the driver"
+grep -rqe 'czNjcjN0' -e 'czNjcuk' -e 's3cr3' "$T"/nodes/*/kcsi-node.log && fail "a secret value reached kcsi-node's log"
+kc patch secret latin1-secret --type merge -p '{"data":{"password":"czNjcjN0LXU="}}' >/dev/null
+wait_for "pu Running once its Secret is put right" 60 pod_running pu
+stageu=$(grep '^NodeStageVolume' "$T/td.rec" | grep tvol-u | tail -1 | cut -d' ' -f2-)
+jq -e '.secrets.password=="s3cr3t-u"' <<<"$stageu" >/dev/null || fail "NodeStageVolume lacks the mended secret: $stageu"
+kc delete pod pbad pu --wait=false >/dev/null
+wait_for "pbad, pu gone" 20 bash -c "! kubectl --kubeconfig $KC get pod pbad pu -o name 2>/dev/null | grep -q ."
 
 # ---- failures are events on the pod: an unregistered driver, a volume never attached ----
 mk_pv pvx missing.kcsi.io vol-x '{"claimRef":{"namespace":"default","name":"cx"}}'

@@ -903,24 +903,231 @@ static void test_vs_limits(void)
 	}
 }
 
-static void test_vs_reasons(void)
-{
-	struct vs_reasons r = { 0 };
-	char msg[512];
+/*
+ * FailedScheduling's message, kube-scheduler v1.36's FitError: each case is the nodes' verdicts
+ * ("U:" refused for good, UnschedulableAndUnresolvable; "R:" refused as Unschedulable, where
+ * upstream would look for pods to evict; reasons of one node separated by "|"), or a prefilter
+ * message, and the message the pod gets.
+ */
+/* DynamicResources' PostFilter verdict for a pod without resource claims, before preemption's. */
+#define NC "no new claims to deallocate, "
 
-	vs_reasons_add(&r, "node(s) were unschedulable");
-	vs_reasons_add(&r, "node(s) had untolerated taint {k: v}");
-	vs_reasons_add(&r, "node(s) were unschedulable");
-	vs_reasons_format(&r, 3, msg, sizeof(msg));
-	CHECK_STR(msg, "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s) were unschedulable.");
-	struct vs_reasons p = { 0 };
-	vs_reasons_add(&p, VS_REASON_UNBOUND_IMMEDIATE);
-	vs_reasons_add(&p, VS_REASON_UNBOUND_IMMEDIATE);
-	vs_reasons_format(&p, 2, msg, sizeof(msg));
-	CHECK_STR(msg, "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
-	struct vs_reasons none = { 0 };
-	vs_reasons_format(&none, 0, msg, sizeof(msg));
-	CHECK_STR(msg, "0/0 nodes are available: no nodes.");
+struct fit_case {
+	const char *what;
+	size_t nnodes;
+	const char *nodes[6];
+	const char *prefilter;
+	bool never; /* spec.preemptionPolicy: Never */
+	const char *want;
+};
+
+static const struct fit_case fit_cases[] = {
+	/* A prefilter refusal: DynamicResources' PostFilter then fails ("not found"), as v1.36.1's
+	 * kube-scheduler prints it (e2e.cm_unschedulable compares). */
+	{ "a missing claim, one node", 1, { NULL }, "persistentvolumeclaim \"ghost\" not found", false,
+	  "0/1 nodes are available: persistentvolumeclaim \"ghost\" not found. not found" },
+	{ "an unbound immediate claim, three nodes", 3, { NULL }, VS_REASON_UNBOUND_IMMEDIATE, false,
+	  "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found" },
+	{ "a claim being deleted", 2, { NULL }, "persistentvolumeclaim \"x\" is being deleted", false,
+	  "0/2 nodes are available: persistentvolumeclaim \"x\" is being deleted. not found" },
+	{ "taints and a selector, counted and sorted", 3,
+	  { "U:" VS_REASON_TAINT, "U:" VS_REASON_SELECTOR, "U:" VS_REASON_TAINT }, NULL, false,
+	  "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had "
+	  "untolerated taint(s). " NC "preemption: 0/3 nodes are available: 3 Preemption is not "
+	  "helpful for scheduling." },
+	{ "a volume's node affinity", 2, { "U:" VS_REASON_NODE_CONFLICT, "U:" VS_REASON_NODE_CONFLICT },
+	  NULL, false,
+	  "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity. " NC
+	  "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling." },
+	{ "attach limits: preemption could help, but there is nobody to evict", 2,
+	  { "R:" VS_REASON_MAX_VOLUMES, "R:" VS_REASON_MAX_VOLUMES }, NULL, false,
+	  "0/2 nodes are available: 2 node(s) exceed max volume count. " NC "preemption: 0/2 nodes "
+	  "are available: 2 No preemption victims found for incoming pod." },
+	{ "both kinds of node", 3, { "R:" VS_REASON_MAX_VOLUMES, "U:" VS_REASON_TAINT, "R:" VS_REASON_TOO_MANY_PODS },
+	  NULL, false,
+	  "0/3 nodes are available: 1 Too many pods, 1 node(s) exceed max volume count, 1 node(s) had "
+	  "untolerated taint(s). " NC "preemption: 0/3 nodes are available: 1 Preemption is not "
+	  "helpful for scheduling, 2 No preemption victims found for incoming pod." },
+	{ "ReadWriteOncePod in use", 2, { "R:" VS_REASON_RWOP_CONFLICT, "R:" VS_REASON_RWOP_CONFLICT },
+	  NULL, false,
+	  "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with "
+	  "ReadWriteOncePod access mode already in-use by another pod. " NC "preemption: 0/2 nodes "
+	  "are available: 2 No preemption victims found for incoming pod." },
+	{ "VolumeBinding's reasons of one node each counted", 2,
+	  { "U:" VS_REASON_NODE_CONFLICT "|" VS_REASON_BIND_CONFLICT, "U:" VS_REASON_BIND_CONFLICT },
+	  NULL, false,
+	  "0/2 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, 2 node(s) "
+	  "didn't find available persistent volumes to bind. " NC "preemption: 0/2 nodes are "
+	  "available: 2 Preemption is not helpful for scheduling." },
+	{ "ten nodes sort before two, as Go sorts strings", 12,
+	  { "U:" VS_REASON_TAINT "*10", "U:" VS_REASON_UNSCHEDULABLE "*2" }, NULL, false,
+	  "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 node(s) were unschedulable. "
+	  NC "preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling." },
+	{ "preemptionPolicy Never", 1, { "U:" VS_REASON_TAINT }, NULL, true,
+	  "0/1 nodes are available: 1 node(s) had untolerated taint(s). " NC "preemption: not "
+	  "eligible due to preemptionPolicy=Never." },
+	{ "no nodes at all", 0, { NULL }, "persistentvolumeclaim \"ghost\" not found", false,
+	  "no nodes available to schedule pods" },
+};
+
+/* "U:a|b*3": three nodes refused for good with reasons a and b. */
+static void add_verdicts(struct vs_reasons *r, const char *spec)
+{
+	char buf[512], *star, *save = NULL;
+	struct vs_verdict v = { .unresolvable = spec[0] == 'U' };
+	int times = 1;
+
+	snprintf(buf, sizeof(buf), "%s", spec + 2);
+	if ((star = strrchr(buf, '*'))) {
+		*star = '\0';
+		times = atoi(star + 1);
+	}
+	for (char *t = strtok_r(buf, "|", &save); t && v.n < VS_NODE_REASONS_MAX; t = strtok_r(NULL, "|", &save))
+		v.reason[v.n++] = t;
+	while (times--)
+		vs_reasons_node(r, &v);
+}
+
+static void test_vs_fit_message(void)
+{
+	for (size_t i = 0; i < sizeof(fit_cases) / sizeof(fit_cases[0]); i++) {
+		const struct fit_case *c = &fit_cases[i];
+		struct vs_reasons r = { 0 };
+		char msg[1024];
+
+		for (size_t k = 0; k < 6 && c->nodes[k]; k++)
+			add_verdicts(&r, c->nodes[k]);
+		vs_fit_message(&r, c->nnodes, c->prefilter, c->never, msg, sizeof(msg));
+		if (strcmp(msg, c->want)) {
+			fprintf(stderr, "case \"%s\":\n  want \"%s\"\n  got  \"%s\"\n", c->what, c->want, msg);
+			check_failures++;
+		}
+	}
+	/* A buffer too small cuts the message; it never overflows. */
+	struct vs_reasons r = { 0 };
+	char small[24];
+	add_verdicts(&r, "U:" VS_REASON_TAINT);
+	vs_fit_message(&r, 1, NULL, false, small, sizeof(small));
+	CHECK_STR(small, "0/1 nodes are available");
+	/* An event's note stops at 1,024 bytes, kube-scheduler's truncateMessage. */
+	char big[1500], note[1100];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	vs_event_note(big, note, sizeof(note));
+	CHECK_INT(strlen(note), VS_NOTE_MAX);
+	CHECK_STR(note + VS_NOTE_MAX - 4, " ...");
+	vs_event_note("short", note, sizeof(note));
+	CHECK_STR(note, "short");
+	/* The backoff: 1 s doubling to 10 s. */
+	CHECK_INT(vs_backoff_ns(1), 1000000000LL);
+	CHECK_INT(vs_backoff_ns(2), 2000000000LL);
+	CHECK_INT(vs_backoff_ns(4), 8000000000LL);
+	CHECK_INT(vs_backoff_ns(5), 10000000000LL);
+	CHECK_INT(vs_backoff_ns(40), 10000000000LL);
+}
+
+/*
+ * The pod's claims before any node (PreFilter). A claim is written "name" (missing), "name~"
+ * (a generic ephemeral volume's claim, missing), or "name phase volume flags" with flags among
+ * b (bind-completed), d (being deleted), w (its class is WaitForFirstConsumer).
+ */
+struct pre_case {
+	const char *what;
+	const char *claims[4];
+	const char *want; /* "" when the pod passes */
+};
+
+static const struct pre_case pre_cases[] = {
+	{ "bound claims pass", { "a Bound pv-a b", "b Bound pv-b b" }, "" },
+	{ "a missing claim", { "a Bound pv-a b", "ghost" }, "persistentvolumeclaim \"ghost\" not found" },
+	{ "a missing claim is found before an earlier one being deleted",
+	  { "a Bound pv-a bd", "ghost" }, "persistentvolumeclaim \"ghost\" not found" },
+	{ "a generic ephemeral volume's claim not made yet", { "web-data~" },
+	  "waiting for ephemeral volume controller to create the persistentvolumeclaim \"web-data\"" },
+	{ "a Lost claim", { "a Lost pv-gone b" },
+	  "persistentvolumeclaim \"a\" bound to non-existent persistentvolume \"pv-gone\"" },
+	{ "a claim being deleted", { "a Bound pv-a bd" }, "persistentvolumeclaim \"a\" is being deleted" },
+	{ "being deleted wins over unbound", { "a Pending - ", "b Bound pv-b bd" },
+	  "persistentvolumeclaim \"b\" is being deleted" },
+	{ "an unbound Immediate claim", { "a Pending -" }, VS_REASON_UNBOUND_IMMEDIATE },
+	{ "an unbound WaitForFirstConsumer claim waits for a node", { "a Pending - w" }, "" },
+	{ "a volumeName without bind-completed is not bound yet", { "a Pending pv-a" },
+	  VS_REASON_UNBOUND_IMMEDIATE },
+	{ "nor is a pre-bound WaitForFirstConsumer claim", { "a Pending pv-a w" }, VS_REASON_UNBOUND_IMMEDIATE },
+	{ "no claims", { NULL }, "" },
+};
+
+static struct kube_obj *mkpvc(const char *spec, char *name, size_t len, bool *delay)
+{
+	char phase[16] = "", vol[64] = "", flags[8] = "", buf[1024];
+	int n = sscanf(spec, "%63s %15s %63s %7s", name, phase, vol, flags);
+
+	*delay = strchr(flags, 'w') != NULL;
+	(void)len;
+	if (n < 2)
+		return NULL;
+	snprintf(buf, sizeof(buf),
+		 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"d\",\"uid\":\"u-%s\"%s%s},"
+		 "\"spec\":{%s%s%s\"accessModes\":[\"ReadWriteOnce\"]},\"status\":{\"phase\":\"%s\"}}",
+		 name, name, strchr(flags, 'd') ? ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"" : "",
+		 strchr(flags, 'b') ? ",\"annotations\":{\"pv.kubernetes.io/bind-completed\":\"yes\"}" : "",
+		 strcmp(vol, "-") ? "\"volumeName\":\"" : "", strcmp(vol, "-") ? vol : "",
+		 strcmp(vol, "-") ? "\"," : "", phase);
+	return decode(&KUBE_KIND_PERSISTENTVOLUMECLAIM, buf);
+}
+
+static void test_vs_prefilter(void)
+{
+	for (size_t i = 0; i < sizeof(pre_cases) / sizeof(pre_cases[0]); i++) {
+		const struct pre_case *c = &pre_cases[i];
+		struct kube_obj *objs[4] = { NULL };
+		char names[4][64], msg[512] = "";
+		struct vs_claim vc[4];
+		size_t n = 0;
+
+		for (; n < 4 && c->claims[n]; n++) {
+			bool delay = false;
+			objs[n] = mkpvc(c->claims[n], names[n], sizeof(names[n]), &delay);
+			size_t l = strlen(names[n]);
+			bool eph = l && names[n][l - 1] == '~';
+			if (eph)
+				names[n][l - 1] = '\0';
+			vc[n] = (struct vs_claim){ names[n], eph, kube_pvc_of(objs[n]), delay };
+		}
+		bool refused = vs_prefilter(vc, n, msg, sizeof(msg));
+		if (refused != (c->want[0] != '\0') || (refused && strcmp(msg, c->want))) {
+			fprintf(stderr, "case \"%s\": want \"%s\", got \"%s\"\n", c->what, c->want,
+				refused ? msg : "");
+			check_failures++;
+		}
+		for (size_t k = 0; k < n; k++)
+			kube_obj_unref(objs[k]);
+	}
+}
+
+/* The pod record keeps what volume-scheduler compares before it writes PodScheduled again. */
+static void test_vs_pod_condition(void)
+{
+	struct kube_obj *o = decode(&KUBE_KIND_POD_T,
+		"{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"uid\":\"u\",\"generation\":3},"
+		"\"spec\":{\"preemptionPolicy\":\"Never\"},\"status\":{\"conditions\":["
+		"{\"type\":\"Ready\",\"status\":\"False\"},"
+		"{\"type\":\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\",\"message\":\"m\"}]}}");
+	const struct kube_pod *p = kube_pod_of(o);
+
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_INT(p->scheduled, KUBE_POD_SCHED_FALSE);
+		CHECK(p->scheduled_hash == kube_pod_cond_hash("Unschedulable", "m"));
+		CHECK(p->scheduled_hash != kube_pod_cond_hash("Unschedulable", "m2"));
+		CHECK(p->preempt_never);
+		CHECK_INT(p->meta.generation, 3);
+	}
+	kube_obj_unref(o);
+	o = decode(&KUBE_KIND_POD_T, "{\"metadata\":{\"name\":\"q\",\"namespace\":\"d\",\"uid\":\"v\"}}");
+	p = kube_pod_of(o);
+	CHECK(p && p->scheduled == KUBE_POD_SCHED_ABSENT && !p->preempt_never);
+	kube_obj_unref(o);
 }
 
 /*
@@ -1007,12 +1214,15 @@ static void test_vs_rwop(void)
 	kube_obj_unref(self);
 	/* The reason is kube-scheduler's, word for word, as FailedScheduling prints it. */
 	struct vs_reasons r = { 0 };
+	struct vs_verdict v = { { VS_REASON_RWOP_CONFLICT }, 1, false };
 	char msg[512];
-	vs_reasons_add(&r, VS_REASON_RWOP_CONFLICT);
-	vs_reasons_add(&r, VS_REASON_RWOP_CONFLICT);
-	vs_reasons_format(&r, 2, msg, sizeof(msg));
+	vs_reasons_node(&r, &v);
+	vs_reasons_node(&r, &v);
+	vs_fit_message(&r, 2, NULL, false, msg, sizeof(msg));
 	CHECK_STR(msg, "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim "
-		       "with ReadWriteOncePod access mode already in-use by another pod.");
+		       "with ReadWriteOncePod access mode already in-use by another pod. " NC
+		       "preemption: 0/2 nodes are available: 2 No preemption victims found for "
+		       "incoming pod.");
 }
 
 /* The records carry what the two controllers read: taints, conditions, tolerations, leases. */
@@ -1070,7 +1280,9 @@ int main(void)
 	RUN(test_te);
 	RUN(test_vs_tolerations);
 	RUN(test_vs_limits);
-	RUN(test_vs_reasons);
+	RUN(test_vs_fit_message);
+	RUN(test_vs_prefilter);
+	RUN(test_vs_pod_condition);
 	RUN(test_vs_rwop);
 	RUN(test_records);
 	return CHECK_DONE();
