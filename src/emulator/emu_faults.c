@@ -2,10 +2,12 @@
  * emu_faults: fault injection for reliability tests, driven over HTTP at /emulator/faults.
  *
  * A rule matches requests by verb and resource and fails a fraction of them with 500, 429 (with
- * Retry-After) or 409, and/or delays them. Every injection is counted per rule and in totals, so
- * a test can assert that the fault it asked for really happened. Watch faults (close all watches
- * now, end every new watch after N seconds) act through the store's watch epoch and the watch
- * deadline. The table has its own mutex: it is consulted before the store lock is taken.
+ * Retry-After), 409, 410 Expired or 504 "Too large resource version" (a watch's as an ERROR event
+ * when the rule says asEvent), and/or delays them. Every injection is counted per rule and in
+ * totals, so a test can assert that the fault it asked for really happened. Watch faults (close
+ * all watches now, end every new watch after N seconds) act through the store's watch epoch and
+ * the watch deadline. The table has its own mutex: it is consulted before the store lock is
+ * taken.
  *
  *   GET  /emulator/faults    -> the rules with their counts, and the totals
  *   POST /emulator/faults    {"reset": true, "rules": [...], "watchMaxSeconds": N,
@@ -19,6 +21,7 @@
 
 #include "base/backoff.h"
 #include "base/log.h"
+#include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_faults.h"
@@ -75,9 +78,11 @@ static bool verb_matches(const char *rule, const char *verb)
 					  !strcmp(verb, "patch") || !strcmp(verb, "delete"));
 }
 
-int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural, int *retry_after)
+int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
+		     struct emu_fault_hit *hit)
 {
 	int code = 0;
+	memset(hit, 0, sizeof(*hit));
 	int64_t latency_ms = 0;
 	pthread_mutex_lock(&f->mu);
 	for (size_t i = 0; i < f->n; i++) {
@@ -96,13 +101,12 @@ int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
 		}
 		if (r->code && !code) {
 			code = r->code;
-			*retry_after = r->retry_after;
-			if (code == 500)
-				f->c500++;
-			else if (code == 429)
-				f->c429++;
-			else
-				f->c409++;
+			hit->code = code;
+			hit->retry_after = r->retry_after;
+			hit->as_event = r->as_event && !strcmp(verb, "watch");
+			long *counter = code == 500 ? &f->c500 : code == 429 ? &f->c429 :
+					code == 410 ? &f->c410 : code == 504 ? &f->c504 : &f->c409;
+			(*counter)++;
 		}
 	}
 	if (latency_ms > EMU_FAULT_MAX_LATENCY_MS)
@@ -111,6 +115,51 @@ int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
 		delay_locked(f, (int)latency_ms);
 	pthread_mutex_unlock(&f->mu);
 	return code;
+}
+
+enum MHD_Result emu_faults_reply(struct emu_store *st, struct MHD_Connection *c,
+				 const struct emu_fault_hit *hit, const char *verb,
+				 const char *plural, const char *name, const char *rv)
+{
+	char msg[512];
+	char *text;
+	int retry_after = 0;
+	switch (hit->code) {
+	case 429:
+		retry_after = hit->retry_after;
+		text = emu_status_text(429, "TooManyRequests", "the server has received too many "
+			"requests and has asked us to try again later",
+			json_pack("{s:i}", "retryAfterSeconds", retry_after));
+		break;
+	case 409:
+		snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on %s \"%s\": the object "
+			 "has been modified; please apply your changes to the latest version and try "
+			 "again", plural, name ? name : "");
+		text = emu_status_text(409, "Conflict", msg, NULL);
+		break;
+	case 410:
+		snprintf(msg, sizeof(msg), "The resourceVersion for the provided %s is too old.", verb);
+		text = emu_status_text(410, "Expired", msg, NULL);
+		break;
+	case 504: {
+		uint64_t cur;
+		pthread_mutex_lock(&st->mu);
+		cur = st->rv;
+		pthread_mutex_unlock(&st->mu);
+		retry_after = hit->retry_after;
+		text = emu_status_rv_too_large(rv ? strtoull(rv, NULL, 10) : 0, cur, retry_after);
+		break;
+	}
+	default:
+		text = emu_status_text(500, "InternalError", "Internal error occurred: injected by "
+				       "kube-emulator fault rule", NULL);
+	}
+	if (!hit->as_event)
+		return emu_reply_text(c, (unsigned)hit->code, text, retry_after);
+	struct strbuf ev = STRBUF_INIT;
+	strbuf_addf(&ev, "{\"type\":\"ERROR\",\"object\":%s}\n", text);
+	free(text);
+	return emu_reply_text(c, 200, strbuf_detach(&ev, NULL), 0);
 }
 
 int64_t emu_faults_watch_max(struct emu_faults *f)
@@ -134,16 +183,17 @@ static json_t *faults_view(struct emu_faults *f)
 	json_t *rules = json_array();
 	for (size_t i = 0; i < f->n; i++) {
 		struct emu_fault_rule *r = &f->rules[i];
-		json_array_append_new(rules, json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:I, s:I}",
+		json_array_append_new(rules, json_pack("{s:s, s:s, s:f, s:i, s:i, s:b, s:i, s:I, s:I}",
 			"verb", r->verb, "resource", r->resource, "fraction", r->fraction,
-			"code", r->code, "retryAfterSeconds", r->retry_after,
+			"code", r->code, "retryAfterSeconds", r->retry_after, "asEvent", r->as_event,
 			"latencyMs", r->latency_ms, "times", (json_int_t)r->times,
 			"injected", (json_int_t)r->injected));
 	}
-	json_t *v = json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "rules", rules,
-		"watchMaxSeconds", (json_int_t)(f->watch_max_ns / NSEC_PER_SEC), "counters",
+	json_t *v = json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "rules",
+		rules, "watchMaxSeconds", (json_int_t)(f->watch_max_ns / NSEC_PER_SEC), "counters",
 		"errors500", (json_int_t)f->c500, "errors429", (json_int_t)f->c429,
-		"conflicts409", (json_int_t)f->c409, "delayed", (json_int_t)f->clatency,
+		"conflicts409", (json_int_t)f->c409, "expired410", (json_int_t)f->c410,
+		"tooLarge504", (json_int_t)f->c504, "delayed", (json_int_t)f->clatency,
 		"watchesClosed", (json_int_t)f->watches_closed,
 		"watchesEnded", (json_int_t)f->watches_ended);
 	pthread_mutex_unlock(&f->mu);
@@ -157,11 +207,12 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 	json_error_t je;
 	const char *verb = "*", *res = "*";
 	double fraction = 1.0;
-	int code = 0, retry = 1, latency = 0;
+	int code = 0, retry = 1, latency = 0, as_event = 0;
 	json_int_t times = 0;
-	if (json_unpack_ex(j, &je, JSON_STRICT, "{s?s, s?s, s?F, s?i, s?i, s?i, s?I}",
+	if (json_unpack_ex(j, &je, JSON_STRICT, "{s?s, s?s, s?F, s?i, s?i, s?b, s?i, s?I}",
 			   "verb", &verb, "resource", &res, "fraction", &fraction, "code", &code,
-			   "retryAfterSeconds", &retry, "latencyMs", &latency, "times", &times)) {
+			   "retryAfterSeconds", &retry, "asEvent", &as_event, "latencyMs", &latency,
+			   "times", &times)) {
 		snprintf(err, errlen, "bad fault rule: %s", je.text);
 		return -1;
 	}
@@ -175,8 +226,9 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 			 "long", verb);
 		return -1;
 	}
-	if (code != 0 && code != 500 && code != 429 && code != 409) {
-		snprintf(err, errlen, "bad fault rule: code must be 500, 429, 409 or 0, got %d", code);
+	if (code != 0 && code != 500 && code != 429 && code != 409 && code != 410 && code != 504) {
+		snprintf(err, errlen, "bad fault rule: code must be 500, 429, 409, 410, 504 or 0, "
+			 "got %d", code);
 		return -1;
 	}
 	if (fraction < 0 || fraction > 1 || latency < 0 || retry < 0 || times < 0 ||
@@ -195,6 +247,7 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 	r->fraction = fraction;
 	r->code = code;
 	r->retry_after = retry;
+	r->as_event = as_event;
 	r->latency_ms = latency;
 	r->times = (long)times;
 	return 0;
@@ -224,7 +277,8 @@ static int faults_post(struct emu_faults *f, struct emu_store *st, json_t *body,
 	if (json_is_true(json_object_get(body, "reset"))) {
 		f->n = 0;
 		f->watch_max_ns = 0;
-		f->c500 = f->c429 = f->c409 = f->clatency = f->watches_closed = f->watches_ended = 0;
+		f->c500 = f->c429 = f->c409 = f->c410 = f->c504 = f->clatency = 0;
+		f->watches_closed = f->watches_ended = 0;
 	}
 	if (json_is_true(json_object_get(body, "release"))) {
 		f->releases++;

@@ -25,8 +25,9 @@ struct emu_fault_rule {
 			      "write" (create/update/patch/delete), "*" */
 	char resource[64]; /* plural or "*" */
 	double fraction;   /* probability in [0,1] */
-	int code;          /* 500, 429, 409, or 0 for latency only */
-	int retry_after;   /* seconds, for 429 */
+	int code;          /* 500, 429, 409, 410, 504, or 0 for latency only */
+	int retry_after;   /* seconds, for 429 and 504 */
+	bool as_event;     /* a watch gets a 200 with one ERROR event carrying the Status */
 	int latency_ms;    /* 0 .. EMU_FAULT_MAX_LATENCY_MS */
 	long times;        /* stop after this many injections; 0 = unlimited */
 	long injected;
@@ -37,7 +38,7 @@ struct emu_faults {
 	struct emu_fault_rule *rules;
 	size_t n;
 	int64_t watch_max_ns; /* 0: off */
-	long c500, c429, c409, clatency, watches_closed, watches_ended;
+	long c500, c429, c409, c410, c504, clatency, watches_closed, watches_ended;
 	pthread_cond_t cv; /* delays sleep on it, so that shutdown and a release can end them */
 	unsigned long releases; /* a delay ends when this changes ("release": true) */
 	bool shutdown;
@@ -45,8 +46,24 @@ struct emu_faults {
 
 void emu_faults_init(struct emu_faults *f);
 void emu_faults_free(struct emu_faults *f);
-/* Sleeps for matching latency rules; returns 0 or the HTTP code to fail with (*retry_after set). */
-int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural, int *retry_after);
+/* The failure the rules chose for one request. */
+struct emu_fault_hit {
+	int code; /* 0: none */
+	int retry_after;
+	bool as_event;
+};
+/* Sleeps for matching latency rules; returns 0 or the HTTP code to fail with (*hit filled). */
+int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
+		     struct emu_fault_hit *hit);
+/*
+ * Answers a request with the failure hit chose, in kube-apiserver's words: 500 InternalError,
+ * 429 TooManyRequests (Retry-After), 409 Conflict on name, 410 Expired ("The resourceVersion for
+ * the provided <verb> is too old."), 504 Timeout "Too large resource version" (rv: the request's
+ * resourceVersion, measured against st's); a watch with as_event gets a 200 with one ERROR event.
+ */
+enum MHD_Result emu_faults_reply(struct emu_store *st, struct MHD_Connection *c,
+				 const struct emu_fault_hit *hit, const char *verb,
+				 const char *plural, const char *name, const char *rv);
 int64_t emu_faults_watch_max(struct emu_faults *f);
 /* Ends every injected delay now and makes later ones return at once (server shutdown). */
 void emu_faults_shutdown(struct emu_faults *f);

@@ -5,6 +5,7 @@
  */
 #include "emulator/emu_reply.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,18 @@ char *emu_status_text(unsigned code, const char *reason, const char *message, js
 	char *text = json_dumps(s, JSON_COMPACT);
 	json_decref(s);
 	return text;
+}
+
+char *emu_status_rv_too_large(uint64_t asked, uint64_t current, int retry_after)
+{
+	char msg[160];
+	snprintf(msg, sizeof(msg), "Timeout: Too large resource version: %" PRIu64 ", current: %"
+		 PRIu64, asked, current);
+	json_t *d = json_pack("{s:[{s:s, s:s}]}", "causes", "reason", "ResourceVersionTooLarge",
+			      "message", "Too large resource version");
+	if (retry_after > 0)
+		json_object_set_new(d, "retryAfterSeconds", json_integer(retry_after));
+	return emu_status_text(504, "Timeout", msg, d);
 }
 
 enum MHD_Result emu_reply_status(struct MHD_Connection *c, unsigned code, const char *reason,

@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct emu_call;
 struct emu_resource;
@@ -27,6 +28,13 @@ void reply_status(struct reply *rp, unsigned code, const char *reason, const cha
 void reply_bad(struct reply *rp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A metav1.Status JSON text (owned by the caller); details is taken over, may be NULL. */
 char *emu_status_text(unsigned code, const char *reason, const char *message, json_t *details);
+/*
+ * kube-apiserver's answer to a resourceVersion it has not reached (k8s.io/apiserver's
+ * storage.NewTooLargeResourceVersionError): 504 Timeout "Timeout: Too large resource version:
+ * <asked>, current: <current>", one cause of reason ResourceVersionTooLarge and message "Too large
+ * resource version", and details.retryAfterSeconds when retry_after > 0. A Status JSON text.
+ */
+char *emu_status_rv_too_large(uint64_t asked, uint64_t current, int retry_after);
 
 /* Replies. `text` and `j` are taken over. */
 enum MHD_Result emu_reply_text(struct MHD_Connection *c, unsigned code, char *text,

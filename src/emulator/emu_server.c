@@ -437,24 +437,10 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 		}
 		k.dry_run = true;
 	}
-	int retry_after = 0;
-	int fault = emu_faults_apply(&srv->faults, verb, k.r->plural, &retry_after);
-	if (fault == 500)
-		return emu_reply_status(c, 500, "InternalError", "Internal error occurred: "
-					"injected by kube-emulator fault rule", NULL);
-	if (fault == 429) {
-		json_t *d = json_pack("{s:i}", "retryAfterSeconds", retry_after);
-		return emu_reply_text(c, 429, emu_status_text(429, "TooManyRequests",
-			"the server has received too many requests and has asked us to try again "
-			"later", d), retry_after);
-	}
-	if (fault == 409) {
-		char msg[512];
-		snprintf(msg, sizeof(msg), "Operation cannot be fulfilled on %s \"%s\": the object has "
-			 "been modified; please apply your changes to the latest version and try "
-			 "again", k.r->plural, k.name ? k.name : "");
-		return emu_reply_status(c, 409, "Conflict", msg, NULL);
-	}
+	struct emu_fault_hit hit;
+	if (emu_faults_apply(&srv->faults, verb, k.r->plural, &hit))
+		return emu_faults_reply(&srv->st, c, &hit, verb, k.r->plural, k.name,
+					emu_arg(&k, "resourceVersion"));
 	return dispatch(&k, verb);
 }
 

@@ -16,8 +16,9 @@
  * so a hundred watchers cost a hundred memcpy's per event, not a hundred JSON encodings.
  *
  * A watch ends on timeoutSeconds, on server shutdown, on a "close watches" fault, when the client
- * hangs up (seen with poll(POLLRDHUP) once a second), or with a 410 ERROR event when it has
- * fallen behind the retained history.
+ * hangs up (seen with poll(POLLRDHUP) once a second), with a 410 ERROR event when it has fallen
+ * behind the retained history, or with a 504 "Too large resource version" ERROR event when it
+ * asked for a resourceVersion the store has not reached within 3 s.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -203,13 +204,10 @@ static bool list_at_version(struct emu_call *k, struct list_range *lr, struct re
 			  rvs);
 		return false;
 	}
-	if (v > st->rv) {
-		char msg[160];
-		snprintf(msg, sizeof(msg), "Too large resource version: %llu, current: %" PRIu64, v,
-			 st->rv);
-		reply_status(rp, 504, "Timeout", msg, json_pack("{s:[{s:s, s:s}], s:i}", "causes",
-			"reason", "ResourceVersionTooLarge", "message", "Too large resource version",
-			"retryAfterSeconds", 1));
+	if (v > st->rv) { /* kube-apiserver first waits up to 3 s for its cache, and says Retry-After */
+		free(rp->text);
+		rp->code = 504;
+		rp->text = emu_status_rv_too_large(v, st->rv, 1);
 		return false;
 	}
 	if (match && !strcmp(match, "Exact")) {
@@ -446,12 +444,20 @@ enum MHD_Result emu_do_list(struct emu_call *k)
 
 /* ---- watch ---- */
 
+/* How long a watch from a resourceVersion past the store's waits for it (kube-apiserver's watch
+ * cache: blockTimeout). */
+#define EMU_RV_WAIT_NS (3 * NSEC_PER_SEC)
+
 struct emu_watch {
 	struct emu_server *srv;
 	struct emu_resource *r;
 	char api_version[96]; /* the version the client addressed (emu_call.api_version) */
 	struct query q;
 	uint64_t cursor;
+	/* The cursor is past the store's resourceVersion: wait for the store until then (mono),
+	 * and then answer "too large" (0: not ahead). The initial events wait too. */
+	int64_t ahead_until_ns;
+	bool initial_pending;
 	int64_t deadline_ns; /* mono; 0: none */
 	bool fault_deadline; /* the deadline came from the watchMaxSeconds fault */
 	bool bookmarks;
@@ -568,6 +574,28 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
+static void watch_initial(struct emu_watch *w);
+
+/*
+ * Whether a watch from a resourceVersion past the store's has seen the store reach it (lock
+ * held); then its initial events, if it asked for them, are its first frames.
+ */
+static bool watch_caught_up(struct emu_watch *w)
+{
+	struct emu_store *st = &w->srv->st;
+	if (st->rv < w->cursor)
+		return false;
+	w->ahead_until_ns = 0;
+	if (w->initial_pending) {
+		w->initial_pending = false;
+		watch_initial(w);
+		w->cursor = st->rv;
+		if (w->bookmarks)
+			add_bookmark(&w->out, w->r, w->api_version, w->cursor, true);
+	}
+	return true;
+}
+
 /* Blocks until w->out has data or the watch is finished. */
 static void watch_fill(struct emu_watch *w)
 {
@@ -580,7 +608,15 @@ static void watch_fill(struct emu_watch *w)
 			w->finished = true;
 			break;
 		}
-		if (w->cursor < st->history_start) {
+		if (w->ahead_until_ns && !watch_caught_up(w)) {
+			if (mono_ns() >= w->ahead_until_ns) {
+				char *t = emu_status_rv_too_large(w->cursor, st->rv, 1);
+				add_frame(&w->out, "ERROR", t);
+				free(t);
+				w->finished = true;
+				break;
+			}
+		} else if (w->cursor < st->history_start) {
 			add_expired(&w->out, w->cursor, st->history_start);
 			w->finished = true;
 			break;
@@ -595,7 +631,7 @@ static void watch_fill(struct emu_watch *w)
 			w->finished = true;
 			break;
 		}
-		if (w->bookmarks && now >= w->next_bookmark_ns) {
+		if (w->bookmarks && !w->ahead_until_ns && now >= w->next_bookmark_ns) {
 			add_bookmark(&w->out, w->r, w->api_version, w->cursor, false);
 			w->next_bookmark_ns = now + w->srv->cfg.bookmark_interval_ns;
 			break;
@@ -609,6 +645,8 @@ static void watch_fill(struct emu_watch *w)
 			until = w->deadline_ns;
 		if (w->bookmarks && w->next_bookmark_ns < until)
 			until = w->next_bookmark_ns;
+		if (w->ahead_until_ns && w->ahead_until_ns < until)
+			until = w->ahead_until_ns;
 		wait_until(st, until);
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -729,7 +767,18 @@ enum MHD_Result emu_do_watch(struct emu_call *k)
 
 	pthread_mutex_lock(&st->mu);
 	w->epoch = st->watch_epoch;
-	if (send_initial || initial) {
+	if (!initial && w->cursor > st->rv) {
+		/*
+		 * A resourceVersion the store has not reached (it went back in time: kube-emulator
+		 * restarted without its state file): as kube-apiserver's watch cache for a watch-list,
+		 * wait up to 3 s for the store, then one ERROR event with the 504 "Too large resource
+		 * version" Status. kube-apiserver accepts a plain watch from there and stays silent
+		 * until its store passes that version; kube-emulator answers it as a watch-list, so
+		 * that a client learns its cache is of another history (docs/kube-emulator.md).
+		 */
+		w->ahead_until_ns = mono_ns() + EMU_RV_WAIT_NS;
+		w->initial_pending = send_initial;
+	} else if (send_initial || initial) {
 		watch_initial(w);
 		w->cursor = st->rv;
 		if (send_initial && w->bookmarks)
@@ -737,21 +786,8 @@ enum MHD_Result emu_do_watch(struct emu_call *k)
 	} else if (w->cursor < st->history_start) {
 		add_expired(&w->out, w->cursor, st->history_start);
 		w->finished = true;
-	} else if (w->cursor > st->rv) {
-		/* upstream waits a few seconds for its cache to catch up, then answers 504 */
-		char msg[160];
-		snprintf(msg, sizeof(msg), "Too large resource version: %" PRIu64 ", current: %" PRIu64,
-			 w->cursor, st->rv);
-		rp.code = 504;
-		rp.text = emu_status_text(504, "Timeout", msg, json_pack("{s:[{s:s, s:s}], s:i}",
-			"causes", "reason", "ResourceVersionTooLarge", "message",
-			"Too large resource version", "retryAfterSeconds", 1));
 	}
 	pthread_mutex_unlock(&st->mu);
-	if (rp.text) {
-		watch_free(w);
-		return emu_reply_text(k->conn, rp.code, rp.text, 1);
-	}
 
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
 								      watch_read, w, watch_free);

@@ -19,6 +19,7 @@
 #include "base/version.h"
 #include "base/xalloc.h"
 #include "kube/http.h"
+#include "kube/jv.h"
 #include "kube/ratelimit.h"
 
 
@@ -60,6 +61,7 @@ bool kube_err_is_not_found(const struct kube_err *e) { return e->code == 404; }
 bool kube_err_is_conflict(const struct kube_err *e) { return e->code == 409 && strcmp(e->reason, "AlreadyExists") != 0; }
 bool kube_err_is_already_exists(const struct kube_err *e) { return e->code == 409 && strcmp(e->reason, "AlreadyExists") == 0; }
 bool kube_err_is_gone(const struct kube_err *e) { return e->code == 410 || strcmp(e->reason, "Expired") == 0 || strcmp(e->reason, "Gone") == 0; }
+bool kube_err_is_rv_too_large(const struct kube_err *e) { return e->rv_too_large; }
 
 static const char *reason_for(int code)
 {
@@ -82,22 +84,49 @@ static const char *reason_for(int code)
 	}
 }
 
+#define TOO_LARGE_RV "Too large resource version"
+
+/* client-go's isTooLargeResourceVersionError over a Status whose reason is already in e. */
+static bool status_rv_too_large(const struct kube_err *e, const jv_t *status)
+{
+	const jv_t *cause;
+	size_t i;
+	bool timeout = !strcmp(e->reason, "Timeout") || (e->code == 504 && !*e->reason);
+	bool said = false;
+
+	jv_array_foreach(jv_get(jv_get(status, "details"), "causes"), i, cause) {
+		const char *r = jv_str(jv_get(cause, "reason")), *m = jv_str(jv_get(cause, "message"));
+		if (r && !strcmp(r, "ResourceVersionTooLarge"))
+			return true;
+		said = said || (m && !strcmp(m, TOO_LARGE_RV));
+	}
+	return timeout && (said || strstr(e->message, TOO_LARGE_RV));
+}
+
+void kube_err_from_status(struct kube_err *e, int http_code, const jv_t *status)
+{
+	int64_t code = jv_int(jv_get(status, "code"));
+	const char *r = jv_str(jv_get(status, "reason"));
+	const char *m = jv_str(jv_get(status, "message"));
+
+	e->code = http_code ? http_code : code > 0 && code < 1000 ? (int)code : 500;
+	snprintf(e->reason, sizeof(e->reason), "%s", r && *r ? r : reason_for(e->code));
+	snprintf(e->message, sizeof(e->message), "%s", m ? m : "");
+	e->rv_too_large = jv_is_object(status) && status_rv_too_large(e, status);
+}
+
 /* Fills e from an HTTP error answer: the Status object when the body is one. */
 static void err_from_answer(struct kube_err *e, int code, const char *body, size_t len)
 {
-	e->code = code;
-	snprintf(e->reason, sizeof(e->reason), "%s", reason_for(code));
-	json_t *st = json_loadb(body, len, 0, NULL);
-	const char *r = json_string_value(json_object_get(st, "reason"));
-	const char *m = json_string_value(json_object_get(st, "message"));
-	if (r && *r)
-		snprintf(e->reason, sizeof(e->reason), "%s", r);
-	if (m)
-		snprintf(e->message, sizeof(e->message), "%s", m);
-	else
+	struct jv_doc doc = { 0 };
+	char jerr[64];
+	const jv_t *st = jv_parse(&doc, body ? body : "", body ? len : 0, jerr, sizeof(jerr));
+
+	kube_err_from_status(e, code, jv_is_object(st) ? st : NULL);
+	if (!jv_is_string(jv_get(st, "message")))
 		snprintf(e->message, sizeof(e->message), "HTTP %d: %.*s", code,
-			 (int)(len > 200 ? 200 : len), body);
-	json_decref(st);
+			 (int)(len > 200 ? 200 : len), body ? body : "");
+	jv_release(&doc);
 }
 
 /* ---- life cycle ---- */
@@ -256,6 +285,7 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	char cerr[512];
 	if (kube_config_bearer(c->cfg, &tok, cred_gen, cerr, sizeof(cerr)) != 0) {
 		e->code = 0;
+		e->rv_too_large = false;
 		snprintf(e->reason, sizeof(e->reason), "Unauthorized");
 		snprintf(e->message, sizeof(e->message), "%s", cerr);
 		strbuf_release(&tok);
@@ -306,6 +336,7 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	} else {
 		x->head_status = res.status;
 		e->code = 0;
+		e->rv_too_large = false;
 		e->reason[0] = 0;
 		const char *url = http_client_base(c->http);
 		if (x->too_large) {

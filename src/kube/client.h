@@ -36,12 +36,29 @@ struct kube_err {
 	char reason[64];  /* Status.reason ("NotFound", "Conflict", ...) or "" */
 	char message[512];
 	bool streamed;    /* kube_stream: the answer (200) had begun when the stream broke */
+	bool rv_too_large; /* the Status says "Too large resource version" (kube_err_is_rv_too_large) */
 };
 
 bool kube_err_is_not_found(const struct kube_err *e);
 bool kube_err_is_conflict(const struct kube_err *e);
 bool kube_err_is_already_exists(const struct kube_err *e);
+/* 410, or reason Expired or Gone: the resourceVersion asked for has left the server's history. */
 bool kube_err_is_gone(const struct kube_err *e);
+/*
+ * The server has not reached the resourceVersion asked for: a Status with a details.causes entry
+ * of reason ResourceVersionTooLarge (kube-apiserver 1.18.6 on: 504 Timeout "Timeout: Too large
+ * resource version: N, current: C"), or, from older servers, a Timeout whose cause message or
+ * message says "Too large resource version" (client-go's isTooLargeResourceVersionError).
+ */
+bool kube_err_is_rv_too_large(const struct kube_err *e);
+/*
+ * Fills e from a metav1.Status (an error answer's body, a watch ERROR event's object): the code
+ * http_code (0: the Status's own, 500 without one, as client-go), the reason (else the one
+ * upstream gives that code), the message and rv_too_large. status may be NULL: then only the
+ * code and its reason. e->streamed is left as it was.
+ */
+struct jv;
+void kube_err_from_status(struct kube_err *e, int http_code, const struct jv *status);
 
 /* A group/version/resource. group "" is the core group. */
 struct kube_resource {

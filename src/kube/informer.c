@@ -1,10 +1,41 @@
 /*
  * The informer thread is a small state machine: LIST (until one succeeds), then WATCH in a loop.
- * Every exit from a watch decides between "resume from last_rv" (stream ended, connection
- * broke, transient error) and "relist" (410 Gone, or an error event saying so). As client-go's
- * reflector, a watch that was streaming and broke is resumed at once; a failed list, or a watch
- * that could not start, backs off (800 ms doubling to 30 s, jittered; reset by a list or an
- * event). Sleeps between attempts wait on a condition variable so stop() ends them at once.
+ * What follows a failed list page or an ended watch is kube_informer_next_step(), client-go's
+ * reflector's rules (k8s.io/client-go v0.36 tools/cache/reflector.go, tools/pager, rest's watch),
+ * after kube_stream has asked a 429/5xx answer with Retry-After again, as client-go's REST client
+ * does:
+ *
+ *   what ended                                   next                  why
+ *   list, a continue page: 410 Expired           one full list at once its snapshot was compacted
+ *                                                (no limit)            meanwhile: pages cannot help
+ *   list, any other failure                      back off, list again  as client-go
+ *   watch stream ended or broke, after an event  watch again at once   the server closed it or
+ *     or after 1 s                               from last RV          went away: the RV is good
+ *   watch stream ended within 1 s, no event      back off, relist      client-go's VeryShortWatch:
+ *                                                                      something is wrong with RV
+ *   watch not answered (connection refused)      back off, watch again server down; once back the
+ *                                                from last RV          RV is good (*)
+ *   watch answer or ERROR event 429              back off, watch again server overloaded
+ *   410 / Expired / Gone (answer or event)       back off, relist      RV left the history
+ *   504 too large RV (cause ResourceVersion-     back off, relist      the server is behind RV:
+ *     TooLarge, or "Too large resource version")                       its store went back in time
+ *   any other answer or event (500, 403, ...),   back off, relist      client-go relists on every
+ *     an undecodable or oversize event                                 other error
+ *
+ * kcsi lists with resourceVersion "" always: a consistent read of the latest state. client-go
+ * lists at its last RV (first "0": from the watch cache) and falls back to "" once a list at
+ * that RV answers Expired or too large; kcsi is always in that fallback, so a list never meets
+ * those two, and a relist after a store went back in time reads the store as it now is, its
+ * vanished objects delivered as deletes.
+ * (*) client-go tells a refused connection from other transport errors, which its REST client
+ * retries and then relists after; kcsi's transport does not tell them apart and watches again:
+ * an RV the server no longer has is answered 410 or too large, which relist.
+ * A relist waits a back-off step, as client-go's: it costs the server a full read, and every
+ * informer of a server that compacted or restarted would ask at once.
+ *
+ * The back-off is 800 ms doubling to 30 s, jittered; it starts over after a watch delivered an
+ * event (a healthy server) and, as client-go's, 2 min after it last started over. Sleeps wait on
+ * a condition variable so stop() ends them at once.
  *
  * A relist builds the new state in a scratch store (which only holds extra references to the
  * new records), then applies it to the live store and delivers the difference, so handlers see
@@ -150,13 +181,13 @@ static void deliver_delete(struct kube_informer *inf, const struct kube_obj *o)
 }
 
 /* Puts o (taking its reference) and delivers add or update. */
-static void apply_put(struct kube_informer *inf, struct kube_obj *o, bool only_if_changed)
+static void apply_put(struct kube_informer *inf, struct kube_obj *o)
 {
 	struct kube_obj *old = kube_store_put(inf->store, o);
 	pthread_mutex_lock(&inf->dispatch_mu);
 	if (!old)
 		deliver_add(inf, o);
-	else if (!only_if_changed || strcmp(old->rv, o->rv) != 0)
+	else
 		deliver_update(inf, old, o);
 	pthread_mutex_unlock(&inf->dispatch_mu);
 	kube_obj_unref(old);
@@ -171,9 +202,31 @@ static void apply_delete(struct kube_informer *inf, struct kube_obj *last)
 	kube_obj_unref(old);
 }
 
+/* ---- the rules (the table at the top) ---- */
+
+enum kube_informer_step kube_informer_next_step(enum kube_informer_at at, const struct kube_err *e,
+						bool events, int64_t lasted_ns)
+{
+	switch (at) {
+	case KUBE_INFORMER_AT_LIST_CONTINUE:
+		/* client-go's pager: only reason Expired, only past the first page */
+		if (e && !strcmp(e->reason, "Expired"))
+			return KUBE_INFORMER_FULL_LIST;
+		return KUBE_INFORMER_RELIST;
+	case KUBE_INFORMER_AT_LIST:
+		return KUBE_INFORMER_RELIST;
+	case KUBE_INFORMER_AT_WATCH:
+		break;
+	}
+	if (!e || (e->code == 0 && e->streamed))
+		return events || lasted_ns >= NSEC_PER_SEC ? KUBE_INFORMER_WATCH : KUBE_INFORMER_RELIST;
+	if (e->code == 0 || e->code == 429 || !strcmp(e->reason, "TooManyRequests"))
+		return KUBE_INFORMER_WATCH_BACKOFF;
+	return KUBE_INFORMER_RELIST; /* 410, too large RV, and every other error */
+}
+
 /* ---- LIST ---- */
 
-/* Lists every page into scratch; returns 0 with the list's resourceVersion in rv. */
 /*
  * A failed list or watch, in client-go's words (its reflector's "Failed to watch" through
  * HandleError's logger "UnhandledError", with reflector=, type= and err=, a failed list's cause
@@ -194,55 +247,75 @@ static void watch_failed(const struct kube_informer *inf, bool listing, const ch
 	strbuf_release(&err);
 }
 
-static int list_all(struct kube_informer *inf, struct kube_store *scratch, char *rv, size_t rvlen)
+/* Decodes one page's items into scratch; false (with *e) when the page is not a list. */
+static bool take_page(struct kube_informer *inf, struct jv_doc *doc, const struct strbuf *page,
+		      struct kube_store *scratch, char *rv, size_t rvlen, char **cont,
+		      struct kube_err *e)
+{
+	char jerr[160];
+	const jv_t *list = jv_parse(doc, page->buf, page->len, jerr, sizeof(jerr));
+	if (!list) {
+		memset(e, 0, sizeof(*e));
+		snprintf(e->message, sizeof(e->message), "%s", jerr);
+		return false;
+	}
+	const jv_t *md = jv_get(list, "metadata");
+	size_t i;
+	const jv_t *item;
+	jv_array_foreach(jv_get(list, "items"), i, item) {
+		char err[128];
+		struct kube_obj *o = inf->opts.kind->decode(item, err, sizeof(err));
+		if (!o) {
+			KLOG_W("Skipping undecodable %s in list: %s", inf->opts.kind->name, err);
+			continue;
+		}
+		if (inf->opts.filter && !inf->opts.filter(o, inf->opts.filter_ud)) {
+			kube_obj_unref(o);
+			continue;
+		}
+		kube_obj_unref(kube_store_put(scratch, o));
+	}
+	const char *c = jv_str(jv_get(md, "continue"));
+	snprintf(rv, rvlen, "%s", jv_str(jv_get(md, "resourceVersion")) ?: "");
+	*cont = (c && *c) ? xstrdup(c) : NULL;
+	return true;
+}
+
+/*
+ * Lists every page (limit per page, 0: one page) into scratch; 0 with the list's resourceVersion
+ * in rv, or -1 with *e and *at saying which page failed.
+ */
+static int list_all(struct kube_informer *inf, struct kube_store *scratch, long limit, char *rv,
+		    size_t rvlen, struct kube_err *e, enum kube_informer_at *at)
 {
 	char *cont = NULL;
 	int rc = -1;
 	struct strbuf page = STRBUF_INIT;
 	struct jv_doc doc = { 0 };
+	memset(e, 0, sizeof(*e));
 	for (;;) {
 		struct kube_list_opts lo = { .label_selector = inf->label_selector,
 					     .field_selector = inf->field_selector,
 					     .continue_token = cont,
-					     .limit = inf->opts.page_size };
-		struct kube_err e;
+					     .limit = limit };
+		*at = cont ? KUBE_INFORMER_AT_LIST_CONTINUE : KUBE_INFORMER_AT_LIST;
 		stat_add(inf, &inf->stats.pages);
-		if (kube_list_raw(inf->client, inf->opts.kind->res, inf->ns, &lo, &page, &e) != 0) {
-			watch_failed(inf, true, e.message);
+		if (kube_list_raw(inf->client, inf->opts.kind->res, inf->ns, &lo, &page, e) != 0)
 			break;
-		}
-		char jerr[160];
-		const jv_t *list = jv_parse(&doc, page.buf, page.len, jerr, sizeof(jerr));
-		if (!list) {
-			watch_failed(inf, true, jerr);
-			break;
-		}
-		const jv_t *md = jv_get(list, "metadata");
-		size_t i;
-		const jv_t *item;
-		jv_array_foreach(jv_get(list, "items"), i, item) {
-			char err[128];
-			struct kube_obj *o = inf->opts.kind->decode(item, err, sizeof(err));
-			if (!o) {
-				KLOG_W("Skipping undecodable %s in list: %s", inf->opts.kind->name, err);
-				continue;
-			}
-			if (inf->opts.filter && !inf->opts.filter(o, inf->opts.filter_ud)) {
-				kube_obj_unref(o);
-				continue;
-			}
-			kube_obj_unref(kube_store_put(scratch, o));
-		}
-		const char *c = jv_str(jv_get(md, "continue"));
-		snprintf(rv, rvlen, "%s", jv_str(jv_get(md, "resourceVersion")) ?: "");
+		char *next = NULL;
+		bool ok = take_page(inf, &doc, &page, scratch, rv, rvlen, &next, e);
 		free(cont);
-		cont = (c && *c) ? xstrdup(c) : NULL;
+		cont = next;
+		if (!ok)
+			break;
 		if (!cont) {
 			rc = 0;
 			break;
 		}
-		if (inf->stop)
+		if (inf->stop) {
+			snprintf(e->message, sizeof(e->message), "stopped");
 			break;
+		}
 	}
 	free(cont);
 	strbuf_release(&page);
@@ -250,13 +323,34 @@ static int list_all(struct kube_informer *inf, struct kube_store *scratch, char 
 	return rc;
 }
 
-/* Applies a full list to the live store, delivering the difference. */
-static void replace(struct kube_informer *inf, struct kube_store *scratch)
+/* Whether two records of one key are the same version of the same object. */
+static bool same_version(const struct kube_obj *a, const struct kube_obj *b)
+{
+	char ua[64], ub[64];
+	return !strcmp(a->rv, b->rv) &&
+	       !strcmp(kube_obj_uid(a, ua, sizeof(ua)), kube_obj_uid(b, ub, sizeof(ub)));
+}
+
+/*
+ * Applies a full list to the live store, delivering the difference: every object still there
+ * is an update when every is set (the server's history is not the one cached: the same name,
+ * uid and resourceVersion may hold other content), else only when its version changed.
+ */
+static void replace(struct kube_informer *inf, struct kube_store *scratch, bool every)
 {
 	size_t n, m;
 	struct kube_obj **fresh = kube_store_list(scratch, &n);
-	for (size_t i = 0; i < n; i++)
-		apply_put(inf, kube_obj_ref(fresh[i]), true);
+	for (size_t i = 0; i < n; i++) {
+		struct kube_obj *o = kube_obj_ref(fresh[i]);
+		struct kube_obj *old = kube_store_put(inf->store, o);
+		pthread_mutex_lock(&inf->dispatch_mu);
+		if (!old)
+			deliver_add(inf, o);
+		else if (every || !same_version(old, o))
+			deliver_update(inf, old, o);
+		pthread_mutex_unlock(&inf->dispatch_mu);
+		kube_obj_unref(old);
+	}
 	struct kube_obj **live = kube_store_list(inf->store, &m);
 	for (size_t i = 0; i < m; i++) {
 		struct kube_obj *still = kube_store_get(scratch, live[i]->ns, live[i]->name);
@@ -268,13 +362,24 @@ static void replace(struct kube_informer *inf, struct kube_store *scratch)
 	kube_objs_free(fresh, n);
 }
 
-static int do_list(struct kube_informer *inf)
+/* One full list; KUBE_INFORMER_WATCH when it is applied, else KUBE_INFORMER_RELIST. */
+static enum kube_informer_step do_list(struct kube_informer *inf, bool every)
 {
 	struct kube_store *scratch = kube_store_new();
 	char rv[64];
-	int rc = list_all(inf, scratch, rv, sizeof(rv));
+	struct kube_err e;
+	enum kube_informer_at at;
+	int rc = list_all(inf, scratch, inf->opts.page_size, rv, sizeof(rv), &e, &at);
+	if (rc != 0 && !inf->stop &&
+	    kube_informer_next_step(at, &e, false, 0) == KUBE_INFORMER_FULL_LIST) {
+		KLOG_V(2, "List of %s expired between pages, listing again in one page: %s",
+		       inf->opts.kind->name, e.message);
+		kube_store_free(scratch);
+		scratch = kube_store_new();
+		rc = list_all(inf, scratch, 0, rv, sizeof(rv), &e, &at);
+	}
 	if (rc == 0) {
-		replace(inf, scratch);
+		replace(inf, scratch, every);
 		set_rv(inf, rv);
 		stat_add(inf, &inf->stats.lists);
 		pthread_mutex_lock(&inf->mu);
@@ -284,37 +389,36 @@ static int do_list(struct kube_informer *inf)
 		inf->synced = true;
 		pthread_cond_broadcast(&inf->cond);
 		pthread_mutex_unlock(&inf->mu);
+	} else if (!inf->stop) {
+		watch_failed(inf, true, e.message);
 	}
 	kube_store_free(scratch);
-	return rc;
+	return rc == 0 ? KUBE_INFORMER_WATCH : KUBE_INFORMER_RELIST;
 }
 
 /* ---- WATCH ---- */
 
-enum { WATCH_GONE = 2, WATCH_ERROR = 3 };
-
 struct watch_ctx {
 	struct kube_informer *inf;
 	struct kube_watch_decoder dec;
-	int outcome; /* 0, WATCH_GONE or WATCH_ERROR */
-	bool got_event;
+	bool failed;      /* an ERROR event, or an event that could not be decoded: err says */
+	struct kube_err err;
+	bool progressed;  /* an object event or a bookmark arrived */
 };
 
 static int on_event(enum kube_watch_type type, const jv_t *obj, void *ud)
 {
 	struct watch_ctx *w = ud;
 	struct kube_informer *inf = w->inf;
-	w->got_event = true;
 	if (type == KUBE_WATCH_ERROR) {
-		int64_t code = jv_int(jv_get(obj, "code"));
-		const char *msg = jv_str(jv_get(obj, "message"));
-		const char *reason = jv_str(jv_get(obj, "reason"));
-		KLOG_V(2, "Watch error event kind=%s code=%lld message=%s",
-		       LOGQ(inf->opts.kind->name), (long long)code, LOGQ(msg ? msg : ""));
-		w->outcome = (code == 410 || (reason && !strcmp(reason, "Expired"))) ? WATCH_GONE
-										       : WATCH_ERROR;
+		kube_err_from_status(&w->err, 0, obj);
+		w->failed = true;
+		KLOG_V(2, "Watch error event kind=%s code=%d reason=%s message=%s",
+		       LOGQ(inf->opts.kind->name), w->err.code, LOGQ(w->err.reason),
+		       LOGQ(w->err.message));
 		return 1;
 	}
+	w->progressed = true;
 	const char *rv = jv_str(jv_get(jv_get(obj, "metadata"), "resourceVersion"));
 	if (type == KUBE_WATCH_BOOKMARK) {
 		set_rv(inf, rv);
@@ -340,7 +444,7 @@ static int on_event(enum kube_watch_type type, const jv_t *obj, void *ud)
 		apply_delete(inf, o);
 		kube_obj_unref(o);
 	} else {
-		apply_put(inf, o, false);
+		apply_put(inf, o);
 	}
 	set_rv(inf, rv);
 	stat_add(inf, &inf->stats.events);
@@ -352,14 +456,41 @@ static int on_data(const char *data, size_t len, void *ud)
 	struct watch_ctx *w = ud;
 	int rc = kube_watch_feed(&w->dec, data, len, on_event, w);
 	if (rc < 0) {
+		/* as client-go's stream watcher: an ERROR event with a 500 Status */
 		watch_failed(w->inf, false, w->dec.err);
-		w->outcome = WATCH_ERROR;
+		memset(&w->err, 0, sizeof(w->err));
+		w->err.code = 500;
+		snprintf(w->err.reason, sizeof(w->err.reason), "InternalError");
+		snprintf(w->err.message, sizeof(w->err.message),
+			 "unable to decode an event from the watch stream: %s", w->dec.err);
+		w->failed = true;
 	}
 	return rc;
 }
 
-/* Runs one watch request; returns 0 (resume), WATCH_GONE (relist) or WATCH_ERROR (back off). */
-static int do_watch(struct kube_informer *inf, bool *progressed, bool *streamed)
+static void log_step(const struct kube_informer *inf, enum kube_informer_step step,
+		     const struct kube_err *why)
+{
+	const char *kind = inf->opts.kind->name;
+	if (step == KUBE_INFORMER_WATCH || !why)
+		return;
+	if (step == KUBE_INFORMER_WATCH_BACKOFF)
+		KLOG_V(2, "Watch of %s ended: %s", kind, why->message);
+	else if (kube_err_is_gone(why))
+		KLOG_V(2, "Watch of %s expired, relisting: %s", kind, why->message);
+	else if (kube_err_is_rv_too_large(why))
+		KLOG_I("Watch of %s: the API server is behind the resourceVersion cached (its store "
+		       "went back in time?), relisting: %s", kind, why->message);
+	else
+		KLOG_V(2, "Watch of %s ended, relisting: %s", kind, why->message);
+}
+
+/*
+ * Runs one watch request from last_rv; returns what comes next. *progressed: an event arrived;
+ * *too_large: the server answered that it has not reached last_rv.
+ */
+static enum kube_informer_step do_watch(struct kube_informer *inf, bool *progressed,
+					bool *too_large)
 {
 	struct strbuf path = STRBUF_INIT, q = STRBUF_INIT;
 	char rv[64], tmo[32];
@@ -379,58 +510,66 @@ static int do_watch(struct kube_informer *inf, bool *progressed, bool *streamed)
 	kube_watch_decoder_init(&w.dec, inf->opts.max_event);
 	stat_add(inf, &inf->stats.watches);
 	struct kube_err e;
+	int64_t started = mono_now_ns();
 	int rc = kube_stream(inf->client, path.buf, q.buf, on_data, &w, &inf->stop, &e);
-	if (rc != 0 && !w.outcome) {
-		if (kube_err_is_gone(&e)) {
-			w.outcome = WATCH_GONE;
-		} else {
-			KLOG_V(2, "Watch of %s ended: %s", inf->opts.kind->name, e.message);
-			w.outcome = WATCH_ERROR;
-		}
-	}
-	*progressed = w.got_event;
-	*streamed = e.streamed;
+	const struct kube_err *why = w.failed ? &w.err : rc != 0 ? &e : NULL;
+	enum kube_informer_step step = kube_informer_next_step(KUBE_INFORMER_AT_WATCH, why,
+							       w.progressed,
+							       mono_now_ns() - started);
+	if (!inf->stop)
+		log_step(inf, step, why);
+	*progressed = w.progressed;
+	*too_large = why && kube_err_is_rv_too_large(why);
 	kube_watch_decoder_release(&w.dec);
 	strbuf_release(&path);
 	strbuf_release(&q);
-	return w.outcome;
+	return step;
+}
+
+/* The back-off between attempts; as client-go's, it starts over 2 min after it last did. */
+struct retry {
+	struct backoff bo;
+	int64_t since;
+};
+
+static void retry_reset(struct retry *r)
+{
+	backoff_reset(&r->bo);
+	r->since = mono_now_ns();
+}
+
+static void back_off(struct kube_informer *inf, struct retry *r)
+{
+	if (mono_now_ns() - r->since > 120 * NSEC_PER_SEC)
+		retry_reset(r);
+	stat_add(inf, &inf->stats.backoffs);
+	sleep_or_stop(inf, backoff_next(&r->bo));
 }
 
 static void *run(void *arg)
 {
 	struct kube_informer *inf = arg;
-	struct backoff bo;
-	backoff_init(&bo, 800 * NSEC_PER_MSEC, 30 * NSEC_PER_SEC, 2.0, 0.2);
-	bool need_list = true;
+	struct retry r;
+	backoff_init(&r.bo, 800 * NSEC_PER_MSEC, 30 * NSEC_PER_SEC, 2.0, 0.2);
+	r.since = mono_now_ns();
+	bool need_list = true, every = false;
 	while (!inf->stop) {
+		enum kube_informer_step step;
 		if (need_list) {
-			if (do_list(inf) != 0) {
-				sleep_or_stop(inf, backoff_next(&bo));
-				continue;
-			}
-			backoff_reset(&bo);
-			need_list = false;
+			step = do_list(inf, every);
+			every = every && step != KUBE_INFORMER_WATCH;
+		} else {
+			bool progressed = false, too_large = false;
+			step = do_watch(inf, &progressed, &too_large);
+			if (progressed)
+				retry_reset(&r);
+			every = every || too_large;
 		}
-		bool progressed = false, streamed = false;
-		int64_t started = mono_now_ns();
-		int out = do_watch(inf, &progressed, &streamed);
 		if (inf->stop)
 			break;
-		if (progressed)
-			backoff_reset(&bo);
-		if (out == WATCH_GONE) {
-			KLOG_V(2, "Watch of %s expired, relisting", inf->opts.kind->name);
-			need_list = true;
-		} else if (out == WATCH_ERROR &&
-			   !(streamed && (progressed || mono_now_ns() - started >= NSEC_PER_SEC))) {
-			/* As client-go's reflector: a watch that was streaming and broke (the API
-			 * server went away, the connection was reset) is asked again at once, and
-			 * only one that could not start (connection refused, an error answer), or
-			 * broke within a second with nothing delivered, backs off. Otherwise the
-			 * first retry after an API server's restart would wait a step for nothing,
-			 * and every later one twice as long as upstream's. */
-			sleep_or_stop(inf, backoff_next(&bo));
-		}
+		need_list = step == KUBE_INFORMER_RELIST || step == KUBE_INFORMER_FULL_LIST;
+		if (step == KUBE_INFORMER_WATCH_BACKOFF || step == KUBE_INFORMER_RELIST)
+			back_off(inf, &r);
 	}
 	return NULL;
 }

@@ -3,11 +3,16 @@
  * every change, as client-go's shared informer does.
  *
  * One thread per informer: LIST (paginated with limit/continue), then WATCH from the list's
- * resourceVersion with bookmarks. A stream that ends or breaks is resumed from the last
- * resourceVersion seen; a 410 Gone (expired resourceVersion) triggers a relist that delivers the
- * difference: adds, updates for objects whose resourceVersion changed, and deletes (with the last
- * known state) for objects that vanished meanwhile. A periodic resync (opts.resync_ns) delivers
- * every cached object again as an update(old == new).
+ * resourceVersion with bookmarks. What follows a failed list or an ended watch is client-go's
+ * reflector's rule (the table atop informer.c, kube_informer_next_step() below): a stream that
+ * ended is resumed from the last resourceVersion seen; 429s and unanswered watches back off and
+ * watch again; a resourceVersion the server no longer has (410 Expired) or has not reached (504
+ * "Too large resource version": its store went back in time) and any other error back off and
+ * relist. A relist delivers the difference: adds, updates for objects whose resourceVersion or
+ * uid changed (after a too-large error: for every object still there, as the server's history
+ * was not the one cached), and deletes (with the last known state) for objects that vanished
+ * meanwhile. A periodic resync (opts.resync_ns) delivers every cached object again as an
+ * update(old == new).
  *
  * Handlers run on the informer's threads, one call at a time per informer, and get borrowed
  * records valid during the call (kube_obj_ref() to keep one). They must not block for long:
@@ -57,6 +62,7 @@ struct kube_informer_stats {
 	uint64_t events;   /* watch events applied */
 	uint64_t bookmarks;
 	uint64_t resyncs;
+	uint64_t backoffs; /* waits before a list or watch was asked again */
 };
 
 struct kube_informer;
@@ -109,5 +115,32 @@ struct kube_store *kube_informer_store(struct kube_informer *inf);
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *s);
 /* The resourceVersion the next watch would start from (copied into buf). */
 void kube_informer_last_rv(struct kube_informer *inf, char *buf, size_t len);
+
+/*
+ * The rule the informer thread follows after a failed list page or an ended watch, as
+ * client-go's reflector (the table atop informer.c says why for each case). Public for its
+ * table test.
+ */
+enum kube_informer_step {
+	KUBE_INFORMER_WATCH,         /* watch again at once from the last resourceVersion */
+	KUBE_INFORMER_WATCH_BACKOFF, /* back off, then watch again from the last resourceVersion */
+	KUBE_INFORMER_RELIST,        /* back off, then list from the first page, resourceVersion "" */
+	KUBE_INFORMER_FULL_LIST,     /* list again at once, in one page (no limit) */
+};
+
+enum kube_informer_at {
+	KUBE_INFORMER_AT_LIST,          /* a list's first page failed */
+	KUBE_INFORMER_AT_LIST_CONTINUE, /* a later page (one with a continue token) failed */
+	KUBE_INFORMER_AT_WATCH,         /* a watch ended */
+};
+
+/*
+ * e: why. For a watch: NULL when its stream ended as streams do (the server closed it), an error
+ * answer, the Status of an ERROR event (kube_err_from_status; an undecodable event counts as a
+ * 500), or code 0: no answer (e->streamed false) or a 200 stream that broke (e->streamed true).
+ * events: the watch delivered an object or a bookmark; lasted_ns: from its request to its end.
+ */
+enum kube_informer_step kube_informer_next_step(enum kube_informer_at at, const struct kube_err *e,
+						bool events, int64_t lasted_ns);
 
 #endif

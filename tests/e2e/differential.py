@@ -161,6 +161,8 @@ def normalise(obj, server, key=None, age_cols=()):
             s = s.replace(u, "<uid>")
         # resourceVersions inside messages ("too old resource version: 5 (120)")
         s = re.sub(r"resource version: \d+ \(\d+\)", "resource version: <rv> (<rv>)", s)
+        # ("Timeout: Too large resource version: 999999999, current: 120")
+        s = re.sub(r"resource version: \d+, current: \d+", "resource version: <rv>, current: <rv>", s)
         # generateName suffixes: 5 characters after a name ending in '-' followed by "gen-"
         s = re.sub(r"\bgen-[a-z0-9]{5}\b", "gen-<rand>", s)
         return s

@@ -1,5 +1,6 @@
 #!/bin/bash
-# kube-emulator fault injection: 500 / 429 + Retry-After / 409 rules by verb and resource with
+# kube-emulator fault injection: 500 / 429 + Retry-After / 409 / 410 / 504 rules by verb and
+# resource (a watch's as an ERROR event when asked) with
 # counts, added latency, closing all watches now, ending watches after N seconds, and reset.
 . "$(dirname "$0")/lib_emulator.sh"
 emu_start
@@ -67,6 +68,26 @@ START=$(date +%s)
 curl -sN --max-time 20 "$S/api/v1/persistentvolumes?watch=1&resourceVersion=0" >"$T/w3"
 check "watchMaxSeconds ends watches" test $(( $(date +%s) - START )) -le 5
 check "ended watches are counted" eq "$(counter watchesEnded)" "1"
+
+# 410 and 504 "Too large resource version", as an answer or (watches, asEvent) an ERROR event
+# (one rule per resource: every rule a request matches counts it, the first code answers)
+faults '{"reset":true,"rules":[{"verb":"watch","resource":"persistentvolumes","code":410,"times":1},
+  {"verb":"watch","resource":"persistentvolumeclaims","code":504,"retryAfterSeconds":0,"asEvent":true,"times":1},
+  {"verb":"list","resource":"storageclasses","code":504,"times":1}]}'
+req GET "/api/v1/persistentvolumes?watch=1&resourceVersion=5"
+expect_code 410 "injected 410 on a watch"
+check "410 is Expired" eq "$(jqo '.reason+" "+.message')" "Expired The resourceVersion for the provided watch is too old."
+curl -s -o "$T/ev" -w '%{http_code}' "$S/api/v1/persistentvolumeclaims?watch=1&resourceVersion=7" >"$T/code"
+check "asEvent: a 200 answer" eq "$(cat "$T/code")" "200"
+check "asEvent: one ERROR event with the too-large Status" eq \
+	"$(jq -r '"\(.type) \(.object.code) \(.object.reason) \(.object.details.causes[0].reason) \(.object.details.retryAfterSeconds)"' "$T/ev")" \
+	"ERROR 504 Timeout ResourceVersionTooLarge null"
+check "the too-large message names the asked and the current resourceVersion" \
+	bash -c "jq -r .object.message '$T/ev' | grep -Eq '^Timeout: Too large resource version: 7, current: [0-9]+\$'"
+curl -s -D "$T/headers" -o "$T/out" "$S/apis/storage.k8s.io/v1/storageclasses"
+check "504 on a list says Retry-After: 1" grep -qi '^Retry-After: 1' "$T/headers"
+check "504 on a list is the too-large Status" eq "$(jqo '.code')" "504"
+check "410s and 504s are counted" eq "$(counter expired410) $(counter tooLarge504)" "1 2"
 
 faults '{"reset":true}'
 check "reset leaves no rules" eq "$(jq -r '.rules|length' "$T/faults")" "0"

@@ -80,11 +80,42 @@ check "sendInitialEvents: ADDED then the initial-events-end bookmark" eq \
 	"$(jq -r '"\(.type) \(.object.metadata.annotations["k8s.io/initial-events-end"] // .object.metadata.name)"' "$T/wl" | head -2 | paste -sd, -)" \
 	"ADDED cm-a,BOOKMARK true"
 
-# a resourceVersion from the future is 504 ResourceVersionTooLarge, as upstream after its wait
+# a resourceVersion from the future (the store went back in time): a list is 504 Timeout with
+# the ResourceVersionTooLarge cause at once; a watch waits 3 s for the store, then one ERROR
+# event with that Status (kube-apiserver's watch-list answer; docs/kube-emulator.md)
 CUR=$(curl -s "$S/api/v1/namespaces/default/configmaps" | jq -r .metadata.resourceVersion)
-req GET "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=$((CUR + 1000))"
-expect_code 504 "watch from a future resourceVersion"
+req GET "/api/v1/namespaces/default/configmaps?resourceVersion=$((CUR + 1000))"
+expect_code 504 "list at a future resourceVersion"
 check "future resourceVersion cause" eq "$(jqo '.details.causes[0].reason')" "ResourceVersionTooLarge"
+check "future resourceVersion message" eq "$(jqo .message)" "Timeout: Too large resource version: $((CUR + 1000)), current: $CUR"
+START=$(date +%s.%N)
+curl -sN "$S/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=$((CUR + 1000))&allowWatchBookmarks=true" >"$T/future"
+WAITED=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+check "future watch: one ERROR event, no bookmark" eq "$(jq -r .type "$T/future" | paste -sd, -)" "ERROR"
+check "future watch: the too-large Status" eq \
+	"$(jq -r '"\(.object.code) \(.object.reason) \(.object.details.causes[0].reason)"' "$T/future")" "504 Timeout ResourceVersionTooLarge"
+check "future watch: after about 3 s ($WAITED)" awk -v w="$WAITED" 'BEGIN {exit !(w >= 2.9 && w < 10)}'
+# the store reaches it within the wait: the watch goes on from there
+watch_bg catchup "resourceVersion=$((CUR + 1))&timeoutSeconds=5"
+watch_bg catchup_wl "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=$((CUR + 1))&timeoutSeconds=5"
+sleep 0.5
+mk cm-f1 web
+mk cm-f2 web
+check "future watch caught up: the events after its resourceVersion" wait_lines "$T/catchup" 1
+check "future watch caught up: only cm-f2" eq "$(jq -r 'select(.type != "BOOKMARK") | "\(.type) \(.object.metadata.name)"' "$T/catchup" | paste -sd, -)" "ADDED cm-f2"
+end_bookmark() { # FILE: has the initial-events-end bookmark, within 5 s
+	for _ in $(seq 1 100); do
+		jq -r 'select(.type == "BOOKMARK") | .object.metadata.annotations["k8s.io/initial-events-end"]' "$1" 2>/dev/null |
+			grep -q true && return 0
+		sleep 0.05
+	done
+	return 1
+}
+check "future watch-list caught up: its initial events end with the bookmark" end_bookmark "$T/catchup_wl"
+check "future watch-list caught up: cm-f1 among its initial events" \
+	bash -c "jq -r 'select(.type == \"ADDED\") | .object.metadata.name' '$T/catchup_wl' | grep -qx cm-f1"
+req DELETE /api/v1/namespaces/default/configmaps/cm-f1
+req DELETE /api/v1/namespaces/default/configmaps/cm-f2
 req GET "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=18446744073709551615"
 expect_code 400 "resourceVersion out of range"
 

@@ -2,6 +2,9 @@
 #
 # emu_start [flags...]   starts build/bin/kube-emulator on 127.0.0.1:0 with a kubeconfig in $T,
 #                        waits for the kubeconfig, sets EMU_PID, S (server URL), KC (kubeconfig)
+# emu_crash_restart SECS [flags...]
+#                        kills it (-9: its store is lost), leaves the port closed SECS seconds
+#                        (clients meet "connection refused"), starts it again on the same port
 # req METHOD PATH [BODY] [CONTENT-TYPE]
 #                        one HTTP request; sets CODE and writes the body to $T/out (jq reads it)
 # expect_code N "what"   fails the scenario unless CODE is N
@@ -29,8 +32,23 @@ fail() {
 }
 
 emu_start() {
+	emu_listen 127.0.0.1:0 "$@"
+}
+
+emu_crash_restart() {
+	local down=$1 port=${S##*:}
+	shift
+	kill -KILL "$EMU_PID"
+	wait "$EMU_PID" 2>/dev/null
+	sleep "$down"
+	emu_listen "127.0.0.1:$port" "$@"
+}
+
+emu_listen() {
+	local addr=$1
+	shift
 	rm -f "$T/kubeconfig"
-	"$KCSI_BIN/kube-emulator" --listen 127.0.0.1:0 --write-kubeconfig "$T/kubeconfig" "$@" \
+	"$KCSI_BIN/kube-emulator" --listen "$addr" --write-kubeconfig "$T/kubeconfig" "$@" \
 		>>"$T/emulator.log" 2>&1 &
 	EMU_PID=$!
 	for _ in $(seq 1 200); do

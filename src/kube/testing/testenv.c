@@ -16,23 +16,15 @@
 
 #include "base/timeutil.h"
 
-int kube_testenv_start(struct kube_testenv *env, const char *bin, const char *const *extra)
+/* Runs bin listening on listen, its log added to <dir>/emulator.log; waits for its kubeconfig. */
+static int spawn(struct kube_testenv *env, const char *bin, const char *listen,
+		 const char *const *extra)
 {
-	memset(env, 0, sizeof(*env));
-	if (access(bin, X_OK) != 0) {
-		fprintf(stderr, "SKIP: kube-emulator not found at %s (build the kube-emulator target)\n",
-			bin);
-		return KUBE_TESTENV_SKIP;
-	}
-	snprintf(env->dir, sizeof(env->dir), "/tmp/kcsi-kube-test-XXXXXX");
-	if (!mkdtemp(env->dir))
-		return -1;
-	snprintf(env->kubeconfig, sizeof(env->kubeconfig), "%s/kc", env->dir);
 	const char *argv[64];
 	int n = 0;
 	argv[n++] = bin;
 	argv[n++] = "--listen";
-	argv[n++] = "127.0.0.1:0";
+	argv[n++] = listen;
 	argv[n++] = "--write-kubeconfig";
 	argv[n++] = env->kubeconfig;
 	for (int i = 0; extra && extra[i] && n < 62; i++)
@@ -40,13 +32,14 @@ int kube_testenv_start(struct kube_testenv *env, const char *bin, const char *co
 	argv[n] = NULL;
 	char log[320];
 	snprintf(log, sizeof(log), "%s/emulator.log", env->dir);
+	unlink(env->kubeconfig);
 	pid_t parent = getpid();
 	env->pid = fork();
 	if (env->pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(1);
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
@@ -66,6 +59,23 @@ int kube_testenv_start(struct kube_testenv *env, const char *bin, const char *co
 		}
 		sleep_ns(10 * NSEC_PER_MSEC);
 	}
+	return 0;
+}
+
+int kube_testenv_start(struct kube_testenv *env, const char *bin, const char *const *extra)
+{
+	memset(env, 0, sizeof(*env));
+	if (access(bin, X_OK) != 0) {
+		fprintf(stderr, "SKIP: kube-emulator not found at %s (build the kube-emulator target)\n",
+			bin);
+		return KUBE_TESTENV_SKIP;
+	}
+	snprintf(env->dir, sizeof(env->dir), "/tmp/kcsi-kube-test-XXXXXX");
+	if (!mkdtemp(env->dir))
+		return -1;
+	snprintf(env->kubeconfig, sizeof(env->kubeconfig), "%s/kc", env->dir);
+	if (spawn(env, bin, "127.0.0.1:0", extra) != 0)
+		return -1;
 	char err[512];
 	env->cfg = kube_config_load(env->kubeconfig, NULL, NULL, err, sizeof(err));
 	if (!env->cfg) {
@@ -81,26 +91,48 @@ int kube_testenv_start(struct kube_testenv *env, const char *bin, const char *co
 	return 0;
 }
 
+/* Sends sig and waits for the emulator to end (SIGKILL after 5 s). */
+static void end_emulator(struct kube_testenv *env, int sig)
+{
+	if (env->pid <= 0)
+		return;
+	kill(env->pid, sig);
+	int st;
+	int64_t deadline = mono_now_ns() + 5 * NSEC_PER_SEC;
+	while (waitpid(env->pid, &st, WNOHANG) == 0) {
+		if (mono_now_ns() > deadline) {
+			kill(env->pid, SIGKILL);
+			waitpid(env->pid, &st, 0);
+			break;
+		}
+		sleep_ns(10 * NSEC_PER_MSEC);
+	}
+	env->pid = 0;
+}
+
+int kube_testenv_restart(struct kube_testenv *env, const char *bin, const char *const *extra,
+			 int sig, int64_t down_ns)
+{
+	const char *url = env->cfg ? env->cfg->server : NULL;
+	const char *hostport = url ? strstr(url, "://") : NULL;
+	if (!hostport) {
+		fprintf(stderr, "testenv: no server address to restart on\n");
+		return -1;
+	}
+	char listen[128];
+	snprintf(listen, sizeof(listen), "%s", hostport + 3);
+	end_emulator(env, sig);
+	sleep_ns(down_ns);
+	return spawn(env, bin, listen, extra);
+}
+
 void kube_testenv_stop(struct kube_testenv *env)
 {
 	kube_client_free(env->client);
 	env->client = NULL;
 	kube_config_free(env->cfg);
 	env->cfg = NULL;
-	if (env->pid > 0) {
-		kill(env->pid, SIGTERM);
-		int st;
-		int64_t deadline = mono_now_ns() + 5 * NSEC_PER_SEC;
-		while (waitpid(env->pid, &st, WNOHANG) == 0) {
-			if (mono_now_ns() > deadline) {
-				kill(env->pid, SIGKILL);
-				waitpid(env->pid, &st, 0);
-				break;
-			}
-			sleep_ns(10 * NSEC_PER_MSEC);
-		}
-		env->pid = 0;
-	}
+	end_emulator(env, SIGTERM);
 	if (env->dir[0]) {
 		char cmd[320];
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", env->dir);

@@ -11,6 +11,7 @@
 #ifndef KCSI_KUBE_TESTENV_H
 #define KCSI_KUBE_TESTENV_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "kube/client.h"
@@ -32,6 +33,14 @@ struct kube_testenv {
  */
 int kube_testenv_start(struct kube_testenv *env, const char *bin, const char *const *extra);
 void kube_testenv_stop(struct kube_testenv *env);
+/*
+ * Restarts the emulator on the address it listens on, the config and client staying valid:
+ * signal sig to it (SIGKILL: a crash, its store lost; SIGTERM: an orderly stop, which saves a
+ * --state-file), nothing listening for down_ns (clients meet "connection refused"), then bin
+ * again with extra (NULL-terminated; the first start's are not repeated). Returns 0 or -1.
+ */
+int kube_testenv_restart(struct kube_testenv *env, const char *bin, const char *const *extra,
+			 int sig, int64_t down_ns);
 /* POSTs a fault-injection request (JSON text) to /emulator/faults; returns 0 or -1. */
 int kube_testenv_faults(struct kube_testenv *env, const char *json);
 /* Makes a temp folder path under env->dir into buf. */
