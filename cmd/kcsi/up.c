@@ -29,7 +29,8 @@ int cli_up_main(int argc, char **argv)
 		     "Run this CSI driver instead, through /bin/sh; {endpoint}, {nodeid} and {mode} "
 		     "(controller, node, or all with --provisioning=distributed) are replaced, e.g. 'mydriver --endpoint {endpoint} --nodeid {nodeid}'");
 	flags_string(fs, "bin-dir", &c.bin_dir, "", "Folder of the kcsi binaries; default the folder of this kcsi");
-	flags_string(fs, "listen", &c.listen, "127.0.0.1:0", "Address of the API server (kube-emulator)");
+	flags_string(fs, "listen", &c.listen, "127.0.0.1:0",
+		     "Address of the API server (kube-emulator); a restart of it reuses the port its first start bound");
 	flags_string(fs, "kubeconfig", &c.kubeconfig, "",
 		     "Run against this existing API server instead of starting kube-emulator; the Nodes, "
 		     "CSINodes, node Leases and CSIDriver kcsi up creates there are deleted at exit; without "

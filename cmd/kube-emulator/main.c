@@ -1,6 +1,7 @@
 /*
  * kube-emulator: flags -> emu_server -> wait for SIGTERM/SIGINT -> stop (close watches, save
- * state) -> exit 0. Signals are blocked before any thread starts and taken with sigwait() here,
+ * state) -> exit 0; exit 1 when it cannot start, EMU_EXIT_ADDR_IN_USE (3) when the cause is a
+ * --listen address in use. Signals are blocked before any thread starts and taken with sigwait() here,
  * so no server thread is ever interrupted by them.
  */
 #include <malloc.h>
@@ -35,7 +36,9 @@ int main(int argc, char **argv)
 	flags_string(fs, "tls-ca", &cfg.tls_ca_file, "",
 		     "PEM CA written to the kubeconfig (default: the certificate itself).");
 	flags_string(fs, "state-file", &cfg.state_file, "",
-		     "Load objects from this file at start and save them on SIGTERM.");
+		     "Keep the objects and the resourceVersion counter in this file: loaded at start, "
+		     "every write logged to FILE.log as it commits (a kill -9 loses none), folded "
+		     "into FILE at start and exit; FILE.lock keeps a second emulator off it.");
 	flags_int(fs, "watch-history", &history, 10000,
 		  "Events kept for watch resume; older resourceVersions get 410 Expired.");
 	flags_duration(fs, "bookmark-interval", &cfg.bookmark_interval_ns, 60 * NSEC_PER_SEC,
@@ -89,11 +92,12 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	struct emu_server *srv = emu_server_start(&cfg, err, sizeof(err));
+	bool addr_in_use = false;
+	struct emu_server *srv = emu_server_start(&cfg, &addr_in_use, err, sizeof(err));
 	if (!srv) {
 		KLOG_E("Cannot start: %s", err);
 		flags_free(fs);
-		return 1;
+		return addr_in_use ? EMU_EXIT_ADDR_IN_USE : 1;
 	}
 	if (*kubeconfig && emu_server_write_kubeconfig(srv, kubeconfig, err, sizeof(err)) < 0) {
 		KLOG_E("Cannot write kubeconfig: %s", err);

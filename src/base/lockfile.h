@@ -1,6 +1,6 @@
 /*
  * lockfile: one process at a time owns a folder, or a part of one (kcsi up's --dir, a node's
- * records in the loop driver's pool, kcsi-node's --root-dir).
+ * records in the loop driver's pool, kcsi-node's --root-dir, kube-emulator's --state-file).
  *
  * lockfile_take() takes an exclusive flock() on a file inside what it guards and writes the
  * taker's PID into it. The lock lasts as long as the descriptor stays open, which is the

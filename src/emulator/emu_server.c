@@ -33,6 +33,7 @@
 #include "emulator/emu_proto.h"
 #include "emulator/emu_reply.h"
 #include "emulator/emu_server.h"
+#include "emulator/emu_state.h"
 #include "emulator/emu_verbs.h"
 #include "emulator/emu_watch.h"
 
@@ -587,8 +588,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- start / stop ---- */
 
-static int open_listener(struct emu_server *srv, const char *listen_addr, char *err,
-			 size_t errlen)
+static int open_listener(struct emu_server *srv, const char *listen_addr, bool *addr_in_use,
+			 char *err, size_t errlen)
 {
 	char host[256], port[16];
 	const char *colon = strrchr(listen_addr, ':');
@@ -618,7 +619,10 @@ static int open_listener(struct emu_server *srv, const char *listen_addr, char *
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", listen_addr, strerror(errno));
+		int e = errno;
+		snprintf(err, errlen, "cannot listen on %s: %s", listen_addr, strerror(e));
+		if (addr_in_use)
+			*addr_in_use = e == EADDRINUSE;
 		if (fd >= 0)
 			close(fd);
 		freeaddrinfo(ai);
@@ -713,8 +717,11 @@ static void add_default_namespaces(struct emu_store *st)
 	}
 }
 
-struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, size_t errlen)
+struct emu_server *emu_server_start(const struct emu_config *cfg, bool *addr_in_use, char *err,
+				    size_t errlen)
 {
+	if (addr_in_use)
+		*addr_in_use = false;
 	struct emu_server *srv = xcalloc(1, sizeof(*srv));
 	srv->cfg = *cfg;
 	srv->listen_fd = -1;
@@ -733,8 +740,10 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, char *err, siz
 	emu_store_init(&srv->st, cfg->watch_history ? cfg->watch_history : 10000);
 	srv->st.ring_bytes_max = srv->cfg.watch_history_bytes;
 	emu_faults_init(&srv->faults);
-	if ((srv->state_file && emu_store_load(&srv->st, srv->state_file, err, errlen) < 0) ||
-	    load_tls(srv, cfg, err, errlen) < 0 || open_listener(srv, cfg->listen, err, errlen) < 0) {
+	/* The state file before the listener: a second emulator on it is refused before it binds */
+	if ((srv->state_file && emu_state_open(&srv->st, srv->state_file, err, errlen) < 0) ||
+	    load_tls(srv, cfg, err, errlen) < 0 ||
+	    open_listener(srv, cfg->listen, addr_in_use, err, errlen) < 0) {
 		server_free(srv);
 		return NULL;
 	}
@@ -874,7 +883,7 @@ int emu_server_stop(struct emu_server *srv, char *err, size_t errlen)
 		       EMU_STOP_GRACE_MS);
 	int rc = 0;
 	if (srv->state_file) {
-		rc = emu_store_save(&srv->st, srv->state_file, err, errlen);
+		rc = emu_state_save(&srv->st, err, errlen);
 		if (rc == 0)
 			KLOG_I("Saved state file=\"%s\" resourceVersion=%llu", srv->state_file,
 			       (unsigned long long)srv->st.rv);

@@ -1,5 +1,6 @@
 /*
- * emu_store: resource table, sorted object arrays, the event ring and the state file.
+ * emu_store: resource table, sorted object arrays and the event ring (the state file and its
+ * log: emu_state.c).
  *
  * Sorted arrays rather than hash tables: lookups are a binary search, a namespace is a key range,
  * and paginated lists need key order anyway. Inserting into a 10,000-entry array moves at most
@@ -7,8 +8,6 @@
  */
 #include "emulator/emu_store.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +16,6 @@
 #include <unistd.h>
 
 #include "base/xalloc.h"
-#include "emulator/emu_patch.h"
 
 const char *const emu_event_names[3] = { "ADDED", "MODIFIED", "DELETED" };
 
@@ -123,6 +121,7 @@ void emu_store_init(struct emu_store *st, size_t history)
 	st->ring_cap = history ? history : 1;
 	st->ring_bytes_max = SIZE_MAX;
 	st->ring = xcalloc(st->ring_cap, sizeof(*st->ring));
+	st->state_lock_fd = st->log_fd = -1;
 	st->nres = sizeof(resource_table) / sizeof(resource_table[0]);
 	st->res = xcalloc(st->nres, sizeof(*st->res));
 	for (size_t i = 0; i < st->nres; i++) {
@@ -156,6 +155,12 @@ void emu_store_free(struct emu_store *st)
 		free(st->res[i].items);
 	}
 	free(st->res);
+	if (st->log_fd >= 0)
+		close(st->log_fd);
+	if (st->state_lock_fd >= 0)
+		close(st->state_lock_fd); /* the kernel drops the lock with it */
+	free(st->state_path);
+	free(st->log_path);
 	pthread_mutex_destroy(&st->mu);
 	pthread_cond_destroy(&st->cv);
 }
@@ -325,6 +330,8 @@ const struct emu_event *emu_store_commit(struct emu_store *st, int res, const ch
 	ev->text = text;
 	ev->cost = cost;
 	st->ring_bytes += cost;
+	if (st->on_commit)
+		st->on_commit(st, ev, key);
 	pthread_cond_broadcast(&st->cv);
 	return ev;
 }
@@ -339,109 +346,9 @@ const struct emu_event *emu_store_event(const struct emu_store *st, uint64_t rv)
 	return &st->ring[(st->ring_head + (rv - first)) % st->ring_cap];
 }
 
-/* ---- state file ---- */
-
-int emu_store_save(struct emu_store *st, const char *path, char *err, size_t errlen)
+void emu_store_restore(struct emu_store *st, int res, const char *key, json_t *obj, bool remove)
 {
-	pthread_mutex_lock(&st->mu);
-	json_t *objs = json_array();
-	for (size_t i = 0; i < st->nres; i++)
-		for (size_t j = 0; j < st->res[i].n; j++)
-			json_array_append(objs, st->res[i].items[j].obj);
-	json_t *doc = json_pack("{s:s, s:I, s:o}", "kind", "KubeEmulatorState", "resourceVersion",
-				(json_int_t)st->rv, "objects", objs);
-	char *text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	pthread_mutex_unlock(&st->mu);
-
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	int rc = -1;
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-	} else {
-		size_t len = strlen(text), off = 0;
-		while (off < len) {
-			ssize_t n = write(fd, text + off, len - off);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			off += (size_t)n;
-		}
-		if (off < len || fsync(fd) < 0)
-			snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-		else if (rename(tmp, path) < 0)
-			snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-		else
-			rc = 0;
-		close(fd);
-		if (rc < 0)
-			unlink(tmp);
-	}
-	free(text);
-	return rc;
-}
-
-static int load_object(struct emu_store *st, json_t *obj, char *err, size_t errlen)
-{
-	const char *av = json_string_value(json_object_get(obj, "apiVersion"));
-	const char *kind = json_string_value(json_object_get(obj, "kind"));
-	json_t *meta = json_object_get(obj, "metadata");
-	const char *name = json_string_value(json_object_get(meta, "name"));
-	const char *ns = json_string_value(json_object_get(meta, "namespace"));
-	int res = av && kind ? emu_store_resource_by_kind(st, av, kind) : -1;
-	if (res < 0 || !name || (st->res[res].namespaced && !ns)) {
-		snprintf(err, errlen, "object of kind %s/%s named %s is not one this emulator serves",
-			 av ? av : "?", kind ? kind : "?", name ? name : "?");
-		return -1;
-	}
-	char key[600];
-	emu_store_key(&st->res[res], ns, name, key, sizeof(key));
-	json_decref(items_put(&st->res[res], key, json_incref(obj), false));
-	return 0;
-}
-
-int emu_store_load(struct emu_store *st, const char *path, char *err, size_t errlen)
-{
-	if (access(path, F_OK) < 0 && errno == ENOENT)
-		return 0;
-	json_error_t jerr;
-	json_t *doc = json_load_file(path, 0, &jerr);
-	if (!doc) {
-		snprintf(err, errlen, "state file %s: %s at line %d", path, jerr.text, jerr.line);
-		return -1;
-	}
-	json_t *rv = json_object_get(doc, "resourceVersion");
-	json_t *objs = json_object_get(doc, "objects");
-	int rc = 0;
-	if (!json_is_integer(rv) || json_integer_value(rv) < 0 || !json_is_array(objs)) {
-		snprintf(err, errlen, "state file %s: expected {\"resourceVersion\": N, \"objects\": "
-			 "[...]}", path);
-		rc = -1;
-	}
-	size_t i;
-	json_t *o;
-	if (rc == 0) {
-		json_array_foreach(objs, i, o) {
-			if (!json_is_object(o) || emu_json_too_deep(o, EMU_MAX_JSON_DEPTH) ||
-			    load_object(st, o, err, errlen) < 0) {
-				if (!json_is_object(o) || emu_json_too_deep(o, EMU_MAX_JSON_DEPTH))
-					snprintf(err, errlen, "state file %s: object %zu is not a "
-						 "JSON object of at most %d levels", path, i,
-						 EMU_MAX_JSON_DEPTH);
-				rc = -1;
-				break;
-			}
-		}
-	}
-	if (rc == 0) {
-		st->rv = (uint64_t)json_integer_value(rv);
-		st->history_start = st->rv;
-	}
-	json_decref(doc);
-	return rc;
+	json_decref(items_put(&st->res[res], key, obj, remove));
 }
 
 bool emu_resource_is_crd(const struct emu_resource *r)

@@ -18,7 +18,11 @@
  * a computable position. `history_start` is the oldest rv a watch may resume from: a watch from
  * rv >= history_start has every later event in the ring; older ones get 410 Expired.
  *
- * Ownership: the store owns its objects, keys and events; emu_store_free() releases all of them.
+ * Persistence (emu_state.h): with a state file, every commit is also appended to its log while
+ * `mu` is held, so the log's order is the resourceVersion order.
+ *
+ * Ownership: the store owns its objects, keys and events, and the state file's descriptors;
+ * emu_store_free() releases all of them.
  */
 #ifndef KCSI_EMULATOR_STORE_H
 #define KCSI_EMULATOR_STORE_H
@@ -80,6 +84,16 @@ struct emu_store {
 	bool shutdown;
 	struct emu_resource *res;
 	size_t nres;
+	/*
+	 * The state file (emu_state.h, which sets these): on_commit, when set, is called for every
+	 * commit with mu held (the log's append); the lock and log descriptors are -1 when there is
+	 * none, and emu_store_free() closes them.
+	 */
+	void (*on_commit)(struct emu_store *st, const struct emu_event *ev, const char *key);
+	int state_lock_fd, log_fd;
+	char *state_path, *log_path;
+	uint64_t log_bytes;      /* bytes in the log now */
+	uint64_t log_compact_at; /* the log is folded into the state file past this size */
 };
 
 /*
@@ -125,9 +139,10 @@ const struct emu_event *emu_store_commit(struct emu_store *st, int res, const ch
 /* Event with rv, or NULL when it is not in the ring. */
 const struct emu_event *emu_store_event(const struct emu_store *st, uint64_t rv);
 
-/* State file: JSON {"resourceVersion": N, "objects": [...]}. Caller holds no lock. */
-int emu_store_save(struct emu_store *st, const char *path, char *err, size_t errlen);
-/* Loads into an empty store; a missing file is not an error (returns 0, nothing loaded). */
-int emu_store_load(struct emu_store *st, const char *path, char *err, size_t errlen);
+/*
+ * For loading a state file only (no event, no resourceVersion change): puts obj (stolen) at key,
+ * or removes the entry when remove is true (obj is then released).
+ */
+void emu_store_restore(struct emu_store *st, int res, const char *key, json_t *obj, bool remove);
 
 #endif

@@ -2,12 +2,16 @@
  * up objects: what `kcsi up` writes to and reads from the API server besides starting processes.
  * On an external API server (--kubeconfig) every object it creates is noted and deleted again
  * at exit, newest first, and nothing it did not create is touched: a CSIDriver or a CRD that was
- * there stays, and a Node name that exists makes the run refuse to start.
+ * there stays, and a Node name that exists makes the run refuse to start. After kube-emulator
+ * restarts, up_restore_objects() makes again whatever of its objects is missing.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/strbuf.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
 #include "up/up_internal.h"
 
 void up_remember(struct up *u, const struct kube_resource *res, const char *ns,
@@ -190,4 +194,94 @@ int up_check_snapshot_api(struct up *u, int64_t deadline)
 	}
 	fflush(stdout);
 	return 0;
+}
+
+/* Which of node-1..N appear in a list of Nodes or CSINodes: seen[i] for node-i. */
+static void mark_nodes(json_t *list, bool *seen, int n)
+{
+	size_t i;
+	json_t *it;
+	json_array_foreach(json_object_get(list, "items"), i, it) {
+		const char *name = json_string_value(json_object_get(json_object_get(it, "metadata"),
+								     "name"));
+		char *end;
+		long k = name && !strncmp(name, "node-", 5) ? strtol(name + 5, &end, 10) : 0;
+		if (k >= 1 && k <= n && !*end)
+			seen[k] = true;
+	}
+}
+
+/* Restarts the kcsi-node process named name (it registers its Node and CSINode as it starts). */
+static int restart_node_agent(struct up *u, const char *name)
+{
+	for (int i = 0; i < u->procs.n; i++) {
+		struct up_proc *p = &u->procs.p[i];
+		if (strcmp(p->name, name) || p->given_up)
+			continue;
+		char err[512];
+		if (up_proc_restart(p, 3 * NSEC_PER_SEC, err, sizeof(err)) < 0) {
+			fprintf(stderr, "kcsi up: %s\n", err);
+			return -1;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+int up_restore_objects(struct up *u, bool fleet)
+{
+	struct kube_client *kc = u->kc_quick;
+	struct strbuf out = STRBUF_INIT;
+	struct kube_err e = { 0 };
+	struct kube_request rq = { .method = "GET", .path = "/readyz" };
+	int rc = kube_do(kc, &rq, &out, &e);
+	strbuf_release(&out);
+	if (rc < 0)
+		return 1; /* not answering yet */
+	struct strbuf made = STRBUF_INIT;
+	json_t *d = kube_get(kc, &KUBE_RES_CSIDRIVERS, NULL, u->driver_name, &e);
+	json_decref(d);
+	if (!d && !kube_err_is_not_found(&e))
+		goto fail;
+	if (!d) {
+		if (up_create_csidriver(u, kc) < 0)
+			goto fail;
+		strbuf_addf(&made, " CSIDriver %s", u->driver_name);
+	}
+	int n = u->cfg->nodes;
+	bool *node = xcalloc((size_t)n + 1, sizeof(bool)), *csinode = xcalloc((size_t)n + 1, sizeof(bool));
+	json_t *nl = kube_list(kc, &KUBE_RES_NODES, NULL, NULL, &e);
+	json_t *cl = nl ? kube_list(kc, &KUBE_RES_CSINODES, NULL, NULL, &e) : NULL;
+	if (cl) {
+		mark_nodes(nl, node, n);
+		mark_nodes(cl, csinode, n);
+	}
+	json_decref(nl);
+	json_decref(cl);
+	bool failed = !cl, fleet_restarted = false;
+	for (int i = 1; i <= n && !failed; i++) {
+		char name[32], agent[64];
+		snprintf(name, sizeof(name), "node-%d", i);
+		if ((node[i] && csinode[i]) || up_instance_given_up(u, name))
+			continue;
+		if (fleet && fleet_restarted)
+			continue;
+		snprintf(agent, sizeof(agent), fleet ? "kcsi-node/nodes" : "kcsi-node/%s", name);
+		failed = restart_node_agent(u, agent) < 0;
+		fleet_restarted = fleet;
+		strbuf_addf(&made, " %s%s of %s (%s restarted)", node[i] ? "" : "Node and ",
+			    csinode[i] ? "" : "CSINode", name, agent);
+	}
+	free(node);
+	free(csinode);
+	if (failed)
+		goto fail;
+	printf("kcsi up: kube-emulator is back at %s with its objects%s%s\n", u->kcfg->server,
+	       made.len ? "; made again:" : "", made.buf);
+	fflush(stdout);
+	strbuf_release(&made);
+	return 0;
+fail:
+	strbuf_release(&made);
+	return -1;
 }

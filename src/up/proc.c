@@ -159,6 +159,15 @@ int up_procs_reap(struct up_procs *ps)
 			p->last_status = st;
 			char how[96];
 			describe_exit(st, how, sizeof(how));
+			if (p->fatal_exit && WIFEXITED(st) && WEXITSTATUS(st) == p->fatal_exit) {
+				p->given_up = true;
+				p->restart_at = 0;
+				fprintf(stderr, "kcsi up: %s %s: %s. Last lines of %s:\n", p->name,
+					how, p->fatal_why, p->log_path);
+				up_print_tail(p->log_path, TAIL_LINES);
+				core_lost = true;
+				continue;
+			}
 			/* A child that ran for a minute starts its back-off afresh. */
 			if (now - p->start_ns > 60 * NSEC_PER_SEC)
 				p->restarts = 0;
@@ -238,6 +247,37 @@ void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns)
 			top = ps->p[i].tier;
 	for (int t = top; t >= 0; t--)
 		stop_tier(ps, t, grace_ns);
+}
+
+int up_proc_restart(struct up_proc *p, int64_t grace_ns, char *err, size_t errlen)
+{
+	if (p->pid > 0) {
+		kill(p->pid, SIGTERM);
+		int64_t deadline = mono_now_ns() + grace_ns;
+		while (waitpid(p->pid, &p->last_status, WNOHANG) != p->pid) {
+			if (mono_now_ns() >= deadline) {
+				kill(-p->pid, SIGKILL);
+				kill(p->pid, SIGKILL);
+				waitpid(p->pid, &p->last_status, 0);
+				break;
+			}
+			sleep_ns(5 * NSEC_PER_MSEC);
+		}
+		p->pid = 0;
+	}
+	return up_proc_start(p, err, errlen);
+}
+
+int up_proc_set_arg(struct up_proc *p, const char *flag, const char *value)
+{
+	for (char **a = p->argv; a && *a && a[1]; a++) {
+		if (strcmp(*a, flag))
+			continue;
+		free(a[1]);
+		a[1] = xstrdup(value);
+		return 0;
+	}
+	return -1;
 }
 
 void up_procs_release(struct up_procs *ps)

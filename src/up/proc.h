@@ -36,6 +36,8 @@ struct up_proc {
 	int64_t restart_at;  /* monotonic time of the next start; 0 when none is due */
 	int tier;            /* stop order: higher tiers stop first (clients before their servers) */
 	char env[128];       /* "NAME=value" added to the child's environment, or "" */
+	int fatal_exit;      /* an exit status that ends the group at once (0: none)... */
+	char fatal_why[512]; /* ...and why, for the report */
 };
 
 /*
@@ -58,7 +60,8 @@ int up_proc_start(struct up_proc *p, char *err, size_t errlen);
 /*
  * Collects exited children, reports each with the tail of its log on stderr, schedules their
  * restart (or gives them up, see above) and starts the ones whose back-off has passed. Returns
- * how many exited, or -1 when a core child was given up (reported).
+ * how many exited, or -1 when a core child was given up, or a child exited with its fatal_exit
+ * status (reported, with its fatal_why; the child is then given up at once).
  */
 int up_procs_reap(struct up_procs *ps);
 /*
@@ -66,6 +69,14 @@ int up_procs_reap(struct up_procs *ps);
  * SIGKILL to those still alive after grace_ns, then the next tier.
  */
 void up_procs_stop_all(struct up_procs *ps, int64_t grace_ns);
+/*
+ * Restarts a running child now (SIGTERM, SIGKILL after grace_ns, start again) without counting
+ * a failure: a restart the supervisor wants, not a crash. 0, or -1 with a reason in err.
+ */
+int up_proc_restart(struct up_proc *p, int64_t grace_ns, char *err, size_t errlen);
+/* Replaces the value that follows flag in the child's argv (used from its next start on);
+ * -1 when the flag is not there. */
+int up_proc_set_arg(struct up_proc *p, const char *flag, const char *value);
 /* Frees the argv copies. */
 void up_procs_release(struct up_procs *ps);
 /* Prints the last `lines` lines of a file to stderr, each indented. */

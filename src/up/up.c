@@ -39,6 +39,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "csi/client.h"
+#include "emulator/emu_server.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader.h"
@@ -561,8 +562,55 @@ static int check_binaries_and_dirs(struct up *u)
 }
 
 /*
- * The API server: ours (kube-emulator, its kubeconfig in D) or the --kubeconfig one; then the
- * client kcsi up itself uses. Returns 0, or -1 (reported).
+ * Each run starts an empty cluster: what a run before left in a named D (its state file and
+ * log; the lock file stays, base/lockfile.h) is removed before kube-emulator starts.
+ */
+static void remove_state(const char *state)
+{
+	char log[PATH_MAX + 64];
+	pathf(log, sizeof(log), "%s.log", state);
+	unlink(state);
+	unlink(log);
+}
+
+/*
+ * kube-emulator restarts on the address its first start bound (--listen 127.0.0.1:0 picked the
+ * port), so that the kubeconfig every component read stays true; if another process took the
+ * port meanwhile, the restart exits EMU_EXIT_ADDR_IN_USE and the stack stops (proc.h,
+ * fatal_exit): a new address would leave every component knocking at the old one.
+ */
+static void keep_address(struct up *u)
+{
+	const char *server = u->kcfg->server, *host = strstr(server, "://");
+	host = host ? host + 3 : server;
+	char addr[256];
+	snprintf(addr, sizeof(addr), "%.*s", (int)strcspn(host, "/"), host);
+	up_proc_set_arg(u->apiserver, "--listen", addr);
+	u->apiserver->fatal_exit = EMU_EXIT_ADDR_IN_USE;
+	snprintf(u->apiserver->fatal_why, sizeof(u->apiserver->fatal_why),
+		 "it cannot listen on %s again, the address every component's kubeconfig names: "
+		 "another process holds that port; stopping the whole stack", addr);
+	u->api_checked = u->apiserver->start_ns;
+}
+
+/*
+ * After kube-emulator was restarted (killed, crashed): once it answers, what kcsi up keeps on
+ * it is checked and made again where missing (objects.c), every 200 ms until that succeeds.
+ */
+static void after_apiserver_restart(struct up *u)
+{
+	struct up_proc *p = u->apiserver;
+	int64_t now = mono_now_ns();
+	if (!p || p->pid <= 0 || p->start_ns == u->api_checked || now < u->api_next_check)
+		return;
+	u->api_next_check = now + 200 * NSEC_PER_MSEC;
+	if (up_restore_objects(u, up_fleet_wanted(u->cfg->nodes)) == 0)
+		u->api_checked = p->start_ns;
+}
+
+/*
+ * The API server: ours (kube-emulator, its kubeconfig and state file in D) or the --kubeconfig
+ * one; then the client kcsi up itself uses. Returns 0, or -1 (reported).
  */
 static int start_apiserver(struct up *u, int64_t deadline)
 {
@@ -572,11 +620,15 @@ static int start_apiserver(struct up *u, int64_t deadline)
 			return -1;
 		}
 	} else {
+		char state[PATH_MAX + 32];
 		pathf(u->kubeconfig, sizeof(u->kubeconfig), "%s/kubeconfig", u->dir);
+		pathf(state, sizeof(state), "%s/kube-emulator.state", u->dir);
 		unlink(u->kubeconfig);
-		if (!start_kcsi(u, "kube-emulator", "kube-emulator", "--listen", u->cfg->listen,
-				"--write-kubeconfig", u->kubeconfig, NULL) ||
-		    wait_for_file(u, u->kubeconfig, "server:", deadline))
+		remove_state(state);
+		u->apiserver = start_kcsi(u, "kube-emulator", "kube-emulator", "--listen",
+					  u->cfg->listen, "--write-kubeconfig", u->kubeconfig,
+					  "--state-file", state, NULL);
+		if (!u->apiserver || wait_for_file(u, u->kubeconfig, "server:", deadline))
 			return -1;
 	}
 	char err[512];
@@ -587,6 +639,16 @@ static int start_apiserver(struct up *u, int64_t deadline)
 	if (!u->kc) {
 		fprintf(stderr, "kcsi up: %s\n", err);
 		return -1;
+	}
+	if (u->apiserver) {
+		ko.timeout_ns = NSEC_PER_SEC;
+		ko.max_retries = 1;
+		u->kc_quick = kube_client_new(u->kcfg, &ko, err, sizeof(err));
+		if (!u->kc_quick) {
+			fprintf(stderr, "kcsi up: %s\n", err);
+			return -1;
+		}
+		keep_address(u);
 	}
 	return 0;
 }
@@ -766,7 +828,7 @@ int up_run(const struct up_config *cfg)
 		       u->kubeconfig);
 		fflush(stdout);
 		while (!tick(u))
-			;
+			after_apiserver_restart(u);
 		if (!stop_signal) /* a core component was given up */
 			code = 1;
 	}
@@ -780,6 +842,7 @@ int up_run(const struct up_config *cfg)
 	if (u->crds.n && up_crds_remove(u->kc, &u->crds, 10 * NSEC_PER_SEC))
 		code = 1;
 	kube_client_free(u->kc);
+	kube_client_free(u->kc_quick);
 	kube_config_free(u->kcfg);
 	int left = up_cleanup_dir(u->dir);
 	if (left) {

@@ -16,6 +16,9 @@
  *   D/controller/csi.sock   the controller-mode driver socket
  *   D/nodes/N/plugins/<driver>/csi.sock, D/nodes/N/kubelet/   a node's driver socket and root dir
  *   D/ready                 written once the stack is ready (for scripts)
+ *   D/kube-emulator.state   kube-emulator's --state-file (and .log, .lock): a killed emulator
+ *                           is restarted on the same address with every object and the
+ *                           resourceVersion counter it had; removed at the next run's start
  *   D/kcsi-up.lock          flock()ed for the run's whole life, with its PID: a second kcsi up
  *                           on D is refused before it touches anything (base/lockfile.h)
  *
@@ -26,7 +29,9 @@
  * With --install-snapshot-crds the snapshot CRDs it creates there (up/crds.h) are deleted last.
  *
  * A component that exits is restarted with a back-off; after restart_limit failures in a row it is
- * given up and the rest keeps running. Only the core components end the stack when given up:
+ * given up and the rest keeps running. kube-emulator comes back whole: same address, same objects
+ * (its state file), and what kcsi up made there (CSIDriver; Nodes and CSINodes through kcsi-node)
+ * made again if missing; when its port was taken meanwhile, the stack stops (exit 1). Only the core components end the stack when given up:
  * the API server (kube-emulator), which everything talks to, and kcsi-controller-manager, without
  * which no claim is bound, no volume attached and no pod scheduled on any node. Every other
  * component serves one driver instance or one node, and the others still work without it.

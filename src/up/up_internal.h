@@ -4,7 +4,8 @@
  *   up.c       start order, readiness, the supervision loop and the whole life (up_run)
  *   objects.c  what the run writes to and reads from the API server: the CSIDriver, the node
  *              names it claims on an external cluster and their deletion at exit, node
- *              readiness, the snapshot API check (and CRDs, crds.c)
+ *              readiness, the snapshot API check (and CRDs, crds.c), and what is made again
+ *              after kube-emulator restarted
  *   cleanup.c  mounts, loop devices and the temporary work dir left under D
  *   proc.c     the child processes and what starting them needs (directories, free ports;
  *              proc.h); crds.c the snapshot CRDs (crds.h)
@@ -68,6 +69,17 @@ struct up {
 	 * 4000, since a thousand pods' claims, attachments and bindings are ten times the requests.
 	 */
 	char kube_qps[32], kube_burst[32];
+	/*
+	 * kube-emulator (NULL with --kubeconfig): restarted on the address of its first start, with
+	 * its state file (D/kube-emulator.state); api_checked is the start (start_ns) after which
+	 * up_restore_objects() last succeeded, api_next_check when it may try again.
+	 */
+	struct up_proc *apiserver;
+	int64_t api_checked, api_next_check;
+	/* up_restore_objects()'s client: 1 s per request, one retry, so that an API server that
+	 * takes connections and never answers (its port taken by another process) holds the
+	 * supervision loop for 2 s at most, not the minute of u->kc's retries */
+	struct kube_client *kc_quick;
 };
 
 /* ---- objects.c ---- */
@@ -84,6 +96,13 @@ int up_claim_node_names(struct up *u);
 bool up_instance_given_up(const struct up *u, const char *instance);
 /* Every node Ready with the driver in its CSINode (nodes with a component given up aside). */
 bool up_nodes_ready(struct up *u, struct kube_client *kc);
+/*
+ * After kube-emulator restarted: once it answers, the CSIDriver is created again if missing, and
+ * each node whose Node or CSINode is missing gets its kcsi-node restarted (which registers both;
+ * with a fleet, the one kcsi-node of all nodes). 0 when all is in place (said on stdout), 1 when
+ * the API server does not answer yet, -1 when something failed (reported): try again later.
+ */
+int up_restore_objects(struct up *u, bool fleet);
 /* External cluster: decides whether the snapshot components run (and installs the CRDs with
  * --install-snapshot-crds); -1 when installing failed. */
 int up_check_snapshot_api(struct up *u, int64_t deadline);

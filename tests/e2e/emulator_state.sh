@@ -1,7 +1,9 @@
 #!/bin/bash
 # kube-emulator restarts: --state-file keeps objects and the resourceVersion counter across a
-# SIGTERM (which closes open watches and exits 0); old resourceVersions are expired after the
-# restart, as after a kube-apiserver restart; a corrupt state file is a clear startup error.
+# SIGTERM (which closes open watches and exits 0) and across kill -9 (its log); old
+# resourceVersions are expired after the restart, as after a kube-apiserver restart; a second
+# emulator on the same state file is refused, naming the first's PID; a --listen address in use
+# exits 3; a corrupt state file is a clear startup error.
 . "$(dirname "$0")/lib_emulator.sh"
 STATE="$T/state.json"
 emu_start --state-file "$STATE"
@@ -44,6 +46,49 @@ curl -sN "$S/api/v1/persistentvolumes?watch=1&resourceVersion=$LAST_RV&timeoutSe
 check "watch from the restart resourceVersion works" eq "$(jq -r '"\(.type) \(.object.metadata.name)"' "$T/cur")" "ADDED pv-new"
 emu_stop
 check "second SIGTERM exits 0" eq "$?" "0"
+
+# kill -9 loses no answered write (issue 40): each one is in STATE.log before its answer, and the
+# next start folds the log into the state file and resumes the resourceVersion counter.
+emu_start --state-file "$STATE"
+req POST /api/v1/persistentvolumes '{"metadata":{"name":"pv-killed"},"spec":{}}'
+expect_code 201 "create pv before kill -9"
+req DELETE /api/v1/persistentvolumes/pv-new
+expect_code 200 "delete pv before kill -9"
+req PATCH /api/v1/namespaces/team/configmaps/c '{"data":{"k":"v2"}}' application/merge-patch+json
+expect_code 200 "patch configmap before kill -9"
+KILL_RV=$(jqo .metadata.resourceVersion)
+kill -KILL "$EMU_PID"
+wait "$EMU_PID" 2>/dev/null
+EMU_PID=""
+check "the log holds the writes after kill -9" test -s "$STATE.log"
+emu_start --state-file "$STATE"
+req GET /api/v1/persistentvolumes/pv-killed
+expect_code 200 "pv created before kill -9 survives"
+req GET /api/v1/persistentvolumes/pv-new
+expect_code 404 "pv deleted before kill -9 stays deleted"
+req GET /api/v1/namespaces/team/configmaps/c
+check "patch before kill -9 survives" eq "$(jqo .data.k)" "v2"
+req GET /api/v1/persistentvolumes
+check "list resourceVersion resumes at the last one handed out" eq "$(jqo .metadata.resourceVersion)" "$KILL_RV"
+req POST /api/v1/persistentvolumes '{"metadata":{"name":"pv-after-kill"},"spec":{}}'
+check "a write after kill -9 and restart gets a higher resourceVersion" test "$(jqo .metadata.resourceVersion)" -gt "$KILL_RV"
+check "the log was folded into the state file at start" test "$(stat -c %s "$STATE.log")" -lt 1000
+
+# Two emulators never share one state file: the second refuses at once, naming the first's PID.
+PORT=${S##*:}
+if timeout 10 "$KCSI_BIN/kube-emulator" --listen 127.0.0.1:0 --state-file "$STATE" >"$T/second.log" 2>&1; then
+	fail "a second kube-emulator on the same --state-file must not start"
+fi
+check "second emulator names the state file and the holder's pid" \
+	grep -q "state file $STATE is in use by another kube-emulator (pid $EMU_PID" "$T/second.log"
+req GET /api/v1/persistentvolumes/pv-after-kill
+expect_code 200 "the first emulator is untouched"
+# A --listen address in use exits 3 (kcsi up tells it from other failures).
+timeout 10 "$KCSI_BIN/kube-emulator" --listen "127.0.0.1:$PORT" >"$T/port.log" 2>&1
+check "a --listen address in use exits 3" eq "$?" "3"
+check "a --listen address in use is reported" grep -q "cannot listen on 127.0.0.1:$PORT: Address already in use" "$T/port.log"
+emu_stop
+check "SIGTERM after a kill -9 restart exits 0" eq "$?" "0"
 
 echo '{"resourceVersion": 5, "objects": [' >"$T/bad.json"
 if timeout 10 "$KCSI_BIN/kube-emulator" --listen 127.0.0.1:0 --state-file "$T/bad.json" >"$T/bad.log" 2>&1; then

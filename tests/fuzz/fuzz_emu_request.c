@@ -154,7 +154,7 @@ static void init(void)
 		.max_connections = 64,
 	};
 	char err[512];
-	srv = emu_server_start(&cfg, err, sizeof(err));
+	srv = emu_server_start(&cfg, NULL, err, sizeof(err));
 	if (!srv) {
 		fprintf(stderr, "fuzz_emu_request: %s\n", err);
 		abort();

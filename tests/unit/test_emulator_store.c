@@ -1,6 +1,7 @@
 /*
  * Unit tests for emu_store: the global resourceVersion, key order, the event ring and its
- * history_start (what decides 410 Expired), and the state file round trip.
+ * history_start (what decides 410 Expired), and the state file: round trip, its log (a kill
+ * loses no commit, the resourceVersion resumes, a torn last line is dropped) and its lock.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "emulator/emu_state.h"
 #include "emulator/emu_store.h"
 
 static json_t *obj(const char *kind, const char *name, const char *ns)
@@ -80,14 +82,17 @@ static void test_state_file(void)
 	snprintf(path, sizeof(path), "%s/state.json", dir);
 	struct emu_store st;
 	emu_store_init(&st, 10);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), 0); /* missing file: empty start */
+	CHECK_INT(st.rv, 0);
 	int cm = emu_store_resource(&st, "", "v1", "configmaps");
 	emu_store_commit(&st, cm, "ns1/c", obj("ConfigMap", "c", "ns1"), EMU_ADDED);
 	emu_store_commit(&st, cm, "ns1/d", obj("ConfigMap", "d", "ns1"), EMU_ADDED);
-	CHECK_INT(emu_store_save(&st, path, err, sizeof(err)), 0);
+	CHECK_INT(emu_state_save(&st, err, sizeof(err)), 0);
+	CHECK_INT(st.log_bytes, 0); /* the save folded the log */
 	emu_store_free(&st);
 
 	emu_store_init(&st, 10);
-	CHECK_INT(emu_store_load(&st, path, err, sizeof(err)), 0);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), 0);
 	CHECK_INT(st.rv, 2);
 	CHECK_INT(st.history_start, 2); /* nothing before the restart can be resumed */
 	CHECK(emu_store_get(&st, cm, "ns1/d") != NULL);
@@ -98,16 +103,135 @@ static void test_state_file(void)
 	      "\"metadata\":{\"name\":\"no-namespace\"}}]}", f);
 	fclose(f);
 	emu_store_init(&st, 10);
-	CHECK_INT(emu_store_load(&st, path, err, sizeof(err)), -1);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), -1);
 	CHECK(strstr(err, "no-namespace") != NULL);
 	emu_store_free(&st);
 
-	unlink(path);
+	char rm[600];
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	CHECK_INT(system(rm), 0);
+}
+
+static long file_size(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fclose(f);
+	return n;
+}
+
+static void append_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "a");
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * The log: an emulator that dies without saving (emu_store_free without emu_state_save, as after
+ * kill -9) loses no commit; the next one resumes the resourceVersion counter above the last one
+ * handed out; a last line cut short is dropped, a bad line before the last is an error.
+ */
+static void test_state_log(void)
+{
+	char dir[] = "/tmp/test-emu-store.XXXXXX", path[256], log[300], err[512];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.json", dir);
+	snprintf(log, sizeof(log), "%s.log", path);
+	struct emu_store st;
 	emu_store_init(&st, 10);
-	CHECK_INT(emu_store_load(&st, path, err, sizeof(err)), 0); /* missing file: empty start */
-	CHECK_INT(st.rv, 0);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), 0);
+	int cm = emu_store_resource(&st, "", "v1", "configmaps");
+	int pv = emu_store_resource(&st, "", "v1", "persistentvolumes");
+	emu_store_commit(&st, cm, "ns1/c", obj("ConfigMap", "c", "ns1"), EMU_ADDED);
+	emu_store_commit(&st, pv, "p", obj("PersistentVolume", "p", NULL), EMU_ADDED);
+	emu_store_commit(&st, pv, "gone", obj("PersistentVolume", "gone", NULL), EMU_ADDED);
+	json_t *c2 = obj("ConfigMap", "c", "ns1");
+	json_object_set_new(c2, "data", json_pack("{s:s}", "k", "v2"));
+	emu_store_commit(&st, cm, "ns1/c", c2, EMU_MODIFIED);
+	emu_store_commit(&st, pv, "gone", obj("PersistentVolume", "gone", NULL), EMU_DELETED);
+	CHECK(file_size(log) > 0);
+	CHECK(file_size(path) < 0); /* nothing saved: only the log has them */
+	emu_store_free(&st);        /* "killed": no save */
+
+	emu_store_init(&st, 10);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), 0);
+	CHECK_INT(st.rv, 5);
+	CHECK_INT(st.history_start, 5);
+	CHECK(emu_store_get(&st, pv, "p") != NULL);
+	CHECK(emu_store_get(&st, pv, "gone") == NULL);
+	json_t *c = emu_store_get(&st, cm, "ns1/c");
+	CHECK_STR(json_string_value(json_object_get(json_object_get(c, "data"), "k")), "v2");
+	CHECK_STR(rv_of(c), "4");
+	CHECK_INT(file_size(log), 0);   /* folded into the state file at start */
+	CHECK(file_size(path) > 0);
+	const struct emu_event *ev = emu_store_commit(&st, pv, "q", obj("PersistentVolume", "q", NULL),
+						      EMU_ADDED);
+	CHECK_INT(ev->rv, 6); /* never back in time */
 	emu_store_free(&st);
-	rmdir(dir);
+
+	/* A last line cut short (the writer died inside write()) is dropped. */
+	append_text(log, "{\"rv\":7,\"type\":\"ADDED\",\"resource\":\"v1/persistentvolumes\",\"key\":\"r\","
+			 "\"object\":{\"apiVersion\":\"v1\",\"kind\":\"Persis");
+	emu_store_init(&st, 10);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), 0);
+	CHECK_INT(st.rv, 6);
+	CHECK(emu_store_get(&st, pv, "q") != NULL);
+	CHECK(emu_store_get(&st, pv, "r") == NULL);
+	CHECK_INT(file_size(log), 0);
+	emu_store_free(&st);
+
+	/* A bad line with good ones after it is damage, not a torn tail: refused, named. */
+	append_text(log, "garbage\n{\"rv\":7,\"type\":\"ADDED\",\"resource\":\"v1/persistentvolumes\","
+			 "\"key\":\"r\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\","
+			 "\"metadata\":{\"name\":\"r\",\"resourceVersion\":\"7\"}}}\n");
+	emu_store_init(&st, 10);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), -1);
+	CHECK(strstr(err, "line 1") != NULL && strstr(err, log) != NULL);
+	emu_store_free(&st);
+	CHECK_INT(truncate(log, 0), 0);
+
+	/* Lines the snapshot already holds (a crash between its rename and the log's truncation)
+	 * are skipped. */
+	append_text(log, "{\"rv\":2,\"type\":\"DELETED\",\"resource\":\"v1/persistentvolumes\","
+			 "\"key\":\"p\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\","
+			 "\"metadata\":{\"name\":\"p\"}}}\n");
+	emu_store_init(&st, 10);
+	CHECK_INT(emu_state_open(&st, path, err, sizeof(err)), 0);
+	CHECK(emu_store_get(&st, pv, "p") != NULL);
+	CHECK_INT(st.rv, 6);
+	emu_store_free(&st);
+
+	char rm[600];
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	CHECK_INT(system(rm), 0);
+}
+
+/* Two emulators never share a state file: the second is refused, naming the first's PID. */
+static void test_state_lock(void)
+{
+	char dir[] = "/tmp/test-emu-store.XXXXXX", path[256], err[512], want[64];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/state.json", dir);
+	struct emu_store a, b;
+	emu_store_init(&a, 10);
+	emu_store_init(&b, 10);
+	CHECK_INT(emu_state_open(&a, path, err, sizeof(err)), 0);
+	CHECK_INT(emu_state_open(&b, path, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "pid %d", (int)getpid());
+	CHECK(strstr(err, "in use by another kube-emulator") != NULL && strstr(err, want) != NULL);
+	CHECK(strstr(err, path) != NULL);
+	emu_store_free(&b);
+	emu_store_free(&a); /* the lock ends with its holder */
+	emu_store_init(&b, 10);
+	CHECK_INT(emu_state_open(&b, path, err, sizeof(err)), 0);
+	emu_store_free(&b);
+	char rm[600];
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	CHECK_INT(system(rm), 0);
 }
 
 int main(void)
@@ -115,5 +239,7 @@ int main(void)
 	RUN(test_commit_and_order);
 	RUN(test_history_ring);
 	RUN(test_state_file);
+	RUN(test_state_log);
+	RUN(test_state_lock);
 	return CHECK_DONE();
 }

@@ -1,12 +1,14 @@
 /*
  * Unit tests for up/proc: kcsi up's supervisor restarts a child that exits with a doubling
  * back-off, gives it up after the limit of failures in a row while its siblings keep running,
- * and tells the caller when the child given up was a core one. Real children (/bin/sh), real
- * waits: about 4 s.
+ * and tells the caller when the child given up was a core one; a child's fatal exit status ends
+ * the group at once; a restart the supervisor asks for counts no failure. Real children
+ * (/bin/sh), real waits: about 4 s.
  */
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/timeutil.h"
@@ -102,6 +104,47 @@ static void test_no_limit_restarts_forever(void)
 	up_procs_release(&ps);
 }
 
+/*
+ * A fatal exit status (kube-emulator's "address in use") ends the group at once, without the
+ * back-off or the limit; another status of the same child is an ordinary restart. A restart the
+ * supervisor asks for (up_proc_restart) counts no failure, and the new argv is used.
+ */
+static void test_fatal_exit_and_restart(void)
+{
+	struct up_procs ps = { .limit = 0 };
+	struct up_proc *p = add(&ps, "emu", "exit 3");
+	p->fatal_exit = 3;
+	snprintf(p->fatal_why, sizeof(p->fatal_why), "the test's reason");
+	int64_t starts[8];
+	int n = 0;
+	CHECK_INT(reap_until_given_up(&ps, p, 5, starts, &n), -1);
+	CHECK(p->given_up);
+	CHECK_INT(p->restart_at, 0);
+
+	struct up_proc *q = add(&ps, "agent", "exec sleep 30");
+	q->fatal_exit = 3;
+	CHECK_INT(up_proc_set_arg(q, "-c", "exec sleep 20"), 0);
+	CHECK_INT(up_proc_set_arg(q, "--nope", "x"), -1);
+	pid_t old = q->pid;
+	char err[256];
+	CHECK_INT(up_proc_restart(q, NSEC_PER_SEC, err, sizeof(err)), 0);
+	CHECK(q->pid > 0 && q->pid != old);
+	CHECK_INT(q->restarts, 0);
+	CHECK(!strcmp(q->argv[2], "exec sleep 20"));
+	CHECK(WIFSIGNALED(q->last_status) && WTERMSIG(q->last_status) == SIGTERM);
+	kill(q->pid, SIGKILL); /* a crash, not the fatal status: restarted as usual */
+	int64_t deadline = mono_now_ns() + 3 * NSEC_PER_SEC;
+	int r = 0;
+	while (q->restarts == 0 && mono_now_ns() < deadline) {
+		r = up_procs_reap(&ps);
+		sleep_ns(10 * NSEC_PER_MSEC);
+	}
+	CHECK_INT(r, 1);
+	CHECK(!q->given_up && q->restart_at > 0);
+	up_procs_stop_all(&ps, NSEC_PER_SEC);
+	up_procs_release(&ps);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -109,6 +152,7 @@ int main(void)
 	RUN(test_crash_loop_is_given_up_and_siblings_run);
 	RUN(test_core_given_up_is_reported);
 	RUN(test_no_limit_restarts_forever);
+	RUN(test_fatal_exit_and_restart);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
