@@ -35,7 +35,6 @@
 #include "controllers/vs.h"
 #include "kube/hmap.h"
 #include "kube/objects.h"
-#include "kube/quantity.h"
 #include "kube/store.h"
 
 #include <stdint.h>
@@ -76,80 +75,6 @@ static bool ours(struct vsched *s, const struct kube_pod *p)
 {
 	return p && !p->node_name && !kube_pod_terminated(p) && !p->meta.deletion_ts &&
 	       (!p->scheduler_name || !*p->scheduler_name || !strcmp(p->scheduler_name, s->scheduler_name));
-}
-
-static bool labels_have(const struct kube_kv *l, uint16_t n, const char *k, const char *v)
-{
-	for (uint16_t i = 0; i < n; i++)
-		if (!strcmp(l[i].key, k))
-			return !v || !strcmp(l[i].value, v);
-	return false;
-}
-
-/* A CSIStorageCapacity nodeTopology (matchLabels, matchExpressions In/Exists) against labels. */
-static bool topology_covers(json_t *sel, const struct kube_node *n)
-{
-	const char *k;
-	json_t *v, *e;
-	size_t i;
-
-	if (!json_is_object(sel))
-		return false; /* no topology: covers no node */
-	json_object_foreach(json_object_get(sel, "matchLabels"), k, v)
-		if (!labels_have(n->labels, n->nlabels, k, json_string_value(v)))
-			return false;
-	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e) {
-		const char *key = json_string_value(json_object_get(e, "key"));
-		const char *op = json_string_value(json_object_get(e, "operator"));
-		json_t *vals = json_object_get(e, "values"), *x;
-		size_t j;
-		bool any = false;
-
-		if (!key || !op)
-			return false;
-		if (!strcmp(op, "Exists")) {
-			if (!labels_have(n->labels, n->nlabels, key, NULL))
-				return false;
-			continue;
-		}
-		if (strcmp(op, "In"))
-			return false;
-		json_array_foreach(vals, j, x)
-			any = any || labels_have(n->labels, n->nlabels, key, json_string_value(x));
-		if (!any)
-			return false;
-	}
-	return true;
-}
-
-/* -1: the class has no CSIStorageCapacity objects; else 1 when one covering the node has room. */
-static int capacity_fits(json_t *caps, const char *cls, const struct kube_node *n, int64_t want)
-{
-	json_t *c;
-	size_t i;
-	int seen = -1;
-
-	json_array_foreach(json_object_get(caps, "items"), i, c) {
-		const char *sc = json_string_value(json_object_get(c, "storageClassName"));
-		const char *cap = json_string_value(json_object_get(c, "capacity"));
-		const char *max = json_string_value(json_object_get(c, "maximumVolumeSize"));
-		int64_t cb = -1, mb = -1;
-		char err[64];
-
-		if (!sc || strcmp(sc, cls))
-			continue;
-		if (seen < 0)
-			seen = 0;
-		if (!topology_covers(json_object_get(c, "nodeTopology"), n))
-			continue;
-		if (cap)
-			kube_quantity_parse(cap, &cb, err, sizeof(err));
-		if (max)
-			kube_quantity_parse(max, &mb, err, sizeof(err));
-		if ((mb >= 0 ? mb : cb) >= want)
-			return 1;
-	}
-	return seen;
 }
 
 struct claim_info {
@@ -363,7 +288,7 @@ static int storage_room(struct vsched *s, struct fit *f, const struct kube_pvc *
 		if (!f->caps)
 			f->caps = json_object(); /* not served: no capacity tracking */
 	}
-	return capacity_fits(f->caps, sc->meta.name, n, c->request > 0 ? c->request : 0) != 0;
+	return vs_capacity_fits(f->caps, sc->meta.name, n, c->request > 0 ? c->request : 0) != 0;
 }
 
 /*
@@ -434,7 +359,26 @@ static void claims_unfit(struct fit *f, struct vsched *s, const struct kube_node
 	v->unresolvable = true;
 }
 
-static size_t pods_on(struct vsched *s, const struct fit *f, const char *node);
+/* The pods on a node: those the cache shows bound to it (through the pod informer's
+ * spec.nodeName index, so a count costs the node's pods, not the cluster's) and those this
+ * scheduler bound to it a moment ago. */
+static size_t pods_on(struct vsched *s, const struct fit *f, const char *node)
+{
+	size_t k = 0, n;
+	struct kube_obj **pods = kube_store_by_index(cm_store(s->cm, CM_PODS), CM_PODS_BY_NODE, node, &n);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pod *p = kube_pod_of(pods[i]);
+		if (p && !kube_pod_terminated(p))
+			k++;
+	}
+	kube_objs_free(pods, n);
+	node = kube_intern(node);
+	for (size_t i = 0; i < f->nassumed; i++)
+		if (f->assumed_node[i] == node)
+			k++;
+	return k;
+}
 
 /*
  * Why node n cannot run the pod (the verdict v), or false when it can; kube-scheduler's filter
@@ -457,7 +401,7 @@ static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *
 	else if (vs_untolerated(n->taints, n->ntaints, p->tolerations, p->ntolerations))
 		r = VS_REASON_TAINT;
 	for (uint16_t i = 0; !r && i < p->nnode_selector; i++)
-		if (!labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
+		if (!vs_labels_have(n->labels, n->nlabels, p->node_selector[i].key, p->node_selector[i].value))
 			r = VS_REASON_SELECTOR;
 	/* the filters below say Unschedulable: evicting pods could make room */
 	if (!r) {
@@ -478,27 +422,6 @@ static bool node_unfit(struct vsched *s, struct fit *f, const struct kube_node *
 	}
 	claims_unfit(f, s, n, v);
 	return v->n > 0;
-}
-
-/* The pods on a node: those the cache shows bound to it (through the pod informer's
- * spec.nodeName index, so a count costs the node's pods, not the cluster's) and those this
- * scheduler bound to it a moment ago. */
-static size_t pods_on(struct vsched *s, const struct fit *f, const char *node)
-{
-	size_t k = 0, n;
-	struct kube_obj **pods = kube_store_by_index(cm_store(s->cm, CM_PODS), CM_PODS_BY_NODE, node, &n);
-
-	for (size_t i = 0; i < n; i++) {
-		const struct kube_pod *p = kube_pod_of(pods[i]);
-		if (p && !kube_pod_terminated(p))
-			k++;
-	}
-	kube_objs_free(pods, n);
-	node = kube_intern(node);
-	for (size_t i = 0; i < f->nassumed; i++)
-		if (f->assumed_node[i] == node)
-			k++;
-	return k;
 }
 
 /* Fills f->assumed once per sync: the live entries of s->assumed whose pod the cache still shows
@@ -689,26 +612,6 @@ static enum cm_result unschedulable(struct vsched *s, const char *key, const str
 	return CM_LATER;
 }
 
-/* A PV's node affinity as a label selector reads: "zone in (b), disk exists or host in (h)". */
-static void affinity_text(const struct kube_pv *pv, char *buf, size_t len)
-{
-	static const char *const ops[] = { "in", "notin", "exists", "!exists", "gt", "lt" };
-	size_t at = 0;
-
-	buf[0] = '\0';
-	for (uint16_t t = 0; t < pv->nnode_affinity && at < len; t++) {
-		const struct kube_node_selector_term *term = &pv->node_affinity[t];
-		for (uint16_t r = 0; r < term->nreqs && at < len; r++) {
-			const struct kube_node_selector_req *q = &term->reqs[r];
-			at += (size_t)snprintf(buf + at, len - at, "%s%s %s", r ? ", " : t ? " or " : "",
-					       q->key, q->op < 6 ? ops[q->op] : "?");
-			for (uint16_t v = 0; v < q->nvalues && at < len; v++)
-				at += (size_t)snprintf(buf + at, len - at, "%s%s%s", v ? "," : " (",
-						       q->values[v], v + 1 == q->nvalues ? ")" : "");
-		}
-	}
-}
-
 /*
  * A pod that fits no node, whose bound volume's node affinity matches no Node at all, can never
  * run until such a node appears (a node-local volume whose node is gone, or a topology no node
@@ -732,7 +635,7 @@ static void warn_unreachable_volumes(struct vsched *s, const struct fit *f,
 		if (any)
 			continue;
 		char aff[512];
-		affinity_text(pv, aff, sizeof(aff));
+		vs_affinity_text(pv, aff, sizeof(aff));
 		kube_event_about(s->rec, f->ci[i].claim, KUBE_EVENT_WARNING,
 				 "VolumeNodeAffinityConflict",
 				 "PersistentVolume %s can be used only on nodes with %s, and no Node matches",

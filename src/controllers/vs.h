@@ -158,4 +158,12 @@ bool vs_claim_fully_bound(const struct kube_pvc *c);
  */
 bool vs_prefilter(const struct vs_claim *c, size_t n, char *buf, size_t len);
 
+/* Label and topology helpers of the node filters (pure). */
+bool vs_labels_have(const struct kube_kv *l, uint16_t n, const char *k, const char *v);
+/* -1: the class (cls) has no CSIStorageCapacity objects in caps (a list's JSON); else 1 when one
+ * covering the node has room for want bytes, 0 when none has. */
+int vs_capacity_fits(json_t *caps, const char *cls, const struct kube_node *n, int64_t want);
+/* A PV's node affinity as a label selector reads: "zone in (b), disk exists or host in (h)". */
+void vs_affinity_text(const struct kube_pv *pv, char *buf, size_t len);
+
 #endif

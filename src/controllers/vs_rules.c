@@ -3,6 +3,8 @@
  * as kube-scheduler's FitError composes it (see vs.h). */
 #include "controllers/vs.h"
 
+#include "kube/quantity.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,4 +293,98 @@ bool vs_prefilter(const struct vs_claim *c, size_t n, char *buf, size_t len)
 			return true;
 		}
 	return false;
+}
+
+bool vs_labels_have(const struct kube_kv *l, uint16_t n, const char *k, const char *v)
+{
+	for (uint16_t i = 0; i < n; i++)
+		if (!strcmp(l[i].key, k))
+			return !v || !strcmp(l[i].value, v);
+	return false;
+}
+
+/* A CSIStorageCapacity nodeTopology (matchLabels, matchExpressions In/Exists) against labels. */
+static bool topology_covers(json_t *sel, const struct kube_node *n)
+{
+	const char *k;
+	json_t *v, *e;
+	size_t i;
+
+	if (!json_is_object(sel))
+		return false; /* no topology: covers no node */
+	json_object_foreach(json_object_get(sel, "matchLabels"), k, v)
+		if (!vs_labels_have(n->labels, n->nlabels, k, json_string_value(v)))
+			return false;
+	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e) {
+		const char *key = json_string_value(json_object_get(e, "key"));
+		const char *op = json_string_value(json_object_get(e, "operator"));
+		json_t *vals = json_object_get(e, "values"), *x;
+		size_t j;
+		bool any = false;
+
+		if (!key || !op)
+			return false;
+		if (!strcmp(op, "Exists")) {
+			if (!vs_labels_have(n->labels, n->nlabels, key, NULL))
+				return false;
+			continue;
+		}
+		if (strcmp(op, "In"))
+			return false;
+		json_array_foreach(vals, j, x)
+			any = any || vs_labels_have(n->labels, n->nlabels, key, json_string_value(x));
+		if (!any)
+			return false;
+	}
+	return true;
+}
+
+/* -1: the class has no CSIStorageCapacity objects; else 1 when one covering the node has room. */
+int vs_capacity_fits(json_t *caps, const char *cls, const struct kube_node *n, int64_t want)
+{
+	json_t *c;
+	size_t i;
+	int seen = -1;
+
+	json_array_foreach(json_object_get(caps, "items"), i, c) {
+		const char *sc = json_string_value(json_object_get(c, "storageClassName"));
+		const char *cap = json_string_value(json_object_get(c, "capacity"));
+		const char *max = json_string_value(json_object_get(c, "maximumVolumeSize"));
+		int64_t cb = -1, mb = -1;
+		char err[64];
+
+		if (!sc || strcmp(sc, cls))
+			continue;
+		if (seen < 0)
+			seen = 0;
+		if (!topology_covers(json_object_get(c, "nodeTopology"), n))
+			continue;
+		if (cap)
+			kube_quantity_parse(cap, &cb, err, sizeof(err));
+		if (max)
+			kube_quantity_parse(max, &mb, err, sizeof(err));
+		if ((mb >= 0 ? mb : cb) >= want)
+			return 1;
+	}
+	return seen;
+}
+
+/* A PV's node affinity as a label selector reads: "zone in (b), disk exists or host in (h)". */
+void vs_affinity_text(const struct kube_pv *pv, char *buf, size_t len)
+{
+	static const char *const ops[] = { "in", "notin", "exists", "!exists", "gt", "lt" };
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (uint16_t t = 0; t < pv->nnode_affinity && at < len; t++) {
+		const struct kube_node_selector_term *term = &pv->node_affinity[t];
+		for (uint16_t r = 0; r < term->nreqs && at < len; r++) {
+			const struct kube_node_selector_req *q = &term->reqs[r];
+			at += (size_t)snprintf(buf + at, len - at, "%s%s %s", r ? ", " : t ? " or " : "",
+					       q->key, q->op < 6 ? ops[q->op] : "?");
+			for (uint16_t v = 0; v < q->nvalues && at < len; v++)
+				at += (size_t)snprintf(buf + at, len - at, "%s%s%s", v ? "," : " (",
+						       q->values[v], v + 1 == q->nvalues ? ")" : "");
+		}
+	}
 }

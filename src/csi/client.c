@@ -153,8 +153,8 @@ static void call_unlink(struct csi_conn *c, struct call *k)
 
 static void call_free(struct call *k)
 {
-	if (k->req)
-		explicit_bzero(k->req, k->req_len); /* the framed request: it may carry secrets */
+	if (k->req) /* the framed request: it may carry secrets */
+		explicit_bzero(k->req, k->req_len);
 	free(k->req);
 	free(k->sbuf);
 	csi_wire_msg_release(&k->resp);
@@ -604,10 +604,7 @@ static int ensure_socket(struct csi_conn *c, int *err_out, char *err, size_t err
 	return 0;
 }
 
-/*
- * Waits until the handshake finished or the deadline (monotonic ns, 0: none) passed; 0 when
- * connected (lock held).
- */
+/* Waits (lock held) until the handshake is done or the deadline (monotonic ns, 0: none) passed. */
 static int wait_handshake(struct csi_conn *c, int64_t deadline)
 {
 	while (c->sess && !c->settings_seen && !c->broken && !c->stopping) {
