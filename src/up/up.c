@@ -581,10 +581,18 @@ static void remove_state(const char *state)
  */
 static void keep_address(struct up *u)
 {
-	const char *server = u->kcfg->server, *host = strstr(server, "://");
-	host = host ? host + 3 : server;
+	/* the host as the user gave it (0.0.0.0 stays 0.0.0.0), the port as the URL says */
+	const char *server = u->kcfg->server, *auth = strstr(server, "://");
+	auth = auth ? auth + 3 : server;
+	int alen = (int)strcspn(auth, "/");
+	const char *port = auth + alen;
+	while (port > auth && port[-1] != ':')
+		port--;
+	const char *colon = strrchr(u->cfg->listen, ':');
+	int hlen = colon ? (int)(colon - u->cfg->listen) : 0;
 	char addr[256];
-	snprintf(addr, sizeof(addr), "%.*s", (int)strcspn(host, "/"), host);
+	snprintf(addr, sizeof(addr), "%.*s:%.*s", hlen > 200 ? 200 : hlen, u->cfg->listen,
+		 (int)(auth + alen - port) > 16 ? 16 : (int)(auth + alen - port), port);
 	up_proc_set_arg(u->apiserver, "--listen", addr);
 	u->apiserver->fatal_exit = EMU_EXIT_ADDR_IN_USE;
 	snprintf(u->apiserver->fatal_why, sizeof(u->apiserver->fatal_why),
