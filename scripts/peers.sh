@@ -42,7 +42,12 @@ peers=(
 	"csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 cmd/csi-snapshotter -X main.version=\$V"
 	"snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 cmd/snapshot-controller -X main.version=\$V"
 	"csi-resizer github.com/kubernetes-csi/external-resizer/v2 cmd/csi-resizer -X main.version=\$V"
+	"agnhost k8s.io/kubernetes test/images/agnhost "
+	"e2e.test k8s.io/kubernetes test/e2e $k8s_ld"
 )
+# Built only when named (make test-k8s-e2e names them): Kubernetes' storage e2e suite, and agnhost,
+# the suite's workload image program.
+optional=" agnhost e2e.test "
 
 graph=$(go list -m all)
 key=$( { go version; echo "$graph"; } | sha256sum | cut -c1-16)
@@ -63,7 +68,12 @@ build_one() {
 	t0=$(date +%s)
 	echo "peers: building $name $V"
 	[ "$pkg" = . ] && pkg=$m || pkg=$m/$pkg
-	go build -trimpath -ldflags "-s -w $ld" -o "$cache/.$name.tmp" "$pkg"
+	if [ "$name" = e2e.test ]; then # a test binary: the suite and ginkgo in one program
+		go test -c -trimpath -ldflags "-s -w $ld" -o "$cache/.$name.tmp" "$pkg"
+	else
+		# agnhost goes into an image FROM scratch: static
+		CGO_ENABLED=$([ "$name" = agnhost ] && echo 0 || go env CGO_ENABLED) go build -trimpath -ldflags "-s -w $ld" -o "$cache/.$name.tmp" "$pkg"
+	fi
 	mv "$cache/.$name.tmp" "$cache/$name"
 	echo "$name $m $V" >"$cache/$name.version"
 	echo "peers: built $name in $(( $(date +%s) - t0 )) s"
@@ -71,7 +81,14 @@ build_one() {
 
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(all)
-selected() { local w; for w in "${want[@]}"; do [ "$w" = all ] || [ "$w" = "$1" ] && return 0; done; return 1; }
+selected() {
+	local w
+	for w in "${want[@]}"; do
+		[ "$w" = "$1" ] && return 0
+		[ "$w" = all ] && [[ $optional != *" $1 "* ]] && return 0
+	done
+	return 1
+}
 
 start=$(date +%s)
 built=0
