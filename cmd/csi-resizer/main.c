@@ -11,6 +11,7 @@ int main(int argc, char **argv)
 
 	rsz_register_flags(fs, &cfg);
 	log_parse_command_line(fs, argc, argv);
+	rsz_config_resolve(&cfg, fs);
 	int rc = rsz_run(&cfg);
 	flags_free(fs);
 	return rc;

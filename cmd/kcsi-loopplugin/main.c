@@ -106,8 +106,8 @@ int main(int argc, char **argv)
 		  "as tag.loop.kcsi.io/<key>");
 	flags_bool(fs, "get-snapshot-capability", &cfg.get_snapshot_cap, false,
 		   "Announce GET_SNAPSHOT (alpha in CSI v1.12) in ControllerGetCapabilities; "
-		   "GetSnapshot is served either way. Off by default, as alpha features are: "
-		   "csi-sanity v5.4.0 fails a driver that announces it (\"Unknown capability\")");
+		   "GetSnapshot is served either way. Off by default, as alpha features are "
+		   "(csi-sanity v5.5 and later test it when announced)");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
 	flags_int(fs, "fleet-size", &fleet_size, 0,
 		  "Serve the node service of this many emulated nodes (kcsi up --nodes above 16): "

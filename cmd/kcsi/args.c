@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -67,13 +68,17 @@ int cli_parse_bytes(const char *s, int64_t *out, char *err, size_t errlen)
 		goto bad;
 	errno = 0;
 	long double v = strtold(s, &end);
-	if (errno || end == s)
+	if ((errno && errno != ERANGE) || end == s)
 		goto bad;
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(end, units[i].suffix) == 0) {
 			long double b = ceill(v * units[i].mult);
-			if (b > 9.2e18L)
-				goto bad;
+			/* CSI sizes are int64 bytes: 8 EiB less one byte at most. */
+			if (errno == ERANGE || b > 9223372036854775807.0L) {
+				snprintf(err, errlen, "size %s is too large: at most %" PRId64
+					 " bytes (8Ei less one byte)", s, INT64_MAX);
+				return -1;
+			}
 			*out = (int64_t)b;
 			return 0;
 		}

@@ -18,6 +18,12 @@
 #include "base/xalloc.h"
 #include "cli.h"
 
+/* What a mistyped command line gets: a few lines, not the whole help. */
+static const char short_usage[] =
+	"Usage: kcsi [flags] SERVICE VERB [args] [options]   (kcsi up [flags]: the whole stack)\n"
+	"Services: identity, controller, group, metadata, node. "
+	"'kcsi --help' lists every verb and flag.\n";
+
 static const struct { const char *name, *arg, *help; } option_help[] = {
 	{ "cap-bytes", "SIZE", "required capacity, bytes or quantity (10Gi, 500M)" },
 	{ "limit-bytes", "SIZE", "capacity limit" },
@@ -208,19 +214,22 @@ int main(int argc, char **argv)
 	const char *endpoint, *o_short, *o_long;
 	int64_t timeout_ns, connect_timeout_ns;
 	int max_log;
-	struct flagset *fs = flags_new("kcsi", "kcsi [flags] SERVICE VERB [args] [options]");
+	struct flagset *fs = flags_new("kcsi", ""); /* print_help() writes the usage line */
 	flags_enable_version(fs, kcsi_version);
 	flags_string(fs, "endpoint", &endpoint, "",
 		     "CSI endpoint: unix:///path, unix:/path or /path (default $CSI_ENDPOINT, "
 		     "else unix:///run/csi/socket)");
 	flags_duration(fs, "timeout", &timeout_ns, 30 * NSEC_PER_SEC, "deadline of the call");
 	flags_duration(fs, "connect-timeout", &connect_timeout_ns, 10 * NSEC_PER_SEC,
-		       "how long to wait for the socket and the driver");
+		       "how long to wait for the socket to appear and the driver to accept; without "
+		       "it, a missing socket, a file that is not one, a socket nobody listens on or "
+		       "a peer that is not a gRPC server fails at once, and a silent peer after 10s");
 	flags_string(fs, "o", &o_short, "", "output format: table or json");
 	flags_string(fs, "output", &o_long, "table", "output format: table or json");
 	flags_int(fs, "max-grpc-log-length", &max_log, -1,
 		  "truncate logged gRPC requests and responses to this many bytes (-1: no limit)");
 	log_register_flags(fs);
+	log_hide_flags(fs); /* accepted, but a CLI's help shows only -v */
 
 	int rest;
 	char err[512];
@@ -234,8 +243,7 @@ int main(int argc, char **argv)
 		flags_free(fs);
 		return 0;
 	case FLAGS_ERROR:
-		fprintf(stderr, "kcsi: %s\n", err);
-		flags_print_usage(fs, stderr);
+		fprintf(stderr, "kcsi: %s\n%s", err, short_usage);
 		flags_free(fs);
 		return EXIT_USAGE;
 	case FLAGS_OK:
@@ -252,7 +260,7 @@ int main(int argc, char **argv)
 	const char *service = rest < argc ? argv[rest] : NULL;
 	const char *verb = rest + 1 < argc ? argv[rest + 1] : NULL;
 	if (!service) {
-		print_help(stderr, NULL, fs);
+		fputs(short_usage, stderr);
 		goto out;
 	}
 	const struct verb *v = cli_verbs;
@@ -265,18 +273,26 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (!known_service) {
-		fprintf(stderr, "kcsi: unknown service %s (identity, controller, group, metadata, "
-			"node)\n", service);
+		fprintf(stderr, "kcsi: unknown service %s\n%s", service, short_usage);
 		goto out;
 	}
 	if (!v->service) {
 		bool help = verb && (!strcmp(verb, "--help") || !strcmp(verb, "-h") ||
 				     !strcmp(verb, "-help") || !strcmp(verb, "help"));
-		if (!help)
-			fprintf(stderr, verb ? "kcsi: unknown verb %s %s\n" : "kcsi: %s needs a verb\n",
-				service, verb);
-		print_help(help ? stdout : stderr, service, fs);
-		code = help ? 0 : EXIT_USAGE;
+		if (help) {
+			print_help(stdout, service, fs);
+			code = 0;
+			goto out;
+		}
+		if (verb)
+			fprintf(stderr, "kcsi: unknown verb %s %s\n", service, verb);
+		else
+			fprintf(stderr, "kcsi: %s needs a verb\n", service);
+		fprintf(stderr, "Verbs of %s:", service);
+		for (const struct verb *w = cli_verbs; w->service; w++)
+			if (!strcmp(w->service, service))
+				fprintf(stderr, " %s", w->name);
+		fprintf(stderr, "\n'kcsi %s --help' explains them and their options.\n", service);
 		goto out;
 	}
 	if ((code = parse_verb_args(v, argc - rest - 2, argv + rest + 2, &c, &g)))
@@ -306,6 +322,7 @@ int main(int argc, char **argv)
 	free(path);
 	struct csi_conn_opts co = CSI_CONN_OPTS_INIT;
 	co.connect_timeout_ns = connect_timeout_ns;
+	co.fail_fast = !flags_is_set(fs, "connect-timeout");
 	co.max_log_len = max_log;
 	c.conn = csi_connect(endpoint, &co, err, sizeof(err));
 	if (!c.conn) {

@@ -67,8 +67,7 @@ int cli_up_main(int argc, char **argv)
 	case FLAGS_VERSION:
 		goto out;
 	case FLAGS_ERROR:
-		fprintf(stderr, "kcsi up: %s\n", err);
-		flags_print_usage(fs, stderr);
+		fprintf(stderr, "kcsi up: %s\nRun 'kcsi up --help' for the flags.\n", err);
 		code = EXIT_USAGE;
 		goto out;
 	case FLAGS_OK:

@@ -45,6 +45,13 @@ int main(int argc, char **argv)
 		       "Interval of BOOKMARK events on watches that allow them.");
 	flags_duration(fs, "max-watch-timeout", &cfg.max_watch_timeout_ns, 30 * NSEC_PER_MIN,
 		       "Longest watch; a client's timeoutSeconds may shorten it.");
+	struct flag_map runtime_config = { NULL, 0 };
+	flags_gates(fs, "runtime-config", &runtime_config,
+		    "Stop serving API versions or resources, as kube-apiserver's flag: "
+		    "GROUP/VERSION=false or GROUP/VERSION/RESOURCE=false, comma-separated (e.g. "
+		    "storage.k8s.io/v1/volumeattributesclasses=false: 404 and absent from discovery). "
+		    "Named groups only; everything is served by default.");
+	cfg.runtime_config = &runtime_config;
 	int64_t idle_ns;
 	int history_mib, max_conns, max_per_ip;
 	flags_int(fs, "watch-history-mib", &history_mib,

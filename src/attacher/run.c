@@ -21,7 +21,7 @@ void att_register_flags(struct flagset *fs, struct att_config *c)
 	flags_int(fs, "worker-threads", &c->worker_threads, 10,
 		  "Workers per queue (VolumeAttachments and PersistentVolumes); must be positive.");
 	flags_int(fs, "max-entries", &c->max_entries, 0,
-		  "Page size of the reconciler's ListVolumes calls; 0 lets the driver choose.");
+		  "Page size of the reconciler's ListVolumes calls; 0: no limit (the driver returns as many as it will).");
 	flags_duration(fs, "reconcile-sync", &c->reconcile_sync_ns, NSEC_PER_MIN,
 		       "How often the reconciler compares VolumeAttachments with the driver's ListVolumes.");
 	flags_string(fs, "default-fstype", &c->default_fstype, "",

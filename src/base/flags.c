@@ -11,6 +11,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,7 +20,8 @@
 #include <string.h>
 #include <strings.h>
 
-enum flag_kind { F_BOOL, F_INT, F_INT64, F_DOUBLE, F_STRING, F_DURATION, F_MAP, F_LABELS, F_GATES };
+enum flag_kind { F_BOOL, F_INT, F_INT64, F_DOUBLE, F_STRING, F_DURATION, F_MAP, F_LABELS, F_GATES,
+		 F_UINT, F_LEVEL };
 
 struct flag {
 	char *name;
@@ -42,7 +44,7 @@ struct flagset {
 };
 
 static const char *kind_names[] = { "", "int", "int", "float", "string", "duration", "mapStringBool",
-				     "value", "mapStringBool" };
+				     "value", "mapStringBool", "uint", "value" };
 
 struct flagset *flags_new(const char *program, const char *usage)
 {
@@ -159,6 +161,25 @@ void flags_int(struct flagset *fs, const char *name, int *p, int def, const char
 		f->def = xprintf("%d", def);
 }
 
+void flags_uint(struct flagset *fs, const char *name, unsigned *p, unsigned def, const char *help)
+{
+	struct flag *f = add(fs, name, F_UINT, p, help);
+
+	*p = def;
+	if (def)
+		f->def = xprintf("%u", def);
+}
+
+void flags_level(struct flagset *fs, const char *name, int *p, int def, const char *help)
+{
+	struct flag *f = add(fs, name, F_LEVEL, p, help);
+
+	assert(def >= 0);
+	*p = def;
+	if (def)
+		f->def = xprintf("%d", def);
+}
+
 void flags_int64(struct flagset *fs, const char *name, int64_t *p, int64_t def, const char *help)
 {
 	struct flag *f = add(fs, name, F_INT64, p, help);
@@ -240,6 +261,24 @@ void flags_hide(struct flagset *fs, const char *name)
 		f->hidden = true;
 }
 
+void flags_remove(struct flagset *fs, const char *name)
+{
+	struct flag *f = lookup(fs, name, strlen(name));
+
+	assert(f && f->kind != F_STRING && f->kind != F_MAP && f->kind != F_LABELS &&
+	       f->kind != F_GATES);
+	if (!f)
+		return;
+	free(f->name);
+	free(f->help);
+	free(f->def);
+	free(f->str);
+	free(f->deprecated);
+	size_t i = (size_t)(f - fs->flags);
+	memmove(f, f + 1, (fs->len - i - 1) * sizeof(*f));
+	fs->len--;
+}
+
 bool flags_is_set(const struct flagset *fs, const char *name)
 {
 	struct flag *f = lookup(fs, name, strlen(name));
@@ -284,6 +323,35 @@ static int parse_int64(const char *s, long long min, long long max, long long *o
 	errno = 0;
 	v = strtoll(s, &end, 0);
 	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Go's strconv.ParseUint(s, base, ...) up to max: digits only, no sign (a "-1" is a parse error,
+ * not a large number as strtoull would make it). base 0 takes Go's 0x, 0o, 0b prefixes and a
+ * leading 0 for octal (Go's underscores between digits are not taken). */
+static int parse_uint(const char *s, int base, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	if (base == 0 && s[0] == '0' && (s[1] == 'o' || s[1] == 'O')) {
+		s += 2;
+		base = 8;
+		if (*s < '0' || *s > '7')
+			return -1;
+	} else if (base == 0 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
+		s += 2;
+		base = 2;
+		if (*s != '0' && *s != '1')
+			return -1;
+	}
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno || *end || v > max)
 		return -1;
 	*out = v;
 	return 0;
@@ -394,6 +462,7 @@ static int parse_labels(const char *s, struct flag_map *m, char *why, size_t why
 
 static int set_value(struct flag *f, const char *value, char *why, size_t whylen)
 {
+	unsigned long long ull;
 	long long ll;
 	bool b;
 
@@ -413,6 +482,21 @@ static int set_value(struct flag *f, const char *value, char *why, size_t whylen
 		if (parse_int64(value, LLONG_MIN, LLONG_MAX, &ll))
 			return snprintf(why, whylen, "parse error"), -1;
 		*(int64_t *)f->ptr = ll;
+		return 0;
+	case F_UINT:
+		if (parse_uint(value, 0, UINT_MAX, &ull))
+			return snprintf(why, whylen, "parse error"), -1;
+		*(unsigned *)f->ptr = (unsigned)ull;
+		return 0;
+	case F_LEVEL:
+		/* component-base's VerbosityLevel: ParseUint(s, 10, 31) */
+		if (parse_uint(value, 10, INT_MAX, &ull)) {
+			bool digits = *value && strspn(value, "0123456789") == strlen(value);
+			snprintf(why, whylen, "strconv.ParseUint: parsing \"%.100s\": %s", value,
+				 digits ? "value out of range" : "invalid syntax");
+			return -1;
+		}
+		*(int *)f->ptr = (int)ull;
 		return 0;
 	case F_DOUBLE: {
 		char *end;
@@ -525,7 +609,9 @@ void flags_print_usage(const struct flagset *fs, FILE *out)
 	for (size_t i = 0; i < fs->len; i++)
 		sorted[i] = &fs->flags[i];
 	qsort(sorted, fs->len, sizeof(*sorted), by_name);
-	fprintf(out, "Usage: %s\n\nFlags:\n", fs->usage);
+	if (fs->usage && fs->usage[0])
+		fprintf(out, "Usage: %s\n\n", fs->usage);
+	fputs("Flags:\n", out);
 	for (size_t i = 0; i < fs->len; i++) {
 		const struct flag *f = sorted[i];
 		if (f->hidden)
@@ -566,6 +652,18 @@ int flags_parse_or_exit(struct flagset *fs, int argc, char **argv)
 		fs->program);
 	flags_free(fs);
 	exit(2);
+}
+
+void flags_set_help(struct flagset *fs, const char *name, const char *help)
+{
+	struct flag *f = lookup(fs, name, strlen(name));
+
+	if (!f) {
+		log_write(LOG_FATAL, __FILE__, __LINE__, "flag help %s: no such flag", name);
+		return;
+	}
+	free(f->help);
+	f->help = xstrdup(help);
 }
 
 void flags_set_default(struct flagset *fs, const char *name, const char *value)

@@ -8,7 +8,8 @@
  *   --                       ends flags
  * Parsing stops at the first argument that is not a flag; the rest are positional.
  *
- * Value kinds: bool, int, int64, double, string, duration (Go syntax, see timeutil.h), and string
+ * Value kinds: bool, int, uint, int64, double, string, duration (Go syntax, see timeutil.h), a
+ * verbosity level (-v), and string
  * maps ("A=true,B=false", as --feature-gates, or "k:v,k2:v2", as --leader-election-labels;
  * repeated flags add to the map).
  *
@@ -52,6 +53,12 @@ void flags_enable_version(struct flagset *fs, const char *version);
 /* Registration. `name` has no dashes. The default is stored in *p at once. */
 void flags_bool(struct flagset *fs, const char *name, bool *p, bool def, const char *help);
 void flags_int(struct flagset *fs, const char *name, int *p, int def, const char *help);
+/* Go's flag.Uint: digits with Go's base prefixes, no sign, at most UINT_MAX; "-1" is a parse
+ * error (upstream's pflag/flag refuse it the same way). */
+void flags_uint(struct flagset *fs, const char *name, unsigned *p, unsigned def, const char *help);
+/* component-base's verbosity (-v): decimal digits, 0 to 2^31-1; a negative value is a parse
+ * error whose reason is strconv.ParseUint's, as upstream prints it. */
+void flags_level(struct flagset *fs, const char *name, int *p, int def, const char *help);
 void flags_int64(struct flagset *fs, const char *name, int64_t *p, int64_t def, const char *help);
 void flags_double(struct flagset *fs, const char *name, double *p, double def, const char *help);
 void flags_string(struct flagset *fs, const char *name, const char **p, const char *def,
@@ -70,6 +77,10 @@ void flags_gates(struct flagset *fs, const char *name, struct flag_map *p, const
 void flags_labels(struct flagset *fs, const char *name, struct flag_map *p, const char *help);
 /* Marks a flag deprecated: still accepted, a warning is logged when it is used. */
 void flags_deprecate(struct flagset *fs, const char *name, const char *message);
+/* Unregisters a flag of a shared registration that this program does not offer (its variable
+ * keeps the default); the name is then refused as upstream refuses it. Not for string or map
+ * flags. */
+void flags_remove(struct flagset *fs, const char *name);
 /* Hides a flag from --help (for compatibility-only flags). */
 void flags_hide(struct flagset *fs, const char *name);
 
@@ -86,7 +97,7 @@ int flags_parse_or_exit(struct flagset *fs, int argc, char **argv);
 
 /* True when the flag was given on the command line. */
 bool flags_is_set(const struct flagset *fs, const char *name);
-/* Writes the usage line and the flag table. */
+/* Writes the usage line (none when flags_new() was given "") and the flag table. */
 void flags_print_usage(const struct flagset *fs, FILE *out);
 
 /*
@@ -95,5 +106,8 @@ void flags_print_usage(const struct flagset *fs, FILE *out);
  * --kube-api-qps) says the default it uses. value is in the flag's syntax ("50", "10s").
  */
 void flags_set_default(struct flagset *fs, const char *name, const char *value);
+/* Replaces a registered flag's help text (a program whose flag acts otherwise than the shared
+ * registration says). */
+void flags_set_help(struct flagset *fs, const char *name, const char *help);
 
 #endif

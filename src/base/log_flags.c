@@ -30,7 +30,7 @@ static bool f_text_split, f_json_split, f_automaxprocs;
 
 void log_register_flags(struct flagset *fs)
 {
-	flags_int(fs, "v", &log_vlevel, 0, "number for the log level verbosity");
+	flags_level(fs, "v", &log_vlevel, 0, "number for the log level verbosity");
 	flags_bool(fs, "logtostderr", &f_logtostderr, true,
 		   "log to standard error instead of files");
 	flags_bool(fs, "alsologtostderr", &f_alsologtostderr, false,
@@ -57,6 +57,19 @@ void log_register_flags(struct flagset *fs)
 		   "accepted for compatibility with klog; ignored");
 	(void)f_ignored_int;
 	log_register_component_flags(fs);
+}
+
+void log_hide_flags(struct flagset *fs)
+{
+	static const char *const names[] = {
+		"logtostderr", "alsologtostderr", "log_file", "log_dir", "stderrthreshold",
+		"vmodule", "log_backtrace_at", "log_file_max_size", "add_dir_header",
+		"skip_headers", "skip_log_headers", "one_output", "logging-format",
+		"log-flush-frequency", "log-text-split-stream", "log-text-info-buffer-size",
+		"log-json-split-stream", "log-json-info-buffer-size", "automaxprocs",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		flags_hide(fs, names[i]);
 }
 
 void log_register_component_flags(struct flagset *fs)

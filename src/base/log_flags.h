@@ -29,6 +29,11 @@ struct flagset;
 
 /* Registers -v and klog's flags on fs; log_apply_flags() acts on them after parsing. */
 void log_register_flags(struct flagset *fs);
+/*
+ * Hides every flag log_register_flags() registered but -v from --help; they are still accepted.
+ * For a command-line tool, whose help would otherwise be mostly klog's.
+ */
+void log_hide_flags(struct flagset *fs);
 /* Registers component-base's logging flags and --automaxprocs only (log_register_flags does too). */
 void log_register_component_flags(struct flagset *fs);
 /*

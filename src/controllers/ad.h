@@ -56,7 +56,8 @@ struct ad_desired {
 	bool multi_attach_ok; /* false for ReadWriteOnce / ReadWriteOncePod volumes */
 };
 
-enum ad_attach_state { AD_ATTACHED, AD_UNCERTAIN };
+/* Zero is uncertain: an entry nobody has confirmed must never count as attached. */
+enum ad_attach_state { AD_UNCERTAIN, AD_ATTACHED };
 
 /* One (volume, node) pair in the actual state of the world. */
 struct ad_actual {

@@ -126,10 +126,9 @@ void adc_attach_done(struct ad_ctrl *c, struct ad_op *op, const char *err)
 			adc_pod_event(c, op->pods[i], KUBE_EVENT_NORMAL, "SuccessfulAttachVolume", msg);
 		return;
 	}
-	/* The VolumeAttachment may exist: remember the pair as uncertain so that it is detached if
-	 * nobody wants it any more, and attached again (after the backoff) if someone does. */
-	if (e->state != AD_ATTACHED)
-		e->state = AD_UNCERTAIN;
+	/* The VolumeAttachment may exist: the pair stays in the actual state, uncertain (as
+	 * adc_entry_put made it) unless it was attached before, so that it is detached if nobody
+	 * wants it any more, and attached again (after the backoff) if someone does. */
 	adc_backoff_fail(c, op->uniq);
 	atomic_fetch_add(&c->attach_failed, 1);
 	KLOG_ERR(err, "AttachVolume.Attach failed for volume \"%s\" (UniqueName: \"%s\") from node \"%s\"",

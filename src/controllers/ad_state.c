@@ -80,6 +80,7 @@ struct ad_entry *adc_entry_put(struct ad_ctrl *c, const char *uniq, const char *
 		e->node = xstrdup(node);
 		e->driver = xstrdup(driver);
 		e->handle = xstrdup(handle);
+		e->state = AD_UNCERTAIN; /* until a VolumeAttachment or the node says attached */
 		kube_hmap_put(&c->actual, key, e);
 	}
 	if (pv && (!e->pv || strcmp(e->pv, pv))) {

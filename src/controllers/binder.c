@@ -27,8 +27,10 @@
  *
  * Binding writes, in upstream's order: the volume's claimRef (+ bound-by-controller), volume
  * phase Bound, the claim's volumeName (+ bind-completed, bound-by-controller), the claim's status
- * (Bound, access modes, capacity). Each spec write carries the resourceVersion it was decided on,
- * so a concurrent change makes it a 409 and the key is retried with fresh data.
+ * (Bound, access modes, capacity: the PV's, or its pre-resize-capacity annotation, so that a
+ * volume whose node expansion was pending when its old claim went is expanded again). Each spec
+ * write carries the resourceVersion it was decided on, so a concurrent change makes it a 409 and
+ * the key is retried with fresh data.
  */
 #include "controllers/binder.h"
 #include "controllers/cm.h"
@@ -192,6 +194,30 @@ static enum cm_result set_claim_phase(struct pvb *b, const struct kube_pvc *clai
 	return rc ? cm_result_of(&e) : CM_DONE;
 }
 
+/*
+ * The status.capacity a claim gets as it binds: the PV's, or, when the PV carries csi-resizer's
+ * volume.alpha.kubernetes.io/pre-resize-capacity (an expansion whose node part was still to come
+ * when its old claim went), that size, so the node expands the volume again for the new claim.
+ * An annotation that is not a quantity counts as absent, as upstream's.
+ */
+static void bound_capacity(const struct kube_pv *pv, char *qty, size_t len)
+{
+	const char *pre = pv->pre_resize_capacity;
+	int64_t bytes = pv->capacity > 0 ? pv->capacity : 0;
+	char err[128];
+
+	if (pre && kube_quantity_parse(pre, &bytes, err, sizeof(err)) == 0) {
+		KLOG_V(2, "Volume requires filesystem resize: setting pvc status capacity volumeName=%s statusCapacity=%s",
+		       pv->meta.name, pre);
+		kube_quantity_format(bytes, strchr(pre, 'i') != NULL, qty, len);
+		return;
+	}
+	bytes = pv->capacity > 0 ? pv->capacity : 0;
+	if (pre)
+		KLOG_I("Parsing pre-resize-capacity from PV failed volumeName=%s err=\"%s\"", pv->meta.name, err);
+	kube_quantity_format(bytes, true, qty, len);
+}
+
 /* Binds claim and volume (each write only when needed, so a retry continues where it stopped). */
 static enum cm_result bind(struct pvb *b, const struct kube_pv *pv, const struct kube_pvc *claim)
 {
@@ -238,7 +264,7 @@ static enum cm_result bind(struct pvb *b, const struct kube_pv *pv, const struct
 	 * an expansion (the kubelet writes the new size when it has grown it).
 	 */
 	if (claim->phase != KUBE_PVC_BOUND) {
-		kube_quantity_format(pv->capacity > 0 ? pv->capacity : 0, true, qty, sizeof(qty));
+		bound_capacity(pv, qty, sizeof(qty));
 		p = json_pack("{s:{s:s, s:o, s:{s:s}}}", "status", "phase", "Bound", "accessModes",
 			      modes_json(pv->access_modes), "capacity", "storage", qty);
 		rc = cm_patch(b->cm, &KUBE_RES_PERSISTENTVOLUMECLAIMS, claim->meta.ns, claim->meta.name,

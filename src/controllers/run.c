@@ -45,9 +45,11 @@ static const struct cm_controller *const all_controllers[] = {
 void cm_register_flags(struct flagset *fs, struct cm_config *c)
 {
 	kube_options_register(fs, &c->kube);
-	/* kube-controller-manager v1.36's client defaults (its config v1alpha1 defaulting) */
+	/* kube-controller-manager v1.37's client defaults, as v1.36's (its config v1alpha1 defaulting) */
 	flags_set_default(fs, "kube-api-qps", "20");
 	flags_set_default(fs, "kube-api-burst", "30");
+	flags_set_help(fs, "leader-election-namespace",
+		       "Namespace of the Lease; empty means kube-system, as kube-controller-manager's.");
 	flags_string(fs, "controllers", &c->controllers, "*",
 		     "Controllers to run, as kube-controller-manager spells it: '*' runs the default ones, 'name' adds one, '-name' removes one. Known: attachdetach, persistentvolume-binder, pvc-protection, pv-protection, nodelifecycle, taint-eviction-controller, podgc, volume-scheduler (not in '*').");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",

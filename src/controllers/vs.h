@@ -109,15 +109,16 @@ struct vs_reasons {
 void vs_reasons_node(struct vs_reasons *r, const struct vs_verdict *v);
 
 /*
- * The message kube-scheduler v1.36's FitError prints, into buf (cut to len), with what its
+ * The message kube-scheduler v1.37's FitError prints, into buf (cut to len), with what its
  * PostFilter plugins (DynamicResources, then DefaultPreemption) add:
  *   nnodes 0:   "no nodes available to schedule pods"
  *   prefilter:  "0/N nodes are available: <prefilter>. not found" (the pod itself cannot be
  *               placed; DynamicResources' PostFilter then fails to find the state its PreFilter
  *               never wrote, and kube-scheduler prints that error: VS_POSTFILTER_NO_STATE)
  *   else:       "0/N nodes are available: <count> <reason>, ...." (sorted as Go sorts strings)
- *               then " no new claims to deallocate, " (DynamicResources, for a pod without
- *               resource claims) and DefaultPreemption's verdict, since kcsi evicts nothing:
+ *               then DefaultPreemption's verdict (DynamicResources adds nothing for a pod
+ *               without resource claims since v1.37; v1.36 wrote "no new claims to
+ *               deallocate, " first), since kcsi evicts nothing:
  *               "preemption: not eligible due to preemptionPolicy=Never." for such a pod, else
  *               "preemption: 0/N nodes are available: <k> No preemption victims found for
  *               incoming pod, <m> Preemption is not helpful for scheduling." (m: the nodes refused
@@ -125,7 +126,6 @@ void vs_reasons_node(struct vs_reasons *r, const struct vs_verdict *v);
  *               evict: its words when every pod has the same priority).
  */
 #define VS_POSTFILTER_NO_STATE "not found"
-#define VS_POSTFILTER_NO_CLAIMS "no new claims to deallocate"
 void vs_fit_message(const struct vs_reasons *r, size_t nnodes, const char *prefilter,
 		    bool preempt_never, char *buf, size_t len);
 

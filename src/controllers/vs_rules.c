@@ -217,7 +217,7 @@ void vs_fit_message(const struct vs_reasons *r, size_t nnodes, const char *prefi
 		}
 		put_sorted(buf, len, &off, sorted, r->n);
 	}
-	put(buf, len, &off, " %s, ", VS_POSTFILTER_NO_CLAIMS);
+	put(buf, len, &off, " ");
 	if (preempt_never) {
 		put(buf, len, &off, "preemption: not eligible due to preemptionPolicy=Never.");
 		return;

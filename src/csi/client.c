@@ -21,9 +21,8 @@
  *     (CANCEL); the call record then belongs to the session until nghttp2 closes the stream, so
  *     nghttp2 never reads a request or writes a response into freed memory. A driver that stopped
  *     reading never lets the reset out: past CLIENT_MAX_ABANDONED such records the connection
- *     is broken, so they cannot pile up. A driver that
- *     resets the stream (CANCEL) once the deadline has passed, as grpc-go's server does when
- *     the grpc-timeout runs out, ends the call DEADLINE_EXCEEDED too, whichever comes first.
+ *     is broken, so they cannot pile up. A driver that resets the stream (CANCEL) once the
+ *     deadline has passed (grpc-go's server when the grpc-timeout runs out) ends it too.
  *   - "Connected" means the HTTP/2 handshake finished: the driver's SETTINGS frame arrived, as a
  *     gRPC channel is READY only then. A socket that accepts but never speaks HTTP/2 is not.
  *   - Optional keepalive (opts.keepalive_ns): a PING after that long without a frame from the
@@ -33,7 +32,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -43,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -657,9 +654,15 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 	for (;;) {
 		int cerr = 0;
 		char why[256] = "";
-		if (ensure_socket(c, &cerr, why, sizeof(why)) == 0 && wait_handshake(c, deadline) == 0)
+		int sock = ensure_socket(c, &cerr, why, sizeof(why));
+		if (sock == 0 && wait_handshake(c, deadline) == 0)
 			break;
 		int64_t now = mono_now_ns();
+		if (c->opts.fail_fast && (sock != 0 || !deadline || now < deadline)) { /* it broke */
+			unlock_conn(c);
+			csi_endpoint_why(c->path, cerr, c->broken_why, err, errlen);
+			goto fail;
+		}
 		if (deadline && now >= deadline) {
 			unlock_conn(c);
 			if (cerr == ENOENT)
@@ -671,10 +674,8 @@ struct csi_conn *csi_connect(const char *endpoint, const struct csi_conn_opts *o
 			goto fail;
 		}
 		if (now - last_log >= c->opts.log_interval_ns) {
-			if (cerr == ENOENT)
-				KLOG_W("Still connecting to %s: socket does not exist yet", c->endpoint);
-			else
-				KLOG_W("Still connecting to %s", c->endpoint);
+			KLOG_W("Still connecting to %s%s", c->endpoint,
+			       cerr == ENOENT ? ": socket does not exist yet" : "");
 			last_log = now;
 		}
 		unlock_conn(c);

@@ -74,8 +74,15 @@ struct csi_conn_opts {
 	 * upstream's sidecars (a gRPC server may answer frequent pings with GOAWAY).
 	 */
 	int64_t keepalive_ns;
+	/*
+	 * For a command line (the kcsi CLI): csi_connect() does not wait for the socket. A missing
+	 * path, a file that is not a socket, a socket nobody listens on and a peer that closes or
+	 * answers with something else than HTTP/2 fail at once with that reason; a peer that stays
+	 * silent fails after connect_timeout_ns. Daemons leave it false and wait, as upstream.
+	 */
+	bool fail_fast;
 };
-#define CSI_CONN_OPTS_INIT { 0, 10000000000LL, NULL, NULL, NULL, NULL, -1, 4 * 1024 * 1024, 0 }
+#define CSI_CONN_OPTS_INIT { 0, 10000000000LL, NULL, NULL, NULL, NULL, -1, 4 * 1024 * 1024, 0, false }
 
 /* The outcome of a call: gRPC status code (0 = OK) and the driver's message. */
 struct csi_status {

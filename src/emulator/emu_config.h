@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct flag_map;
+
 struct emu_config {
 	const char *listen;        /* "host:port", "[v6]:port"; port 0 picks a free one */
 	const char *token;         /* NULL or "": no authentication */
@@ -16,6 +18,7 @@ struct emu_config {
 	const char *tls_key_file;
 	const char *tls_ca_file;   /* CA written to the kubeconfig; default: the certificate */
 	const char *state_file;    /* NULL: no persistence */
+	const struct flag_map *runtime_config; /* --runtime-config (emu_store.h); NULL: all */
 	size_t watch_history;      /* events kept for watch resume */
 	int64_t bookmark_interval_ns;
 	int64_t max_watch_timeout_ns; /* watches without timeoutSeconds end after this */
@@ -27,7 +30,7 @@ struct emu_config {
 };
 
 /* The kube-apiserver release whose API kube-emulator serves: /version's gitVersion. */
-#define EMU_KUBE_VERSION "v1.36.1"
+#define EMU_KUBE_VERSION "v1.37.2"
 
 /*
  * What the watch history may hold: event texts and the decoded objects kept with them (see

@@ -36,16 +36,18 @@ static const struct field_default defaults[] = {
 	{ "storage.k8s.io", "csidrivers", "spec", "fsGroupPolicy", "\"ReadWriteOnceWithFSType\"" },
 	{ "storage.k8s.io", "csidrivers", "spec", "requiresRepublish", "false" },
 	{ "storage.k8s.io", "csidrivers", "spec", "seLinuxMount", "false" },
+	/* v1.37: VolumeLimitScaling (beta, on) defaults it */
+	{ "storage.k8s.io", "csidrivers", "spec", "preventPodSchedulingIfMissing", "false" },
 	{ "storage.k8s.io", "csidrivers", "spec", "volumeLifecycleModes", "[\"Persistent\"]" },
 	/* fields Go serializes although unset (non-pointer structs, strings without omitempty) */
 	{ "", "events", "", "eventTime", "null" },
+	{ "", "events", "", "involvedObject", "{}" },
+	{ "", "events", "", "source", "{}" },
 	{ "", "events", "", "firstTimestamp", "null" },
 	{ "", "events", "", "lastTimestamp", "null" },
 	{ "", "events", "", "reportingComponent", "\"\"" },
 	{ "", "events", "", "reportingInstance", "\"\"" },
-	{ "events.k8s.io", "events", "", "deprecatedFirstTimestamp", "null" },
-	{ "events.k8s.io", "events", "", "deprecatedLastTimestamp", "null" },
-	{ "events.k8s.io", "events", "", "deprecatedSource", "{}" },
+	{ "storage.k8s.io", "csinodes", "", "status", "{}" }, /* v1.37's CSINodeStatus */
 };
 
 /* A missing field, or an empty string where the Go field is a plain string, takes the default. */

@@ -2,7 +2,7 @@
  * emu_defaults: what kube-apiserver's defaulting and update validation do to the objects
  * kube-emulator serves, where a client sees it: the fields the real server fills in when a
  * client leaves them out, and the updates its validation refuses. Only the storage kinds the
- * CSI components write are covered, each rule taken from kube-apiserver v1.36's behaviour as
+ * CSI components write are covered, each rule taken from kube-apiserver v1.37.2's behaviour as
  * e2e.emulator_differential observes it; docs/kube-emulator.md lists what is not.
  *
  * Pure functions on JSON, no server state. Defaults are applied on every create and every

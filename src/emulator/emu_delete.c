@@ -249,7 +249,7 @@ static void ns_delete(struct emu_call *k, const char *name, json_t *old, struct 
 {
 	if (!strcmp(name, "default") || !strcmp(name, "kube-system") ||
 	    !strcmp(name, "kube-public")) {
-		char msg[256];
+		char msg[512];
 		snprintf(msg, sizeof(msg), "namespaces \"%s\" is forbidden: this namespace may not "
 			 "be deleted", name);
 		reply_status(rp, 403, "Forbidden", msg, details_for(k->r, name));

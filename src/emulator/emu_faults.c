@@ -2,7 +2,8 @@
  * emu_faults: fault injection for reliability tests, driven over HTTP at /emulator/faults.
  *
  * A rule matches requests by verb and resource and fails a fraction of them with 500, 429 (with
- * Retry-After), 409, 410 Expired or 504 "Too large resource version" (a watch's as an ERROR event
+ * Retry-After), 409, 404 (the answer for a kind the server does not serve, such as a CRD not
+ * installed), 410 Expired or 504 "Too large resource version" (a watch's as an ERROR event
  * when the rule says asEvent), and/or delays them. Every injection is counted per rule and in
  * totals, so a test can assert that the fault it asked for really happened. Watch faults (close
  * all watches now, end every new watch after N seconds) act through the store's watch epoch and
@@ -105,7 +106,8 @@ int emu_faults_apply(struct emu_faults *f, const char *verb, const char *plural,
 			hit->retry_after = r->retry_after;
 			hit->as_event = r->as_event && !strcmp(verb, "watch");
 			long *counter = code == 500 ? &f->c500 : code == 429 ? &f->c429 :
-					code == 410 ? &f->c410 : code == 504 ? &f->c504 : &f->c409;
+					code == 410 ? &f->c410 : code == 504 ? &f->c504 :
+					code == 404 ? &f->c404 : &f->c409;
 			(*counter)++;
 		}
 	}
@@ -136,6 +138,10 @@ enum MHD_Result emu_faults_reply(struct emu_store *st, struct MHD_Connection *c,
 			 "has been modified; please apply your changes to the latest version and try "
 			 "again", plural, name ? name : "");
 		text = emu_status_text(409, "Conflict", msg, NULL);
+		break;
+	case 404: /* kube-apiserver's answer for a resource it does not serve */
+		text = emu_status_text(404, "NotFound", "the server could not find the requested "
+				       "resource", NULL);
 		break;
 	case 410:
 		snprintf(msg, sizeof(msg), "The resourceVersion for the provided %s is too old.", verb);
@@ -189,10 +195,11 @@ static json_t *faults_view(struct emu_faults *f)
 			"latencyMs", r->latency_ms, "times", (json_int_t)r->times,
 			"injected", (json_int_t)r->injected));
 	}
-	json_t *v = json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "rules",
+	json_t *v = json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "rules",
 		rules, "watchMaxSeconds", (json_int_t)(f->watch_max_ns / NSEC_PER_SEC), "counters",
 		"errors500", (json_int_t)f->c500, "errors429", (json_int_t)f->c429,
-		"conflicts409", (json_int_t)f->c409, "expired410", (json_int_t)f->c410,
+		"conflicts409", (json_int_t)f->c409, "notFound404", (json_int_t)f->c404,
+		"expired410", (json_int_t)f->c410,
 		"tooLarge504", (json_int_t)f->c504, "delayed", (json_int_t)f->clatency,
 		"watchesClosed", (json_int_t)f->watches_closed,
 		"watchesEnded", (json_int_t)f->watches_ended);
@@ -226,8 +233,9 @@ static int rule_parse(json_t *j, struct emu_fault_rule *r, char *err, size_t err
 			 "long", verb);
 		return -1;
 	}
-	if (code != 0 && code != 500 && code != 429 && code != 409 && code != 410 && code != 504) {
-		snprintf(err, errlen, "bad fault rule: code must be 500, 429, 409, 410, 504 or 0, "
+	if (code != 0 && code != 500 && code != 429 && code != 409 && code != 404 && code != 410 &&
+	    code != 504) {
+		snprintf(err, errlen, "bad fault rule: code must be 500, 429, 409, 404, 410, 504 or 0, "
 			 "got %d", code);
 		return -1;
 	}
@@ -277,7 +285,7 @@ static int faults_post(struct emu_faults *f, struct emu_store *st, json_t *body,
 	if (json_is_true(json_object_get(body, "reset"))) {
 		f->n = 0;
 		f->watch_max_ns = 0;
-		f->c500 = f->c429 = f->c409 = f->c410 = f->c504 = f->clatency = 0;
+		f->c500 = f->c429 = f->c409 = f->c404 = f->c410 = f->c504 = f->clatency = 0;
 		f->watches_closed = f->watches_ended = 0;
 	}
 	if (json_is_true(json_object_get(body, "release"))) {

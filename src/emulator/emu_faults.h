@@ -38,7 +38,7 @@ struct emu_faults {
 	struct emu_fault_rule *rules;
 	size_t n;
 	int64_t watch_max_ns; /* 0: off */
-	long c500, c429, c409, c410, c504, clatency, watches_closed, watches_ended;
+	long c500, c429, c409, c404, c410, c504, clatency, watches_closed, watches_ended;
 	pthread_cond_t cv; /* delays sleep on it, so that shutdown and a release can end them */
 	unsigned long releases; /* a delay ends when this changes ("release": true) */
 	bool shutdown;

@@ -42,6 +42,9 @@ struct emu_call {
 	 * (emu_served_text converts answers to it) */
 	const char *api_version;
 	char api_version_buf[96];
+	/* the resource the client addressed when it is a view of r's storage (events.k8s.io's
+	 * Events of the core ones, emu_events.h), else NULL */
+	const struct emu_resource *view;
 	const char *ns;   /* NULL for cluster-scoped, or all namespaces */
 	const char *name; /* NULL for the collection */
 	const char *sub;  /* NULL or "status" */

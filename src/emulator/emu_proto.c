@@ -14,8 +14,9 @@
  * The upstream sidecars and controllers (client-go with ContentType protobuf) send protobuf for
  * every built-in kind they create or update, and for DeleteOptions. Those kinds are decoded from
  * tables (struct pbmsg below: field number -> JSON name and type, the numbers of kubernetes/api's
- * generated.proto): v1 Event, PersistentVolume, PersistentVolumeClaim; coordination.k8s.io/v1
- * Lease; storage.k8s.io/v1 VolumeAttachment, CSIStorageCapacity; DeleteOptions. A field number a
+ * generated.proto): v1 Binding, Event, PersistentVolume, PersistentVolumeClaim; events.k8s.io/v1
+ * Event; coordination.k8s.io/v1 Lease; storage.k8s.io/v1 VolumeAttachment, CSIStorageCapacity;
+ * DeleteOptions. A field number a
  * table lacks is refused (415 naming the message and number) rather than dropped, so nothing a
  * client sent is lost silently. Go's encoder writes non-pointer fields even when empty, and the
  * JSON it would send omits them: empty strings, zero numbers, false and the zero Time are left out
@@ -326,6 +327,8 @@ PBMSG(m_DeleteOptions, { 1, "gracePeriodSeconds", T_INT, PB_KEEP, NULL },
 PBMSG(m_ObjectReference, S(1, "kind"), S(2, "namespace"), S(3, "name"), S(4, "uid"),
       S(5, "apiVersion"), S(6, "resourceVersion"), S(7, "fieldPath"));
 PBMSG(m_SecretReference, S(1, "name"), S(2, "namespace"));
+/* pods/binding, as kube-scheduler posts it */
+PBMSG(m_Binding, M(1, "metadata", m_ObjectMeta), M(2, "target", m_ObjectReference));
 PBMSG(m_CSIPersistentVolumeSource, S(1, "driver"), S(2, "volumeHandle"),
       { 3, "readOnly", T_BOOL, 0, NULL }, S(4, "fsType"), { 5, "volumeAttributes", T_MAP, 0, NULL },
       M(6, "controllerPublishSecretRef", m_SecretReference),
@@ -379,6 +382,15 @@ PBMSG(m_Event, M(1, "metadata", m_ObjectMeta), M(2, "involvedObject", m_ObjectRe
       { 8, "count", T_INT, 0, NULL }, S(9, "type"), { 10, "eventTime", T_MICRO, 0, NULL },
       M(11, "series", m_EventSeries), S(12, "action"), M(13, "related", m_ObjectReference),
       S(14, "reportingComponent"), S(15, "reportingInstance"));
+/* events.k8s.io/v1 (kube-scheduler's recorder) */
+PBMSG(m_EventsV1Event, M(1, "metadata", m_ObjectMeta), { 2, "eventTime", T_MICRO, 0, NULL },
+      M(3, "series", m_EventSeries), S(4, "reportingController"), S(5, "reportingInstance"),
+      S(6, "action"), S(7, "reason"), M(8, "regarding", m_ObjectReference),
+      M(9, "related", m_ObjectReference), S(10, "note"), S(11, "type"),
+      M(12, "deprecatedSource", m_EventSource),
+      { 13, "deprecatedFirstTimestamp", T_TIME, 0, NULL },
+      { 14, "deprecatedLastTimestamp", T_TIME, 0, NULL },
+      { 15, "deprecatedCount", T_INT, 0, NULL });
 
 /* coordination/v1 */
 PBMSG(m_LeaseSpec, SK(1, "holderIdentity"), { 2, "leaseDurationSeconds", T_INT, PB_KEEP, NULL },
@@ -408,7 +420,9 @@ static const struct {
 	const char *kind;
 	const struct pbmsg *msg;
 } pb_kinds[] = {
+	{ "v1", "Binding", &m_Binding },
 	{ "v1", "Event", &m_Event },
+	{ "events.k8s.io/v1", "Event", &m_EventsV1Event },
 	{ "v1", "PersistentVolume", &m_PersistentVolume },
 	{ "v1", "PersistentVolumeClaim", &m_PersistentVolumeClaim },
 	{ "coordination.k8s.io/v1", "Lease", &m_Lease },
@@ -419,7 +433,8 @@ static const struct {
 
 #define PB_ZERO_TIME (-62135596800LL) /* Go's time.Time{} in Unix seconds */
 
-/* Time and MicroTime {1 seconds, 2 nanos} as RFC 3339; *out NULL for the zero time. */
+/* Time and MicroTime {1 seconds, 2 nanos} as RFC 3339; *out NULL for the zero time (written
+ * as an empty message, or as Go's time.Time{} in seconds). */
 static bool pb_time(const struct pb_field *f, bool micro, json_t **out)
 {
 	struct pb b = { f->bytes, f->bytes + f->len };
@@ -435,7 +450,8 @@ static bool pb_time(const struct pb_field *f, bool micro, json_t **out)
 	*out = NULL;
 	if (rc < 0 || nsec < 0 || nsec > 999999999)
 		return false;
-	if (sec == PB_ZERO_TIME && !nsec)
+	/* metav1.Time's Marshal writes nothing for the zero time: an empty message, not 1970 */
+	if (!f->len || (sec == PB_ZERO_TIME && !nsec))
 		return true;
 	time_t t = (time_t)sec;
 	struct tm tm;
@@ -652,7 +668,8 @@ char *emu_proto_to_json(const void *body, size_t len, char *err, size_t errlen)
 	} else if (strcmp(api_version, "v1") || (strcmp(kind, "Namespace") &&
 						  strcmp(kind, "Secret") && strcmp(kind, "ConfigMap"))) {
 		snprintf(err, errlen, "kube-emulator decodes protobuf only for v1 Namespace, Secret, "
-			 "ConfigMap, Event, PersistentVolume, PersistentVolumeClaim, "
+			 "ConfigMap, Binding, Event (v1 and events.k8s.io/v1), PersistentVolume, "
+			 "PersistentVolumeClaim, "
 			 "coordination.k8s.io/v1 Lease, storage.k8s.io/v1 VolumeAttachment, "
 			 "CSIStorageCapacity and DeleteOptions, not %s %s; send JSON", api_version,
 			 kind);

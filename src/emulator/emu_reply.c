@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/xalloc.h"
+#include "emulator/emu_events.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
 
@@ -194,11 +195,23 @@ void reply_dump(struct reply *rp, unsigned code, const json_t *obj)
 	rp->text = json_dumps(obj, JSON_COMPACT);
 }
 
+void emu_serve_as(const struct emu_resource *r, const char *api_version, json_t *obj)
+{
+	const char *kind = json_string_value(json_object_get(obj, "kind"));
+	if (!strcmp(api_version, "events.k8s.io/v1") && !*r->group) {
+		/* a core Event read through events.k8s.io (a Status or a list head is left alone) */
+		if (kind && !strcmp(kind, "Event"))
+			emu_event_to_served(obj);
+		return;
+	}
+	const json_t *av = json_object_get(obj, "apiVersion");
+	if (json_is_string(av) && !strcmp(json_string_value(av), r->api_version))
+		json_object_set_new(obj, "apiVersion", json_string(api_version));
+}
+
 void emu_served_object(const struct emu_call *k, json_t *obj)
 {
-	const json_t *av = json_object_get(obj, "apiVersion");
-	if (json_is_string(av) && !strcmp(json_string_value(av), k->r->api_version))
-		json_object_set_new(obj, "apiVersion", json_string(k->api_version));
+	emu_serve_as(k->r, k->api_version, obj);
 }
 
 char *emu_served_text(const struct emu_call *k, char *text)

@@ -72,6 +72,8 @@ void reply_dump(struct reply *rp, unsigned code, const json_t *obj);
  * version: obj's apiVersion, or text's and its items' (text taken over, the result returned).
  */
 void emu_served_object(const struct emu_call *k, json_t *obj);
+/* The same for an object of resource r served as api_version (a watch's events). */
+void emu_serve_as(const struct emu_resource *r, const char *api_version, json_t *obj);
 char *emu_served_text(const struct emu_call *k, char *text);
 /* Queues rp's answer on k's connection (takes its text), in k's served version. */
 enum MHD_Result emu_send_reply(struct emu_call *k, struct reply *rp);

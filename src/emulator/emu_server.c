@@ -12,7 +12,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -20,7 +19,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,7 +26,9 @@
 #include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "emulator/emu_events.h"
 #include "emulator/emu_internal.h"
+#include "emulator/emu_object.h"
 #include "emulator/emu_proto.h"
 #include "emulator/emu_reply.h"
 #include "emulator/emu_server.h"
@@ -189,12 +189,12 @@ static enum MHD_Result discovery(struct emu_server *srv, struct MHD_Connection *
 				 const char *url, bool *handled)
 {
 	*handled = true;
-	/* kube-apiserver v1.36.1's answer (emulation 1.36, minimum compatibility 1.35); the build
+	/* kube-apiserver v1.37.2's answer (emulation 1.37, minimum compatibility 1.36); the build
 	 * facts (commit, date, toolchain) are kube-emulator's */
 	if (!strcmp(url, "/version"))
 		return emu_reply_json(c, 200, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
-			"s:s, s:s, s:s, s:s}", "major", "1", "minor", "36", "emulationMajor", "1",
-			"emulationMinor", "36", "minCompatibilityMajor", "1", "minCompatibilityMinor", "35",
+			"s:s, s:s, s:s, s:s}", "major", "1", "minor", "37", "emulationMajor", "1",
+			"emulationMinor", "37", "minCompatibilityMajor", "1", "minCompatibilityMinor", "36",
 			"gitVersion", EMU_KUBE_VERSION, "gitCommit", "0000000000000000000000000000000000000000",
 			"gitTreeState", "clean", "buildDate", "2026-01-01T00:00:00Z", "goVersion", "none",
 			"compiler", "gcc", "platform", "linux/amd64"));
@@ -314,6 +314,13 @@ static bool route_resource(struct emu_server *srv, char **s, int n, struct emu_c
 	k->r = &srv->st.res[k->res];
 	snprintf(k->api_version_buf, sizeof(k->api_version_buf), "%s/%s", group, version);
 	k->api_version = strcmp(version, k->r->version) ? k->api_version_buf : k->r->api_version;
+	if (emu_events_is_view(k->r)) {
+		/* one storage for both groups' Events, as kube-apiserver's */
+		k->view = k->r;
+		k->res = emu_store_resource(&srv->st, "", "v1", "events");
+		k->r = &srv->st.res[k->res];
+		k->api_version = k->api_version_buf;
+	}
 	k->name = rest >= 2 ? s[i + 1] : NULL;
 	k->sub = rest == 3 ? s[i + 2] : NULL;
 	bool binding = k->sub && !strcmp(k->sub, "binding") && !*k->r->group &&
@@ -323,6 +330,38 @@ static bool route_resource(struct emu_server *srv, char **s, int n, struct emu_c
 	if (k->name && k->r->namespaced && !k->ns)
 		return false;
 	return true;
+}
+
+/*
+ * A body sent to a view (events.k8s.io Events) in the storage's terms: the object or patch
+ * converted, a create checked by the view's own rules first. True when *r answered already (a
+ * body that is not JSON is left to the verbs' own error).
+ */
+static bool view_body(struct emu_call *k, struct req *rq, enum MHD_Result *r)
+{
+	json_t *doc = json_loadb(k->body, k->body_len, 0, NULL);
+	const char *cause, *field = NULL;
+	char detail[300];
+	if (doc && !strcmp(k->method, "POST"))
+		field = emu_event_create_invalid(doc, k->ns, &cause, detail, sizeof(detail));
+	if (field) { /* named as kube-apiserver names it: the stored kind, core Event */
+		struct reply rp = { 0, NULL };
+		reply_invalid(&rp, k->r, emu_meta_str(doc, "name"), field, cause, detail);
+		json_decref(doc);
+		*r = emu_reply_text(k->conn, rp.code, rp.text, 0);
+		return true;
+	}
+	emu_event_to_stored(doc);
+	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (text) {
+		strbuf_reset(&rq->body);
+		strbuf_addstr(&rq->body, text);
+		free(text);
+		k->body = rq->body.buf;
+		k->body_len = rq->body.len;
+	}
+	return false;
 }
 
 static const char *verb_of(struct emu_call *k, bool *ok)
@@ -408,7 +447,7 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 			 !strcmp(method, "DELETE");
 	if (body_verb && ct && !strncasecmp(ct, "application/vnd.kubernetes.protobuf", 35) &&
 	    rq->body.len) {
-		char err[256];
+		char err[1024];
 		char *json = emu_proto_to_json(rq->body.buf, rq->body.len, err, sizeof(err));
 		if (!json) {
 			KLOG_V(2, "Refused a protobuf body: %s", err);
@@ -423,6 +462,11 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 		return emu_reply_status(c, 415, "UnsupportedMediaType", "the body of the request was "
 			"in an unknown format - accepted media types include: application/json, "
 			"application/vnd.kubernetes.protobuf (the kinds docs/kube-emulator.md lists)", NULL);
+	}
+	if (k.view && k.body && k.body_len && strcmp(method, "DELETE")) {
+		enum MHD_Result r;
+		if (view_body(&k, rq, &r))
+			return r;
 	}
 	if (!strcmp(method, "GET"))
 		k.table = emu_table_wanted(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
@@ -739,8 +783,10 @@ struct emu_server *emu_server_start(const struct emu_config *cfg, bool *addr_in_
 	emu_store_init(&srv->st, cfg->watch_history ? cfg->watch_history : 10000);
 	srv->st.ring_bytes_max = srv->cfg.watch_history_bytes;
 	emu_faults_init(&srv->faults);
-	/* The state file before the listener: a second emulator on it is refused before it binds */
-	if ((srv->state_file && emu_state_open(&srv->st, srv->state_file, err, errlen) < 0) ||
+	/* What is served, then the state file before the listener (a second emulator on it is
+	 * refused before it binds) */
+	if (emu_store_runtime_config(&srv->st, cfg->runtime_config, err, errlen) < 0 ||
+	    (srv->state_file && emu_state_open(&srv->st, srv->state_file, err, errlen) < 0) ||
 	    load_tls(srv, cfg, err, errlen) < 0 ||
 	    open_listener(srv, cfg->listen, addr_in_use, err, errlen) < 0) {
 		server_free(srv);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/xalloc.h"
 
 const char *const emu_event_names[3] = { "ADDED", "MODIFIED", "DELETED" };
@@ -102,6 +103,9 @@ static const struct emu_resource resource_table[] = {
 	  true, "pdb", "", "" },
 	{ "resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", false, false, "",
 	  "", NULL },
+	/* kube-scheduler v1.37 lists these too (device taints, on by default) */
+	{ "resource.k8s.io", "v1", "devicetaintrules", "devicetaintrule", "DeviceTaintRule", false,
+	  true, "", "", "" },
 	{ "resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", true, true, "",
 	  "", "" },
 	{ "resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", false, false,
@@ -163,6 +167,82 @@ void emu_store_free(struct emu_store *st)
 	free(st->log_path);
 	pthread_mutex_destroy(&st->mu);
 	pthread_cond_destroy(&st->cv);
+}
+
+/* ---- --runtime-config ---- */
+
+/* Stops serving st->res[i]: its (empty) array goes and the table closes up. */
+static void drop_resource(struct emu_store *st, size_t i)
+{
+	free(st->res[i].items);
+	memmove(&st->res[i], &st->res[i + 1], (st->nres - i - 1) * sizeof(st->res[0]));
+	st->nres--;
+}
+
+/* Whether r is served at group/version, and as its storage version or its also_version. */
+static bool served_at(const struct emu_resource *r, const char *group, const char *version,
+		      bool *also)
+{
+	*also = r->also_version && !strcmp(r->also_version, version);
+	return !strcmp(r->group, group) && (*also || !strcmp(r->version, version));
+}
+
+/* One entry: key GROUP/VERSION or GROUP/VERSION/RESOURCE switched off (on is what is served). */
+static int runtime_entry(struct emu_store *st, const char *key, bool on, char *err,
+			 size_t errlen)
+{
+	char group[128], version[64], plural[128] = "";
+	int n = sscanf(key, "%127[^/]/%63[^/]/%127[^/]", group, version, plural);
+	const char *third = strchr(strchr(key, '/') ? strchr(key, '/') + 1 : key, '/');
+	if (n < 2 || !strcmp(group, "api") || (third && strchr(third + 1, '/'))) {
+		snprintf(err, errlen, "--runtime-config: %s: kube-emulator takes only GROUP/VERSION "
+			 "or GROUP/VERSION/RESOURCE of a named group (the core group, api/all, "
+			 "api/ga, api/beta and api/alpha are always as they are)", key);
+		return -1;
+	}
+	bool matched = false;
+	for (size_t i = 0; i < st->nres;) {
+		struct emu_resource *r = &st->res[i];
+		bool also;
+		if (!served_at(r, group, version, &also) || (*plural && strcmp(r->plural, plural))) {
+			i++;
+			continue;
+		}
+		matched = true;
+		if (on) {
+			i++;
+		} else if (also) {
+			r->also_version = NULL; /* still served at its storage version */
+			i++;
+		} else if (r->also_version) {
+			snprintf(err, errlen, "--runtime-config: %s: kube-emulator cannot stop serving "
+				 "%s/%s at %s, the version it stores, while it serves %s",
+				 key, r->group, r->plural, r->version, r->also_version);
+			return -1;
+		} else {
+			drop_resource(st, i);
+		}
+	}
+	if (!matched) {
+		snprintf(err, errlen, "--runtime-config: %s: kube-emulator serves no such %s", key,
+			 *plural ? "resource" : "group version");
+		return -1;
+	}
+	return 0;
+}
+
+int emu_store_runtime_config(struct emu_store *st, const struct flag_map *m, char *err,
+			     size_t errlen)
+{
+	for (size_t i = 0; m && i < m->len; i++) {
+		/* the flag parser (flags_gates) let only Go's bools through */
+		const char *v = m->items[i].value;
+		while (*v == ' ')
+			v++;
+		if (runtime_entry(st, m->items[i].key, *v && strchr("1tT", *v), err, errlen))
+			return -1;
+	}
+	return 0;
 }
 
 int emu_store_resource(const struct emu_store *st, const char *group, const char *version,

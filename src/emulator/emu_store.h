@@ -114,6 +114,19 @@ bool emu_resource_returns_deleted(const struct emu_resource *r);
 void emu_store_init(struct emu_store *st, size_t history);
 void emu_store_free(struct emu_store *st);
 
+/*
+ * --runtime-config, as kube-apiserver takes it for named groups: GROUP/VERSION=false stops
+ * serving every resource of that version, GROUP/VERSION/RESOURCE=false one resource (e.g.
+ * storage.k8s.io/v1/volumeattributesclasses=false): its requests are 404 and discovery no longer
+ * lists it (a group left with nothing leaves /apis). =true changes nothing (everything is served
+ * by default). Refused, with a message: the core group, api/all (ga, beta, alpha), and an entry
+ * that names nothing kube-emulator serves. Call before the state file is loaded (its objects of a kind no
+ * longer served are then refused, not dropped). 0, or -1 with err.
+ */
+struct flag_map;
+int emu_store_runtime_config(struct emu_store *st, const struct flag_map *m, char *err,
+			     size_t errlen);
+
 /* Lookups (caller holds mu where it reads objects). Return -1 when not served. A resource is
  * found by its storage version or its also_version. */
 int emu_store_resource(const struct emu_store *st, const char *group, const char *version,

@@ -437,19 +437,15 @@ static const struct column event_cols[] = {
 	{ "Message", "string", "", 0 }, { "First Seen", "string", "", 1 },
 	{ "Count", "string", "", 1 }, { "Name", "string", "name", 1 },
 };
-/* Core and events.k8s.io events: the latter's fields mapped as upstream converts them. */
-static void event_cells_common(json_t *c, const json_t *o, time_t now, bool core)
+/* Events, stored in the core form whichever group wrote them (emu_events.h). */
+static void event_cells(json_t *c, const json_t *o, time_t now)
 {
-	const char *ref = core ? "involvedObject" : "regarding";
-	char p[64], obj[600], lower[128], buf[64];
-	snprintf(p, sizeof(p), "%s.kind", ref);
-	snprintf(lower, sizeof(lower), "%s", str_or(o, p, ""));
+	char obj[600], lower[128], buf[64];
+	snprintf(lower, sizeof(lower), "%s", str_or(o, "involvedObject.kind", ""));
 	for (char *q = lower; *q; q++)
 		*q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
-	snprintf(p, sizeof(p), "%s.name", ref);
-	snprintf(obj, sizeof(obj), "%s/%s", lower, str_or(o, p, ""));
-	const char *last = core ? str(o, "lastTimestamp") : str(o, "deprecatedLastTimestamp");
-	const char *first = core ? str(o, "firstTimestamp") : str(o, "deprecatedFirstTimestamp");
+	snprintf(obj, sizeof(obj), "%s/%s", lower, str_or(o, "involvedObject.name", ""));
+	const char *last = str(o, "lastTimestamp"), *first = str(o, "firstTimestamp");
 	const char *series = str(o, "series.lastObservedTime");
 	if (series)
 		last = series;
@@ -465,33 +461,19 @@ static void event_cells_common(json_t *c, const json_t *o, time_t now, bool core
 	add_s(c, str(o, "type"));
 	add_s(c, str(o, "reason"));
 	add_s(c, obj);
-	snprintf(p, sizeof(p), "%s.fieldPath", ref);
-	add_s(c, str_or(o, p, ""));
-	if (core) {
-		const char *comp = str_or(o, "source.component", str_or(o, "reportingComponent", ""));
-		const char *host = str_or(o, "source.host", "");
-		snprintf(obj, sizeof(obj), "%s%s%s", comp, *host ? ", " : "", host);
-	} else {
-		snprintf(obj, sizeof(obj), "%s", str_or(o, "reportingController", ""));
-	}
+	add_s(c, str_or(o, "involvedObject.fieldPath", ""));
+	const char *comp = str_or(o, "source.component", str_or(o, "reportingComponent", ""));
+	const char *host = str_or(o, "source.host", "");
+	snprintf(obj, sizeof(obj), "%s%s%s", comp, *host ? ", " : "", host);
 	add_s(c, obj);
-	add_s(c, str(o, core ? "message" : "note"));
+	add_s(c, str(o, "message"));
 	add_since(c, first, now);
-	long long count = json_integer_value(json_object_get(o, core ? "count" :
-							      "deprecatedCount"));
+	long long count = json_integer_value(json_object_get(o, "count"));
 	if (at(o, "series.count"))
 		count = json_integer_value(at(o, "series.count"));
 	snprintf(buf, sizeof(buf), "%lld", count ? count : 1);
 	add_s(c, buf);
 	add_s(c, str(o, "metadata.name"));
-}
-static void event_cells(json_t *c, const json_t *o, time_t now)
-{
-	event_cells_common(c, o, now, true);
-}
-static void event2_cells(json_t *c, const json_t *o, time_t now)
-{
-	event_cells_common(c, o, now, false);
 }
 
 static const struct column lease_cols[] = { NAME_COL, { "Holder", "string", "", 0 }, AGE_COL };
@@ -696,7 +678,6 @@ static const struct printer printers[] = {
 	P("storage.k8s.io", "csistoragecapacities", csisc_cols, csisc_cells),
 	P("storage.k8s.io", "volumeattributesclasses", vac_cols, vac_cells),
 	P("coordination.k8s.io", "leases", lease_cols, lease_cells),
-	P("events.k8s.io", "events", event_cols, event2_cells),
 	P("snapshot.storage.k8s.io", "volumesnapshots", vs_cols, vs_cells),
 	P("snapshot.storage.k8s.io", "volumesnapshotcontents", vsc_cols, vsc_cells),
 	P("snapshot.storage.k8s.io", "volumesnapshotclasses", vsclass_cols, vsclass_cells),

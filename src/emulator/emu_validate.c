@@ -1,6 +1,6 @@
 /*
  * emu_validate: see emu_validate.h. Each rule is a small function over the two JSON objects; the
- * words of each answer are kube-apiserver v1.36.1's (pkg/apis/core/validation for pods, apps
+ * words of each answer are kube-apiserver v1.37.2's (pkg/apis/core/validation for pods, apps
  * validation for selectors, the apiextensions CEL and enum errors for the snapshot CRDs).
  */
 #include "emulator/emu_validate.h"

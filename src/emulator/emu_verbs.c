@@ -21,6 +21,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_defaults.h"
+#include "emulator/emu_events.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_object.h"
 #include "emulator/emu_patch.h"
@@ -464,8 +465,12 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 		char detail[256];
 		const char *nv = json_string_value(json_object_get(nobj, frozen));
 		bool vac = !strcmp(k->r->plural, "volumeattributesclasses");
+		/* v1.37: a StorageClass's immutability is declarative validation (beta, on),
+		 * whose error carries no value */
 		if (vac)
 			snprintf(detail, sizeof(detail), "Forbidden: updates to %s are forbidden.", frozen);
+		else if (!strcmp(k->r->plural, "storageclasses"))
+			snprintf(detail, sizeof(detail), "Invalid value: null: field is immutable");
 		else if (nv)
 			snprintf(detail, sizeof(detail), "Invalid value: \"%.180s\": field is immutable", nv);
 		else
@@ -480,6 +485,11 @@ static json_t *merge_main(struct emu_call *k, const json_t *old, json_t *propose
 						 sizeof(why));
 	if (refused) {
 		reply_invalid(rp, k->r, emu_meta_str(old, "name"), refused, "FieldValueForbidden", why);
+		json_decref(nobj);
+		return NULL;
+	}
+	if (k->view && (refused = emu_event_update_invalid(old, nobj, why, sizeof(why)))) {
+		reply_invalid(rp, k->r, emu_meta_str(old, "name"), refused, "FieldValueInvalid", why);
 		json_decref(nobj);
 		return NULL;
 	}

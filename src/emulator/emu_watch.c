@@ -33,6 +33,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "emulator/emu_base64.h"
+#include "emulator/emu_events.h"
 #include "emulator/emu_internal.h"
 #include "emulator/emu_patch.h"
 #include "emulator/emu_reply.h"
@@ -78,7 +79,19 @@ static bool query_parse(struct emu_call *k, struct query *q, struct reply *rp)
 		reply_bad(rp, "unable to parse requirement: %s", err);
 		return false;
 	}
-	q->fields = kube_field_selector_parse(emu_arg(k, "fieldSelector"), err, sizeof(err));
+	const char *fields = emu_arg(k, "fieldSelector");
+	char *mapped = NULL;
+	if (k->view && fields) { /* events.k8s.io's field labels, in the core terms stored */
+		if (!(mapped = emu_event_fields_to_stored(fields, err, sizeof(err)))) {
+			kube_selector_free(q->labels);
+			q->labels = NULL;
+			reply_bad(rp, "%s", err);
+			return false;
+		}
+		fields = mapped;
+	}
+	q->fields = kube_field_selector_parse(fields, err, sizeof(err));
+	free(mapped);
 	if (!q->fields) {
 		reply_bad(rp, "%s", err);
 		return false;
@@ -509,9 +522,9 @@ static void add_object_frame(struct emu_watch *w, const char *type, const json_t
 		own = json_dumps(t, JSON_COMPACT);
 		json_decref(t);
 	} else if (strcmp(w->api_version, w->r->api_version)) {
-		/* addressed at the resource's other served version: the object in that one */
+		/* addressed at the resource's other served version or group: the object in that one */
 		json_t *c = json_copy((json_t *)obj);
-		json_object_set_new(c, "apiVersion", json_string(w->api_version));
+		emu_serve_as(w->r, w->api_version, c);
 		own = json_dumps(c, JSON_COMPACT);
 		json_decref(c);
 	} else if (!text) {

@@ -226,6 +226,80 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *s)
 	s->retries = atomic_load(&c->retries);
 }
 
+/* ---- rest_client_requests_total ---- */
+
+/*
+ * One count per (code, host, method) for the whole process, as client-go keeps it in one
+ * registry whatever client made the request (the controller's, the leader election's, ...).
+ * The set of keys is tiny (a handful of codes and verbs against one host), so a linear table.
+ */
+struct rc_count {
+	char code[24];  /* "200", or "<error>" when no answer came */
+	char method[8];
+	char host[128];
+	uint64_t n;
+};
+static pthread_mutex_t rc_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rc_count *rc_counts;
+static size_t rc_len, rc_cap;
+
+static void rc_add(const struct kube_client *c, const char *method, long code)
+{
+	char scode[24], host[128];
+	const char *base = http_client_base(c->http), *h = strstr(base, "://");
+
+	h = h ? h + 3 : base;
+	snprintf(host, sizeof(host), "%.*s", (int)strcspn(h, "/"), h);
+	if (code > 0)
+		snprintf(scode, sizeof(scode), "%ld", code);
+	else
+		snprintf(scode, sizeof(scode), "<error>");
+	pthread_mutex_lock(&rc_mu);
+	size_t i = 0;
+	while (i < rc_len && (strcmp(rc_counts[i].code, scode) || strcmp(rc_counts[i].method, method) ||
+			      strcmp(rc_counts[i].host, host)))
+		i++;
+	if (i == rc_len) {
+		if (rc_len == rc_cap) {
+			rc_cap = rc_cap ? 2 * rc_cap : 16;
+			rc_counts = xrealloc(rc_counts, rc_cap * sizeof(*rc_counts));
+		}
+		rc_counts[rc_len] = (struct rc_count){ .n = 0 };
+		snprintf(rc_counts[rc_len].code, sizeof(rc_counts[0].code), "%s", scode);
+		snprintf(rc_counts[rc_len].method, sizeof(rc_counts[0].method), "%s", method);
+		snprintf(rc_counts[rc_len].host, sizeof(rc_counts[0].host), "%s", host);
+		rc_len++;
+	}
+	rc_counts[i].n++;
+	pthread_mutex_unlock(&rc_mu);
+}
+
+/* Prometheus' order: by the label values, code first, then host, then method. */
+static int rc_cmp(const void *a, const void *b)
+{
+	const struct rc_count *x = a, *y = b;
+	int d = strcmp(x->code, y->code);
+	if (!d)
+		d = strcmp(x->host, y->host);
+	return d ? d : strcmp(x->method, y->method);
+}
+
+void kube_render_rest_client_metrics(struct strbuf *out)
+{
+	pthread_mutex_lock(&rc_mu);
+	if (rc_len) {
+		qsort(rc_counts, rc_len, sizeof(*rc_counts), rc_cmp);
+		strbuf_addstr(out, "# HELP rest_client_requests_total [ALPHA] Number of HTTP requests, "
+			      "partitioned by status code, method, and host.\n"
+			      "# TYPE rest_client_requests_total counter\n");
+	}
+	for (size_t i = 0; i < rc_len; i++)
+		strbuf_addf(out, "rest_client_requests_total{code=\"%s\",host=\"%s\",method=\"%s\"} %llu\n",
+			    rc_counts[i].code, rc_counts[i].host, rc_counts[i].method,
+			    (unsigned long long)rc_counts[i].n);
+	pthread_mutex_unlock(&rc_mu);
+}
+
 /* ---- one attempt ---- */
 
 struct xfer {
@@ -330,10 +404,13 @@ static long attempt(struct kube_client *c, const struct kube_request *rq, struct
 	if (http_do(c->http, &hr, on_body, x, &res) == 0) {
 		code = res.status;
 		x->retry_after = res.retry_after;
+		rc_add(c, rq->method, code);
 	} else if (res.fail == HTTP_STOPPED && !x->too_large) {
 		x->stopped = true;
 		code = res.status;
+		rc_add(c, rq->method, code);
 	} else {
+		rc_add(c, rq->method, res.status);
 		x->head_status = res.status;
 		e->code = 0;
 		e->rv_too_large = false;
@@ -520,6 +597,28 @@ json_t *kube_get(struct kube_client *c, const struct kube_resource *r, const cha
 	json_t *j = do_json(c, &rq, e);
 	strbuf_release(&p);
 	return j;
+}
+
+int kube_serves_kind(struct kube_client *c, const char *group_version, const char *kind,
+		     struct kube_err *e)
+{
+	struct strbuf p = STRBUF_INIT;
+	strbuf_addf(&p, "%s%s", strchr(group_version, '/') ? "/apis/" : "/api/", group_version);
+	struct kube_request rq = { .method = "GET", .path = p.buf };
+	json_t *list = do_json(c, &rq, e);
+	strbuf_release(&p);
+	if (!list)
+		return kube_err_is_not_found(e) ? 0 : -1;
+	size_t i;
+	json_t *r;
+	int found = 0;
+	json_array_foreach(json_object_get(list, "resources"), i, r) {
+		const char *k = json_string_value(json_object_get(r, "kind"));
+		if (k && !strcmp(k, kind))
+			found = 1;
+	}
+	json_decref(list);
+	return found;
 }
 
 /* The path and query of a LIST; the caller releases both. */

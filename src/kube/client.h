@@ -190,6 +190,21 @@ int kube_delete_grace(struct kube_client *c, const struct kube_resource *r, cons
 		      const char *name, const char *uid, const char *resource_version,
 		      long long grace_seconds, struct kube_err *e);
 
+/*
+ * Discovery, as client-go's ServerResourcesForGroupVersion: whether the server lists a resource
+ * of `kind` under group_version ("storage.k8s.io/v1"; "v1" is the core group). 1: listed; 0: not
+ * listed, or the group version is not served (404); -1: any other failure, with *e.
+ */
+int kube_serves_kind(struct kube_client *c, const char *group_version, const char *kind,
+		     struct kube_err *e);
+
+/*
+ * client-go's rest_client_requests_total{code,host,method} of every client of this process
+ * (code "<error>" when a request got no answer), in Prometheus' text format; nothing before the
+ * first request. For the binaries whose upstream serves client-go's REST client metrics.
+ */
+void kube_render_rest_client_metrics(struct strbuf *out);
+
 /* Counters for tests and benchmarks. */
 struct kube_client_stats {
 	uint64_t requests; /* HTTP attempts made */

@@ -144,6 +144,9 @@ struct kube_pv { /* core/v1 PersistentVolume */
 	const char *vac_name;           /* spec.volumeAttributesClassName (interned); NULL when absent */
 	const char *modify_secret_name; /* annotations volume.kubernetes.io/controller-modify-secret-name */
 	const char *modify_secret_ns;   /* ... -namespace (both interned; the provisioner writes them) */
+	/* csi-resizer (AnnotateFsResize) and the PV binder: annotation
+	 * volume.alpha.kubernetes.io/pre-resize-capacity as written; NULL when absent */
+	const char *pre_resize_capacity;
 };
 
 enum kube_pv_phase { KUBE_PV_PENDING, KUBE_PV_AVAILABLE, KUBE_PV_BOUND, KUBE_PV_RELEASED, KUBE_PV_FAILED };

@@ -142,6 +142,7 @@ static int pv_fields(struct packer *pk, const jv_t *obj, void *rec, char *err, s
 	pv->modify_secret_name = kube_intern(pk_jstr(ann, "volume.kubernetes.io/controller-modify-secret-name"));
 	pv->modify_secret_ns = kube_intern(pk_jstr(ann, "volume.kubernetes.io/controller-modify-secret-namespace"));
 	pv->node_publish_secret_ns = kube_intern(pk_jstr(nps, "namespace"));
+	pv->pre_resize_capacity = pk_str(pk, pk_jstr(ann, "volume.alpha.kubernetes.io/pre-resize-capacity"));
 	return 0;
 }
 

@@ -7,7 +7,7 @@
  * event recorder (source host = the node). What the nodes share is what a process needs once:
  * one API client (its connection pool), one informer per kind (one pod watch for all nodes;
  * each volume manager takes the pods whose spec.nodeName is its node), the machine facts, and
- * one heartbeat loop on the main thread that renews every node's Lease and status when due.
+ * one heartbeat thread (the main thread only waits for SIGTERM) that renews every node's Lease and status when due.
  *
  * Start-up registers the nodes with FLEET_WORKERS threads in parallel (a few requests each:
  * Node, status, Lease, CSINode), then starts the informers and the per-node threads.
@@ -217,6 +217,24 @@ static void heartbeat(struct fleet *f, int64_t lease_every)
 	}
 }
 
+/* The heartbeat thread: a pass every 200 ms until stop (a write that hangs holds only it). */
+struct fleet_beat {
+	struct fleet *f;
+	int64_t lease_every;
+	atomic_int stop;
+};
+
+static void *fleet_beat_main(void *arg)
+{
+	struct fleet_beat *b = arg;
+	while (!atomic_load(&b->stop)) {
+		sleep_ns(200 * NSEC_PER_MSEC);
+		if (!atomic_load(&b->stop))
+			heartbeat(b->f, b->lease_every);
+	}
+	return NULL;
+}
+
 /* Stops every node's threads; -1 when one is stuck in a call (the caller exits at once). */
 static int stop_nodes(struct fleet *f, int started)
 {
@@ -338,16 +356,10 @@ int nd_fleet_run(struct nd_config *cfg, int size)
 		}
 	}
 	KLOG_I("Fleet running nodes=%d", size);
-	for (;;) {
-		struct timespec tick = { 0, 200 * 1000 * 1000 };
-		int sig = sigtimedwait(&set, NULL, &tick);
-		if (sig == SIGTERM || sig == SIGINT) {
-			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-			rc = 0;
-			break;
-		}
-		heartbeat(&f, lease_every);
-	}
+	struct fleet_beat beat = { .f = &f, .lease_every = lease_every };
+	atomic_init(&beat.stop, 0);
+	rc = 0;
+	nd_beat_until_signal(fleet_beat_main, &beat, &beat.stop, &set, rc);
 stop:
 	if (stop_nodes(&f, started) || stop_informers(infs, 5)) {
 		KLOG_I("Not waiting for busy threads; exiting");

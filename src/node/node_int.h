@@ -11,6 +11,7 @@
 #define KCSI_NODE_INT_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,6 +76,14 @@ void nd_lease_renew(struct nd *nd);
  * second one is told the holder's PID).
  */
 int nd_root_open(struct nd *nd);
+/*
+ * The heartbeats' life (run.c's and fleet.c's): beat(arg) runs on its own thread, polling *stop,
+ * while the calling thread only waits for SIGTERM or SIGINT in set, so a Lease or status write
+ * that hangs (an API server that accepts and never answers) cannot hold the signal up. Then
+ * *stop is set and the thread gets 300 ms to return; else the process exits at once with rc.
+ */
+void nd_beat_until_signal(void *(*beat)(void *), void *arg, atomic_int *stop, const sigset_t *set,
+			  int rc);
 
 /* The pod informer's index by spec.nodeName (kube_index_pod_by_node), registered by run.c and
  * fleet.c: a volume manager pass reads its node's pods only, not every pod of the cluster. */

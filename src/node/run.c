@@ -4,12 +4,13 @@
  * --enable-controller-attach-detach=false, the labels; then its status:
  * capacity, allocatable, nodeInfo, addresses, conditions, see status.h) -> CSINode ->
  * informers (pods, nodes, PVs, PVCs, CSIDrivers) -> volume manager (rebuilds its state from the
- * root dir first) -> plugin watcher -> heartbeat loop on the main thread (Lease renewal every
- * lease-duration/4 as the kubelet does, the Node's status every --node-status-update-frequency)
- * until SIGTERM/SIGINT.
+ * root dir first) -> plugin watcher -> heartbeat thread (Lease renewal every lease-duration/4
+ * as the kubelet does, the Node's status every --node-status-update-frequency) until
+ * SIGTERM/SIGINT.
  *
- * Signals are blocked in every thread and taken by the main thread with sigtimedwait(); the
- * other threads poll nd.stop at least every 200 ms, so shutdown takes well under a second.
+ * Signals are blocked in every thread and taken by the main thread, which does nothing else once
+ * the node runs; the other threads poll a stop flag at least every 200 ms, and one that is stuck
+ * in a request is left behind (exit_now), so shutdown takes well under a second.
  */
 #include "node/node_int.h"
 
@@ -384,30 +385,49 @@ static int read_machine(struct nd *nd)
 	return 0;
 }
 
-/* The main thread's loop: the Lease every lease-duration/4, the status when due, until a signal. */
-static void heartbeat_until_signal(struct nd *nd, const sigset_t *set)
+/* The heartbeat thread: the Lease every lease-duration/4, the status when due, until stop. */
+struct heartbeat {
+	struct nd *nd;
+	atomic_int stop;
+};
+
+static void *heartbeat_main(void *arg)
 {
-	const struct nd_config *cfg = nd->cfg;
+	struct heartbeat *hb = arg;
+	const struct nd_config *cfg = hb->nd->cfg;
 	int64_t lease_every = (int64_t)cfg->lease_duration_s * NSEC_PER_SEC / 4;
 	int64_t next_lease = mono_now_ns() + lease_every;
 	int64_t next_status = mono_now_ns() + cfg->status_update_ns;
-	for (;;) {
-		struct timespec tick = { 0, 200 * 1000 * 1000 };
-		int sig = sigtimedwait(set, NULL, &tick);
-		if (sig == SIGTERM || sig == SIGINT) {
-			KLOG_I("Received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-			return;
-		}
+	while (!atomic_load(&hb->stop)) {
+		sleep_ns(200 * NSEC_PER_MSEC);
 		int64_t now = mono_now_ns();
-		if (now >= next_lease) {
-			nd_lease_renew(nd);
+		if (!atomic_load(&hb->stop) && now >= next_lease) {
+			nd_lease_renew(hb->nd);
 			next_lease = now + lease_every;
 		}
-		if (now >= next_status) {
-			nd_node_set_status(nd);
+		if (!atomic_load(&hb->stop) && now >= next_status) {
+			nd_node_set_status(hb->nd);
 			next_status = now + cfg->status_update_ns;
 		}
 	}
+	return NULL;
+}
+
+void nd_beat_until_signal(void *(*beat)(void *), void *arg, atomic_int *stop, const sigset_t *set,
+			  int rc)
+{
+	pthread_t th;
+	bool started = pthread_create(&th, NULL, beat, arg) == 0;
+	if (!started)
+		KLOG_E("Cannot start the heartbeat thread: Leases and node status stay as they are");
+	int sig = 0;
+	while (sigwait(set, &sig) == 0 && sig != SIGTERM && sig != SIGINT)
+		;
+	KLOG_I("Received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	atomic_store(stop, 1);
+	struct timespec dl = wall_deadline(300 * NSEC_PER_MSEC);
+	if (started && pthread_timedjoin_np(th, NULL, &dl) != 0)
+		exit_now(rc);
 }
 
 int nd_run(struct nd_config *cfg)
@@ -489,8 +509,10 @@ int nd_run(struct nd_config *cfg)
 	if (nd_volumes_start(&nd) || nd_plugins_start(&nd))
 		goto stop;
 
-	heartbeat_until_signal(&nd, &set);
 	rc = 0;
+	struct heartbeat hb = { .nd = &nd };
+	atomic_init(&hb.stop, 0);
+	nd_beat_until_signal(heartbeat_main, &hb, &hb.stop, &set, rc);
 stop:
 	atomic_store(&nd.stop, 1);
 	if (nd_plugins_stop(&nd))

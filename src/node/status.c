@@ -363,8 +363,12 @@ static const char *scheduled_since(const json_t *pod, const char *now)
 	return now;
 }
 
+/*
+ * One status per container: waiting with that reason (no container yet: no ID, not started),
+ * else terminated (an init container, run to completion before the others start) or running.
+ */
 static json_t *container_statuses(const json_t *list, const char *uid, bool init,
-				  const char *now)
+				  const char *waiting, const char *now)
 {
 	json_t *out = json_array();
 	size_t i;
@@ -376,16 +380,18 @@ static json_t *container_statuses(const json_t *list, const char *uid, bool init
 			continue;
 		char id[256];
 		snprintf(id, sizeof(id), "kcsi://%s/%s", uid, name);
-		/* An init container has run to completion before the others start. */
-		json_t *state = init ? json_pack("{s:{s:i, s:s, s:s, s:s, s:s}}", "terminated",
+		json_t *state = waiting ? json_pack("{s:{s:s}}", "waiting", "reason", waiting)
+			      : init ? json_pack("{s:{s:i, s:s, s:s, s:s, s:s}}", "terminated",
 						 "exitCode", 0, "reason", "Completed", "startedAt",
 						 now, "finishedAt", now, "containerID", id)
 				     : json_pack("{s:{s:s}}", "running", "startedAt", now);
-		json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:i, s:o}",
-						     "name", name, "image", image ? image : "",
-						     "imageID", "", "containerID", id, "ready",
-						     !init, "started", !init, "restartCount", 0,
-						     "state", state));
+		bool up = !init && !waiting;
+		json_t *st = json_pack("{s:s, s:s, s:s, s:b, s:b, s:i, s:o}", "name", name, "image",
+				       image ? image : "", "imageID", "", "ready", up, "started", up,
+				       "restartCount", 0, "state", state);
+		if (!waiting)
+			json_object_set_new(st, "containerID", json_string(id));
+		json_array_append_new(out, st);
 	}
 	return out;
 }
@@ -406,10 +412,68 @@ json_t *nd_pod_status(const json_t *pod, const char *uid, const char *ip, const 
 			       "Running", "conditions", conds, "hostIP", ip, "podIP", ip, "hostIPs",
 			       "ip", ip, "startTime", now, "podIPs", "ip", ip, "containerStatuses",
 			       container_statuses(json_object_get(spec, "containers"), uid, false,
-						  now));
+						  NULL, now));
 	json_t *init = json_object_get(spec, "initContainers");
 	if (json_array_size(init))
 		json_object_set_new(st, "initContainerStatuses",
-				    container_statuses(init, uid, true, now));
+				    container_statuses(init, uid, true, NULL, now));
+	return st;
+}
+
+/* "[a b c]": the container names, as the kubelet lists them in its condition messages. */
+static void names_of(const json_t *list, struct strbuf *out)
+{
+	size_t i;
+	json_t *c;
+	bool first = true;
+	strbuf_addch(out, '[');
+	json_array_foreach(list, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		if (name) {
+			strbuf_addf(out, "%s%s", first ? "" : " ", name);
+			first = false;
+		}
+	}
+	strbuf_addch(out, ']');
+}
+
+json_t *nd_pod_status_waiting(const json_t *pod, const char *ip, const char *now)
+{
+	const json_t *spec = json_object_get(pod, "spec");
+	const json_t *containers = json_object_get(spec, "containers");
+	const json_t *init = json_object_get(spec, "initContainers");
+	bool has_init = json_array_size(init) > 0;
+	struct strbuf unready = STRBUF_INIT, uninit = STRBUF_INIT;
+	strbuf_addstr(&unready, "containers with unready status: ");
+	names_of(containers, &unready);
+	strbuf_addstr(&uninit, "containers with incomplete status: ");
+	names_of(init, &uninit);
+	json_t *conds = json_pack("[{s:s, s:s, s:s}]", "type", "PodReadyToStartContainers",
+				  "status", "False", "lastTransitionTime", now);
+	json_array_append_new(conds, has_init ?
+		json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "Initialized", "status", "False",
+			  "lastTransitionTime", now, "reason", "ContainersNotInitialized", "message",
+			  uninit.buf) :
+		json_pack("{s:s, s:s, s:s}", "type", "Initialized", "status", "True",
+			  "lastTransitionTime", now));
+	const char *types[] = { "Ready", "ContainersReady" };
+	for (size_t i = 0; i < 2; i++)
+		json_array_append_new(conds, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", types[i],
+			"status", "False", "lastTransitionTime", now, "reason", "ContainersNotReady",
+			"message", unready.buf));
+	json_array_append_new(conds, json_pack("{s:s, s:s, s:s}", "type", "PodScheduled", "status",
+					       "True", "lastTransitionTime",
+					       scheduled_since(pod, now)));
+	strbuf_release(&unready);
+	strbuf_release(&uninit);
+	/* the kubelet's reasons: the containers are being created, or wait for the init ones */
+	const char *reason = has_init ? "PodInitializing" : "ContainerCreating";
+	json_t *st = json_pack("{s:s, s:o, s:s, s:[{s:s}], s:s, s:o}", "phase", "Pending",
+			       "conditions", conds, "hostIP", ip, "hostIPs", "ip", ip, "startTime",
+			       now, "containerStatuses",
+			       container_statuses(containers, "", false, reason, now));
+	if (has_init)
+		json_object_set_new(st, "initContainerStatuses",
+				    container_statuses(init, "", true, "PodInitializing", now));
 	return st;
 }

@@ -72,6 +72,13 @@ json_t *nd_node_status(const struct nd_machine *m, const struct nd_resources *ca
  * conditions True (PodScheduled keeps its time), a running status per container, hostIP and
  * podIP = ip, startTime. */
 json_t *nd_pod_status(const json_t *pod, const char *uid, const char *ip, const char *now);
+/*
+ * The status the kubelet reports for a pod placed on this node whose volumes are not all mounted
+ * yet: Pending, Ready and ContainersReady False (ContainersNotReady), every container waiting
+ * with ContainerCreating (PodInitializing, and Initialized False, when it has init containers),
+ * so that kubectl shows ContainerCreating (Init:0/N) rather than a bare Pending.
+ */
+json_t *nd_pod_status_waiting(const json_t *pod, const char *ip, const char *now);
 
 /* Parsers of the machine's files, pure for the tests. */
 /* The interface of the default route in /proc/net/route's text; false when there is none. */

@@ -619,6 +619,76 @@ static void set_pod_running(struct nd *nd, const struct kube_pod *pod, const cha
 	json_decref(patch);
 }
 
+/*
+ * Pods this node reported waiting for their volumes (ContainerCreating, status.c), by uid: the
+ * status is written once per pod, and an entry goes when its pod is Running or gone (seen is
+ * reset by every reconcile).
+ */
+struct vm_waiting {
+	char uid[40];
+	bool seen;
+	struct vm_waiting *next;
+};
+static struct vm_waiting *vm_waiting;
+
+static struct vm_waiting *waiting_find(const char *uid)
+{
+	for (struct vm_waiting *w = vm_waiting; w; w = w->next)
+		if (!strcmp(w->uid, uid))
+			return w;
+	return NULL;
+}
+
+/* Drops the entries of pods a reconcile did not see waiting (and clears seen on the rest). */
+static void waiting_prune(bool all)
+{
+	for (struct vm_waiting **p = &vm_waiting; *p;) {
+		struct vm_waiting *w = *p;
+		if (!w->seen || all) {
+			*p = w->next;
+			free(w);
+		} else {
+			w->seen = false;
+			p = &w->next;
+		}
+	}
+}
+
+/* Reports a pod placed here as the kubelet does while its volumes are set up, once. */
+static void set_pod_waiting(struct nd *nd, const struct kube_pod *pod, const char *uid)
+{
+	struct vm_waiting *w = waiting_find(uid);
+	if (w) {
+		w->seen = true;
+		return;
+	}
+	struct kube_err e;
+	json_t *obj = kube_get(nd->kc, &KUBE_RES_PODS, pod->meta.ns, pod->meta.name, &e);
+	if (!obj)
+		return; /* the next reconcile tries again */
+	char now[RFC3339_BUFLEN];
+	rfc3339_format(time(NULL), now, sizeof(now));
+	json_t *patch = json_pack("{s:{s:s}, s:o}", "metadata", "uid", uid, "status",
+				  nd_pod_status_waiting(obj, nd->machine.node_ip, now));
+	json_decref(obj);
+	char *body = json_dumps(patch, JSON_COMPACT);
+	json_t *res = kube_patch(nd->kc, &KUBE_RES_PODS, pod->meta.ns, pod->meta.name, true,
+				 KUBE_PATCH_MERGE, body, &e);
+	if (res) {
+		w = xcalloc(1, sizeof(*w));
+		snprintf(w->uid, sizeof(w->uid), "%s", uid);
+		w->seen = true;
+		w->next = vm_waiting;
+		vm_waiting = w;
+	} else {
+		KLOG_ERR(e.message, "Failed to update pod status pod=\"%s/%s\"",
+			 pod->meta.ns, pod->meta.name);
+	}
+	json_decref(res);
+	free(body);
+	json_decref(patch);
+}
+
 static void finish_deletion(struct nd *nd, const struct kube_pod *pod, const char *uid)
 {
 	struct strbuf path = STRBUF_INIT, body = STRBUF_INIT, out = STRBUF_INIT;
@@ -707,7 +777,10 @@ static void reconcile(struct nd *nd)
 		}
 		if (all)
 			set_pod_running(nd, pod, uid);
+		else if (pod->phase == KUBE_POD_PENDING && !pod->running)
+			set_pod_waiting(nd, pod, uid);
 	}
+	waiting_prune(false);
 	for (size_t i = 0; i < nhold; i++)
 		kube_obj_unref(hold[i]);
 	free(hold);
@@ -719,6 +792,7 @@ static void reconcile(struct nd *nd)
 static void forget_state(void)
 {
 	next_stats = 0;
+	waiting_prune(true);
 	while (vm_mounts) {
 		struct vm_mount *m = vm_mounts;
 		vm_mounts = m->next;

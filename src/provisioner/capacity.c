@@ -751,8 +751,9 @@ int prov_cap_start(struct prov_cap *c, const bool *stop, pthread_mutex_t *stop_m
 	KLOG_V(3, "Capacity Controller: initial number of potential CSIStorageCapacity objects %zu",
 	       c->items.len);
 	kube_workqueue_add_after(c->q, "p", c->o.poll_ns);
-	struct kube_serve sv = { c->q, c->o.workers > 0 ? c->o.workers : 1, work, c };
-	if (kube_workqueue_serve(&sv, 1, KUBE_WORKER_IDLE_NS, err, errlen))
+	/* --capacity-threads=0: no worker, as upstream; the objects are never written. */
+	struct kube_serve sv = { c->q, c->o.workers, work, c };
+	if (c->o.workers > 0 && kube_workqueue_serve(&sv, 1, KUBE_WORKER_IDLE_NS, err, errlen))
 		return -1;
 	KLOG_I("Started Capacity Controller");
 	return 0;

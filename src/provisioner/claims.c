@@ -192,8 +192,7 @@ static enum prov_work create_failed(struct prov_ctrl *c, const char *key, const 
 		slow_mark(c, key, o, sc);
 		return PROV_WORK_RETRY;
 	}
-	prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
-		   "failed to provision volume with StorageClass \"%s\": %s", p->cls, err);
+	prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed", "%s", err);
 	KLOG_ERR(err, "CreateVolume %s for claim %s failed (%s)",
 		 p->name, key, state == PROV_IN_BACKGROUND ? "may be in progress, will retry with the same name" : "final");
 	prov_metrics_provision(c->metrics, p->cls, p->source, false, 0);
@@ -226,8 +225,7 @@ static int check_volume(struct prov_ctrl *c, const char *key, const struct kube_
 	*cap = vol ? vol->capacity_bytes : 0;
 	if (!vol || !vol->volume_id || !*vol->volume_id) {
 		snprintf(err, sizeof(err), "CreateVolume returned no volume ID");
-		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
-			   "failed to provision volume with StorageClass \"%s\": %s", p->cls, err);
+		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed", "%s", err);
 		claim_in_progress(c, key, o);
 		return -1;
 	}
@@ -238,16 +236,17 @@ static int check_volume(struct prov_ctrl *c, const char *key, const struct kube_
 	if (*cap >= p->requested && !(pvc->data_source_kind && !vol->content_source))
 		return 0;
 	char e2[1024];
-	if (*cap < p->requested)
+	bool small = *cap < p->requested;
+	if (small)
 		snprintf(err, sizeof(err), "created volume capacity %lld less than requested capacity %lld",
 			 (long long)*cap, (long long)p->requested);
 	else
 		snprintf(err, sizeof(err), "volume content source missing");
 	if (prov_cleanup_volume(c, vol->volume_id, &p->secrets[PROV_SECRET_PROVISIONER], e2, sizeof(e2)))
 		snprintf(err + strlen(err), sizeof(err) - strlen(err),
-			 ". Cleanup of volume %s failed, volume is orphaned: %s", p->name, e2);
-	prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
-		   "failed to provision volume with StorageClass \"%s\": %s", p->cls, err);
+			 ". %s of volume %s failed, volume is orphaned: %s", small ? "Cleanup" : "cleanup",
+			 p->name, e2);
+	prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed", "%s", err);
 	prov_metrics_provision(c->metrics, p->cls, p->source, false, 0);
 	claim_in_progress(c, key, o);
 	return -1;
@@ -321,7 +320,7 @@ static char *pv_of_volume(struct prov_ctrl *c, const struct kube_obj *o, const s
 		.nmount_options = sc->nmount_options, .secrets = p->secrets, .claim_ns = pvc->meta.ns,
 		.claim_name = pvc->meta.name, .claim_uid = kube_obj_uid(o, uid, sizeof(uid)),
 		.claim_rv = pvc->meta.rv, .finalizer = c->o.gates.honor_pv_reclaim_policy,
-		.affinity = &aff, .vac_name = pvc->vac_name,
+		.affinity = &aff, .vac_name = p->vac,
 	};
 	char *pvj = prov_pv_json(&ps);
 	prov_terms_free(&aff);
@@ -369,8 +368,7 @@ enum prov_work prov_provision(struct prov_ctrl *c, const char *key, const struct
 		return res;
 	p.a = csi_arena_new();
 	if (prov_prepare(c, pvc, sc, &p, &state, err, sizeof(err))) {
-		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed",
-			   "failed to provision volume with StorageClass \"%s\": %s", p.cls, err);
+		prov_event(c, o, KUBE_EVENT_WARNING, "ProvisioningFailed", "%s", err);
 		KLOG_ERR(err, "Failed to provision volume for claim %s", key);
 		prov_metrics_provision(c->metrics, p.cls, p.source, false, 0);
 		res = PROV_WORK_RETRY;

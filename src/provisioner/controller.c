@@ -166,8 +166,7 @@ static struct prov_worker workers_of(struct prov_ctrl *c, int which)
 	case 2:
 		return (struct prov_worker){ c, c->saveq, prov_sync_unsaved, 1 };
 	default:
-		return (struct prov_worker){ c, c->cloneq, prov_sync_clone_source,
-					c->o.clone_workers > 0 ? c->o.clone_workers : 1 };
+		return (struct prov_worker){ c, c->cloneq, prov_sync_clone_source, c->o.clone_workers };
 	}
 }
 
@@ -259,12 +258,16 @@ int prov_ctrl_start(struct prov_ctrl *c, char *err, size_t errlen)
 	if (c->cap && prov_cap_start(c->cap, &c->stop, &c->mu, err, errlen))
 		return -1;
 	malloc_trim(0);
+	/* A queue with 0 workers (--worker-threads=0, --cloning-protection-threads=0) is not
+	 * served: its keys wait, as upstream's do with no goroutine to take them. */
 	struct kube_serve serve[4];
+	size_t nserve = 0;
 	for (int w = 0; w < 4; w++) {
 		c->ws[w] = workers_of(c, w);
-		serve[w] = (struct kube_serve){ c->ws[w].q, c->ws[w].max, work, &c->ws[w] };
+		if (c->ws[w].max > 0)
+			serve[nserve++] = (struct kube_serve){ c->ws[w].q, c->ws[w].max, work, &c->ws[w] };
 	}
-	if (kube_workqueue_serve(serve, 4, KUBE_WORKER_IDLE_NS, err, errlen))
+	if (kube_workqueue_serve(serve, nserve, KUBE_WORKER_IDLE_NS, err, errlen))
 		return -1;
 	if (prov_sweep_start(c->sweep)) {
 		snprintf(err, errlen, "cannot start the snapshot finalizer sweep");

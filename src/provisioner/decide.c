@@ -1,7 +1,7 @@
 /*
  * Provisioner decisions without I/O: feature gates, which claims, the volume name, StorageClass
  * parameters, secret references and their templates, access modes and CSI error classes. The
- * rules are upstream external-provisioner v6.3's; see prov.h for each contract.
+ * rules are upstream external-provisioner v6.4's; see prov.h for each contract.
  */
 #include "provisioner/prov.h"
 
@@ -47,6 +47,7 @@ int prov_parse_gates(const struct flag_map *m, struct prov_gates *g, char *err, 
 	g->topology = feature_gate_enabled(m, t, n, "Topology");
 	g->cross_namespace_source = feature_gate_enabled(m, t, n, "CrossNamespaceVolumeDataSource");
 	g->vac = feature_gate_enabled(m, t, n, "VolumeAttributesClass");
+	g->vac_explicit = flag_map_get(m, "VolumeAttributesClass") != NULL;
 	g->honor_pv_reclaim_policy = true;
 	return 0;
 }
@@ -387,8 +388,9 @@ enum prov_state prov_check_error(int code, bool may_reschedule)
 	case 10: /* ABORTED: operation pending */
 		return PROV_IN_BACKGROUND;
 	}
-	/* Every other error: provisioning did not start or failed; it is not in progress. */
-	return may_reschedule ? PROV_RESCHEDULE : PROV_FINISHED;
+	/* Every other error: provisioning did not start or failed; it is not in progress. Only
+	 * RESOURCE_EXHAUSTED says another node may do better: the selected node is kept. */
+	return PROV_FINISHED;
 }
 
 /* ---- distributed provisioning ---- */

@@ -154,8 +154,9 @@ static void render(struct prov_metrics *m, struct strbuf *out, bool provision)
 			labels(out, &m->s[i], NULL);
 			strbuf_addf(out, " %llu\n", (unsigned long long)m->s[i].failed);
 		}
-	strbuf_addf(out, "# HELP %s_duration_seconds Latency in seconds of successful operations. Broken down by %s.\n# TYPE %s_duration_seconds histogram\n",
-		    base, by, base);
+	strbuf_addf(out, "# HELP %s_duration_seconds Latency in seconds to %s persistent volumes. Failed %s attempts are ignored. Broken down by %s.\n# TYPE %s_duration_seconds histogram\n",
+		    base, provision ? "provision" : "delete", provision ? "provisioning" : "deletion",
+		    by, base);
 	for (size_t i = 0; i < m->n; i++) {
 		const struct series *s = &m->s[i];
 		if ((s->source != NULL) != provision || !s->ok)

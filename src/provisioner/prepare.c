@@ -60,7 +60,6 @@ static size_t topo_nodes(struct prov_ctrl *c, struct prov_topo_node **out, struc
 		t->has_csinode = true;
 		for (size_t d = 0; d < cn->ndrivers; d++)
 			if (cn->drivers[d].name && !strcmp(cn->drivers[d].name, c->o.driver)) {
-				t->has_driver = true;
 				t->keys = cn->drivers[d].topology_keys;
 				t->nkeys = cn->drivers[d].ntopology_keys;
 			}
@@ -223,7 +222,7 @@ static int accessibility(struct prov_ctrl *c, const struct kube_pvc *pvc,
 		.pvc_name = pvc->meta.name, .allowed = sc->allowed_topologies,
 		.nallowed = sc->nallowed_topologies, .selected_node = pvc->selected_node,
 		.strict = c->o.strict_topology, .immediate = c->o.immediate_topology,
-		.nodes = nodes, .nnodes = n, .random = (unsigned)random(),
+		.nodes = nodes, .nnodes = n,
 	};
 	char e2[512];
 	int rc = prov_accessibility(&in, &rq, &pf, e2, sizeof(e2));

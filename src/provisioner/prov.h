@@ -109,6 +109,7 @@ struct prov_gates {
 	bool cross_namespace_source;   /* CrossNamespaceVolumeDataSource, default false; accepted */
 	bool vac;                      /* VolumeAttributesClass, GA, default true: a claim's class
 					  goes to CreateVolume and onto the PV */
+	bool vac_explicit;             /* named in --feature-gates: discovery does not turn it off */
 };
 /*
  * Fills g from --feature-gates, checked against prov_feature_gates and the generic gates
@@ -220,9 +221,9 @@ struct prov_terms {
 	size_t n;
 };
 void prov_terms_free(struct prov_terms *ts);
-/* One node as the topology code sees it: the driver's keys from its CSINode (NULL, 0 when the
- * CSINode or the driver entry is absent) and the Node's labels (NULL when the Node is absent).
- * has_driver: the CSINode lists the driver (it has a node ID from it), with or without keys. */
+/* One node as the topology code sees it: the keys the driver registered in its CSINode (NULL, 0
+ * when the CSINode, the driver entry or its keys are absent) and the Node's labels (has_node
+ * false when the Node is absent). */
 struct prov_topo_node {
 	const char *name;
 	bool has_csinode;
@@ -231,7 +232,6 @@ struct prov_topo_node {
 	bool has_node;
 	const struct kube_kv *labels;
 	size_t nlabels;
-	bool has_driver;
 };
 struct prov_topo_input {
 	const char *pvc_name;
@@ -241,12 +241,15 @@ struct prov_topo_input {
 	bool strict, immediate;
 	const struct prov_topo_node *nodes; /* every node known (CSINode and/or Node) */
 	size_t nnodes;
-	unsigned random; /* picks the node whose keys drive aggregation for immediate binding */
 };
+/* More keys than this in one registration is refused (an error, not a crash). */
+#define PROV_MAX_TOPOLOGY_KEYS 32
 /*
- * Seed 004's table: fills requisite and preferred (both empty = no AccessibilityRequirements).
- * Returns 0, or -1 with the reason (no topology key on the selected node, labels missing, selected
- * node outside allowed topologies with --strict-topology, no topology found in the cluster).
+ * Seed 004's table with external-provisioner v6.4's aggregation (topology.c's file comment):
+ * fills requisite and preferred (both empty = no AccessibilityRequirements). Returns 0, or -1
+ * with upstream's reason and both lists empty: no topology key on the selected node, its labels
+ * missing, selected node outside allowed topologies with --strict-topology, the keys on no
+ * node, or with immediate binding no node with registered keys ("no available topology found").
  */
 int prov_accessibility(const struct prov_topo_input *in, struct prov_terms *requisite,
 		       struct prov_terms *preferred, char *err, size_t errlen);

@@ -14,8 +14,8 @@
 
 struct prov_config {
 	struct sidecar_config sc; /* kube flags, --csi-address, --timeout, diagnostics, gates */
-	int worker_threads;       /* --worker-threads 100 */
-	int cloning_protection_threads; /* --cloning-protection-threads 1 */
+	unsigned worker_threads;  /* --worker-threads 100; 0: no claim or volume worker */
+	unsigned cloning_protection_threads; /* --cloning-protection-threads 1; 0: no worker */
 	const char *volume_name_prefix; /* --volume-name-prefix pvc */
 	int volume_name_uuid_length;    /* --volume-name-uuid-length -1 (whole UID) */
 	bool strict_topology;
@@ -27,7 +27,7 @@ struct prov_config {
 	/* Storage capacity and distributed provisioning (capacity.c, node deployment). */
 	bool enable_capacity;
 	int capacity_ownerref_level;
-	int capacity_threads;
+	unsigned capacity_threads;      /* --capacity-threads 1; 0: no worker */
 	int64_t capacity_poll_interval_ns;
 	bool capacity_for_immediate_binding;
 	bool node_deployment;

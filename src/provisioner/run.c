@@ -1,9 +1,9 @@
 /*
  * csi-provisioner on the shared sidecar runtime (src/sidecar): its flags, and the setup that
  * builds the controller from the discovered driver, which the sidecar then starts once leading,
- * stops and frees. Flag names and defaults are upstream's (v6.3); the help text is ours. Set-up of the
+ * stops and frees. Flag names and defaults are upstream's (v6.4); the help text is ours. Set-up of the
  * two optional parts: --node-deployment (NODE_NAME, NodeGetInfo) and --enable-capacity
- * (namespace from POD_NAMESPACE or NAMESPACE, owner from POD_NAME and --capacity-ownerref-level,
+ * (namespace from NAMESPACE, as upstream reads it, owner from POD_NAME and --capacity-ownerref-level,
  * its own API client at --kube-api-capacity-qps/-burst). KUBECONFIG in the environment wins
  * over --kubeconfig, as upstream's provisioner has it.
  */
@@ -14,6 +14,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,10 @@
 void prov_register_flags(struct flagset *fs, struct prov_config *c)
 {
 	sidecar_register_flags(fs, &c->sc);
-	flags_int(fs, "worker-threads", &c->worker_threads, 100,
-		  "Number of provisioner workers, and separately of deleter workers; must be positive.");
-	flags_int(fs, "cloning-protection-threads", &c->cloning_protection_threads, 1,
-		  "Number of workers removing the cloning-protection finalizer from source claims.");
+	flags_uint(fs, "worker-threads", &c->worker_threads, 100,
+		   "Number of provisioner workers, and separately of deleter workers (0: none, so nothing is provisioned or deleted).");
+	flags_uint(fs, "cloning-protection-threads", &c->cloning_protection_threads, 1,
+		   "Number of workers removing the cloning-protection finalizer from source claims (0: none).");
 	flags_string(fs, "volume-name-prefix", &c->volume_name_prefix, "pvc",
 		     "Prefix of PersistentVolume names: <prefix>-<claim UID>.");
 	flags_int(fs, "volume-name-uuid-length", &c->volume_name_uuid_length, -1,
@@ -44,11 +45,11 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_bool(fs, "prevent-volume-mode-conversion", &c->prevent_volume_mode_conversion, true,
 		   "Refuse to restore a snapshot into another volume mode unless the content allows it.");
 	flags_bool(fs, "enable-capacity", &c->enable_capacity, false,
-		   "Publish CSIStorageCapacity objects (one per topology segment and StorageClass) in the namespace of POD_NAMESPACE or NAMESPACE.");
+		   "Publish CSIStorageCapacity objects (one per topology segment and StorageClass) in the namespace of the NAMESPACE environment variable.");
 	flags_int(fs, "capacity-ownerref-level", &c->capacity_ownerref_level, 1,
 		  "Owner of CSIStorageCapacity objects, counted from the pod POD_NAME: -1 none, 0 the pod, 1 its StatefulSet/ReplicaSet/DaemonSet, 2 the Deployment, ...");
-	flags_int(fs, "capacity-threads", &c->capacity_threads, 1,
-		  "Number of workers creating, updating and deleting CSIStorageCapacity objects.");
+	flags_uint(fs, "capacity-threads", &c->capacity_threads, 1,
+		   "Number of workers creating, updating and deleting CSIStorageCapacity objects (0: none).");
 	flags_duration(fs, "capacity-poll-interval", &c->capacity_poll_interval_ns, NSEC_PER_MIN,
 		       "How often GetCapacity is called again for every CSIStorageCapacity object.");
 	flags_bool(fs, "capacity-for-immediate-binding", &c->capacity_for_immediate_binding, false,
@@ -62,8 +63,8 @@ void prov_register_flags(struct flagset *fs, struct prov_config *c)
 	flags_duration(fs, "node-deployment-max-delay", &c->node_deployment_max_delay_ns,
 		       60 * NSEC_PER_SEC, "With --node-deployment, the longest delay between tries for one claim.");
 	flags_string(fs, "provisioner", &c->provisioner_deprecated, "",
-		     "Ignored: the driver's name from GetPluginInfo is the provisioner name.");
-	flags_deprecate(fs, "provisioner", "the driver name is used");
+		     "Has no effect: the driver's name from GetPluginInfo is the provisioner name.");
+	flags_deprecate(fs, "provisioner", "it has no effect");
 	flags_set_default(fs, "timeout", "10s"); /* upstream's provisioner waits less than the attacher */
 	flags_double(fs, "kube-api-capacity-qps", &c->capacity_qps, 1,
 		     "Sustained requests per second of the CSIStorageCapacity client (--enable-capacity), which is separate from the controller's.");
@@ -90,6 +91,12 @@ struct prov_main {
 	Csi__V1__NodeGetInfoResponse *node_info;
 	struct kube_kv *node_topology;
 };
+
+/* A worker count as the controllers take it; more than INT_MAX threads could never start anyway. */
+static int threads(unsigned n)
+{
+	return n > INT_MAX ? INT_MAX : (int)n;
+}
 
 /* NodeGetInfo of the driver next to us: its topology is the only one this instance uses. */
 static int node_setup(struct prov_main *m, struct sidecar *sc, char *err, size_t errlen)
@@ -212,13 +219,12 @@ static int capacity_setup(struct prov_main *m, struct sidecar *sc, const char *n
 			  size_t errlen)
 {
 	const struct prov_config *cfg = m->cfg;
-	const char *ns = getenv("POD_NAMESPACE");
+	/* Only NAMESPACE, as upstream: POD_NAMESPACE is the leader election's (csi-lib-utils). */
+	const char *ns = getenv("NAMESPACE");
 	const char *pod = getenv("POD_NAME");
 
-	if (!ns || !*ns)
-		ns = getenv("NAMESPACE"); /* upstream v3.4 reads this one */
 	if (!ns || !*ns) {
-		snprintf(err, errlen, "need POD_NAMESPACE (or NAMESPACE) env variable for CSIStorageCapacity objects");
+		snprintf(err, errlen, "need NAMESPACE env variable for CSIStorageCapacity objects");
 		return -1;
 	}
 	if (cfg->capacity_ownerref_level >= 0) {
@@ -248,7 +254,7 @@ static int capacity_setup(struct prov_main *m, struct sidecar *sc, const char *n
 	m->cap = (struct prov_cap_opts){
 		.driver = sc->driver, .csi = sc->csi, .timeout_ns = cfg->sc.timeout_ns,
 		.poll_ns = cfg->capacity_poll_interval_ns, .retry_start_ns = cfg->sc.kube.retry_start_ns,
-		.retry_max_ns = cfg->sc.kube.retry_max_ns, .workers = cfg->capacity_threads,
+		.retry_max_ns = cfg->sc.kube.retry_max_ns, .workers = threads(cfg->capacity_threads),
 		.immediate_binding = cfg->capacity_for_immediate_binding, .ns = ns,
 		.managed_by = m->managed_by, .owner = m->owner, .kc = m->cap_kc,
 	};
@@ -281,8 +287,8 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.driver = sc->driver;
 	o.csi = sc->csi;
 	o.gates = m->gates;
-	o.workers = cfg->worker_threads;
-	o.clone_workers = cfg->cloning_protection_threads;
+	o.workers = threads(cfg->worker_threads);
+	o.clone_workers = threads(cfg->cloning_protection_threads);
 	o.timeout_ns = cfg->sc.timeout_ns;
 	o.retry_start_ns = cfg->sc.kube.retry_start_ns;
 	o.retry_max_ns = cfg->sc.kube.retry_max_ns;
@@ -329,6 +335,24 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * v6.4's discovery check: unless --feature-gates names VolumeAttributesClass, a server that does
+ * not list it under storage.k8s.io/v1 turns the gate off (claims' classes are then neither
+ * read nor written onto PVs); a failed check changes nothing, silently, as upstream.
+ */
+static void check_vac_api(void *ud, struct sidecar *sc)
+{
+	struct prov_main *m = ud;
+	struct kube_err e;
+
+	if (m->gates.vac_explicit || !m->gates.vac)
+		return;
+	if (kube_serves_kind(sc->kc, "storage.k8s.io/v1", "VolumeAttributesClass", &e) == 0) {
+		KLOG_I("Disabling VolumeAttributesClass feature gate because the VolumeAttributesClass v1 API is not available");
+		m->gates.vac = false;
+	}
+}
+
 static void cleanup(void *ud)
 {
 	struct prov_main *m = ud;
@@ -348,9 +372,10 @@ int prov_run(const struct prov_config *flags_cfg)
 	struct sidecar_ops ops = {
 		.component = "csi-provisioner",
 		.lease_name = lease_name,
+		.kube_ready = check_vac_api,
 		.setup = setup, .cleanup = cleanup,
 		.ud = &m,
-		/* external-provisioner v6.3's main calls klog.Fatal (exit 255) for the gates, the
+		/* external-provisioner v6.4's main calls klog.Fatal (exit 255) for the gates, the
 		 * kubeconfig and client, the driver's name and capabilities, NodeGetInfo and the
 		 * capacity set-up (setup), and the HTTP server; os.Exit(1) for connect and probe. */
 		.fatal_255 = SIDECAR_FATAL_KUBE | SIDECAR_FATAL_DISCOVER | SIDECAR_FATAL_SETUP |
@@ -369,21 +394,12 @@ int prov_run(const struct prov_config *flags_cfg)
 	if (cfg->enable_pprof)
 		KLOG_W("--enable-pprof: kcsi serves no /debug/pprof/ (Go's profiler); profile it with perf");
 
-	if (cfg->worker_threads <= 0) {
-		KLOG_E("option -worker-threads must be greater than zero");
-		return 1;
-	}
-	if (cfg->cloning_protection_threads <= 0) {
-		KLOG_E("option -cloning-protection-threads must be greater than zero");
-		return 1;
-	}
+	/* Upstream takes 0 for its worker counts and starts no worker for that queue. */
+	if (cfg->worker_threads == 0)
+		KLOG_W("--worker-threads=0: no claim is provisioned and no volume deleted");
 	if (cfg->node_deployment &&
 	    (cfg->node_deployment_base_delay_ns < 0 || cfg->node_deployment_max_delay_ns < 0)) {
 		KLOG_E("--node-deployment-base-delay and --node-deployment-max-delay must not be negative");
-		return 1;
-	}
-	if (cfg->enable_capacity && cfg->capacity_threads <= 0) {
-		KLOG_E("option -capacity-threads must be greater than zero");
 		return 1;
 	}
 	if (cfg->enable_capacity && cfg->capacity_poll_interval_ns <= 0) {

@@ -274,7 +274,11 @@ static struct kube_obj *fresh_to_delete(struct prov_ctrl *c, const char *name, e
 	return o;
 }
 
-/* DeleteVolume of the PV's volume, unless a VolumeAttachment still names the PV. 0, or -1 with err. */
+/*
+ * DeleteVolume of the PV's volume, unless a VolumeAttachment still names the PV. 0; 1 with err
+ * when the volume is still attached (upstream's VolumeInUseError: deletion postponed, not
+ * failed); -1 with err.
+ */
 static int call_delete(struct prov_ctrl *c, const char *name, const struct kube_pv *pv, char *err,
 		       size_t errlen)
 {
@@ -297,8 +301,9 @@ static int call_delete(struct prov_ctrl *c, const char *name, const struct kube_
 	if (delete_secrets(c, pv, a, &dr->base)) {
 		snprintf(err, errlen, "failed to get secretreference for volume %s", name);
 	} else if (nva) {
-		snprintf(err, errlen, "persistentvolume %s is still attached to node %s", name,
-			 kube_va_of(vas[0])->node_name ? kube_va_of(vas[0])->node_name : "");
+		snprintf(err, errlen, "persistentvolume %s is still attached to node %s, waiting for detach",
+			 name, kube_va_of(vas[0])->node_name ? kube_va_of(vas[0])->node_name : "");
+		rc = 1;
 	} else {
 		Csi__V1__DeleteVolumeResponse *resp = NULL;
 		struct csi_status st = { 0 };
@@ -384,14 +389,23 @@ static enum prov_work delete_volume(struct prov_ctrl *c, const char *name)
 	int64_t start = mono_now_ns();
 	const char *cls = pv->storage_class ? pv->storage_class : "";
 	kube_obj_uid(o, uid, sizeof(uid));
-	if (volume_deleted(c, name, uid)) {
-		KLOG_V(4, "Volume of PV %s already deleted", name);
-	} else if (call_delete(c, name, pv, err, sizeof(err))) {
+	bool already = volume_deleted(c, name, uid);
+	int rc = already ? 0 : call_delete(c, name, pv, err, sizeof(err));
+	if (rc > 0) {
+		/* Still attached: expected when a workload and its claim go together. Retried with
+		 * the backoff, a Normal event, not counted as a failed deletion. */
+		KLOG_V(4, "Volume deletion of PV %s postponed: %s", name, err);
+		prov_event(c, o, KUBE_EVENT_NORMAL, "VolumeDelete", "%s", err);
+		kube_obj_unref(o);
+		return PROV_WORK_RETRY;
+	} else if (rc < 0) {
 		KLOG_ERR(err, "Volume deletion failed for PV %s", name);
 		prov_event(c, o, KUBE_EVENT_WARNING, "VolumeFailedDelete", "%s", err);
 		prov_metrics_delete(c->metrics, cls, false, 0);
 		kube_obj_unref(o);
 		return PROV_WORK_RETRY;
+	} else if (already) {
+		KLOG_V(4, "Volume of PV %s already deleted", name);
 	} else {
 		KLOG_V(4, "Volume of PV %s deleted", name);
 		volume_deleted_set(c, name, uid);

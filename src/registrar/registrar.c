@@ -53,15 +53,16 @@ void reg_register_flags(struct flagset *fs, struct reg_config *c)
 	flags_duration(fs, "timeout", &c->timeout_ns, NSEC_PER_SEC,
 		       "Deadline of each call to the driver and of the /healthz self-check.");
 	flags_duration(fs, "connection-timeout", &c->connection_timeout_ns, 0,
-		       "Deprecated; has no effect (the registrar waits for the driver until it answers).");
+		       "Has no effect: the registrar waits for the driver until it answers.");
 	flags_deprecate(fs, "connection-timeout", "it has no effect");
 	flags_int(fs, "health-port", &c->health_port, 0,
-		  "Deprecated: TCP port of /healthz (0 disables it). Only one of --health-port and --http-endpoint may be set.");
+		  "TCP port of /healthz (0 disables it); only one of --health-port and --http-endpoint may be set.");
 	flags_deprecate(fs, "health-port", "use --http-endpoint");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
-		     "Address of the HTTP server for /healthz (registration socket and driver answer), e.g. :8080; empty disables it.");
+		     "Address of the HTTP server for /healthz (the registration socket exists and answers GetInfo), e.g. :8080; empty disables it.");
 	flags_string(fs, "mode", &c->mode, "",
-		     "Deprecated, as upstream since v2.9: \"kubelet-registration-probe\" exits 0 at once (use /healthz on --http-endpoint instead); any other value runs the registrar.");
+		     "\"kubelet-registration-probe\" exits 0 at once (as upstream since v2.9); any other value runs the registrar.");
+	flags_deprecate(fs, "mode", "use /healthz on --http-endpoint");
 	flags_bool(fs, "enable-pprof", &c->enable_pprof, false,
 		   "Accepted for compatibility; kcsi serves no profiling endpoints.");
 }
@@ -124,7 +125,12 @@ static int notify_status(struct csi_call_ctx *ctx, const ProtobufCMessage *req,
 
 /* ---- /healthz ---- */
 
-/* Calls GetInfo on our own socket, as the kubelet would, and checks the driver answers. */
+/*
+ * upstream v2.17's /healthz: the registration socket exists (os.Stat: missing 404, another kind
+ * of file or a failed stat 500) and answers GetInfo with our driver's name, as the kubelet
+ * would ask it. The driver itself is not asked: a driver that is down still gets 200, as
+ * upstream (livenessprobe is the sidecar that probes the driver).
+ */
 static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
 {
 	struct reg_state *st = ud;
@@ -132,9 +138,18 @@ static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
 	char err[512];
 	(void)ctype;
 
-	if (lstat(st->reg_socket, &sb) != 0 || !S_ISSOCK(sb.st_mode)) {
-		strbuf_addstr(body, "registration socket does not exist");
-		return 404;
+	if (stat(st->reg_socket, &sb) != 0) {
+		if (errno == ENOENT) {
+			strbuf_addstr(body, "registration socket does not exist");
+			return 404;
+		}
+		strbuf_addf(body, "failed to stat the socket %s with error: %s", st->reg_socket,
+			    strerror(errno));
+		return 500;
+	}
+	if (!S_ISSOCK(sb.st_mode)) {
+		strbuf_addf(body, "file exists in socketPath %s but it's not a socket.", st->reg_socket);
+		return 500;
 	}
 	struct csi_conn_opts o = CSI_CONN_OPTS_INIT;
 	o.connect_timeout_ns = st->cfg->timeout_ns;
@@ -156,26 +171,12 @@ static int serve_healthz(void *ud, struct strbuf *body, const char **ctype)
 	} else if (!info->name || strcmp(info->name, st->driver) != 0) {
 		strbuf_addf(body, "invalid driver name %s", info->name ? info->name : "");
 		rc = 500;
+	} else {
+		strbuf_addstr(body, "ok");
 	}
 	csi_msg_free(info);
 	csi_conn_free(c);
-	if (rc != 200)
-		return rc;
-	Csi__V1__ProbeRequest preq = CSI__V1__PROBE_REQUEST__INIT;
-	Csi__V1__ProbeResponse *presp = NULL;
-	if (csi_probe(st->csi, &preq, &presp, st->cfg->timeout_ns, &cs) != 0) {
-		strbuf_addf(body, "CSI driver does not answer Probe: rpc error: code = %s desc = %s",
-			    csi_code_go_name(cs.code), cs.message);
-		return 500;
-	}
-	bool ready = !presp->ready || presp->ready->value;
-	csi_msg_free(presp);
-	if (!ready) {
-		strbuf_addstr(body, "CSI driver is not ready");
-		return 500;
-	}
-	strbuf_addstr(body, "ok");
-	return 200;
+	return rc;
 }
 
 /* ---- start-up ---- */

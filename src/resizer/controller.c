@@ -29,15 +29,20 @@ static bool same(const char *a, const char *b)
 	return a == b || (a && b && !strcmp(a, b));
 }
 
-/* spec.capacity.storage of the PV (and, with AnnotateFsResize, the pre-resize annotation). */
+/*
+ * spec.capacity.storage of the PV and, with AnnotateFsResize when the node must finish, the
+ * pre-resize annotation (the claim's capacity before; an annotation already there stays, so a
+ * second expansion before the node's keeps the first size).
+ */
 static int patch_pv_capacity(struct rsz_ctrl *c, const struct kube_pv *pv, int64_t old_cap,
 			     int64_t size, bool fs_resize, struct kube_err *e)
 {
 	char q[64], oq[64], body[512];
 
 	kube_quantity_format(size, true, q, sizeof(q));
-	if (c->o.gates.annotate_fs_resize && fs_resize && old_cap >= 0) {
-		kube_quantity_format(old_cap, true, oq, sizeof(oq));
+	if (c->o.gates.annotate_fs_resize && fs_resize && !pv->pre_resize_capacity) {
+		/* a claim without status.capacity records "0", as Go's zero Quantity prints */
+		kube_quantity_format(old_cap > 0 ? old_cap : 0, true, oq, sizeof(oq));
 		snprintf(body, sizeof(body),
 			 "{\"metadata\":{\"annotations\":{\"" RSZ_ANN_PRE_RESIZE_CAPACITY "\":\"%s\"}},"
 			 "\"spec\":{\"capacity\":{\"storage\":\"%s\"}}}", oq, q);
@@ -46,6 +51,15 @@ static int patch_pv_capacity(struct rsz_ctrl *c, const struct kube_pv *pv, int64
 	}
 	return kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, pv->meta.name, false,
 				  KUBE_PATCH_STRATEGIC, body, e);
+}
+
+/* Upstream's deletePreResizeCapAnnotation: the node finished, the annotation goes. */
+static int drop_pre_resize_ann(struct rsz_ctrl *c, const struct kube_pv *pv, struct kube_err *e)
+{
+	return kube_patch_discard(c->kc, &KUBE_RES_PERSISTENTVOLUMES, NULL, pv->meta.name, false,
+				  KUBE_PATCH_STRATEGIC,
+				  "{\"metadata\":{\"annotations\":{\"" RSZ_ANN_PRE_RESIZE_CAPACITY "\":null}}}",
+				  e);
 }
 
 /* ---- the CSI call ---- */
@@ -132,7 +146,7 @@ static void resize_volume(struct rsz_ctrl *c, const struct kube_pvc *pvc, const 
 	if (req->volume_capability &&
 	    (!ref.set || !sidecar_add_secrets(c->kc, a, &req->base, "secrets", ref.ns, ref.name,
 					      r->error, sizeof(r->error)))) {
-		if (csi_controller_expand_volume(c->o.csi, req, &resp, c->o.timeout_ns, &st)) {
+		if (csi_controller_expand_volume(c->o.csi, req, &resp, c->o.resize_timeout_ns, &st)) {
 			r->code = st.code;
 			snprintf(r->error, sizeof(r->error), "rpc error: code = %s desc = %s",
 				 csi_code_go_name(st.code), st.message);
@@ -174,21 +188,19 @@ static enum kube_work_result failed(struct rsz_ctrl *c, const char *key, const s
 
 	if (rsz_is_inuse(r->code))
 		rsz_set_add(c, &c->inuse, key);
-	if (c->o.gates.recover) {
-		enum rsz_failure f = rsz_classify_failure(r->code);
-		if (f == RSZ_FAIL_RETRY) {
+	enum rsz_failure f = rsz_classify_failure(r->code);
+	if (f == RSZ_FAIL_RETRY) {
+		rsz_set_del(c, &c->slow, key);
+		rsz_set_del(c, &c->final, key);
+	} else {
+		rsz_set_add(c, &c->final, key);
+		if (f == RSZ_FAIL_FINAL)
 			rsz_set_del(c, &c->slow, key);
-			rsz_set_del(c, &c->final, key);
-		} else {
-			rsz_set_add(c, &c->final, key);
-			if (f == RSZ_FAIL_FINAL)
-				rsz_set_del(c, &c->slow, key);
-			struct rsz_patch p = rsz_mark_failed(pvc, f == RSZ_FAIL_INFEASIBLE, r->error,
-							     msg, sizeof(msg));
-			if (rsz_patch_claim(c, pvc, &p, &e))
-				KLOG_ERR(e.message, "resizing failed in controller with %s but failed to update PVC %s/%s",
-					 r->error, pvc->meta.ns, pvc->meta.name);
-		}
+		struct rsz_patch p = rsz_mark_failed(pvc, f == RSZ_FAIL_INFEASIBLE, r->error, msg,
+						     sizeof(msg));
+		if (rsz_patch_claim(c, pvc, &p, &e))
+			KLOG_ERR(e.message, "resizing failed in controller with %s but failed to update PVC %s/%s",
+				 r->error, pvc->meta.ns, pvc->meta.name);
 	}
 	snprintf(msg, sizeof(msg), "resize volume \"%s\" by resizer \"%s\" failed: %s",
 		 pv->meta.name, c->o.driver, r->error);
@@ -208,11 +220,10 @@ static enum kube_work_result expand(struct rsz_ctrl *c, const char *key, const s
 				    const struct kube_pv *pv, const struct kube_storageclass *sc,
 				    const struct rsz_plan *plan)
 {
-	bool recover = c->o.gates.recover;
 	struct kube_err e;
 	struct expand_result r;
 
-	struct rsz_patch p = rsz_mark_in_progress(pvc, plan, recover);
+	struct rsz_patch p = rsz_mark_in_progress(pvc, plan);
 	if (rsz_patch_claim(c, pvc, &p, &e))
 		return write_failed("marking pvc as resizing failed", key, &e);
 	if (rsz_set_has(c, &c->inuse, key) && claim_in_use(c, pvc)) {
@@ -236,7 +247,7 @@ static enum kube_work_result expand(struct rsz_ctrl *c, const char *key, const s
 		return KUBE_WORK_RETRY;
 	}
 	/* The claim's resourceVersion moved with the in-progress write: no precondition now. */
-	p = r.fs_resize ? rsz_mark_node_pending(pvc, recover) : rsz_mark_finished(pvc, r.size, recover);
+	p = r.fs_resize ? rsz_mark_node_pending(pvc) : rsz_mark_finished(pvc, r.size);
 	p.rv = NULL;
 	if (rsz_patch_claim(c, pvc, &p, &e))
 		return write_failed(r.fs_resize ? "mark PVC as node expansion required failed"
@@ -254,19 +265,14 @@ static enum kube_work_result plan_and_expand(struct rsz_ctrl *c, const char *key
 					     const struct kube_pvc *pvc, const struct kube_pv *pv,
 					     const struct kube_storageclass *sc)
 {
-	struct rsz_plan plan;
 	int64_t left = 0;
 
-	if (c->o.gates.recover) {
-		/* Upstream's markForSlowRetry: an infeasible claim waits out the slow set. */
-		if (pvc->resize_status == KUBE_RESIZE_CONTROLLER_INFEASIBLE)
-			rsz_slow_add(c, &c->slow, key);
-		struct rsz_memory mem = { .final_error = rsz_set_has(c, &c->final, key),
-					  .slow = rsz_slow_has(c, &c->slow, key, &left) };
-		plan = rsz_plan_recover(pvc, pv, &mem, c->o.controller_expand);
-	} else {
-		plan = rsz_plan_legacy(pvc, pv);
-	}
+	/* Upstream's markForSlowRetry: an infeasible claim waits out the slow set. */
+	if (pvc->resize_status == KUBE_RESIZE_CONTROLLER_INFEASIBLE)
+		rsz_slow_add(c, &c->slow, key);
+	struct rsz_memory mem = { .final_error = rsz_set_has(c, &c->final, key),
+				  .slow = rsz_slow_has(c, &c->slow, key, &left) };
+	struct rsz_plan plan = rsz_plan_recover(pvc, pv, &mem, c->o.controller_expand);
 	switch (plan.action) {
 	case RSZ_NOTHING:
 		KLOG_V(4, "No need to resize PV %s", pv->meta.name);
@@ -299,12 +305,25 @@ static enum kube_work_result claim_work(void *arg, const char *key)
 		return KUBE_WORK_DONE;
 	}
 	struct kube_obj *vo = NULL, *so = NULL;
-	if (!rsz_claim_needs_resize(pvc)) {
-		KLOG_V(4, "No need to resize PVC %s", key);
+	if (!pvc->volume_name || !*pvc->volume_name) {
+		KLOG_V(4, "PV bound to PVC %s is not created yet", key);
 		goto out;
 	}
 	vo = rsz_get(c->pv_inf, NULL, pvc->volume_name);
 	const struct kube_pv *pv = kube_pv_of(vo);
+	if (pv && c->o.gates.annotate_fs_resize && rsz_pre_resize_ann_done(pvc, pv)) {
+		struct kube_err e;
+		if (drop_pre_resize_ann(c, pv, &e)) {
+			KLOG_ERR(e.message, "Error syncing PVC %s: failed removing annotation "
+				 RSZ_ANN_PRE_RESIZE_CAPACITY " from pv %s", key, pv->meta.name);
+			res = KUBE_WORK_RETRY;
+			goto out;
+		}
+	}
+	if (!rsz_claim_needs_resize(pvc)) {
+		KLOG_V(4, "No need to resize PVC %s", key);
+		goto out;
+	}
 	if (!pv) {
 		KLOG_I("PV %s bound to PVC %s not found", pvc->volume_name, key);
 		goto out;
@@ -343,22 +362,17 @@ static void pvc_added(const struct kube_obj *o, void *ud)
 }
 
 /*
- * Upstream's updatePVC: our own status writes come back as updates, so only a larger request
- * (any other request, with RecoverVolumeExpansionFailure), a new resizer annotation, a resync
- * (same resourceVersion), a larger capacity (node expansion finished) or a new resize status
- * requeue a claim for the resize queue.
+ * Upstream's updatePVC: our own status writes come back as updates, so only another request
+ * (larger, or smaller to recover from a failure), a new resizer annotation, a resync (same
+ * resourceVersion), a larger capacity (node expansion finished) or a new resize status (the
+ * node's answer) requeue a claim for the resize queue.
  */
 static void pvc_updated(const struct kube_obj *old, const struct kube_obj *o, void *ud)
 {
 	const struct kube_pvc *a = kube_pvc_of(old), *b = kube_pvc_of(o);
 	bool resync = same(a->meta.rv, b->meta.rv);
-	struct rsz_ctrl *c = ud;
-	/* With RecoverVolumeExpansionFailure the request may also go down, and a new
-	 * allocatedResourceStatuses (the node's answer) needs a look. */
-	bool recover = c->o.gates.recover;
-	bool request = recover ? b->request != a->request : b->request > a->request;
-	bool resize = resync || request || !same(a->resizer, b->resizer) ||
-		      b->capacity > a->capacity || (recover && a->resize_status != b->resize_status);
+	bool resize = resync || b->request != a->request || !same(a->resizer, b->resizer) ||
+		      b->capacity > a->capacity || a->resize_status != b->resize_status;
 	/* Upstream's modify updatePVC: a new class, or no modification status (a resync, the
 	 * status cleared); only bound claims. */
 	bool modify = (!same(a->vac_name, b->vac_name) || b->modify_status == KUBE_MODIFY_NONE) &&

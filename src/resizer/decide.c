@@ -15,10 +15,13 @@
 
 /* ---- feature gates ---- */
 
-/* external-resizer v2.2's own gates (the generic ones are base/featuregate.h's). */
+/*
+ * external-resizer v2.3's own gates (the generic ones are base/featuregate.h's).
+ * RecoverVolumeExpansionFailure is not one: v2.3 removed it (its behaviour is the only one), so
+ * naming it is "unrecognized feature gate", as upstream.
+ */
 const struct feature_gate rsz_feature_gates[] = {
-	{ "AnnotateFsResize", false, FG_ALPHA, false },
-	{ "RecoverVolumeExpansionFailure", true, FG_GA, false },
+	{ "AnnotateFsResize", true, FG_BETA, false },
 	{ "VolumeAttributesClass", true, FG_GA, false },
 	{ "ReleaseLeaderElectionOnExit", false, FG_ALPHA, false },
 };
@@ -29,13 +32,23 @@ int rsz_parse_gates(const struct flag_map *m, struct rsz_gates *g, char *err, si
 	const struct feature_gate *t = rsz_feature_gates;
 	size_t n = rsz_feature_gates_len;
 
-	*g = (struct rsz_gates){ .recover = true, .vac = true };
+	*g = (struct rsz_gates){ .vac = true, .annotate_fs_resize = true };
 	if (feature_gates_check(m, t, n, err, errlen))
 		return -1;
-	g->recover = feature_gate_enabled(m, t, n, "RecoverVolumeExpansionFailure");
 	g->vac = feature_gate_enabled(m, t, n, "VolumeAttributesClass");
+	g->vac_explicit = flag_map_get(m, "VolumeAttributesClass") != NULL;
 	g->annotate_fs_resize = feature_gate_enabled(m, t, n, "AnnotateFsResize");
 	return 0;
+}
+
+/* ---- per-call timeouts ---- */
+
+void rsz_resolve_timeouts(int64_t timeout, bool timeout_given, int64_t resize, int64_t modify,
+			  int64_t *resize_out, int64_t *modify_out)
+{
+	/* Only a --timeout on the command line counts: its default must not hide the others. */
+	*resize_out = timeout_given ? timeout : resize;
+	*modify_out = timeout_given ? timeout : modify;
 }
 
 /* ---- which claims ---- */
@@ -173,15 +186,10 @@ struct rsz_plan rsz_plan_recover(const struct kube_pvc *pvc, const struct kube_p
 	return p;
 }
 
-struct rsz_plan rsz_plan_legacy(const struct kube_pvc *pvc, const struct kube_pv *pv)
+bool rsz_pre_resize_ann_done(const struct kube_pvc *pvc, const struct kube_pv *pv)
 {
-	struct rsz_plan p = { .action = RSZ_EXPAND, .new_size = pvc->request, .update_status = true };
-
-	/* The PV already holds the request: only a claim still marked Resizing goes on (the
-	 * driver is asked again, which is idempotent, to learn whether the node must act). */
-	if (or_zero(pv->capacity) >= pvc->request && (pvc->conds & KUBE_PVC_FS_RESIZE_PENDING))
-		p.action = RSZ_NOTHING;
-	return p;
+	/* Absent quantities compare as zero, as Go's zero Quantity. */
+	return pv->pre_resize_capacity && or_zero(pvc->capacity) >= or_zero(pv->capacity);
 }
 
 /* ---- CSI errors ---- */
@@ -352,16 +360,11 @@ static void merge_resize(struct rsz_patch *p, unsigned set, bool keep_old)
 	p->cond_drop = keep_old ? 0 : (RESIZE_CONDS & ~set);
 }
 
-struct rsz_patch rsz_mark_in_progress(const struct kube_pvc *pvc, const struct rsz_plan *plan,
-				      bool recover)
+struct rsz_patch rsz_mark_in_progress(const struct kube_pvc *pvc, const struct rsz_plan *plan)
 {
 	struct rsz_patch p = RSZ_PATCH_INIT;
 
 	p.rv = pvc->meta.rv;
-	if (!recover) {
-		merge_resize(&p, KUBE_PVC_RESIZING, false);
-		return p;
-	}
 	merge_resize(&p, KUBE_PVC_RESIZING, !plan->update_status);
 	if (plan->update_status)
 		p.resize_status = KUBE_RESIZE_CONTROLLER_IN_PROGRESS;
@@ -369,17 +372,16 @@ struct rsz_patch rsz_mark_in_progress(const struct kube_pvc *pvc, const struct r
 	return p;
 }
 
-struct rsz_patch rsz_mark_node_pending(const struct kube_pvc *pvc, bool recover)
+struct rsz_patch rsz_mark_node_pending(const struct kube_pvc *pvc)
 {
 	struct rsz_patch p = RSZ_PATCH_INIT;
 
 	p.rv = pvc->meta.rv;
-	/* The legacy path drops the other resize conditions (Resizing); the recover path keeps
-	 * them, as upstream's markForPendingNodeExpansion does. */
-	merge_resize(&p, KUBE_PVC_FS_RESIZE_PENDING, recover);
+	/* The other resize conditions (Resizing) stay, as upstream's markForPendingNodeExpansion
+	 * keeps them. */
+	merge_resize(&p, KUBE_PVC_FS_RESIZE_PENDING, true);
 	p.messages[cond_index(KUBE_PVC_FS_RESIZE_PENDING)] = RSZ_FS_PENDING_MESSAGE;
-	if (recover)
-		p.resize_status = KUBE_RESIZE_NODE_PENDING;
+	p.resize_status = KUBE_RESIZE_NODE_PENDING;
 	return p;
 }
 
@@ -398,17 +400,15 @@ struct rsz_patch rsz_mark_failed(const struct kube_pvc *pvc, bool infeasible, co
 	return p;
 }
 
-struct rsz_patch rsz_mark_finished(const struct kube_pvc *pvc, int64_t new_size, bool recover)
+struct rsz_patch rsz_mark_finished(const struct kube_pvc *pvc, int64_t new_size)
 {
 	struct rsz_patch p = RSZ_PATCH_INIT;
 
 	p.rv = pvc->meta.rv;
 	p.capacity = new_size;
 	merge_resize(&p, 0, false);
-	if (recover) {
-		p.resize_status = KUBE_RESIZE_NONE;
-		p.not_required_ann = true;
-	}
+	p.resize_status = KUBE_RESIZE_NONE;
+	p.not_required_ann = true;
 	return p;
 }
 

@@ -52,7 +52,7 @@ static int call_modify(struct rsz_ctrl *c, const struct kube_pvc *pvc, const str
 	if (sname && *sname &&
 	    sidecar_add_secrets(c->kc, a, &req->base, "secrets", sns, sname, error, errlen))
 		goto out;
-	if (csi_controller_modify_volume(c->o.csi, req, &resp, c->o.timeout_ns, &st)) {
+	if (csi_controller_modify_volume(c->o.csi, req, &resp, c->o.modify_timeout_ns, &st)) {
 		code = st.code;
 		snprintf(desc, desclen, "%s", st.message);
 		snprintf(error, errlen, "rpc error: code = %s desc = %s", csi_code_go_name(st.code),

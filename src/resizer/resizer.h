@@ -1,19 +1,21 @@
 /*
- * csi-resizer: the external-resizer (v2.x), in C.
+ * csi-resizer: the external-resizer (v2.3), in C.
  *
  * Component map:
  *   decide.c      pure decisions, no I/O: which claims need an expansion and to what size
- *                 (upstream's expandAndRecover and its legacy path), which conditions,
+ *                 (upstream's expandAndRecover), which conditions,
  *                 allocatedResources and allocatedResourceStatuses a step writes (as strategic
  *                 merge patches of the claim's status), final vs infeasible vs retryable CSI
- *                 errors, the same for VolumeAttributesClass modifications, feature gates and
- *                 the controller-expand secret templates. tests/unit/test_resizer.c is their table.
+ *                 errors, the same for VolumeAttributesClass modifications, feature gates, the
+ *                 per-call timeouts and the controller-expand secret templates.
+ *                 tests/unit/test_resizer.c is their table.
  *   controller.c  the I/O: informers (claims, volumes, classes, VolumeAttributesClasses, pods for
  *                 --handle-volume-inuse-error), the claim queue, the slow set and the final-error
  *                 set, ControllerExpandVolume, the PV and claim patches, events.
  *   modify.c      the modify controller's I/O: its queue, ControllerModifyVolume, its patches.
  *   shared.c      what both controllers use: cache reads, keys, the sets, status patch, events.
- *   run.c         flags and the struct sidecar_ops (src/sidecar does every start-up step).
+ *   run.c         flags, the VolumeAttributesClass discovery check and the struct sidecar_ops
+ *                 (src/sidecar does every start-up step).
  *
  * Ownership: struct rsz_ctrl owns its informers, queues, threads and sets; it borrows the kube
  * client, the CSI connection and the recorder, which the caller keeps alive until
@@ -62,19 +64,24 @@
 /* ---- flags (run.c) ---- */
 struct rsz_config {
 	struct sidecar_config sc; /* kube flags, --csi-address, --timeout, diagnostics, gates */
+	int64_t resize_timeout_ns; /* --resize-timeout 10s: each ControllerExpandVolume */
+	int64_t modify_timeout_ns; /* --modify-timeout 10s: each ControllerModifyVolume */
+	bool timeout_given;        /* --timeout was on the command line (rsz_config_resolve) */
 	int workers;
 	bool handle_inuse_error;
 	bool extra_modify_metadata;
 };
 void rsz_register_flags(struct flagset *fs, struct rsz_config *c);
+/* After parsing: records which of the flags rsz_resolve_timeouts() weighs were given. */
+void rsz_config_resolve(struct rsz_config *c, const struct flagset *fs);
 /* Runs until SIGTERM/SIGINT; returns the process exit code. */
 int rsz_run(const struct rsz_config *c);
 
 /* ---- feature gates (decide.c) ---- */
 struct rsz_gates {
-	bool recover;            /* RecoverVolumeExpansionFailure, GA, default true */
 	bool vac;                /* VolumeAttributesClass, GA, default true */
-	bool annotate_fs_resize; /* AnnotateFsResize, alpha, default false */
+	bool vac_explicit;       /* named in --feature-gates: discovery does not override it */
+	bool annotate_fs_resize; /* AnnotateFsResize, beta, default true (v2.3) */
 };
 /*
  * Fills g from --feature-gates, checked against rsz_feature_gates and the generic gates
@@ -83,6 +90,15 @@ struct rsz_gates {
 extern const struct feature_gate rsz_feature_gates[];
 extern const size_t rsz_feature_gates_len;
 int rsz_parse_gates(const struct flag_map *m, struct rsz_gates *g, char *err, size_t errlen);
+
+/*
+ * The per-call deadlines of ControllerExpandVolume and ControllerModifyVolume, as v2.3's
+ * resolveOperationTimeouts: --timeout given on the command line wins over both
+ * --resize-timeout and --modify-timeout; otherwise each is its own flag (default 10s). The
+ * driver's start-up calls (Probe, GetPluginInfo, capabilities) always use --timeout.
+ */
+void rsz_resolve_timeouts(int64_t timeout, bool timeout_given, int64_t resize, int64_t modify,
+			  int64_t *resize_out, int64_t *modify_out);
 
 /* ---- which claims (decide.c) ---- */
 /* Upstream's pvcNeedResize: Bound, a volume name, and request > status.capacity. */
@@ -116,14 +132,20 @@ struct rsz_plan {
 	bool update_status; /* write allocatedResourceStatuses and drop old resize conditions */
 };
 /*
- * Upstream's expandAndRecover (RecoverVolumeExpansionFailure): the size to expand to, from the
- * PV's size, the claim's request, allocatedResources and allocatedResourceStatuses.
- * controller_expand: the driver has EXPAND_VOLUME.
+ * Upstream's expandAndRecover (the RecoverVolumeExpansionFailure behaviour, the only one since
+ * v2.3): the size to expand to, from the PV's size, the claim's request, allocatedResources and
+ * allocatedResourceStatuses. controller_expand: the driver has EXPAND_VOLUME.
  */
 struct rsz_plan rsz_plan_recover(const struct kube_pvc *pvc, const struct kube_pv *pv,
 				 const struct rsz_memory *mem, bool controller_expand);
-/* The legacy path (gate off): upstream's pvNeedResize; expand to the request or do nothing. */
-struct rsz_plan rsz_plan_legacy(const struct kube_pvc *pvc, const struct kube_pv *pv);
+/*
+ * AnnotateFsResize: the PV's volume.alpha.kubernetes.io/pre-resize-capacity (written with the
+ * new capacity when the node must finish an expansion, so that kube-controller-manager can give
+ * a claim that binds the volume anew the old size and the node expands it again) has served
+ * once the node is done: the claim's status.capacity reached the PV's spec.capacity. True when
+ * the annotation is there and should go (upstream's isNodeExpandComplete).
+ */
+bool rsz_pre_resize_ann_done(const struct kube_pvc *pvc, const struct kube_pv *pv);
 
 /* ---- CSI errors (decide.c) ---- */
 /* gRPC code of a failure before any answer of the driver (secrets, capability). */
@@ -168,17 +190,16 @@ struct rsz_patch {
 /* The patch as JSON text; now is the lastTransitionTime of the conditions it sets. */
 void rsz_patch_json(const struct rsz_patch *p, const char *now, struct strbuf *out);
 
-/* Upstream's markControllerResizeInProgress (recover) / markPVCResizeInProgress (legacy). */
-struct rsz_patch rsz_mark_in_progress(const struct kube_pvc *pvc, const struct rsz_plan *plan,
-				      bool recover);
-/* markForPendingNodeExpansion / markPVCAsFSResizeRequired. */
-struct rsz_patch rsz_mark_node_pending(const struct kube_pvc *pvc, bool recover);
+/* Upstream's markControllerResizeInProgress. */
+struct rsz_patch rsz_mark_in_progress(const struct kube_pvc *pvc, const struct rsz_plan *plan);
+/* markForPendingNodeExpansion. */
+struct rsz_patch rsz_mark_node_pending(const struct kube_pvc *pvc);
 /* markControllerExpansionInfeasible (infeasible) or markControllerExpansionFailedCondition;
  * message is "failed to expand pvc with <error>" (in buf, which the patch points to). */
 struct rsz_patch rsz_mark_failed(const struct kube_pvc *pvc, bool infeasible, const char *error,
 				 char *buf, size_t buflen);
-/* markOverallExpansionAsFinished / markPVCResizeFinished. */
-struct rsz_patch rsz_mark_finished(const struct kube_pvc *pvc, int64_t new_size, bool recover);
+/* markOverallExpansionAsFinished. */
+struct rsz_patch rsz_mark_finished(const struct kube_pvc *pvc, int64_t new_size);
 
 /* ---- secrets (decide.c) ---- */
 struct rsz_secret_ref {
@@ -237,7 +258,8 @@ struct rsz_ctrl_opts {
 	struct kube_recorder *recorder;
 	struct rsz_gates gates;
 	int workers;
-	int64_t timeout_ns, retry_start_ns, retry_max_ns, resync_ns;
+	int64_t resize_timeout_ns, modify_timeout_ns; /* rsz_resolve_timeouts()' answers */
+	int64_t retry_start_ns, retry_max_ns, resync_ns;
 	bool resize;             /* expansion: EXPAND_VOLUME, or the node's (trivial resizer) */
 	bool controller_expand;  /* EXPAND_VOLUME controller capability */
 	bool modify;             /* MODIFY_VOLUME and the VolumeAttributesClass gate */

@@ -1,8 +1,10 @@
 /*
  * csi-resizer on the shared sidecar runtime (src/sidecar): its flags (names and defaults as
- * upstream v2.x; the help text is ours), and the ops that check the driver's capabilities as
- * upstream's NewResizerFromClient does and build the controller, which the sidecar then
- * starts once leading, stops and frees.
+ * upstream v2.3; the help text is ours), the discovery check v2.3 makes before it connects to
+ * the driver (no storage.k8s.io/v1 VolumeAttributesClass: the gate goes off, unless
+ * --feature-gates names it), and the ops that check the driver's capabilities as upstream's
+ * NewResizerFromClient does and build the controller, which the sidecar then starts once
+ * leading, stops and frees.
  */
 #include "resizer/resizer.h"
 
@@ -18,6 +20,12 @@ void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
 	sidecar_register_flags(fs, &c->sc);
 	/* Upstream's resizer waits 10 s per CSI call and names its resync flag --resync-period. */
 	flags_set_default(fs, "timeout", "10s");
+	flags_set_help(fs, "timeout",
+		       "Deadline of the driver's start-up calls (Probe, GetPluginInfo, capabilities). Given on the command line, it is also the deadline of every ControllerExpandVolume and ControllerModifyVolume, over --resize-timeout and --modify-timeout.");
+	flags_duration(fs, "resize-timeout", &c->resize_timeout_ns, 10 * NSEC_PER_SEC,
+		       "Deadline of each ControllerExpandVolume call; ignored when --timeout is given.");
+	flags_duration(fs, "modify-timeout", &c->modify_timeout_ns, 10 * NSEC_PER_SEC,
+		       "Deadline of each ControllerModifyVolume call; ignored when --timeout is given.");
 	flags_hide(fs, "resync");
 	flags_duration(fs, "resync-period", &c->sc.kube.resync_ns, 10 * NSEC_PER_MIN,
 		       "How often the informers deliver every claim again (a resync).");
@@ -27,6 +35,11 @@ void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
 		   "After a driver answers FailedPrecondition (it cannot expand a volume in use), retry only while no pod uses the claim; watches pods.");
 	flags_bool(fs, "extra-modify-metadata", &c->extra_modify_metadata, false,
 		   "Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to ControllerModifyVolume's mutable parameters.");
+}
+
+void rsz_config_resolve(struct rsz_config *c, const struct flagset *fs)
+{
+	c->timeout_given = flags_is_set(fs, "timeout");
 }
 
 struct rsz_main {
@@ -50,7 +63,8 @@ static void lease_name(const char *driver, char *buf, size_t len)
 }
 
 /* NodeGetCapabilities on the controller's socket, as upstream's SupportsNodeResize. */
-static int node_can_expand(struct sidecar *sc, bool *yes, char *err, size_t errlen)
+static int node_can_expand(struct sidecar *sc, int64_t timeout_ns, bool *yes, char *err,
+			   size_t errlen)
 {
 	struct csi_arena *a = csi_arena_new();
 	Csi__V1__NodeGetCapabilitiesRequest *req =
@@ -60,7 +74,7 @@ static int node_can_expand(struct sidecar *sc, bool *yes, char *err, size_t errl
 	int rc = 0;
 
 	*yes = false;
-	if (csi_node_get_capabilities(sc->csi, req, &resp, sc->cfg->timeout_ns, &st)) {
+	if (csi_node_get_capabilities(sc->csi, req, &resp, timeout_ns, &st)) {
 		snprintf(err, errlen, "failed to check if plugin supports node resize: rpc error: code = %s desc = %s",
 			 csi_code_go_name(st.code), st.message);
 		rc = -1;
@@ -87,10 +101,12 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		snprintf(err, errlen, "CSI driver does not support controller service");
 		return -1;
 	}
+	rsz_resolve_timeouts(cfg->sc.timeout_ns, cfg->timeout_given, cfg->resize_timeout_ns,
+			     cfg->modify_timeout_ns, &o.resize_timeout_ns, &o.modify_timeout_ns);
 	o.controller_expand = sidecar_has_ctrl_cap(sc, CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME);
 	o.resize = true;
 	if (!o.controller_expand) {
-		if (node_can_expand(sc, &node, err, errlen))
+		if (node_can_expand(sc, o.resize_timeout_ns, &node, err, errlen))
 			return -1;
 		if (node)
 			KLOG_I("The CSI driver supports node resize only, using trivial resizer to handle resize requests");
@@ -113,7 +129,6 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.csi = sc->csi;
 	o.gates = m->gates;
 	o.workers = cfg->workers;
-	o.timeout_ns = cfg->sc.timeout_ns;
 	o.retry_start_ns = cfg->sc.kube.retry_start_ns;
 	o.retry_max_ns = cfg->sc.kube.retry_max_ns;
 	o.resync_ns = cfg->sc.kube.resync_ns;
@@ -125,12 +140,38 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * v2.3's discovery check, before the driver is asked anything: unless --feature-gates names
+ * VolumeAttributesClass, a server that does not list it under storage.k8s.io/v1 turns the gate
+ * off (no modify controller, no VolumeAttributesClass informer waiting for ever); a failed
+ * check leaves the gate as it is. The log lines are upstream's.
+ */
+static void check_vac_api(void *ud, struct sidecar *sc)
+{
+	struct rsz_main *m = ud;
+	struct kube_err e;
+
+	if (m->gates.vac_explicit)
+		return;
+	int served = kube_serves_kind(sc->kc, "storage.k8s.io/v1", "VolumeAttributesClass", &e);
+	if (served < 0) {
+		KLOG_ERR(e.message, "Failed to check VolumeAttributesClass V1 API availability");
+	} else if (served) {
+		KLOG_I("VolumeAttributesClass v1 API is available");
+	} else {
+		KLOG_I("Disabling VolumeAttributesClass feature gate because the VolumeAttributesClass v1 API is not available");
+		m->gates.vac = false;
+	}
+}
+
 int rsz_run(const struct rsz_config *cfg)
 {
 	struct rsz_main m = { .cfg = cfg };
 	struct sidecar_ops ops = {
 		.component = "csi-resizer",
 		.lease_name = lease_name,
+		.kube_ready = check_vac_api,
+		.rest_client_metrics = true, /* v2.3 registers client-go's REST client metrics */
 		.setup = setup,
 		.ud = &m,
 	};

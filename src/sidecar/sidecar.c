@@ -39,12 +39,12 @@ void sidecar_register_flags(struct flagset *fs, struct sidecar_config *c)
 	flags_duration(fs, "timeout", &c->timeout_ns, 15 * NSEC_PER_SEC,
 		       "Deadline of each CSI call.");
 	flags_duration(fs, "connection-timeout", &c->connection_timeout_ns, 0,
-		       "Deprecated and ignored: the sidecar waits for the driver for ever, logging every 10 s.");
+		       "Has no effect: the sidecar waits for the driver for ever, logging every 10 s.");
 	flags_deprecate(fs, "connection-timeout", "it has no effect");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
 		     "Address of the diagnostics HTTP server (metrics, /healthz/leader-election), e.g. :8080; empty disables it. Exclusive with --metrics-address.");
 	flags_string(fs, "metrics-address", &c->metrics_address, "",
-		     "Older name of --http-endpoint (only one of the two may be set).");
+		     "Address of the diagnostics HTTP server, as --http-endpoint; only one of the two may be set.");
 	flags_deprecate(fs, "metrics-address", "use --http-endpoint");
 	flags_string(fs, "metrics-path", &c->metrics_path, "/metrics",
 		     "HTTP path of the Prometheus metrics.");
@@ -144,6 +144,8 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 				  "# TYPE leader_election_master_status gauge\n"
 				  "leader_election_master_status{name=\"%s\"} %d\n",
 			    rt->sc.lease, kube_leader_is_leader(rt->leader) ? 1 : 0);
+	if (rt->sc.ops->rest_client_metrics)
+		kube_render_rest_client_metrics(body);
 	diag_render_process_metrics(body);
 	return 200;
 }
@@ -470,6 +472,8 @@ int sidecar_run(const struct sidecar_config *cfg, const struct sidecar_ops *ops)
 		goto out;
 	}
 	sc->metrics = csi_metrics_new();
+	if (ops->kube_ready)
+		ops->kube_ready(ops->ud, sc);
 
 	if (ops->dummy_driver) {
 		sc->driver = xstrdup(ops->dummy_driver);

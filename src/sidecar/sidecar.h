@@ -2,9 +2,10 @@
  * sidecar: the start-up and life cycle every kcsi sidecar shares (csi-attacher, csi-provisioner),
  * in the order the upstream binaries follow:
  *
- *   flags -> kube client -> CSI connection (waits for the socket, logging every 10 s) ->
- *   Probe until ready (not-ready and timeouts retried, any other error fatal) -> GetPluginInfo ->
- *   GetPluginCapabilities -> ControllerGetCapabilities (a failure of these three is fatal) ->
+ *   flags -> kube client (-> ops->kube_ready) -> CSI connection (waits for the socket, logging
+ *   every 10 s) -> Probe until ready (not-ready and timeouts retried, any other error fatal) ->
+ *   GetPluginInfo -> GetPluginCapabilities -> ControllerGetCapabilities (a failure of these
+ *   three is fatal) ->
  *   the sidecar's setup -> diagnostics HTTP server (/metrics, /healthz/leader-election) ->
  *   leader election (optional) -> the sidecar's start once leading -> SIGTERM/SIGINT.
  *
@@ -113,6 +114,12 @@ struct sidecar_ops {
 	 */
 	bool ctrl_caps_only_with_service;
 	/*
+	 * Right after the API client is made, before the driver is connected: where upstream's
+	 * mains ask the API server's discovery (csi-provisioner v6.4 and csi-resizer v2.3: is
+	 * VolumeAttributesClass served?). sc->kc is set; nothing of the driver is. May be NULL.
+	 */
+	void (*kube_ready)(void *ud, struct sidecar *sc);
+	/*
 	 * After discovery, before the HTTP server: build the controller and hand it over with
 	 * sidecar_set_controller(). 0, or -1 with err (exit as fatal_255's SETUP bit says), or
 	 * SIDECAR_SETUP_FATAL with err for a check upstream ends with klog.Fatal although its other
@@ -128,6 +135,8 @@ struct sidecar_ops {
 	 * SIDECAR_FATAL_* bits. Each upstream main differs; each run.c says which it copies.
 	 */
 	unsigned fatal_255;
+	/* /metrics also serves client-go's rest_client_requests_total (csi-resizer v2.3 does). */
+	bool rest_client_metrics;
 	/*
 	 * Start-up failures logged as upstream's logger.Error(err, "What failed", kv...) writes
 	 * them: the step's message, then err="..." (the JSON format's "err" field), as

@@ -804,7 +804,9 @@ int sctrl_start(struct sctrl *c, char *err, size_t errlen)
 				      { c->vscq, c->o.workers, vsc_work, c },
 				      { c->claimq, c->o.workers, claim_work, c },
 				      { c->vgsq, c->o.workers, sctrl_group_work, c } };
-	if (kube_workqueue_serve(serve, c->vgsq ? 4 : 3, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+	/* --worker-threads 0 (or less) serves no queue: upstream's loop then starts no worker. */
+	if (c->o.workers > 0 &&
+	    kube_workqueue_serve(serve, c->vgsq ? 4 : 3, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
 		snprintf(err, errlen, "%s (-worker-threads=%d)", why, c->o.workers);
 		sctrl_stop(c);
 		return -1;

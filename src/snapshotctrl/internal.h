@@ -1,6 +1,6 @@
 /*
  * snapshot-controller's insides shared by its two sync files: controller.c (snapshots, contents,
- * claims) and group.c (group snapshots, with --feature-gates CSIVolumeGroupSnapshot=true), and
+ * claims) and group.c (group snapshots, gate CSIVolumeGroupSnapshot, on by default), and
  * opmetrics.c (upstream's operation_total_seconds, fed by controller.c and group.c).
  * struct sctrl owns its informers and queues; the group ones are NULL without the gate.
  */

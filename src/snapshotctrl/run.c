@@ -1,6 +1,7 @@
 /*
  * snapshot-controller on the shared sidecar runtime (src/sidecar) with no CSI driver: its
- * flags (upstream's names and defaults), the CRD check of --retry-crd-interval-max, and the
+ * flags (upstream's names and defaults), the CRD checks of --retry-crd-interval-max (the
+ * snapshot kinds or exit 1; the group kinds or group snapshots off for the run), and the
  * setup that builds the controller, which the sidecar then starts once leading, stops and
  * frees. Lease "snapshot-controller-leader".
  */
@@ -24,19 +25,18 @@ void sctrl_register_flags(struct flagset *fs, struct sctrl_config *c)
 	c->sc.metrics_address = "";
 	c->sc.max_grpc_log_length = -1;
 	kube_options_register(fs, &c->sc.kube);
-	flags_deprecate(fs, "resync", "use --resync-period");
-	flags_hide(fs, "resync");
+	flags_remove(fs, "resync"); /* upstream has --resync-period only */
 	flags_string(fs, "http-endpoint", &c->sc.http_endpoint, "",
 		     "Address of the diagnostics HTTP server (metrics, /healthz/leader-election), e.g. :8080; empty disables it.");
 	flags_string(fs, "metrics-path", &c->sc.metrics_path, "/metrics",
 		     "HTTP path of the Prometheus metrics.");
 	flags_gates(fs, "feature-gates", &c->sc.feature_gates,
-		  "Feature gates as key=value pairs; CSIVolumeGroupSnapshot=true serves "
-		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1).");
+		  "Feature gates as key=value pairs; CSIVolumeGroupSnapshot (GA, on by default) serves "
+		  "VolumeGroupSnapshots (groupsnapshot.storage.k8s.io/v1) when their CRDs exist.");
 	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
 		       "How often every cached object is processed again.");
 	flags_int(fs, "worker-threads", &c->worker_threads, 10,
-		  "Workers per queue (snapshots, contents, claims); must be positive.");
+		  "Workers per queue (snapshots, contents, claims); 0 or less starts none, as upstream, and nothing is processed.");
 	flags_duration(fs, "retry-crd-interval-max", &c->retry_crd_max_ns, 30 * NSEC_PER_SEC,
 		       "How long to wait at start-up for the snapshot CRDs to be served before exiting.");
 	flags_bool(fs, "enable-distributed-snapshotting", &c->distributed, false,
@@ -54,13 +54,14 @@ static void lease_name(const char *driver, char *buf, size_t len)
 	snprintf(buf, len, "%s", SCTRL_LEASE);
 }
 
-/* upstream's ensureCustomResourceDefinitionsExist: LIST limit=1 of the three kinds, backing off
- * from 100 ms by 1.5x, for at most --retry-crd-interval-max (at least 1 s). */
-static int crds_served(struct kube_client *kc, int64_t max_ns, char *err, size_t errlen)
+/*
+ * upstream's waitForCRDCondition: LIST limit=1 of each kind in turn, backing off from 100 ms by
+ * 1.5x until all answer, for at most --retry-crd-interval-max (at least 1 s). 0, or -1 when
+ * the time ran out (upstream's error then is its context's: "context deadline exceeded").
+ */
+static int crds_served(struct kube_client *kc, const struct kube_resource *const *rs, size_t n,
+		       int64_t max_ns)
 {
-	const struct kube_resource *rs[] = { &KUBE_RES_VOLUMESNAPSHOTS,
-					     &KUBE_RES_VOLUMESNAPSHOTCLASSES,
-					     &KUBE_RES_VOLUMESNAPSHOTCONTENTS };
 	int64_t deadline = mono_now_ns() + (max_ns > NSEC_PER_SEC ? max_ns : NSEC_PER_SEC);
 	int64_t delay = 100 * NSEC_PER_MSEC;
 	struct kube_list_opts lo = { .limit = 1 };
@@ -68,7 +69,7 @@ static int crds_served(struct kube_client *kc, int64_t max_ns, char *err, size_t
 
 	for (;;) {
 		size_t ok = 0;
-		for (; ok < 3; ok++) {
+		for (; ok < n; ok++) {
 			json_t *l = kube_list(kc, rs[ok], NULL, &lo, &e);
 			if (!l) {
 				KLOG_E("Failed to list v1 %s with error=%s", rs[ok]->resource, e.message);
@@ -76,16 +77,43 @@ static int crds_served(struct kube_client *kc, int64_t max_ns, char *err, size_t
 			}
 			json_decref(l);
 		}
-		if (ok == 3)
+		if (ok == n)
 			return 0;
-		if (mono_now_ns() + delay > deadline) {
-			snprintf(err, errlen, "Exiting due to failure to ensure CRDs exist during startup: "
-				 "timed out waiting for the condition");
+		if (mono_now_ns() + delay > deadline)
 			return -1;
-		}
 		sleep_ns(delay);
 		delay = delay * 3 / 2;
 	}
+}
+
+static const struct kube_resource *const snapshot_kinds[] = {
+	&KUBE_RES_VOLUMESNAPSHOTS, &KUBE_RES_VOLUMESNAPSHOTCLASSES, &KUBE_RES_VOLUMESNAPSHOTCONTENTS
+};
+static const struct kube_resource *const group_kinds[] = {
+	&KUBE_RES_VOLUMEGROUPSNAPSHOTS, &KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES,
+	&KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS
+};
+
+/*
+ * v8.7's start-up: the snapshot kinds must be served (else exit 1); with the group gate on
+ * (its default), group kinds that are not served within the same wait turn group snapshots
+ * off for this run with a warning rather than stopping the controller.
+ */
+static int check_crds(struct kube_client *kc, int64_t max_ns, bool *groups, char *err,
+		      size_t errlen)
+{
+	if (crds_served(kc, snapshot_kinds, 3, max_ns)) {
+		snprintf(err, errlen, "Exiting due to failure to ensure CRDs exist during startup: "
+			 "context deadline exceeded");
+		return -1;
+	}
+	if (*groups && crds_served(kc, group_kinds, 3, max_ns)) {
+		KLOG_W("VolumeGroupSnapshot CRDs were not found; disabling the VolumeGroupSnapshot "
+		       "feature for this run. Install the VolumeGroupSnapshot CRDs to use this "
+		       "feature: context deadline exceeded");
+		*groups = false;
+	}
+	return 0;
 }
 
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
@@ -100,10 +128,9 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	bool groups = feature_gate_enabled(&cfg->sc.feature_gates, snap_feature_gates,
 					   snap_feature_gates_len, SNAP_GATE_GROUPS);
 
-	o.groups = groups;
-
-	if (crds_served(sc->kc, cfg->retry_crd_max_ns, err, errlen))
+	if (check_crds(sc->kc, cfg->retry_crd_max_ns, &groups, err, errlen))
 		return -1;
+	o.groups = groups;
 	KLOG_V(2, "Start NewCSISnapshotController with kubeconfig [%s] resyncPeriod [%lldms]",
 	       cfg->sc.kube.kubeconfig, (long long)(cfg->resync_period_ns / NSEC_PER_MSEC));
 	o.recorder = sidecar_recorder(sc, "snapshot-controller");
@@ -129,9 +156,8 @@ int sctrl_run(const struct sctrl_config *cfg)
 		KLOG_ERR(err, "Error while parsing feature gates");
 		return SIDECAR_EXIT_FATAL;
 	}
-	if (cfg->worker_threads <= 0) {
-		KLOG_E("option -worker-threads must be greater than zero");
-		return 1;
-	}
+	if (cfg->worker_threads <= 0)
+		KLOG_W("--worker-threads=%d: no worker is started, so no object is processed",
+		       cfg->worker_threads);
 	return sidecar_run(&cfg->sc, &ops);
 }

@@ -4,9 +4,10 @@
  *
  * Files: run.c (flags, start-up on the shared sidecar runtime with no CSI driver: the sidecar's
  * dummy_driver, lease "snapshot-controller-leader"), controller.c (informers, queues, and the
- * I/O of each sync; every rule it follows is a function of src/snapshots), group.c (with
- * --feature-gates CSIVolumeGroupSnapshot=true: VolumeGroupSnapshots, their content and member
- * snapshots; internal.h is what the two sync files share, cache.c their cache reads).
+ * I/O of each sync; every rule it follows is a function of src/snapshots), group.c (with the
+ * gate CSIVolumeGroupSnapshot, on by default, and the group kinds served: VolumeGroupSnapshots,
+ * their content and member snapshots; internal.h is what the two sync files share, cache.c
+ * their cache reads).
  *
  * Informers on VolumeSnapshots, VolumeSnapshotContents, VolumeSnapshotClasses, claims and
  * volumes keep compact records; handlers only queue keys: snapshots ("ns/name"), contents
@@ -45,7 +46,7 @@ struct sctrl_opts {
 	int64_t resync_ns, retry_start_ns, retry_max_ns;
 	bool prevent_mode_conversion;
 	bool distributed;
-	bool groups;     /* --feature-gates CSIVolumeGroupSnapshot=true: serve group snapshots */
+	bool groups;     /* gate CSIVolumeGroupSnapshot and the group kinds served: serve group snapshots */
 	struct kube_recorder *recorder;
 };
 

@@ -239,7 +239,7 @@ bool snap_csi_final(int code)
 }
 
 const struct feature_gate snap_feature_gates[] = {
-	{ SNAP_GATE_GROUPS, false, FG_BETA, false },
+	{ SNAP_GATE_GROUPS, true, FG_GA, false }, /* v8.7: GA, on by default, may be set false */
 	{ "ReleaseLeaderElectionOnExit", false, FG_ALPHA, false },
 };
 const size_t snap_feature_gates_len = sizeof(snap_feature_gates) / sizeof(snap_feature_gates[0]);

@@ -17,13 +17,14 @@
  *     Records of the three kinds live in kube/objects.h (struct kube_vs, kube_vsc, kube_vsclass).
  *
  * Each controller does one step per sync and lets the informer's echo of its write drive the
- * next, so a crash between two steps leaves a state these rules continue from: the content's
- * name is fixed by the snapshot's uid, the driver's snapshot name by the same uid, and
- * CreateSnapshot is idempotent by name.
+ * next (csi-snapshotter follows only the echoes that change its next step: updates.c), so a
+ * crash between two steps leaves a state these rules continue from: the content's name is
+ * fixed by the snapshot's uid, the driver's snapshot name by the same uid, and CreateSnapshot
+ * is idempotent by name.
  *
- * Group snapshots (groupsnapshot.storage.k8s.io v1, as external-snapshotter v8.6 reads and writes them):
- * group.c holds their rules. A VolumeGroupSnapshot selecting claims gets the content
- * "groupsnapcontent-<uid>" with the claims' volume handles; csi-snapshotter calls
+ * Group snapshots (groupsnapshot.storage.k8s.io v1, as external-snapshotter v8.6 and v8.7 read
+ * and write them): group.c holds their rules. A VolumeGroupSnapshot selecting claims gets the
+ * content "groupsnapcontent-<uid>" with the claims' volume handles; csi-snapshotter calls
  * CreateVolumeGroupSnapshot and writes the members into the content's
  * status.volumeSnapshotInfoList; snapshot-controller then creates one VolumeSnapshot
  * "snapshot-<sha256(group uid + volume handle)>" and its pre-bound content
@@ -43,10 +44,10 @@
 #include "kube/events.h"
 #include "kube/objects.h"
 
-/* ---- feature gates (names.c): external-snapshotter v8.6's own, for both binaries ---- */
+/* ---- feature gates (names.c): external-snapshotter v8.7's own, for both binaries ---- */
 extern const struct feature_gate snap_feature_gates[];
 extern const size_t snap_feature_gates_len;
-#define SNAP_GATE_GROUPS "CSIVolumeGroupSnapshot" /* beta, default false */
+#define SNAP_GATE_GROUPS "CSIVolumeGroupSnapshot" /* GA in v8.7, default true */
 
 /* ---- names (upstream's, facts of the interface) ---- */
 #define SNAP_GROUP "snapshot.storage.k8s.io"
@@ -287,6 +288,17 @@ enum snap_group_sidecar_step {
 	SNAP_GSC_CLEAR_CREATING,   /* ready: drop a left-over volumegroupsnapshot-being-created */
 };
 enum snap_group_sidecar_step snap_plan_group_sidecar(const struct kube_vgsc *c);
+
+/*
+ * ---- csi-snapshotter: which informer updates of a content it syncs (updates.c) ----
+ * upstream's ShouldEnqueueContentChange and (v8.7) ShouldEnqueueGroupContentChange: a resync,
+ * a content turning ready, or a change of what someone else writes (spec, deletion, the
+ * controller's annotations, the node label); not the sidecar's own status, finalizer or
+ * being-created writes, so a content that is not ready keeps the queue's back-off. An update
+ * that changes the next step is synced too (kcsi makes one step per sync).
+ */
+bool snap_sidecar_update_wanted(const struct kube_vsc *old, const struct kube_vsc *new);
+bool snap_group_sidecar_update_wanted(const struct kube_vgsc *old, const struct kube_vgsc *new);
 
 /* ---- the writes both controllers make (io.c; the only file here that talks to the API) ---- */
 struct kube_client;

@@ -1,7 +1,8 @@
 /*
  * csi-snapshotter's I/O: the content and class informers, one served queue of content names,
  * and for each step snap_plan_sidecar() picks the CSI call and the content writes around it.
- * A content that is not ready yet is requeued with the queue's backoff, which is the polling.
+ * A content that is not ready yet is requeued with the queue's backoff, which is the polling;
+ * the echoes of the sidecar's own writes do not queue it sooner (snap_sidecar_update_wanted()).
  */
 #include "snapshotter/snapshotter.h"
 
@@ -29,6 +30,13 @@ static const char *driver_of(const struct kube_obj *o)
 	const struct kube_vsc *c = kube_vsc_of(o);
 
 	return c ? c->driver : NULL;
+}
+
+static bool wanted(const struct kube_obj *old, const struct kube_obj *o)
+{
+	const struct kube_vsc *a = kube_vsc_of(old), *b = kube_vsc_of(o);
+
+	return !a || !b || snap_sidecar_update_wanted(a, b);
 }
 
 /* ---- content status writes ---- */
@@ -393,7 +401,7 @@ struct snapper *snapper_new(struct kube_client *kc, const struct snapper_opts *o
 	s->vsc_inf = kube_informer_new(kc, &vo);
 	s->class_inf = kube_informer_new(kc, &co);
 	s->q = kube_workqueue_new("csi-snapshotter-content", o->retry_start_ns, o->retry_max_ns);
-	s->watch = (struct snapper_watch){ s, s->q, driver_of };
+	s->watch = (struct snapper_watch){ s, s->q, driver_of, wanted };
 	snapper_watch(&s->watch, s->vsc_inf);
 	if (o->groups)
 		snapper_group_new(s);
@@ -416,7 +424,9 @@ int snapper_start(struct snapper *s, char *err, size_t errlen)
 	malloc_trim(0);
 	struct kube_serve serve[] = { { s->q, s->o.workers, work, s },
 				      { s->gq, s->o.workers, snapper_group_work, s } };
-	if (kube_workqueue_serve(serve, s->gq ? 2 : 1, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+	/* --worker-threads 0 (or less) serves no queue: upstream's loop then starts no worker. */
+	if (s->o.workers > 0 &&
+	    kube_workqueue_serve(serve, s->gq ? 2 : 1, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
 		snprintf(err, errlen, "%s (-worker-threads=%d)", why, s->o.workers);
 		snapper_stop(s);
 		return -1;

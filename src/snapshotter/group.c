@@ -26,6 +26,13 @@ static const char *driver_of(const struct kube_obj *o)
 	return c ? c->driver : NULL;
 }
 
+static bool wanted(const struct kube_obj *old, const struct kube_obj *o)
+{
+	const struct kube_vgsc *a = kube_vgsc_of(old), *b = kube_vgsc_of(o);
+
+	return !a || !b || snap_group_sidecar_update_wanted(a, b);
+}
+
 void snapper_group_new(struct snapper *s)
 {
 	struct kube_informer_opts vo = { .kind = &KUBE_KIND_VOLUMEGROUPSNAPSHOTCONTENT,
@@ -37,7 +44,7 @@ void snapper_group_new(struct snapper *s)
 	s->vgsclass_inf = kube_informer_new(s->kc, &co);
 	s->gq = kube_workqueue_new("csi-snapshotter-groupsnapshotcontent", s->o.retry_start_ns,
 				   s->o.retry_max_ns);
-	s->gwatch = (struct snapper_watch){ s, s->gq, driver_of };
+	s->gwatch = (struct snapper_watch){ s, s->gq, driver_of, wanted };
 	snapper_watch(&s->gwatch, s->vgsc_inf);
 }
 
@@ -65,9 +72,14 @@ static int write_status(struct snapper *s, const struct kube_vgsc *c,
 						      (json_int_t)snap_csi_time_ns(m->creation_time)));
 	}
 	snap_time_text(snap_csi_time_ns(g->creation_time), t, sizeof(t));
-	json_t *st = json_pack("{s:s,s:s,s:b,s:o,s:n}", "volumeGroupSnapshotHandle",
+	json_t *st = json_pack("{s:s,s:s,s:b,s:n}", "volumeGroupSnapshotHandle",
 			       g->group_snapshot_id, "creationTime", c->creation_time ? c->creation_time : t,
-			       "readyToUse", g->ready_to_use, "volumeSnapshotInfoList", list, "error");
+			       "readyToUse", g->ready_to_use, "error");
+	/* v8.7 writes the list only when the driver named members (no empty list) */
+	if (json_array_size(list))
+		json_object_set_new(st, "volumeSnapshotInfoList", list);
+	else
+		json_decref(list);
 	return snapper_patch_status(s, &c->meta, st, "group snapshot content");
 }
 

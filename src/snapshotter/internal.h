@@ -16,11 +16,13 @@
 
 struct snapper;
 
-/* An informer's handlers: the name of each object of our driver into q (shared.c). */
+/* An informer's handlers: the name of each object of our driver into q, on an update only when
+ * wanted() says it is worth a sync (shared.c). */
 struct snapper_watch {
 	struct snapper *s;
 	struct kube_workqueue *q;
 	const char *(*driver_of)(const struct kube_obj *o); /* NULL: not of the watched kind */
+	bool (*wanted)(const struct kube_obj *old, const struct kube_obj *o);
 };
 
 struct snapper {

@@ -1,6 +1,7 @@
 /*
  * csi-snapshotter on the shared sidecar runtime (src/sidecar): its flags (upstream's names and
- * defaults), the checks upstream's main makes after discovery, and the setup that builds the
+ * defaults), the checks upstream's main makes after discovery (v8.7: group snapshots on unless
+ * the gate is off or their CRDs are missing), and the setup that builds the
  * controller, which the sidecar then starts once leading, stops and frees.
  */
 #include "snapshotter/snapshotter.h"
@@ -19,18 +20,17 @@ void snapper_register_flags(struct flagset *fs, struct snapper_config *c)
 {
 	sidecar_register_flags(fs, &c->sc);
 	flags_set_default(fs, "timeout", "1m0s"); /* upstream's csi-snapshotter waits longer */
-	flags_deprecate(fs, "resync", "use --resync-period");
-	flags_hide(fs, "resync");
+	flags_remove(fs, "resync"); /* upstream has --resync-period only */
 	flags_duration(fs, "resync-period", &c->resync_period_ns, 15 * NSEC_PER_MIN,
 		       "How often every cached object is processed again.");
 	flags_int(fs, "worker-threads", &c->worker_threads, 10,
-		  "Workers taking VolumeSnapshotContents; must be positive.");
+		  "Workers taking VolumeSnapshotContents (and, with groups, VolumeGroupSnapshotContents); 0 or less starts none, as upstream, and nothing is processed.");
 	flags_string(fs, "snapshot-name-prefix", &c->name_prefix, "snapshot",
 		     "Prefix of the snapshot names sent to CreateSnapshot (\"<prefix>-<snapshot uid>\").");
 	flags_int(fs, "snapshot-name-uuid-length", &c->uuid_length, -1,
 		  "Cut the uid in snapshot names to this many characters, dashes removed; -1 keeps it whole.");
 	flags_string(fs, "groupsnapshot-name-prefix", &c->group_prefix, "groupsnapshot",
-		     "Prefix of the driver's group snapshot names (with --feature-gates CSIVolumeGroupSnapshot=true).");
+		     "Prefix of the driver's group snapshot names (\"<prefix>-<group snapshot uid>\"); empty: exit 1 when group snapshots are on.");
 	flags_int(fs, "groupsnapshot-name-uuid-length", &c->group_uuid_length, -1,
 		  "Length of the group snapshot's uid (dashes removed) in the driver's group snapshot names; -1 keeps the whole uid.");
 	flags_bool(fs, "extra-create-metadata", &c->extra_create_metadata, false,
@@ -49,26 +49,76 @@ static void lease_name(const char *driver, char *buf, size_t len)
 	kube_leader_lease_name("external-snapshotter-leader", driver, buf, len);
 }
 
-/* GroupControllerGetCapabilities lists CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT. */
-static bool group_capable(struct sidecar *sc, int64_t timeout_ns)
+/* GroupControllerGetCapabilities lists CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT: 1 yes, 0 no, -1
+ * the call failed (logged). */
+static int group_capable(struct sidecar *sc, int64_t timeout_ns)
 {
 	Csi__V1__GroupControllerGetCapabilitiesRequest req =
 		CSI__V1__GROUP_CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__GroupControllerGetCapabilitiesResponse *resp = NULL;
 	struct csi_status st = { 0 };
-	bool yes = false;
+	int yes = 0;
 
 	if (csi_group_controller_get_capabilities(sc->csi, &req, &resp, timeout_ns, &st) != 0) {
 		KLOG_ERR(st.message, "error determining if driver supports create/delete group snapshot operations");
-		return false;
+		return -1;
 	}
 	for (size_t i = 0; i < resp->n_capabilities; i++)
 		if (resp->capabilities[i]->rpc &&
 		    resp->capabilities[i]->rpc->type ==
 			    CSI__V1__GROUP_CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)
-			yes = true;
+			yes = 1;
 	csi_msg_free(resp);
 	return yes;
+}
+
+/*
+ * v8.7's check that the two group kinds this sidecar reads are served: one LIST limit=1 of
+ * each. Missing (a cluster without the group CRDs, which a driver's vendor does not control)
+ * turns group snapshots off for this run with upstream's warning.
+ */
+static bool group_crds_served(struct kube_client *kc)
+{
+	const struct kube_resource *rs[] = { &KUBE_RES_VOLUMEGROUPSNAPSHOTCONTENTS,
+					     &KUBE_RES_VOLUMEGROUPSNAPSHOTCLASSES };
+	struct kube_list_opts lo = { .limit = 1 };
+	struct kube_err e;
+
+	for (size_t i = 0; i < 2; i++) {
+		json_t *l = kube_list(kc, rs[i], NULL, &lo, &e);
+		if (!l) {
+			KLOG_W("VolumeGroupSnapshot CRDs were not found; disabling the "
+			       "VolumeGroupSnapshot feature for this run. Install the "
+			       "VolumeGroupSnapshot CRDs to use this feature: %s", e.message);
+			return false;
+		}
+		json_decref(l);
+	}
+	return true;
+}
+
+/*
+ * Group snapshots as v8.7 decides them: the gate (on by default) and the CRDs. A driver without
+ * the GroupController capability gets a warning but the group contents of its name are still
+ * worked on, so such a content shows the driver's refusal in its status, as upstream's does.
+ * -1 with err: the group name prefix is empty (exit 1).
+ */
+static int groups_on(const struct snapper_config *cfg, struct sidecar *sc, bool *on, char *err,
+		     size_t errlen)
+{
+	*on = feature_gate_enabled(&cfg->sc.feature_gates, snap_feature_gates,
+				   snap_feature_gates_len, SNAP_GATE_GROUPS) &&
+	      group_crds_served(sc->kc);
+	if (!*on)
+		return 0;
+	if (group_capable(sc, cfg->sc.timeout_ns) == 0)
+		KLOG_W("CSI driver %s does not support GroupControllerCreateVolumeGroupSnapshot when "
+		       "the --feature-gates=CSIVolumeGroupSnapshot=true flag is set", sc->driver);
+	if (!*cfg->group_prefix) {
+		snprintf(err, errlen, "group snapshot name prefix cannot be of length 0");
+		return -1;
+	}
+	return 0;
 }
 
 static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
@@ -90,13 +140,8 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 		.node = cfg->node_deployment ? getenv("NODE_NAME") : NULL,
 		.group_prefix = cfg->group_prefix, .group_uuid_length = cfg->group_uuid_length,
 	};
-	bool groups = feature_gate_enabled(&cfg->sc.feature_gates, snap_feature_gates,
-					   snap_feature_gates_len, SNAP_GATE_GROUPS);
-	if (groups) {
-		o.groups = group_capable(sc, cfg->sc.timeout_ns);
-		if (!o.groups)
-			KLOG_W("CSI driver %s does not support group snapshot creation", sc->driver);
-	}
+	if (groups_on(cfg, sc, &o.groups, err, errlen))
+		return -1;
 	KLOG_V(2, "Start NewCSISnapshotSideCarController with snapshotter [%s] csiAddress [%s] "
 		  "snapshotNamePrefix [%s] snapshotNameUUIDLength [%d]", sc->driver,
 	       cfg->sc.csi_address, cfg->name_prefix, cfg->uuid_length);
@@ -125,10 +170,9 @@ int snapper_run(const struct snapper_config *cfg)
 		KLOG_ERR(err, "Error while parsing feature gates");
 		return SIDECAR_EXIT_FATAL;
 	}
-	if (cfg->worker_threads <= 0) {
-		KLOG_E("option -worker-threads must be greater than zero");
-		return 1;
-	}
+	if (cfg->worker_threads <= 0)
+		KLOG_W("--worker-threads=%d: no worker is started, so no object is processed",
+		       cfg->worker_threads);
 	if (cfg->node_deployment && cfg->sc.kube.leader_election) {
 		KLOG_E("Leader election cannot happen when node-deployment is set to true");
 		return 1;

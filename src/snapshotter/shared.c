@@ -30,8 +30,10 @@ static void on_add(const struct kube_obj *o, void *ud)
 
 static void on_update(const struct kube_obj *old, const struct kube_obj *o, void *ud)
 {
-	(void)old;
-	changed(ud, o);
+	struct snapper_watch *w = ud;
+
+	if (w->wanted(old, o))
+		changed(w, o);
 }
 
 void snapper_watch(struct snapper_watch *w, struct kube_informer *inf)

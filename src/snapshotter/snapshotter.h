@@ -6,9 +6,9 @@
  * lease "external-snapshotter-leader-<driver>"), controller.c (informers on the driver's
  * VolumeSnapshotContents and on VolumeSnapshotClasses, one served queue of content names, and
  * the CSI calls and content writes of one sync; the step is snap_plan_sidecar()'s), group.c
- * (with --feature-gates CSIVolumeGroupSnapshot=true and the driver's GroupController
- * capability: VolumeGroupSnapshotContents, CreateVolumeGroupSnapshot and
- * DeleteVolumeGroupSnapshot; the step is snap_plan_group_sidecar()'s), shared.c (the shape
+ * (gate CSIVolumeGroupSnapshot, on by default, and the group kinds served:
+ * VolumeGroupSnapshotContents, CreateVolumeGroupSnapshot and DeleteVolumeGroupSnapshot; the
+ * step is snap_plan_group_sidecar()'s), shared.c (the shape
  * both paths have, once: the watch of our driver's contents, the create parameters, the status
  * write, the deletion with its secret and the status cleared, a patch's result).
  *
@@ -57,8 +57,8 @@ struct snapper_opts {
 	int uuid_length;
 	bool extra_create_metadata;
 	const char *node;           /* --node-deployment: this node's name, else NULL */
-	bool groups;                /* --feature-gates CSIVolumeGroupSnapshot=true and the driver's
-				     * CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT */
+	bool groups;                /* gate CSIVolumeGroupSnapshot (on by default) and the group
+				     * kinds served */
 	const char *group_prefix;
 	int group_uuid_length;
 	struct kube_recorder *recorder;

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/xalloc.h"
@@ -82,7 +83,13 @@ static int unmount_below(const char *dir)
 	return failed;
 }
 
-static int detach_loops_below(const char *dir)
+enum loops_do { LOOPS_COUNT, LOOPS_DETACH, LOOPS_NAME };
+
+/*
+ * Counts, detaches or names (on stderr) the loop devices whose backing file is below dir.
+ * Returns how many there are, or how many could not be detached.
+ */
+static int loops_below(const char *dir, enum loops_do what)
 {
 	DIR *d = opendir("/sys/block");
 	if (!d)
@@ -102,6 +109,13 @@ static int detach_loops_below(const char *dir)
 		if (!ours)
 			continue;
 		snprintf(path, sizeof(path), "/dev/%s", e->d_name);
+		if (what != LOOPS_DETACH) {
+			if (what == LOOPS_NAME)
+				fprintf(stderr, "kcsi up: %s is still attached to %s (in use)\n", path,
+					strtok(backing, "\n"));
+			failed++;
+			continue;
+		}
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0 || ioctl(fd, LOOP_CLR_FD, 0)) {
 			fprintf(stderr, "kcsi up: cannot detach %s: %s\n", path, strerror(errno));
@@ -112,6 +126,20 @@ static int detach_loops_below(const char *dir)
 	}
 	closedir(d);
 	return failed;
+}
+
+/*
+ * LOOP_CLR_FD on a device still in use (a lazily unmounted file system, an open file) only
+ * marks it to go when the last user closes it: wait up to 2 s for that, then name what stays.
+ */
+static int detach_loops_below(const char *dir)
+{
+	loops_below(dir, LOOPS_DETACH); /* what fails to detach is still there below */
+	for (int i = 0; i < 20 && loops_below(dir, LOOPS_COUNT); i++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return loops_below(dir, LOOPS_NAME);
 }
 
 int up_cleanup_dir(const char *dir)

@@ -45,6 +45,7 @@
 #include "kube/leader.h"
 #include "up/crds.h"
 #include "up/fleet.h"
+#include "up/precheck.h"
 #include "up/proc.h"
 #include "up/up_internal.h"
 
@@ -215,6 +216,8 @@ static struct up_proc *start_driver(struct up *u, const char *name, const char *
 
 /* ---- waiting ---- */
 
+static void print_status(struct up *u);
+
 /*
  * Sleeps one tick while watching for a stop signal and for children that exit (restarted, or
  * given up: proc.h). Returns -1 on a stop signal or when a core component was given up.
@@ -226,6 +229,11 @@ static int tick(struct up *u)
 	if (sig == SIGINT || sig == SIGTERM) {
 		stop_signal = sig;
 		return -1;
+	}
+	if (sig == SIGUSR1) { /* kill -USR1: the status table again, with today's PIDs */
+		print_status(u);
+		printf("export KUBECONFIG=%s\n", u->kubeconfig);
+		fflush(stdout);
 	}
 	return up_procs_reap(&u->procs) < 0 ? -1 : 0;
 }
@@ -357,10 +365,15 @@ static int port_arg(char *arg)
 		add_probe(u, p_, port_, path);                                                   \
 	} while (0)
 
-/* Group snapshots are behind upstream's gate; the local stack turns it on where the API has them. */
+/*
+ * Group snapshots are on by default (external-snapshotter v8.7: the gate is GA). Without the
+ * group API the gate is turned off, rather than left to the components' own check, which in
+ * snapshot-controller waits --retry-crd-interval-max (30 s) for the kinds before going on.
+ * An empty --feature-gates changes nothing.
+ */
 static const char *group_gate(const struct up *u)
 {
-	return u->no_group_api ? "CSIVolumeGroupSnapshot=false" : "CSIVolumeGroupSnapshot=true";
+	return u->no_group_api ? "CSIVolumeGroupSnapshot=false" : "";
 }
 
 /*
@@ -786,6 +799,7 @@ int up_run(const struct up_config *cfg)
 	sigemptyset(&u->sigs);
 	sigaddset(&u->sigs, SIGINT);
 	sigaddset(&u->sigs, SIGTERM);
+	sigaddset(&u->sigs, SIGUSR1);
 	/*
 	 * An ignored signal is discarded, never pending, so sigtimedwait() would not see it: a
 	 * script that starts `kcsi up &` hands it SIGINT ignored. Ctrl-C must still stop the stack.
@@ -796,10 +810,12 @@ int up_run(const struct up_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	u->procs.limit = cfg->restart_limit;
 
-	if (open_work_dir(u)) {
+	if (up_precheck(cfg->dir, u->external ? NULL : cfg->listen, cfg->driver_cmd) ||
+	    open_work_dir(u)) {
 		free(u);
 		return 1;
 	}
+	up_warn_leftovers(u->dir);
 	if (cfg->bin_dir && *cfg->bin_dir) {
 		pathf(u->bin, sizeof(u->bin), "%s", cfg->bin_dir);
 	} else {
@@ -829,11 +845,12 @@ int up_run(const struct up_config *cfg)
 		int given_up = 0;
 		for (int i = 0; i < u->procs.n; i++)
 			given_up += u->procs.p[i].given_up;
-		printf("kcsi up: ready in %.2f s: %d node%s, driver %s%s\n"
+		printf("kcsi up: ready in %.2f s: %d node%s, driver %s%s (kill -USR1 %d prints this "
+		       "table again)\n"
 		       "export KUBECONFIG=%s\n",
 		       (double)(mono_now_ns() - u->t0) / 1e9, cfg->nodes, cfg->nodes == 1 ? "" : "s",
 		       u->driver_name, given_up ? " (without the components given up above)" : "",
-		       u->kubeconfig);
+		       (int)getpid(), u->kubeconfig);
 		fflush(stdout);
 		while (!tick(u))
 			after_apiserver_restart(u);
@@ -858,7 +875,8 @@ int up_run(const struct up_config *cfg)
 			left, u->dir);
 		code = 1;
 	}
-	if (u->temp_dir && !cfg->keep && !left) {
+	/* a failed run keeps its folder: its logs say why */
+	if (u->temp_dir && !cfg->keep && !left && !code) {
 		struct stat st;
 		if (stat(u->dir, &st) || up_remove_tree(u->dir, st.st_dev))
 			fprintf(stderr, "kcsi up: could not remove %s: %s\n", u->dir, strerror(errno));

@@ -29,6 +29,8 @@
  *   "group-<name>-<volume>" per source volume, which ListSnapshots shows with its group.
  *   --group-members-unready makes the group calls report each member not ready until a
  *   ListSnapshots by its ID has asked about it (a member still uploading, as a sidecar polls it).
+ *   --group-unready-calls N makes CreateVolumeGroupSnapshot answer a group not ready for its
+ *   first N calls (a group still being cut, which the sidecar asks about again with back-off).
  * GetMetadataAllocated (SnapshotMetadata, the one streaming RPC served) answers snapshot
  *   "ranges-N" with N ranges, for the streaming tests; GetSnapshot and GetMetadataDelta are not
  *   served (UNIMPLEMENTED).
@@ -68,6 +70,7 @@ struct snap {
 	char *id, *source;
 	char *group; /* "" unless a member of a group snapshot */
 	bool listed; /* a ListSnapshots by ID has named it (--group-members-unready) */
+	int creates; /* CreateVolumeGroupSnapshot calls that named its group (--group-unready-calls) */
 	int64_t bytes;
 	int64_t created;
 };
@@ -81,6 +84,7 @@ static const char *controller_caps;
 static bool no_controller_service, probe_not_ready, no_node_expand;
 static bool node_expansion_required;
 static bool adopt_volumes, group_members_unready;
+static int group_unready_calls;
 static const char *capacity_flag, *capacity_file, *max_volume_size_flag, *node_id, *zone;
 /* Calls seen per method, for --fail-count (guarded by lock). */
 static struct { char method[64]; long calls; } call_counts[64];
@@ -658,6 +662,12 @@ H(CreateVolumeGroupSnapshot)
 		}
 		r->group_snapshot = group_msg(a, gid);
 	}
+	int creates = 0;
+	for (struct snap *s = snaps; s; s = s->next)
+		if (!strcmp(s->group, gid))
+			creates = ++s->creates;
+	if (creates <= group_unready_calls)
+		r->group_snapshot->ready_to_use = 0;
 	pthread_mutex_unlock(&lock);
 	return 0;
 }
@@ -790,6 +800,8 @@ int main(int argc, char **argv)
 		   "ControllerExpandVolume's node_expansion_required");
 	flags_bool(fs, "group-members-unready", &group_members_unready, false,
 		   "group calls report a member not ready until ListSnapshots asked about it");
+	flags_int(fs, "group-unready-calls", &group_unready_calls, 0,
+		  "CreateVolumeGroupSnapshot answers a group not ready for its first N calls");
 	flags_bool(fs, "adopt-volumes", &adopt_volumes, false,
 		   "ControllerPublishVolume takes an unknown volume ID as an existing 1 GiB volume");
 	flags_string(fs, "node-id", &node_id, "test-node", "NodeGetInfo's node_id");

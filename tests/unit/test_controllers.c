@@ -904,13 +904,11 @@ static void test_vs_limits(void)
 }
 
 /*
- * FailedScheduling's message, kube-scheduler v1.36's FitError: each case is the nodes' verdicts
+ * FailedScheduling's message, kube-scheduler v1.37's FitError: each case is the nodes' verdicts
  * ("U:" refused for good, UnschedulableAndUnresolvable; "R:" refused as Unschedulable, where
  * upstream would look for pods to evict; reasons of one node separated by "|"), or a prefilter
  * message, and the message the pod gets.
  */
-/* DynamicResources' PostFilter verdict for a pod without resource claims, before preemption's. */
-#define NC "no new claims to deallocate, "
 
 struct fit_case {
 	const char *what;
@@ -933,38 +931,38 @@ static const struct fit_case fit_cases[] = {
 	{ "taints and a selector, counted and sorted", 3,
 	  { "U:" VS_REASON_TAINT, "U:" VS_REASON_SELECTOR, "U:" VS_REASON_TAINT }, NULL, false,
 	  "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had "
-	  "untolerated taint(s). " NC "preemption: 0/3 nodes are available: 3 Preemption is not "
+	  "untolerated taint(s). " "preemption: 0/3 nodes are available: 3 Preemption is not "
 	  "helpful for scheduling." },
 	{ "a volume's node affinity", 2, { "U:" VS_REASON_NODE_CONFLICT, "U:" VS_REASON_NODE_CONFLICT },
 	  NULL, false,
-	  "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity. " NC
+	  "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity. "
 	  "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling." },
 	{ "attach limits: preemption could help, but there is nobody to evict", 2,
 	  { "R:" VS_REASON_MAX_VOLUMES, "R:" VS_REASON_MAX_VOLUMES }, NULL, false,
-	  "0/2 nodes are available: 2 node(s) exceed max volume count. " NC "preemption: 0/2 nodes "
+	  "0/2 nodes are available: 2 node(s) exceed max volume count. " "preemption: 0/2 nodes "
 	  "are available: 2 No preemption victims found for incoming pod." },
 	{ "both kinds of node", 3, { "R:" VS_REASON_MAX_VOLUMES, "U:" VS_REASON_TAINT, "R:" VS_REASON_TOO_MANY_PODS },
 	  NULL, false,
 	  "0/3 nodes are available: 1 Too many pods, 1 node(s) exceed max volume count, 1 node(s) had "
-	  "untolerated taint(s). " NC "preemption: 0/3 nodes are available: 1 Preemption is not "
+	  "untolerated taint(s). " "preemption: 0/3 nodes are available: 1 Preemption is not "
 	  "helpful for scheduling, 2 No preemption victims found for incoming pod." },
 	{ "ReadWriteOncePod in use", 2, { "R:" VS_REASON_RWOP_CONFLICT, "R:" VS_REASON_RWOP_CONFLICT },
 	  NULL, false,
 	  "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with "
-	  "ReadWriteOncePod access mode already in-use by another pod. " NC "preemption: 0/2 nodes "
+	  "ReadWriteOncePod access mode already in-use by another pod. " "preemption: 0/2 nodes "
 	  "are available: 2 No preemption victims found for incoming pod." },
 	{ "VolumeBinding's reasons of one node each counted", 2,
 	  { "U:" VS_REASON_NODE_CONFLICT "|" VS_REASON_BIND_CONFLICT, "U:" VS_REASON_BIND_CONFLICT },
 	  NULL, false,
 	  "0/2 nodes are available: 1 node(s) didn't match PersistentVolume's node affinity, 2 node(s) "
-	  "didn't find available persistent volumes to bind. " NC "preemption: 0/2 nodes are "
+	  "didn't find available persistent volumes to bind. " "preemption: 0/2 nodes are "
 	  "available: 2 Preemption is not helpful for scheduling." },
 	{ "ten nodes sort before two, as Go sorts strings", 12,
 	  { "U:" VS_REASON_TAINT "*10", "U:" VS_REASON_UNSCHEDULABLE "*2" }, NULL, false,
 	  "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 node(s) were unschedulable. "
-	  NC "preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling." },
+	  "preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling." },
 	{ "preemptionPolicy Never", 1, { "U:" VS_REASON_TAINT }, NULL, true,
-	  "0/1 nodes are available: 1 node(s) had untolerated taint(s). " NC "preemption: not "
+	  "0/1 nodes are available: 1 node(s) had untolerated taint(s). " "preemption: not "
 	  "eligible due to preemptionPolicy=Never." },
 	{ "no nodes at all", 0, { NULL }, "persistentvolumeclaim \"ghost\" not found", false,
 	  "no nodes available to schedule pods" },
@@ -1220,7 +1218,7 @@ static void test_vs_rwop(void)
 	vs_reasons_node(&r, &v);
 	vs_fit_message(&r, 2, NULL, false, msg, sizeof(msg));
 	CHECK_STR(msg, "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim "
-		       "with ReadWriteOncePod access mode already in-use by another pod. " NC
+		       "with ReadWriteOncePod access mode already in-use by another pod. "
 		       "preemption: 0/2 nodes are available: 2 No preemption victims found for "
 		       "incoming pod.");
 }

@@ -1,7 +1,8 @@
 /*
  * Unit tests for emu_store: the global resourceVersion, key order, the event ring and its
  * history_start (what decides 410 Expired), and the state file: round trip, its log (a kill
- * loses no commit, the resourceVersion resumes, a torn last line is dropped) and its lock.
+ * loses no commit, the resourceVersion resumes, a torn last line is dropped) and its lock;
+ * --runtime-config: what stops being served, and what is refused.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "check.h"
 #include "emulator/emu_state.h"
 #include "emulator/emu_store.h"
@@ -234,6 +236,76 @@ static void test_state_lock(void)
 	CHECK_INT(system(rm), 0);
 }
 
+/* --runtime-config as a table: the entries, then what is served at the end (or the error). */
+static void test_runtime_config(void)
+{
+	static const struct {
+		const char *what;
+		struct flag_kv kv[2];
+		size_t n;
+		const char *err; /* substring of the refusal; NULL: accepted */
+		bool vac, sc, vgs_v1, vgs_v1beta2, leases;
+	} t[] = {
+		{ "nothing given: all served", { { 0 } }, 0, NULL, true, true, true, true, true },
+		{ "one resource off: VolumeAttributesClass only",
+		  { { "storage.k8s.io/v1/volumeattributesclasses", "false" } }, 1, NULL,
+		  false, true, true, true, true },
+		{ "=true (Go's bool spellings) changes nothing",
+		  { { "storage.k8s.io/v1/volumeattributesclasses", "T" } }, 1, NULL,
+		  true, true, true, true, true },
+		{ "a whole group version off",
+		  { { "coordination.k8s.io/v1", "0" } }, 1, NULL, true, true, true, true, false },
+		{ "v1 of a kind also served at v1beta2: v1 goes, v1beta2 stays",
+		  { { "groupsnapshot.storage.k8s.io/v1", "false" } }, 1, NULL,
+		  true, true, false, true, true },
+		{ "its storage version cannot go while v1 is served",
+		  { { "groupsnapshot.storage.k8s.io/v1beta2/volumegroupsnapshots", "false" } }, 1,
+		  "cannot stop serving", true, true, true, true, true },
+		{ "both, v1 first: the storage version may go then",
+		  { { "groupsnapshot.storage.k8s.io/v1", "false" },
+		    { "groupsnapshot.storage.k8s.io/v1beta2", "false" } }, 2, NULL,
+		  true, true, false, false, true },
+		{ "a misspelt resource", { { "storage.k8s.io/v1/volumeattributeclasses", "false" } }, 1,
+		  "serves no such resource", true, true, true, true, true },
+		{ "an unknown group version", { { "storage.k8s.io/v2", "false" } }, 1,
+		  "serves no such group version", true, true, true, true, true },
+		{ "the core group", { { "api/v1", "false" } }, 1, "named group", true, true, true, true, true },
+		{ "api/all", { { "api/all", "false" } }, 1, "named group", true, true, true, true, true },
+		{ "too many parts", { { "storage.k8s.io/v1/storageclasses/x", "false" } }, 1,
+		  "named group", true, true, true, true, true },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct emu_store st;
+		struct flag_map m = { (struct flag_kv *)t[i].kv, t[i].n };
+		char err[300] = "";
+		emu_store_init(&st, 10);
+		int rc = emu_store_runtime_config(&st, &m, err, sizeof(err));
+		if (t[i].err) {
+			if (rc != -1 || !strstr(err, t[i].err))
+				fprintf(stderr, "runtime-config: %s: rc %d, %s\n", t[i].what, rc, err);
+			CHECK(rc == -1 && strstr(err, t[i].err));
+			emu_store_free(&st);
+			continue;
+		}
+		bool vac = emu_store_resource(&st, "storage.k8s.io", "v1", "volumeattributesclasses") >= 0;
+		bool sc = emu_store_resource(&st, "storage.k8s.io", "v1", "storageclasses") >= 0;
+		bool v1 = emu_store_resource(&st, "groupsnapshot.storage.k8s.io", "v1",
+					     "volumegroupsnapshots") >= 0;
+		bool v1b2 = emu_store_resource(&st, "groupsnapshot.storage.k8s.io", "v1beta2",
+					       "volumegroupsnapshots") >= 0;
+		bool leases = emu_store_resource(&st, "coordination.k8s.io", "v1", "leases") >= 0;
+		if (rc || vac != t[i].vac || sc != t[i].sc || v1 != t[i].vgs_v1 ||
+		    v1b2 != t[i].vgs_v1beta2 || leases != t[i].leases)
+			fprintf(stderr, "runtime-config: %s (%s)\n", t[i].what, err);
+		CHECK_INT(rc, 0);
+		CHECK(vac == t[i].vac && sc == t[i].sc && v1 == t[i].vgs_v1 &&
+		      v1b2 == t[i].vgs_v1beta2 && leases == t[i].leases);
+		/* what is left is still found by kind, and namespaces always */
+		CHECK(emu_store_resource(&st, "", "v1", "namespaces") >= 0);
+		emu_store_free(&st);
+	}
+}
+
 int main(void)
 {
 	RUN(test_commit_and_order);
@@ -241,5 +313,6 @@ int main(void)
 	RUN(test_state_file);
 	RUN(test_state_log);
 	RUN(test_state_lock);
+	RUN(test_runtime_config);
 	return CHECK_DONE();
 }

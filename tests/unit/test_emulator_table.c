@@ -103,7 +103,7 @@ static void test_proto(void)
 		0x0a, 0x01, 0x61, 0x12, 0x01, 0x62, 0x12, 0x08, 0x0a, 0x02, 0x63, 0x63, 0x12, 0x02,
 		0x64, 0x64, 0x1a, 0x00, 0x1a, 0x00, 0x22, 0x00,
 	};
-	char err[256];
+	char err[1024];
 	char *j = emu_proto_to_json(secret, sizeof(secret), err, sizeof(err));
 	CHECK(j != NULL);
 	if (j)
@@ -120,7 +120,35 @@ static void test_proto(void)
 	static const unsigned char pod[] = { 'k', '8', 's', 0, 0x0a, 0x07, 0x0a, 0x02, 'v', '1',
 					     0x12, 0x01, 'X' };
 	CHECK(emu_proto_to_json(pod, sizeof(pod), err, sizeof(err)) == NULL);
-	CHECK(strstr(err, "decodes protobuf only for v1 Namespace, Secret, ConfigMap, Event") != NULL);
+	CHECK(strstr(err, "decodes protobuf only for v1 Namespace, Secret, ConfigMap, Binding, "
+			  "Event (v1 and events.k8s.io/v1)") != NULL);
+	/* the whole reason, however long: it ends with what to do */
+	CHECK(strstr(err, "not v1 X; send JSON") != NULL);
+	/* kube-scheduler's pods/binding: Binding {1 metadata {1 name}, 2 target {1 kind, 3 name}} */
+	static const unsigned char binding[] = {
+		'k', '8', 's', 0, 0x0a, 0x0d, 0x0a, 0x02, 'v', '1', 0x12, 0x07, 'B', 'i', 'n', 'd',
+		'i', 'n', 'g', 0x12, 0x16, 0x0a, 0x04, 0x0a, 0x02, 'p', '1', 0x12, 0x0e, 0x0a, 0x04,
+		'N', 'o', 'd', 'e', 0x1a, 0x06, 'n', 'o', 'd', 'e', '-', '1'
+	};
+	j = emu_proto_to_json(binding, sizeof(binding), err, sizeof(err));
+	CHECK(j != NULL);
+	if (j)
+		CHECK_STR(j, "{\"metadata\":{\"name\":\"p1\"},\"target\":{\"kind\":\"Node\","
+			  "\"name\":\"node-1\"},\"apiVersion\":\"v1\",\"kind\":\"Binding\"}");
+	free(j);
+	/* kube-scheduler's events.k8s.io Event: Go writes the zero deprecatedFirstTimestamp (13) as an
+	 * empty message, which is no time at all (it was read as 1970 and the Event refused) */
+	static const unsigned char event[] = {
+		'k', '8', 's', 0, 0x0a, 0x19, 0x0a, 0x10, 'e', 'v', 'e', 'n', 't', 's', '.', 'k', '8',
+		's', '.', 'i', 'o', '/', 'v', '1', 0x12, 0x05, 'E', 'v', 'e', 'n', 't', 0x12, 0x0a,
+		0x0a, 0x03, 0x0a, 0x01, 'e', 0x3a, 0x01, 'R', 0x6a, 0x00
+	};
+	j = emu_proto_to_json(event, sizeof(event), err, sizeof(err));
+	CHECK(j != NULL);
+	if (j)
+		CHECK_STR(j, "{\"metadata\":{\"name\":\"e\"},\"reason\":\"R\",\"apiVersion\":"
+			  "\"events.k8s.io/v1\",\"kind\":\"Event\"}");
+	free(j);
 }
 
 int main(void)

@@ -184,6 +184,75 @@ static void test_errors(void)
 	check_error(a9, 2, "invalid value \"fast\" for flag -kube-api-qps: parse error");
 }
 
+/* A flag a shared registration adds but the program does not offer is refused, as upstream's
+ * binary refuses it, and leaves its variable and the other flags as they were. */
+static void test_remove(void)
+{
+	struct opts o;
+	struct flagset *fs = make(&o);
+	char err[256];
+	char *gone[] = { "p", "--timeout=1s" };
+	char *kept[] = { "p", "--worker-threads=3", "--csi-address=/x" };
+
+	flags_remove(fs, "timeout");
+	CHECK_INT(parse(fs, 2, gone, NULL, err), FLAGS_ERROR);
+	CHECK_STR(err, "flag provided but not defined: -timeout");
+	CHECK_INT(o.timeout, 15 * NSEC_PER_SEC);
+	CHECK_INT(parse(fs, 3, kept, NULL, err), FLAGS_OK);
+	CHECK_INT(o.workers, 3);
+	CHECK_STR(o.address, "/x");
+	flags_free(fs);
+}
+
+/* Unsigned flags (upstream's flag.Uint worker counts, component-base's -v): a sign is refused. */
+static void test_unsigned(void)
+{
+	static const struct {
+		const char *arg;
+		int ok;
+		unsigned want_uint;
+		int want_level;
+		const char *err;
+	} rows[] = {
+		{ "--threads=0", 1, 0, 0, NULL },
+		{ "--threads=7", 1, 7, 0, NULL },
+		{ "--threads=0x10", 1, 16, 0, NULL },
+		{ "--threads=0o17", 1, 15, 0, NULL },
+		{ "--threads=4294967295", 1, 4294967295u, 0, NULL },
+		{ "--threads=-1", 0, 0, 0, "invalid value \"-1\" for flag -threads: parse error" },
+		{ "--threads=+3", 0, 0, 0, "invalid value \"+3\" for flag -threads: parse error" },
+		{ "--threads= 3", 0, 0, 0, "invalid value \" 3\" for flag -threads: parse error" },
+		{ "--threads=4294967296", 0, 0, 0, "invalid value \"4294967296\" for flag -threads: parse error" },
+		{ "-v=5", 1, 3, 5, NULL },
+		{ "-v=2147483647", 1, 3, 2147483647, NULL },
+		{ "-v=-1", 0, 0, 0,
+		  "invalid value \"-1\" for flag -v: strconv.ParseUint: parsing \"-1\": invalid syntax" },
+		{ "-v=2147483648", 0, 0, 0,
+		  "invalid value \"2147483648\" for flag -v: strconv.ParseUint: parsing \"2147483648\": value out of range" },
+		{ "-v=0x5", 0, 0, 0,
+		  "invalid value \"0x5\" for flag -v: strconv.ParseUint: parsing \"0x5\": invalid syntax" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct flagset *fs = flags_new("p", "");
+		unsigned threads;
+		int level;
+		char err[256] = "";
+		char *argv[] = { "p", (char *)rows[i].arg };
+		flags_uint(fs, "threads", &threads, 3, "Threads.");
+		flags_level(fs, "v", &level, 0, "Verbosity.");
+		enum flags_result r = flags_parse(fs, 2, argv, NULL, err, sizeof(err));
+		if (rows[i].ok) {
+			CHECK_INT(r, FLAGS_OK);
+			CHECK_INT(threads, rows[i].want_uint);
+			CHECK_INT(level, rows[i].want_level);
+		} else {
+			CHECK_INT(r, FLAGS_ERROR);
+			CHECK_STR(err, rows[i].err);
+		}
+		flags_free(fs);
+	}
+}
+
 static void test_help_and_version_results(void)
 {
 	struct opts o;
@@ -276,6 +345,8 @@ int main(void)
 	RUN(test_bool_does_not_take_next_arg);
 	RUN(test_double_dash_ends_flags);
 	RUN(test_errors);
+	RUN(test_remove);
+	RUN(test_unsigned);
 	RUN(test_help_and_version_results);
 	RUN(test_usage_text);
 	RUN(test_exit_codes);

@@ -462,6 +462,44 @@ static void test_pod_status(void)
 		CHECK_STR(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-01-01T00:00:05Z");
 	json_decref(st);
 	json_decref(pod);
+	/* Waiting for its volumes: what the kubelet reports, which kubectl shows as
+	 * ContainerCreating, or Init:0/1 with an init container. */
+	pod = json_loads("{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"x\"},"
+			 "{\"name\":\"b\"}]}}", 0, &je);
+	st = nd_pod_status_waiting(pod, "10.1.2.3", "2026-01-01T00:00:05Z");
+	CHECK_STR(json_string_value(json_object_get(st, "phase")), "Pending");
+	CHECK(json_object_get(st, "podIP") == NULL);
+	json_t *w = json_array_get(json_object_get(st, "containerStatuses"), 1);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(w, "state"),
+		  "waiting"), "reason")), "ContainerCreating");
+	CHECK(json_is_false(json_object_get(w, "ready")));
+	int notready = 0;
+	json_array_foreach(json_object_get(st, "conditions"), i, c) {
+		const char *type = json_string_value(json_object_get(c, "type"));
+		if (!strcmp(type, "Ready") || !strcmp(type, "ContainersReady")) {
+			CHECK_STR(json_string_value(json_object_get(c, "status")), "False");
+			CHECK_STR(json_string_value(json_object_get(c, "message")),
+				  "containers with unready status: [a b]");
+			notready++;
+		}
+		if (!strcmp(type, "Initialized"))
+			CHECK_STR(json_string_value(json_object_get(c, "status")), "True");
+	}
+	CHECK_INT(notready, 2);
+	json_decref(st);
+	json_decref(pod);
+	pod = json_loads("{\"spec\":{\"initContainers\":[{\"name\":\"i\"}],"
+			 "\"containers\":[{\"name\":\"a\"}]}}", 0, &je);
+	st = nd_pod_status_waiting(pod, "10.1.2.3", "2026-01-01T00:00:05Z");
+	w = json_array_get(json_object_get(st, "initContainerStatuses"), 0);
+	CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(w, "state"),
+		  "waiting"), "reason")), "PodInitializing");
+	json_array_foreach(json_object_get(st, "conditions"), i, c)
+		if (!strcmp(json_string_value(json_object_get(c, "type")), "Initialized"))
+			CHECK_STR(json_string_value(json_object_get(c, "message")),
+				  "containers with incomplete status: [i]");
+	json_decref(st);
+	json_decref(pod);
 }
 
 /* The machine's files: the default route's interface and the OS image. */

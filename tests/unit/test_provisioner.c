@@ -233,8 +233,11 @@ static void test_access_modes_and_errors(void)
 		{ 8 /* RESOURCE_EXHAUSTED */, false, PROV_FINISHED },
 		{ 8, true, PROV_RESCHEDULE },
 		{ 3 /* INVALID_ARGUMENT */, false, PROV_FINISHED },
-		{ 3, true, PROV_RESCHEDULE },
+		{ 3, true, PROV_FINISHED },
 		{ 13 /* INTERNAL */, false, PROV_FINISHED },
+		/* a final error other than RESOURCE_EXHAUSTED keeps the selected node (upstream) */
+		{ 13, true, PROV_FINISHED },
+		{ 5 /* NOT_FOUND */, true, PROV_FINISHED },
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		CHECK_INT(prov_check_error(rows[i].code, rows[i].resched), rows[i].want);
@@ -248,12 +251,17 @@ static const struct kube_kv labels_b[] = { { "topology.kcsi.io/zone", "b" } };
 static const struct kube_kv labels_c[] = { { "topology.kcsi.io/zone", "c" } };
 static const struct kube_kv labels_d[] = { { "topology.kcsi.io/zone", "d" } };
 static const struct prov_topo_node cluster[] = {
-	{ "n-a", true, zone_key, 1, true, labels_a, 1, true },
-	{ "n-b", true, zone_key, 1, true, labels_b, 1, true },
-	{ "n-c", true, zone_key, 1, true, labels_c, 1, true },
-	{ "n-nodriver", false, NULL, 0, true, labels_c, 1, false },
-	/* labelled for zone d, but its CSINode does not list the driver: no segment (seed 001) */
-	{ "n-d-nodriver", true, NULL, 0, true, labels_d, 1, false },
+	{ .name = "n-a", .has_csinode = true, .keys = zone_key, .nkeys = 1, .has_node = true,
+	  .labels = labels_a, .nlabels = 1 },
+	{ .name = "n-b", .has_csinode = true, .keys = zone_key, .nkeys = 1, .has_node = true,
+	  .labels = labels_b, .nlabels = 1 },
+	{ .name = "n-c", .has_csinode = true, .keys = zone_key, .nkeys = 1, .has_node = true,
+	  .labels = labels_c, .nlabels = 1 },
+	/* labelled for zone c, but without a CSINode */
+	{ .name = "n-nodriver", .has_node = true, .labels = labels_c, .nlabels = 1 },
+	/* labelled for zone d, but its CSINode registers no keys for the driver: no segment */
+	{ .name = "n-d-nodriver", .has_csinode = true, .has_node = true, .labels = labels_d,
+	  .nlabels = 1 },
 };
 
 /* "a,b" for requisite or preferred lists of one-key terms. */
@@ -291,7 +299,7 @@ static void test_topology_table(void)
 			.pvc_name = "data-web-1", .allowed = rows[i].allowed ? &allowed : NULL,
 			.nallowed = rows[i].allowed ? 1 : 0, .selected_node = rows[i].selected,
 			.strict = rows[i].strict, .immediate = rows[i].immediate, .nodes = cluster,
-			.nnodes = 5, .random = 0,
+			.nnodes = 5,
 		};
 		struct prov_terms rq, pf;
 		char err[256], got_r[128], got_p[128];
@@ -337,14 +345,18 @@ static void test_topology_errors_and_spreading(void)
 	in.allowed = &allowed;
 	in.nallowed = 1;
 	CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), -1);
-	CHECK(strstr(err, "not in allowed topologies") != NULL);
+	CHECK_STR(err, "selected node '\"n-c\"' topology '[{topology.kcsi.io/zone c}]' is not in allowed topologies: "
+		       "[[{topology.kcsi.io/zone a}] [{topology.kcsi.io/zone b}]]");
+	/* Without --strict-topology the allowed topologies are the requisite, and the selected
+	 * node's zone must be among them. */
+	in.strict = false;
+	CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), -1);
+	CHECK_STR(err, "topology [{topology.kcsi.io/zone c}] from selected node \"n-c\" is not in requisite: "
+		       "[[{topology.kcsi.io/zone a}] [{topology.kcsi.io/zone b}]]");
+	CHECK_INT(rq.n + pf.n, 0);
 	in.selected_node = "gone";
 	CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), -1);
-	/* Immediate binding with nobody registered: no requirement (upstream warns). */
-	struct prov_topo_node bare[] = { { "x", false, NULL, 0, true, labels_a, 1, false } };
-	struct prov_topo_input none = { .pvc_name = "c", .nodes = bare, .nnodes = 1, .immediate = true };
-	CHECK_INT(prov_accessibility(&none, &rq, &pf, err, sizeof(err)), 0);
-	CHECK_INT(rq.n, 0);
+	CHECK_STR(err, "no topology key found for node gone");
 
 	/* StatefulSet spreading: replicas 0,1,2 of one set start in three different zones, and the
 	 * claims of one replica (data-web-1, logs-web-1) start in the same zone. */
@@ -352,7 +364,8 @@ static void test_topology_errors_and_spreading(void)
 	for (int r = 0; r < 3; r++) {
 		char name[32];
 		snprintf(name, sizeof(name), "data-web-%d", r);
-		struct prov_topo_input im = { .pvc_name = name, .nodes = cluster, .nnodes = 5, .immediate = true };
+		struct prov_topo_input im = { .pvc_name = name, .nodes = cluster, .nnodes = 5,
+					      .immediate = true };
 		CHECK_INT(prov_accessibility(&im, &rq, &pf, err, sizeof(err)), 0);
 		CHECK_INT(pf.n, 3);
 		snprintf(first[r], sizeof(first[r]), "%s", pf.t[0].segs[0].value);
@@ -369,6 +382,140 @@ static void test_topology_errors_and_spreading(void)
 	/* FNV-1 32 of "" is the offset basis, of "a" 0x050c5d7e (Go's hash/fnv New32). */
 	prov_pvc_name_hash("a", &h1, &i1);
 	CHECK_INT(h1, 0x050c5d7eu);
+}
+
+/* ---- topology: v6.4's aggregation per registered key set ---- */
+
+/* "k=v+k2=v2;k=v" for a list of terms. */
+static void terms_str(const struct prov_terms *t, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = 0;
+	for (size_t i = 0; i < t->n && n < len; i++)
+		for (size_t j = 0; j < t->t[i].n && n < len; j++)
+			n += (size_t)snprintf(out + n, len - n, "%s%s=%s", j ? "+" : i ? ";" : "",
+					      t->t[i].segs[j].key, t->t[i].segs[j].value);
+}
+
+static const char *const k_zone[] = { "zone" };
+static const char *const k_zone_rack[] = { "zone", "rack" }; /* as a CSINode lists them */
+static const char *const k_rack_zone[] = { "rack", "zone" };
+static const struct kube_kv l_za[] = { { "zone", "a" } };
+static const struct kube_kv l_za_r1[] = { { "zone", "a" }, { "rack", "r1" } };
+static const struct kube_kv l_r2_zb[] = { { "rack", "r2" }, { "zone", "b" } };
+static const struct kube_kv l_zc_r3[] = { { "zone", "c" }, { "rack", "r3" } };
+static const struct kube_kv l_zd[] = { { "zone", "d" } };
+static const struct kube_kv l_ze[] = { { "zone", "e" }, { "os", "linux" } };
+#define NODE(nm, k, nk, l, nl) { .name = nm, .has_csinode = (nk) > 0, .keys = k, .nkeys = nk, \
+				 .has_node = (nl) > 0, .labels = l, .nlabels = nl }
+/* Part of the cluster reports zones, part zones and racks; some nodes carry the labels without
+ * the driver having registered the keys there. */
+static const struct prov_topo_node mixed[] = {
+	NODE("z1", k_zone, 1, l_za, 1),
+	NODE("zr1", k_zone_rack, 2, l_za_r1, 2),
+	NODE("zr2", k_rack_zone, 2, l_r2_zb, 2),
+	NODE("labels-only", NULL, 0, l_zc_r3, 2),        /* no CSINode: left out */
+	{ .name = "no-keys", .has_csinode = true, .has_node = true, .labels = l_zd, .nlabels = 1 },
+	NODE("no-rack-label", k_zone_rack, 2, l_ze, 2),  /* counts under {zone} only */
+	NODE("csinode-only", k_zone, 1, NULL, 0),        /* no Node: no labels */
+};
+
+static void test_topology_key_sets(void)
+{
+	static const struct {
+		const char *row;
+		const char *selected;
+		size_t nnodes; /* the first n of mixed */
+		const char *requisite, *preferred; /* preferred NULL: a rotation of the requisite */
+	} rows[] = {
+		{ "immediate: every registered key set, each term once, shorter terms first", NULL, 7,
+		  "zone=a;zone=b;zone=e;rack=r1+zone=a;rack=r2+zone=b", NULL },
+		{ "immediate, one key set registered", NULL, 1, "zone=a", NULL },
+		{ "delayed on a zone-and-rack node: its key set, nodes that registered it", "zr1", 7,
+		  "rack=r1+zone=a;rack=r2+zone=b", "rack=r1+zone=a;rack=r2+zone=b" },
+		{ "delayed on zr2: its term first", "zr2", 7,
+		  "rack=r1+zone=a;rack=r2+zone=b", "rack=r2+zone=b;rack=r1+zone=a" },
+		{ "delayed on a zone node: every node that registered zone", "z1", 7,
+		  "zone=a;zone=b;zone=e", "zone=a;zone=b;zone=e" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct prov_topo_input in = { .pvc_name = "data-db-2", .selected_node = rows[i].selected,
+					      .immediate = true, .nodes = mixed,
+					      .nnodes = rows[i].nnodes };
+		struct prov_terms rq, pf;
+		char err[256] = "", got_r[256], got_p[256];
+		CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), 0);
+		terms_str(&rq, got_r, sizeof(got_r));
+		terms_str(&pf, got_p, sizeof(got_p));
+		if (strcmp(got_r, rows[i].requisite))
+			fprintf(stderr, "row %s: requisite %s (%s)\n", rows[i].row, got_r, err);
+		CHECK_STR(got_r, rows[i].requisite);
+		if (rows[i].preferred) {
+			CHECK_STR(got_p, rows[i].preferred);
+		} else {
+			/* StatefulSet spreading: rotated by hash(set name) + replica index */
+			uint32_t h, idx;
+			struct prov_term rot[8];
+			prov_pvc_name_hash("data-db-2", &h, &idx);
+			CHECK(rq.n <= 8);
+			for (size_t k = 0; k < rq.n && k < 8; k++)
+				rot[k] = rq.t[(k + (h + idx) % rq.n) % rq.n];
+			struct prov_terms want = { rot, rq.n };
+			char want_p[256];
+			terms_str(&want, want_p, sizeof(want_p));
+			CHECK_STR(got_p, want_p);
+		}
+		prov_terms_free(&rq);
+		prov_terms_free(&pf);
+	}
+
+	/* What refuses a claim, with upstream's words. */
+	static const struct prov_topo_node unregistered[] = {
+		NODE("labels-only", NULL, 0, l_zc_r3, 2),
+		{ .name = "no-keys", .has_csinode = true, .has_node = true, .labels = l_zd, .nlabels = 1 },
+	};
+	static const struct prov_topo_node unlabelled[] = {
+		NODE("csinode-only", k_zone, 1, NULL, 0),
+		NODE("rack-zone-only", k_rack_zone, 2, NULL, 0),
+		NODE("labels-only", NULL, 0, l_zc_r3, 2),
+	};
+	static const struct {
+		const char *row;
+		const struct prov_topo_node *nodes;
+		size_t nnodes;
+		const char *selected;
+		const char *err;
+	} bad[] = {
+		{ "immediate, no node registered keys (labels alone do not count)", unregistered, 2, NULL,
+		  "no available topology found" },
+		{ "immediate, no node at all", NULL, 0, NULL, "no available topology found" },
+		{ "immediate, keys registered but no Node labelled with them", unlabelled, 3, NULL,
+		  "topologyKeys [[rack zone] [zone]] were not found on any nodes" },
+		{ "delayed on a node whose driver registered no keys", mixed, 7, "no-keys",
+		  "no topology key found for node no-keys" },
+		{ "delayed on a node without the labels of its keys", mixed, 7, "no-rack-label",
+		  "topology labels from selected node map[os:linux zone:e] does not match topology keys from CSINode [zone rack]" },
+		{ "delayed on a node without a Node object", mixed, 7, "csinode-only",
+		  "topology labels from selected node map[] does not match topology keys from CSINode [zone]" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct prov_topo_input in = { .pvc_name = "c", .selected_node = bad[i].selected,
+					      .immediate = true, .nodes = bad[i].nodes,
+					      .nnodes = bad[i].nnodes };
+		struct prov_terms rq, pf;
+		char err[256] = "";
+		CHECK_INT(prov_accessibility(&in, &rq, &pf, err, sizeof(err)), -1);
+		if (strcmp(err, bad[i].err))
+			fprintf(stderr, "row %s: %s\n", bad[i].row, err);
+		CHECK_STR(err, bad[i].err);
+		CHECK_INT(rq.n + pf.n, 0);
+	}
+	/* --immediate-topology=false: no requirement at all, registered or not. */
+	struct prov_topo_input off = { .pvc_name = "c", .nodes = unregistered, .nnodes = 2 };
+	struct prov_terms rq, pf;
+	char err[64];
+	CHECK_INT(prov_accessibility(&off, &rq, &pf, err, sizeof(err)), 0);
+	CHECK_INT(rq.n + pf.n, 0);
 }
 
 static void test_pv_json(void)
@@ -464,10 +611,10 @@ static void test_gates_and_metrics(void)
 	CHECK_INT(prov_parse_gates(&mg, &g, err, sizeof(err)), -1);
 	CHECK(strstr(err, "unrecognized feature gate: HonorPVReclaimPolicy") != NULL);
 	/* A gate locked to its default refuses the other value. */
-	struct flag_kv locked[] = { { "APIServerTracing", "false" } };
+	struct flag_kv locked[] = { { "WatchCacheInitializationPostStartHook", "false" } };
 	struct flag_map ml = { locked, 1 };
 	CHECK_INT(prov_parse_gates(&ml, &g, err, sizeof(err)), -1);
-	CHECK(strstr(err, "cannot set feature gate APIServerTracing to false, feature is locked to true") != NULL);
+	CHECK(strstr(err, "cannot set feature gate WatchCacheInitializationPostStartHook to false, feature is locked to true") != NULL);
 	struct flag_kv bad[] = { { "NoSuchGate", "true" } };
 	struct flag_map mb = { bad, 1 };
 	CHECK_INT(prov_parse_gates(&mb, &g, err, sizeof(err)), -1);
@@ -616,6 +763,7 @@ int main(void)
 	RUN(test_access_modes_and_errors);
 	RUN(test_topology_table);
 	RUN(test_topology_errors_and_spreading);
+	RUN(test_topology_key_sets);
 	RUN(test_pv_json);
 	RUN(test_gates_and_metrics);
 	RUN(test_node_deployment);

@@ -2,7 +2,8 @@
  * test_resizer: csi-resizer's decisions (src/resizer/decide.c) as tables that read like
  * upstream's rules: which claims are taken, the size expandAndRecover picks from the PV, the
  * request, allocatedResources and allocatedResourceStatuses, how CSI errors are classed, the
- * status patches each step writes, the controller-expand secret, and the modify decisions.
+ * status patches each step writes, the controller-expand secret, the modify decisions, and the
+ * flags v2.3 added or changed (gates, --resize-timeout / --modify-timeout against --timeout).
  */
 #include "check.h"
 #include "resizer/resizer.h"
@@ -171,20 +172,35 @@ static void test_plan_recover(void)
 	}
 }
 
-static void test_plan_legacy(void)
+/* AnnotateFsResize: when the PV's pre-resize-capacity annotation has served its purpose. */
+static void test_pre_resize_ann(void)
 {
-	struct kube_obj *c = claim(2, 1, -1, NULL, NULL);
-	struct kube_obj *fs = claim(2, 1, -1, NULL,
-		",\"conditions\":[{\"type\":\"FileSystemResizePending\",\"status\":\"True\"}]");
-	struct kube_obj *small = volume(1, "d", UID, NULL), *big = volume(2, "d", UID, NULL);
-	/* PV smaller: expand; PV holds it while Resizing: ask again; FS pending: nothing. */
-	CHECK_INT(rsz_plan_legacy(kube_pvc_of(c), kube_pv_of(small)).action, RSZ_EXPAND);
-	CHECK_INT(rsz_plan_legacy(kube_pvc_of(c), kube_pv_of(big)).action, RSZ_EXPAND);
-	CHECK_INT(rsz_plan_legacy(kube_pvc_of(fs), kube_pv_of(big)).action, RSZ_NOTHING);
-	kube_obj_unref(c);
-	kube_obj_unref(fs);
-	kube_obj_unref(small);
-	kube_obj_unref(big);
+	static const struct { const char *what; int pv, cap; bool annotated, drop; } t[] = {
+		{ "node still to expand (claim 1Gi, PV 2Gi): the annotation stays", 2, 1, true, false },
+		{ "node done (claim reached the PV's 2Gi): it goes", 2, 2, true, true },
+		{ "claim above the PV (bound anew, larger): it goes", 2, 3, true, true },
+		{ "claim without status.capacity (zero): it stays", 2, -1, true, false },
+		{ "no annotation: nothing to remove", 2, 2, false, false },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char js[512];
+		snprintf(js, sizeof(js), "{\"metadata\":{\"name\":\"pv1\"%s},"
+			 "\"spec\":{\"capacity\":{\"storage\":\"%dGi\"}}}",
+			 t[i].annotated ? ",\"annotations\":{\"" RSZ_ANN_PRE_RESIZE_CAPACITY "\":\"1Gi\"}"
+					: "", t[i].pv);
+		struct kube_obj *v = decode(&KUBE_KIND_PERSISTENTVOLUME, js);
+		struct kube_obj *c = claim(3, t[i].cap, -1, NULL, NULL);
+		bool drop = rsz_pre_resize_ann_done(kube_pvc_of(c), kube_pv_of(v));
+		if (drop != t[i].drop)
+			fprintf(stderr, "pre-resize annotation: %s\n", t[i].what);
+		CHECK(drop == t[i].drop);
+		if (t[i].annotated)
+			CHECK_STR(kube_pv_of(v)->pre_resize_capacity, "1Gi");
+		else
+			CHECK(kube_pv_of(v)->pre_resize_capacity == NULL);
+		kube_obj_unref(c);
+		kube_obj_unref(v);
+	}
 }
 
 /* ---- CSI errors ---- */
@@ -234,14 +250,14 @@ static void test_patches(void)
 	size_t n = 0;
 
 	t[n].what = "in progress: Resizing, allocated size and status, resourceVersion check";
-	t[n].p = rsz_mark_in_progress(pvc, &plan, true);
+	t[n].p = rsz_mark_in_progress(pvc, &plan);
 	snprintf(t[n++].want, sizeof(t[0].want),
 		 "{\"metadata\":{\"resourceVersion\":\"7\"},\"status\":{\"allocatedResources\":{\"storage\":\"2Gi\"},"
 		 "\"allocatedResourceStatuses\":{\"storage\":\"ControllerResizeInProgress\"},\"conditions\":["
 		 "{\"type\":\"Resizing\",\"status\":\"True\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"},%s]}}",
 		 res_drop);
 	t[n].what = "node pending: FileSystemResizePending with upstream's message, NodeResizePending";
-	t[n].p = rsz_mark_node_pending(pvc, true);
+	t[n].p = rsz_mark_node_pending(pvc);
 	t[n].p.rv = NULL;
 	snprintf(t[n++].want, sizeof(t[0].want),
 		 "{\"status\":{\"allocatedResourceStatuses\":{\"storage\":\"NodeResizePending\"},\"conditions\":["
@@ -254,18 +270,12 @@ static void test_patches(void)
 		 "{\"type\":\"ControllerResizeError\",\"status\":\"True\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\","
 		 "\"message\":\"failed to expand pvc with rpc error: code = OutOfRange desc = too big\"}]}}");
 	t[n].what = "finished without node expansion: capacity, status removed, resize conditions gone";
-	t[n].p = rsz_mark_finished(pvc, 2 * GI, true);
+	t[n].p = rsz_mark_finished(pvc, 2 * GI);
 	snprintf(t[n++].want, sizeof(t[0].want),
 		 "{\"metadata\":{\"annotations\":{\"" RSZ_ANN_NODE_EXPANSION_NOT_REQUIRED "\":\"true\"},"
 		 "\"resourceVersion\":\"7\"},\"status\":{\"capacity\":{\"storage\":\"2Gi\"},"
 		 "\"allocatedResourceStatuses\":{\"storage\":null},\"conditions\":["
 		 "{\"type\":\"Resizing\",\"$patch\":\"delete\"},%s]}}", res_drop);
-	t[n].what = "legacy in progress: Resizing only";
-	t[n].p = rsz_mark_in_progress(pvc, &plan, false);
-	snprintf(t[n++].want, sizeof(t[0].want),
-		 "{\"metadata\":{\"resourceVersion\":\"7\"},\"status\":{\"conditions\":["
-		 "{\"type\":\"Resizing\",\"status\":\"True\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"},%s]}}",
-		 res_drop);
 	for (size_t i = 0; i < n; i++) {
 		char *got = patch_text(&t[i].p);
 		if (strcmp(got, t[i].want))
@@ -444,21 +454,91 @@ static void test_modify_patches(void)
 	kube_obj_unref(c);
 }
 
+/* --feature-gates as csi-resizer v2.3 takes it. */
 static void test_gates(void)
 {
-	struct flag_kv kv[] = { { "RecoverVolumeExpansionFailure", "false" }, { "VolumeAttributesClass", "true" } };
-	struct flag_map m = { kv, 2 }, none = { NULL, 0 };
-	struct flag_kv bad[] = { { "NoSuchGate", "true" } };
-	struct flag_map mb = { bad, 1 };
-	struct rsz_gates g;
-	char err[300];
+	static const struct {
+		const char *what;
+		struct flag_kv kv[2];
+		size_t n;
+		const char *err; /* NULL: accepted */
+		bool vac, vac_explicit, annotate;
+	} t[] = {
+		{ "defaults: VolumeAttributesClass on, AnnotateFsResize on (beta since v2.2)",
+		  { { 0 } }, 0, NULL, true, false, true },
+		{ "AnnotateFsResize can be switched off",
+		  { { "AnnotateFsResize", "false" } }, 1, NULL, true, false, false },
+		{ "AllBeta=false switches the beta AnnotateFsResize off, not the GA gate",
+		  { { "AllBeta", "false" } }, 1, NULL, true, false, false },
+		{ "VolumeAttributesClass named: explicit, discovery leaves it alone",
+		  { { "VolumeAttributesClass", "true" } }, 1, NULL, true, true, true },
+		{ "VolumeAttributesClass=false: off and explicit",
+		  { { "VolumeAttributesClass", "false" } }, 1, NULL, false, true, true },
+		{ "RecoverVolumeExpansionFailure was removed in v2.3: unknown even at its old default",
+		  { { "RecoverVolumeExpansionFailure", "true" } }, 1,
+		  "unrecognized feature gate: RecoverVolumeExpansionFailure", false, false, false },
+		{ "RecoverVolumeExpansionFailure=false: the same refusal",
+		  { { "VolumeAttributesClass", "true" }, { "RecoverVolumeExpansionFailure", "false" } },
+		  2, "unrecognized feature gate: RecoverVolumeExpansionFailure", false, false, false },
+		{ "an unknown gate", { { "NoSuchGate", "true" } }, 1,
+		  "unrecognized feature gate: NoSuchGate", false, false, false },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct flag_map m = { (struct flag_kv *)t[i].kv, t[i].n };
+		struct rsz_gates g;
+		char err[300] = "";
+		int rc = rsz_parse_gates(&m, &g, err, sizeof(err));
+		if (t[i].err) {
+			CHECK_INT(rc, -1);
+			CHECK_STR(err, t[i].err);
+			continue;
+		}
+		if (rc || g.vac != t[i].vac || g.vac_explicit != t[i].vac_explicit ||
+		    g.annotate_fs_resize != t[i].annotate)
+			fprintf(stderr, "gates: %s (%s)\n", t[i].what, err);
+		CHECK_INT(rc, 0);
+		CHECK(g.vac == t[i].vac && g.vac_explicit == t[i].vac_explicit &&
+		      g.annotate_fs_resize == t[i].annotate);
+	}
+}
 
-	CHECK_INT(rsz_parse_gates(&none, &g, err, sizeof(err)), 0);
-	CHECK(g.recover && g.vac && !g.annotate_fs_resize); /* upstream v2 defaults */
-	CHECK_INT(rsz_parse_gates(&m, &g, err, sizeof(err)), 0);
-	CHECK(!g.recover && g.vac);
-	CHECK_INT(rsz_parse_gates(&mb, &g, err, sizeof(err)), -1);
-	CHECK(strstr(err, "unrecognized feature gate: NoSuchGate") != NULL);
+/* --resize-timeout, --modify-timeout and --timeout as v2.3's resolveOperationTimeouts weighs them. */
+static void test_timeouts(void)
+{
+	static const struct {
+		const char *args[4];
+		int64_t resize_s, modify_s;
+	} t[] = {
+		{ { NULL }, 10, 10 },                                       /* all defaults */
+		{ { "--resize-timeout=30s" }, 30, 10 },
+		{ { "--modify-timeout", "2m" }, 10, 120 },
+		{ { "--resize-timeout=30s", "--modify-timeout=45s" }, 30, 45 },
+		{ { "--timeout=5s", "--resize-timeout=30s" }, 5, 5 },        /* --timeout wins */
+		{ { "--modify-timeout=45s", "--timeout=1m" }, 60, 60 },      /* in any order */
+		/* given at its default value it still wins: only whether it was given counts */
+		{ { "--timeout=10s", "--resize-timeout=30s", "--modify-timeout=45s" }, 10, 10 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char *argv[6] = { (char *)"csi-resizer" };
+		int argc = 1, rest = 0;
+		for (int j = 0; j < 4 && t[i].args[j]; j++)
+			argv[argc++] = (char *)t[i].args[j];
+		struct flagset *fs = flags_new("csi-resizer", "");
+		struct rsz_config cfg;
+		char err[256];
+		rsz_register_flags(fs, &cfg);
+		CHECK_INT(flags_parse(fs, argc, argv, &rest, err, sizeof(err)), FLAGS_OK);
+		rsz_config_resolve(&cfg, fs);
+		int64_t r, m;
+		rsz_resolve_timeouts(cfg.sc.timeout_ns, cfg.timeout_given, cfg.resize_timeout_ns,
+				     cfg.modify_timeout_ns, &r, &m);
+		if (r != t[i].resize_s * 1000000000LL || m != t[i].modify_s * 1000000000LL)
+			fprintf(stderr, "timeouts case %zu: resize %lld modify %lld\n", i,
+				(long long)r, (long long)m);
+		CHECK_INT(r, t[i].resize_s * 1000000000LL);
+		CHECK_INT(m, t[i].modify_s * 1000000000LL);
+		flags_free(fs);
+	}
 }
 
 static void test_decode(void)
@@ -486,13 +566,14 @@ int main(void)
 	RUN(test_needs_resize);
 	RUN(test_can_expand);
 	RUN(test_plan_recover);
-	RUN(test_plan_legacy);
+	RUN(test_pre_resize_ann);
 	RUN(test_errors);
 	RUN(test_patches);
 	RUN(test_secrets);
 	RUN(test_plan_modify);
 	RUN(test_modify_patches);
 	RUN(test_gates);
+	RUN(test_timeouts);
 	RUN(test_decode);
 	return CHECK_DONE();
 }

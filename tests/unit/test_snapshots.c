@@ -720,6 +720,69 @@ static void test_group_sidecar_plan(void)
 	}
 }
 
+/*
+ * Which updates csi-snapshotter syncs (updates.c): not the echoes of its own status, finalizer
+ * and being-created writes while the next step stays the same, so a content that is not ready
+ * keeps the queue's back-off (v8.7: group contents too); everything else upstream syncs.
+ */
+#define RV6 "\"resourceVersion\":\"6\","
+#define GCREATING "\"annotations\":{\"" SNAP_GANN_BEING_CREATED "\":\"yes\"}"
+#define GNOTREADY "\"volumeGroupSnapshotHandle\":\"gh\",\"readyToUse\":false"
+static void test_group_sidecar_updates(void)
+{
+	static const struct {
+		const char *what, *old_meta, *old_status, *new_meta, *new_status;
+		bool want;
+	} rows[] = {
+		{ "a resync (same version)", FINS(G_VGSC), GNOTREADY, FINS(G_VGSC), GNOTREADY, true },
+		{ "its not-ready answer written", FINS(G_VGSC) "," GCREATING, NULL, RV6 FINS(G_VGSC) "," GCREATING, GNOTREADY, false },
+		{ "its being-created mark dropped", FINS(G_VGSC) "," GCREATING, GNOTREADY, RV6 FINS(G_VGSC), GNOTREADY, false },
+		{ "its error written", FINS(G_VGSC), GNOTREADY, RV6 FINS(G_VGSC), GNOTREADY ",\"error\":{\"message\":\"x\"}", false },
+		{ "turned ready", FINS(G_VGSC), GNOTREADY, RV6 FINS(G_VGSC), GREADY, true },
+		{ "its finalizer added: the call is next", "", NULL, RV6 FINS(G_VGSC), NULL, true },
+		{ "snapshot-controller's being-deleted mark", FINS(G_VGSC), GREADY, RV6 FINS(G_VGSC) "," GDELETING, GREADY, true },
+		{ "deleted", FINS(G_VGSC), GNOTREADY, RV6 DEL "," FINS(G_VGSC), GNOTREADY, true },
+		{ "its spec changed", "\"generation\":1," FINS(G_VGSC), GNOTREADY, RV6 "\"generation\":2," FINS(G_VGSC), GNOTREADY, true },
+		{ "the handle cleared after the delete: the finalizer is next", DEL "," FINS(G_VGSC) "," GDELETING, GREADY, RV6 DEL "," FINS(G_VGSC) "," GDELETING, "\"readyToUse\":true", true },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kube_obj *a = vgsc(rows[i].old_meta, GDEL_POLICY, rows[i].old_status);
+		struct kube_obj *b = vgsc(rows[i].new_meta, GDEL_POLICY, rows[i].new_status);
+		bool got = snap_group_sidecar_update_wanted(kube_vgsc_of(a), kube_vgsc_of(b));
+		if (got != rows[i].want)
+			fprintf(stderr, "row %s: %d\n", rows[i].what, got);
+		CHECK(got == rows[i].want);
+		kube_obj_unref(a);
+		kube_obj_unref(b);
+	}
+}
+
+#define NOTREADY "\"snapshotHandle\":\"h\",\"readyToUse\":false"
+static void test_sidecar_updates(void)
+{
+	static const struct {
+		const char *what, *old_meta, *old_status, *new_meta, *new_status;
+		bool want;
+	} rows[] = {
+		{ "a resync (same version)", FINS(F_VSC), NOTREADY, FINS(F_VSC), NOTREADY, true },
+		{ "its not-ready answer written", FINS(F_VSC) "," ANN(CREATING), NULL, RV6 FINS(F_VSC) "," ANN(CREATING), NOTREADY, false },
+		{ "its being-created mark dropped", FINS(F_VSC) "," ANN(CREATING), NOTREADY, RV6 FINS(F_VSC), NOTREADY, false },
+		{ "turned ready", FINS(F_VSC), NOTREADY, RV6 FINS(F_VSC), "\"snapshotHandle\":\"h\",\"readyToUse\":true", true },
+		{ "deleted and marked by snapshot-controller", FINS(F_VSC), NOTREADY, RV6 DEL "," FINS(F_VSC) "," ANN(DELETING), NOTREADY, true },
+		{ "its node label set", FINS(F_VSC), NOTREADY, RV6 FINS(F_VSC) ",\"labels\":{\"" SNAP_LABEL_MANAGED_BY "\":\"n1\"}", NOTREADY, true },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct kube_obj *a = vsc(rows[i].old_meta, DYN "," REF_OK, rows[i].old_status);
+		struct kube_obj *b = vsc(rows[i].new_meta, DYN "," REF_OK, rows[i].new_status);
+		bool got = snap_sidecar_update_wanted(kube_vsc_of(a), kube_vsc_of(b));
+		if (got != rows[i].want)
+			fprintf(stderr, "row %s: %d\n", rows[i].what, got);
+		CHECK(got == rows[i].want);
+		kube_obj_unref(a);
+		kube_obj_unref(b);
+	}
+}
+
 int main(void)
 {
 	RUN(test_decode);
@@ -739,5 +802,7 @@ int main(void)
 	RUN(test_group_volumes);
 	RUN(test_group_plan);
 	RUN(test_group_sidecar_plan);
+	RUN(test_sidecar_updates);
+	RUN(test_group_sidecar_updates);
 	return CHECK_DONE();
 }
