@@ -6,9 +6,9 @@ LAUNCHER = -DCMAKE_C_COMPILER_LAUNCHER=ccache
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-# The peers nobody here wrote (upstream sidecars, csi-sanity, Kubernetes v1.36.1, etcd), built from
+# The peers nobody here wrote (upstream sidecars, csi-sanity, Kubernetes v1.37.2, etcd), built from
 # their Go modules as tests/peers/go.mod pins them, cached outside the tree; see scripts/peers.sh.
-.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-stress test-unit test-faults demo bench images clean
+.PHONY: all deps peers build build-asan build-release build-clang build-fuzz fuzz test test-stress test-unit test-faults test-k8s-e2e demo bench images clean
 
 all: build
 
@@ -52,7 +52,8 @@ fuzz: build-fuzz
 test: build build-asan
 	bash scripts/test.sh
 
-# The same with two CPU hogs (`yes`) beside it: what a loaded CI machine does to the timing.
+# The same with two CPU hogs (`yes`) beside it: what a loaded CI machine does to the timing. The
+# phases run one after the other (the hogs would starve the nice-19 phase of make test).
 test-stress: build build-asan
 	KCSI_TEST_STRESS=2 bash scripts/test.sh
 
@@ -63,6 +64,15 @@ test-unit: build
 # included; make test runs all but those (label faults-real).
 test-faults: build peers
 	ctest --test-dir build -L faults --output-on-failure
+
+# Kubernetes' own storage e2e suite (e2e.test, "External Storage" specs of tests/k8s-e2e/loop.yaml)
+# on a real control plane and kubelet: once with kcsi's sidecars, once with upstream's (images
+# made here from the peers), then every spec's outcome compared. See tests/k8s-e2e/run.sh.
+test-k8s-e2e: build
+	bash tests/k8s-e2e/run.sh --sidecars kcsi; k=$$?; \
+	bash tests/k8s-e2e/run.sh --sidecars upstream; \
+	python3 tests/k8s-e2e/compare.py build/k8s-e2e/kcsi/junit.xml build/k8s-e2e/upstream/junit.xml && \
+	[ $$k = 0 ]
 
 demo: build
 	bash scripts/demo.sh

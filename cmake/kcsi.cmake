@@ -109,7 +109,7 @@ endfunction()
 
 # kcsi_e2e_test(<name> <script> [TIMEOUT seconds] [SLOW] [ARGS arg...])
 # Registers a shell scenario; it gets KCSI_BIN (the binaries), KCSI_SRC (the source tree),
-# KCSI_PEERS (the peers scripts/peers.sh built) and, first on PATH, the peers' kubectl v1.36.1.
+# KCSI_PEERS (the peers scripts/peers.sh built) and, first on PATH, the peers' kubectl v1.37.2.
 # ARGS are passed to the script, so one scenario can be registered over several sets.
 # SLOW scenarios run in the normal build only: long crash/kill loops, many objects, minutes of
 # waiting on intervals and backoffs, and the drop-in differentials (half their time is upstream's

@@ -11,14 +11,14 @@ if [ -n "$missing" ]; then
 	echo "kcsi demo: build/bin lacks:$missing (run 'make build'). Nothing was started." >&2
 	exit 1
 fi
-# kubectl: $KUBECTL, else one >= 1.30 on PATH, else v1.36.1 built from its Go module by
+# kubectl: $KUBECTL, else one >= 1.30 on PATH, else v1.37.2 built from its Go module by
 # scripts/peers.sh (cached outside the work tree; the first time costs a few minutes).
 kubectl_minor() { "$1" version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -1; }
 if [ -z "${KUBECTL:-}" ]; then
 	if command -v kubectl >/dev/null && [ "$(kubectl_minor kubectl)" -ge 30 ] 2>/dev/null; then
 		KUBECTL=$(command -v kubectl)
 	else
-		echo "kcsi demo: no kubectl >= 1.30 on PATH; taking v1.36.1 from the peers (scripts/peers.sh kubectl)"
+		echo "kcsi demo: no kubectl >= 1.30 on PATH; taking v1.37.2 from the peers (scripts/peers.sh kubectl)"
 		bash scripts/peers.sh kubectl >&2
 		KUBECTL=$PWD/build-peers/bin/kubectl
 	fi

@@ -3,7 +3,7 @@
 # what is missing and runs apt-get (update + install) only when something is. Needs root.
 # Go (for the peers that scripts/peers.sh builds from their modules) is the machine's own, at
 # /usr/local/go; Debian's golang is too old for them, so this script only checks that it is there.
-# kubectl: any >= 1.30 on PATH; otherwise the demo and the tests take v1.36.1 from the peers
+# kubectl: any >= 1.30 on PATH; otherwise the demo and the tests take v1.37.2 from the peers
 # (scripts/peers.sh kubectl). Debian's kubernetes-client (1.20) lacks `kubectl wait --for=jsonpath`.
 # busybox-static is the busybox image's content (scripts/images.sh); containerd (with its CRI
 # plugin), runc and containernetworking-plugins are the real node's runtime (scripts/realnode.sh).

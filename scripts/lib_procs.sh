@@ -36,7 +36,9 @@ pid_ours() {
 }
 wait_exec() {
 	local i
-	for i in $(seq 1 200); do
+	# up to 30 s: under load (make test-stress) fork to exec took more than the 2 s this waited,
+	# and a child still between the two looked like one that had exited
+	for i in $(seq 1 3000); do
 		[ -d "/proc/$1" ] || return 0
 		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$D/" && return 0
 		sleep 0.01

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Kubernetes node as a test fixture: the peers' kubelet v1.36.1 with a container runtime
+# A real Kubernetes node as a test fixture: the peers' kubelet v1.37.2 with a container runtime
 # of its own, joined to a control plane that scripts/realcp.sh started.
 #
 #   scripts/realnode.sh start --cp CPDIR [--dir DIR] --images IMGDIR [--peers BINDIR] [--node NAME]
@@ -131,7 +131,7 @@ write_kubelet_config() { # port healthz-port
 	cat >"$D/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-# this machine's cgroups are v1 (a hybrid hierarchy); v1.36 refuses them unless told
+# this machine's cgroups are v1 (a hybrid hierarchy); v1.37, as v1.36, refuses them unless told
 failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: /$CGROUP_ROOT

@@ -35,18 +35,24 @@ kcsi_resource(e2e.rbac_realcp e2e.realcp_smoke e2e.up_realcp e2e.emulator_differ
 # Tests that time a reaction of a second or less (SIGTERM within 1 s, a legitimate Probe answered
 # within 1 s while a hostile peer floods the same socket, a kill noticed and the component
 # restarted, taints within their seconds): a second on a quiet machine, several on one whose
-# cores run four other tests. scripts/test.sh runs them (label timing) after all the others, a few
-# at a time and with nothing else CPU-bound beside them; the hostile ones, which make load
-# themselves, take two of those slots each.
+# cores run four other tests. scripts/test.sh runs them (label timing) two at a time at nice 0,
+# with only work at nice 19 beside them; the hostile ones, which make load themselves, take both
+# slots each.
 kcsi_resource_label(timing
     e2e.shutdown e2e.cm_leader e2e.emulator_limits e2e.livenessprobe e2e.loopplugin_safety
     e2e.node_register e2e.node_standalone e2e.provisioner_lifecycle e2e.registrar
     e2e.sidecar_startup e2e.up_dir_lock e2e.up_giveup e2e.cm_eviction e2e.hostile_csi_socket
     e2e.hostile_driver e2e.hostile_livenessprobe e2e.hostile_sidecars e2e.hostile_sidecars2
-    e2e.hostile_nodeside e2e.hostile_upstream e2e.attacher_hostile e2e.grpc_interop_go)
+    e2e.hostile_nodeside e2e.hostile_upstream e2e.attacher_hostile e2e.grpc_interop_go
+    e2e.snapshot_startup)
 kcsi_resource(e2e.hostile_csi_socket e2e.hostile_driver e2e.hostile_livenessprobe
               e2e.hostile_sidecars e2e.hostile_sidecars2 e2e.hostile_nodeside
               e2e.hostile_upstream e2e.attacher_hostile PROPERTIES PROCESSORS 2)
+# The hostile ones keep both cores busy for a minute or more: scripts/test.sh runs them last,
+# when no test at nice 19 is left to starve.
+kcsi_resource_label(hostile
+    e2e.hostile_csi_socket e2e.hostile_driver e2e.hostile_livenessprobe e2e.hostile_sidecars
+    e2e.hostile_sidecars2 e2e.hostile_nodeside e2e.hostile_upstream e2e.attacher_hostile)
 
 # Longer limits where a scenario that passes alone in a minute or two took close to its limit
 # with six tests beside it (a limit is for a hang, not for a slow machine).

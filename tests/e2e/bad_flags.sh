@@ -25,6 +25,7 @@ for b in csi-attacher csi-provisioner csi-resizer kcsi-controller-manager kcsi-n
 	livenessprobe kcsi-loopplugin kube-emulator kcsi csi-snapshotter snapshot-controller; do
 	expect 2 "not defined" "$b" --no-such-flag
 	expect 2 "" "$b" -v=lots
+	expect 2 "" "$b" -v=-1 # unsigned, as component-base's verbosity
 	expect 0 "" "$b" --help
 done
 # values each main checks itself, after parsing
@@ -38,20 +39,42 @@ expect 2 "given twice" kcsi-loopplugin --mode all node --nodeid n1
 expect 2 "--watch-history must be" kube-emulator --watch-history 0
 expect 2 "at least 1s" kube-emulator --idle-timeout 10ms
 expect 2 "" kcsi --max abc controller list-volumes
+# -v as component-base parses it: the reason is strconv.ParseUint's, as upstream prints it
+expect 2 'invalid value "-1" for flag -v: strconv.ParseUint: parsing "-1": invalid syntax' csi-attacher -v=-1
+# csi-provisioner's worker counts are unsigned (upstream's flag.Uint): a sign does not parse
+expect 2 'invalid value "-1" for flag -worker-threads: parse error' csi-provisioner --worker-threads=-1
+expect 2 'invalid value "-3" for flag -capacity-threads: parse error' csi-provisioner --capacity-threads -3
+expect 2 'invalid value "-1" for flag -cloning-protection-threads: parse error' csi-provisioner --cloning-protection-threads=-1
 # csi-snapshotter's own checks exit 1, as upstream's main does
 expect 1 "Snapshot name prefix cannot be of length 0" csi-snapshotter --snapshot-name-prefix ""
 expect 1 "Leader election cannot happen when node-deployment is set to true" csi-snapshotter --node-deployment --leader-election
-expect 1 "greater than zero" snapshot-controller --worker-threads 0
+# --worker-threads 0 is accepted as upstream accepts it (a warning, no worker): the start-up goes
+# on and stops at the missing in-cluster configuration
+expect 1 "--worker-threads=0: no worker is started" snapshot-controller --worker-threads 0
+expect 1 "in-cluster config" snapshot-controller --worker-threads 0
 
 # --help says the defaults in use
 expect 0 "" kcsi-node --help
 grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 50" || fail "kcsi-node --help does not show --kube-api-qps 50"
 grep -A1 -- "-kube-api-burst" "$T/out" | grep -q "default 100" || fail "kcsi-node --help does not show --kube-api-burst 100"
-expect 0 "" kcsi-controller-manager --help # kube-controller-manager v1.36's 20 / 30
+expect 0 "" kcsi-controller-manager --help # kube-controller-manager v1.37's 20 / 30
 grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 20)" || fail "kcsi-controller-manager --help does not show --kube-api-qps 20"
 grep -A1 -- "-kube-api-burst" "$T/out" | grep -q "default 30)" || fail "kcsi-controller-manager --help does not show --kube-api-burst 30"
 expect 0 "" csi-attacher --help
 grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 5)" || fail "csi-attacher --help does not show --kube-api-qps 5"
 
+# help texts say what the binary does (issue 40): kcsi-controller-manager's Lease lives in
+# kube-system, not "the pod's own namespace"; a deprecated flag is marked one way only, by the
+# "(DEPRECATED: ...)" suffix, never also by its own text
+expect 0 "" kcsi-controller-manager --help
+grep -A1 -- "-leader-election-namespace" "$T/out" | grep -q "empty means kube-system" ||
+	fail "kcsi-controller-manager --leader-election-namespace help: $(grep -A1 -- -leader-election-namespace "$T/out")"
+for b in csi-attacher csi-provisioner csi-resizer csi-snapshotter snapshot-controller csi-node-driver-registrar; do
+	timeout 10 "$KCSI_BIN/$b" --help >"$T/out" 2>&1
+	grep -qi "^[[:space:]]*\(deprecated\|ignored\)\|older name" "$T/out" &&
+		fail "$b --help words a deprecated flag its own way: $(grep -i "^[[:space:]]*\(deprecated\|ignored\)\|older name" "$T/out" | head -2)"
+	[ "$b" = snapshot-controller ] || grep -q "(DEPRECATED: " "$T/out" || # it has no deprecated flag (no --resync, as upstream)
+		fail "$b --help marks no deprecated flag"
+done
 [ "$FAILS" -eq 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }
 echo PASS

@@ -102,7 +102,29 @@ mk_pod pod-pending "" claim-1
 sleep 2
 check "no VolumeAttachment for attachRequired=false, unmanaged node, pending pod" eq "$(va_count)" 0
 
+# The first attach fails, the next one works (the attacher's PV cache lagged, its driver was
+# down): the controller must try again and tell the node. The script plays the attacher's first
+# answer while csi-attacher is stopped. A new pair whose first attach failed once counted as
+# attached and never reached the node's volumesAttached: its pod waited for ever.
+att_stop att
+V4=$(lp_volume vol-4)
+mk_pv pv-4 $DRV "$V4"
+mk_bound_claim claim-4 pv-4
+U4=$(uniq "$V4")
+VA4=$(va_name "$V4" node-1)
+mk_pod pod-4 node-1 claim-4
+wait_for "VolumeAttachment $VA4 created" 10 kc get volumeattachment "$VA4"
+kc patch volumeattachment "$VA4" --subresource=status --type=merge -p \
+	"{\"status\":{\"attachError\":{\"time\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"message\":\"the first try failed\"}}}" >/dev/null
+wait_for "FailedAttachVolume event on pod-4" 10 has_event pod-4 FailedAttachVolume "the first try failed"
+check "node-1 does not list a volume whose attach failed" node_lists_not node-1 "$U4"
+att_start att "$T/lp.sock"
+wait_for "VolumeAttachment $VA4 attached on the attacher's next try" 30 va_attached "$VA4"
+wait_for "node-1 lists $U4 after the retry" 10 node_lists node-1 "$U4"
+wait_for "SuccessfulAttachVolume event on pod-4" 10 has_event pod-4 SuccessfulAttachVolume \
+	"AttachVolume.Attach succeeded for volume \"pv-4\""
+
 cm_stop cm
 check "SIGTERM exits 0" eq "$?" 0
-kc delete pod pod-na pod-3 pod-pending --wait=false >/dev/null
+kc delete pod pod-na pod-3 pod-pending pod-4 --wait=false >/dev/null
 cm_finish

@@ -1,7 +1,9 @@
 #!/bin/bash
 # e2e: kcsi-controller-manager's persistentvolume-binder, pvc-protection and pv-protection on
 # kube-emulator: claims bound to the smallest matching static volume, to pre-bound volumes and
-# by a pre-bound claim, with a selector; phases, annotations and status as Kubernetes sets them;
+# by a pre-bound claim, with a selector; phases, annotations and status as Kubernetes sets them
+# (a volume whose node expansion was pending when its claim went gives the new claim the size
+# before, from csi-resizer's pre-resize-capacity annotation, so the node expands it again);
 # the external provisioner's annotations and events, WaitForFirstConsumer, default class; a
 # deleted claim releases its volume; a claim in use by a pod is kept until the pod is gone.
 set -u
@@ -37,6 +39,7 @@ pv pv-gold 3Gi ReadWriteOnce '{"metadata":{}}'
 kc label pv pv-gold tier=gold >/dev/null
 pv pv-pre 1Gi ReadWriteOnce '{"spec":{"claimRef":{"namespace":"default","name":"claim-pre"}}}'
 pv pv-block 1Gi ReadWriteOnce '{"spec":{"volumeMode":"Block"}}'
+pv pv-resumed 2Gi ReadWriteOnce '{"metadata":{"annotations":{"volume.alpha.kubernetes.io/pre-resize-capacity":"1Gi"}},"spec":{"claimRef":{"namespace":"default","name":"claim-resumed"}}}'
 
 cm_start cm --controllers 'persistentvolume-binder,pvc-protection,pv-protection' \
 	--pvclaimbinder-sync-period 2s --http-endpoint 127.0.0.1:0 -v 3
@@ -61,6 +64,10 @@ claim claim-none 100Gi
 wait_for "claim-pre Bound" 20 claim_is claim-pre .status.phase Bound
 check "claim-pre bound to the volume pre-bound to it" eq "$(cj claim-pre .spec.volumeName)" pv-pre
 check "pv-pre was bound by the user, not the controller" eq "$(pj pv-pre '.metadata.annotations["pv.kubernetes.io/bound-by-controller"] // "none"')" none
+claim claim-resumed 2Gi
+wait_for "claim-resumed Bound" 20 claim_is claim-resumed .status.phase Bound
+check "claim-resumed: the capacity before the pending expansion, not the PV's 2Gi" eq "$(cj claim-resumed .status.capacity.storage)" 1Gi
+check "the annotation stays for csi-resizer to remove" eq "$(pj pv-resumed '.metadata.annotations["volume.alpha.kubernetes.io/pre-resize-capacity"]')" 1Gi
 wait_for "claim-named Bound to pv-big" 20 claim_is claim-named .status.phase Bound
 check "claim-named: bind-completed, not bound-by-controller" eq "$(cj claim-named '.metadata.annotations["pv.kubernetes.io/bind-completed"] + "/" + (.metadata.annotations["pv.kubernetes.io/bound-by-controller"] // "none")')" yes/none
 check "pv-big points back" eq "$(pj pv-big .spec.claimRef.name)" claim-named

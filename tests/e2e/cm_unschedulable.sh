@@ -6,7 +6,7 @@
 # on each attempt (1 s doubling to 10 s) and counted on one Event, not re-created in a loop.
 #
 # Every scenario runs twice side by side: pod k-X for kcsi-controller-manager's volume-scheduler
-# and its twin u-X for the real kube-scheduler v1.36.1 (a peer, profile "kube-scheduler"), and
+# and its twin u-X for the real kube-scheduler v1.37.2 (a peer, profile "kube-scheduler"), and
 # both must carry the same message, word for word: a missing claim, a claim being deleted, an
 # unbound Immediate claim, a volume's node affinity, the attach limit, ReadWriteOncePod in use,
 # and an untolerated taint beside a node selector.
@@ -93,9 +93,9 @@ expect() {
 gone() { kc delete pod "k-$1" "u-$1" --grace-period=0 --force >/dev/null 2>&1; }
 # What kube-scheduler's PostFilter plugins add: DynamicResources (no resource claims), then
 # DefaultPreemption; after a prefilter refusal DynamicResources fails instead ("not found": its
-# PreFilter never ran), and that error is all kube-scheduler v1.36.1 adds.
-NOT_HELPFUL="no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
-NO_VICTIMS="no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+# PreFilter never ran), and that error is all kube-scheduler v1.37.2 adds.
+NOT_HELPFUL="preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+NO_VICTIMS="preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
 PREFILTER_TAIL="not found"
 
 # A missing claim: no event at all before issue 40.

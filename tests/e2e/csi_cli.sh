@@ -186,8 +186,56 @@ expect_rc 0 "kcsi metadata --help" -- "$BIN/kcsi" metadata --help
 grep -q -- "--starting-offset SIZE" "$TMP/out" || fail "metadata --help lacks --starting-offset"
 expect_rc 2 "unknown service" -- K volume list
 expect_rc 2 "unknown verb" -- K node fly
+grep -q "^Verbs of node: info capabilities stage" "$TMP/err" || fail "unknown verb: no verb list: $(cat "$TMP/err")"
+[ "$(wc -l <"$TMP/err")" -le 4 ] || fail "unknown verb: more than a short usage ($(wc -l <"$TMP/err") lines)"
+expect_rc 2 "no service" -- "$BIN/kcsi"
+[ "$(wc -l <"$TMP/err")" -le 3 ] || fail "no service: more than a short usage ($(wc -l <"$TMP/err") lines)"
+expect_rc 2 "unknown flag" -- "$BIN/kcsi" --bogus identity info
+[ "$(wc -l <"$TMP/err")" -le 3 ] || fail "unknown flag: more than a short usage ($(wc -l <"$TMP/err") lines)"
+# --help says it once, and shows -v but not klog's file flags (still accepted)
+expect_rc 0 "kcsi --help" -- "$BIN/kcsi" --help
+[ "$(grep -c '^Usage:' "$TMP/out")" = 1 ] || fail "--help prints its usage line $(grep -c '^Usage:' "$TMP/out") times"
+grep -q -- "^  -v value" "$TMP/out" || fail "--help lacks -v"
+! grep -q -- "log_file\|logtostderr\|automaxprocs" "$TMP/out" || fail "--help lists klog's flags"
+expect_rc 0 "klog flag still accepted" -- K --logtostderr=true identity info
+expect_rc 2 "size too large" -- K controller create-volume x --cap-bytes 8Ei
+grep -q "too large" "$TMP/err" || fail "8Ei: not called too large: $(cat "$TMP/err")"
+expect_rc 0 "the largest int64 is a size" -- K controller create-volume x --cap-bytes 9223372036854775807
+grep -q "9223372036854775807" "$TMP/out" || fail "the largest size did not reach the driver: $(cat "$TMP/out")"
 expect_rc 2 "bad -o" -- K -o yaml identity info
 expect_rc 3 "no driver" -- "$BIN/kcsi" --endpoint "unix://$TMP/none.sock" --connect-timeout 200ms identity info
+# Without --connect-timeout nothing is waited for: each mistake fails at once, with its reason.
+# expect_fast WHAT PATTERN PATH: exit 3 well within the 10 s a silent peer is given, the reason
+# on stderr
+expect_fast() {
+	local t0=$SECONDS
+	expect_rc 3 "$1" -- "$BIN/kcsi" --endpoint "unix://$3" identity info
+	[ $((SECONDS - t0)) -le 5 ] || fail "$1: took $((SECONDS - t0)) s"
+	grep -q "$2" "$TMP/err" || fail "$1: stderr lacks \"$2\": $(cat "$TMP/err")"
+}
+expect_fast "missing socket" "$TMP/none.sock does not exist" "$TMP/none.sock"
+touch "$TMP/plain"
+expect_fast "not a socket" "$TMP/plain is not a socket" "$TMP/plain"
+python3 -c "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$TMP/stale.sock"
+expect_fast "nobody listens" "nobody listens on $TMP/stale.sock" "$TMP/stale.sock"
+# an HTTP/1.1 server on a unix socket answers the HTTP/2 preface with 400 and closes
+python3 -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + ".tmp"); s.listen(4)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])  # in place only once it listens
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(4096)
+        c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    except OSError:
+        pass
+    c.close()
+' "$TMP/http1.sock" &
+HTTP1_PID=$!
+for _ in $(seq 1 50); do [ -S "$TMP/http1.sock" ] && break; sleep 0.1; done
+expect_fast "not gRPC" "$TMP/http1.sock does not speak gRPC" "$TMP/http1.sock"
+kill "$HTTP1_PID" 2>/dev/null
 expect_rc 2 "tcp endpoint refused" -- "$BIN/kcsi" --endpoint tcp://127.0.0.1:1 identity info
 if grep -rq "planted-cli-s3cret" "$TMP/out" "$TMP/err"; then fail "secret leaked"; fi
 

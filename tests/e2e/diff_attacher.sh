@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e, drop-in differential: upstream's csi-attacher v4.12.0 and kcsi's, the same story with the
+# e2e, drop-in differential: upstream's csi-attacher v4.13.0 and kcsi's, the same story with the
 # same flags on one kube-emulator and one kcsi-loopplugin (controller mode), compared field by
 # field (lib_diff.sh): the VolumeAttachment, the PV, the leader-election Lease and the events.
 #   1. a VolumeAttachment to a node the driver does not know: ControllerPublishVolume NOT_FOUND,

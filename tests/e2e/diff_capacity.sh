@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e, drop-in differential: storage capacity tracking of upstream's csi-provisioner v6.3.0 and
+# e2e, drop-in differential: storage capacity tracking of upstream's csi-provisioner v6.4.0 and
 # kcsi's, with the flags it needs (--enable-capacity, --capacity-ownerref-level 1, the POD_NAME
 # and NAMESPACE environment of a pod of a StatefulSet), the same story on one kube-emulator and one
 # kcsi-loopplugin (controller mode, zone zone-a, its pool a 2 GiB tmpfs so that the free bytes it

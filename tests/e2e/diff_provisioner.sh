@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e, drop-in differential: upstream's csi-provisioner v6.3.0 and kcsi's, each with its default
+# e2e, drop-in differential: upstream's csi-provisioner v6.4.0 and kcsi's, each with its default
 # flags (only the socket and the kubeconfig given, and --snapshot-orphan-sweep-interval=2s so the
 # sweep's work shows within the scenario), the same story on one kube-emulator and one
 # kcsi-loopplugin (controller mode, zone zone-a), compared field by field (lib_diff.sh): claims,

@@ -1,8 +1,10 @@
 #!/bin/bash
-# e2e, drop-in differential: upstream's csi-resizer v2.2.0 and kcsi's, each with its default flags
-# (only the socket and the kubeconfig given; RecoverVolumeExpansionFailure and
-# VolumeAttributesClass are GA and on by default in both, and are passed as a user turning them on
-# would), the same story on one kube-emulator and one kcsi-loopplugin (controller mode,
+# e2e, drop-in differential: upstream's csi-resizer v2.3.0 (the peers' build) and kcsi's, each
+# with its default flags (only the socket and the kubeconfig given, and the gates a user turning
+# them on would pass: VolumeAttributesClass, GA and on in both; AnnotateFsResize, beta and on in
+# v2.3.0 (named anyway, as a manifest written for v2.2 does), so the PVs carry the
+# pre-resize annotation on both sides; not RecoverVolumeExpansionFailure, which v2.3 removed and
+# refuses), the same story on one kube-emulator and one kcsi-loopplugin (controller mode,
 # --max-volume-size 1Ti), compared field by field (lib_diff.sh): the claims, their PVs and the
 # events with their messages (DIFF_EVENT_MESSAGES=1).
 #   1. claim "grow" 64Mi -> 128Mi: ControllerExpandVolume, the PV's capacity, allocatedResources,
@@ -24,7 +26,7 @@ set -u
 . "$(dirname "$0")/lib_diff.sh"
 export DIFF_EVENT_MESSAGES=1
 KINDS=(persistentvolumeclaims persistentvolumes)
-GATES=RecoverVolumeExpansionFailure=true,VolumeAttributesClass=true
+GATES=VolumeAttributesClass=true,AnnotateFsResize=true
 
 # bound CLAIM SIZE [pv-metadata-json]: a loop volume of SIZE, its PV and claim CLAIM in $NS,
 # bound as the binder leaves them.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e, drop-in differential: upstream's snapshot-controller and csi-snapshotter v8.6.0 and kcsi's,
+# e2e, drop-in differential: upstream's snapshot-controller and csi-snapshotter v8.7.0 and kcsi's,
 # as a pair, with default flags, the same story on one kube-emulator and one kcsi-loopplugin
 # (controller mode), compared field by field (lib_diff.sh): the VolumeSnapshot, its
 # VolumeSnapshotContent, the source claim (its protection finalizer), the group snapshot kinds

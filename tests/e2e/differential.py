@@ -31,6 +31,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import ssl
 import sys
 import tempfile
@@ -277,11 +278,15 @@ def main():
     ids = [s["id"] for s in steps]
     if len(ids) != len(set(ids)):
         raise SystemExit("corpus: duplicate step ids")
+    # the client certificates and keys of the two kubeconfigs, as files, for the run only
     tmp = tempfile.mkdtemp(prefix="kcsi-differential.")
-    emu = Server("emulator", args.emu, tmp)
-    real = Server("real", args.real, tmp)
-    a = run(emu, steps)
-    b = run(real, steps)
+    try:
+        emu = Server("emulator", args.emu, tmp)
+        real = Server("real", args.real, tmp)
+        a = run(emu, steps)
+        b = run(real, steps)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     diffs = []
     for st in steps:
         sid = st["id"]

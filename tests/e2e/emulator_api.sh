@@ -30,7 +30,7 @@ req GET /apis
 check "groups" eq "$(jqo '[.groups[].name]|sort|join(",")')" "apps,coordination.k8s.io,events.k8s.io,groupsnapshot.storage.k8s.io,policy,rbac.authorization.k8s.io,resource.k8s.io,snapshot.storage.k8s.io,storage.k8s.io"
 # what kube-scheduler lists and watches before it schedules anything (issue 35)
 for path in /api/v1/services /api/v1/replicationcontrollers /apis/policy/v1/poddisruptionbudgets \
-	/apis/resource.k8s.io/v1/deviceclasses /apis/resource.k8s.io/v1/resourceclaims \
+	/apis/resource.k8s.io/v1/deviceclasses /apis/resource.k8s.io/v1/devicetaintrules /apis/resource.k8s.io/v1/resourceclaims \
 	/apis/resource.k8s.io/v1/resourceslices; do
 	req GET "$path"
 	check "$path lists" eq "$(jqo '.items|length')" "0"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e: kube-emulator against the real kube-apiserver v1.36.1, request by request. The corpus
+# e2e: kube-emulator against the real kube-apiserver v1.37.2, request by request. The corpus
 # (tests/e2e/differential/corpus.yaml: every kind kube-emulator serves; defaulting, validation,
 # each patch type, the status subresource, finalizers and deletion, selectors, watches and their
 # 410, error bodies, Tables) runs against both with the same client, the answers are normalised

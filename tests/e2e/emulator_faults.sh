@@ -1,5 +1,5 @@
 #!/bin/bash
-# kube-emulator fault injection: 500 / 429 + Retry-After / 409 / 410 / 504 rules by verb and
+# kube-emulator fault injection: 500 / 429 + Retry-After / 409 / 404 / 410 / 504 rules by verb and
 # resource (a watch's as an ERROR event when asked) with
 # counts, added latency, closing all watches now, ending watches after N seconds, and reset.
 . "$(dirname "$0")/lib_emulator.sh"
@@ -38,6 +38,16 @@ check "injected conflict is a Conflict Status" eq "$(jqo .reason)" "Conflict"
 req GET /api/v1/persistentvolumes/pv-1
 check "the conflicted patch did not apply" eq "$(jqo '.metadata.labels.a // "none"')" "none"
 check "409s are counted" eq "$(counter conflicts409)" "1"
+
+# 404 plays a kind the server does not serve (a CRD not installed): kube-apiserver's Status.
+faults '{"reset":true,"rules":[{"verb":"list","resource":"volumegroupsnapshotclasses","code":404}]}'
+req GET /apis/groupsnapshot.storage.k8s.io/v1/volumegroupsnapshotclasses?limit=1
+expect_code 404 "injected 404 on a list"
+check "404 is kube-apiserver's NotFound for a resource it does not serve" eq \
+	"$(jqo '"\(.reason) \(.message)"')" "NotFound the server could not find the requested resource"
+req GET /apis/groupsnapshot.storage.k8s.io/v1/volumegroupsnapshotcontents?limit=1
+expect_code 200 "another resource is served"
+check "404s are counted" eq "$(counter notFound404)" "1"
 
 faults '{"reset":true,"rules":[{"verb":"get","resource":"persistentvolumes","latencyMs":400}]}'
 START=$(date +%s%N)

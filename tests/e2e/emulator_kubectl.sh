@@ -144,4 +144,34 @@ check "api-resources lists volumeattachments" bash -c "${K[*]} api-resources | g
 check "describe pvc" bash -c "${K[*]} describe pvc claim-1 | grep -q 'StorageClass:.*loop'"
 check "configmap data" eq "$("${K[@]}" -n team-a get configmap c1 -o jsonpath='{.data.k}')" "v"
 
+# the scenarios' reads without kubectl (lib_kget.sh) print what kubectl prints for the same call
+. "$(dirname "$0")/lib_kget.sh"
+"${K[@]}" create -f - >/dev/null <<'YAML' || fail "kget objects"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kget-pv, labels: {tier: gold}}
+spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], csi: {driver: d, volumeHandle: h, readOnly: false}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: kget-claim, namespace: default, annotations: {volume.kubernetes.io/storage-provisioner: d}}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+YAML
+for a in "get pv -o json" "get pv kget-pv -o json" "get pvc -n default -o json" "get pvc -A -o json" \
+	"get pvc kget-claim -o json" "get events -A -o json" "get pv kget-pv -o jsonpath={.spec.capacity.storage}" \
+	"get pv kget-pv -o jsonpath={.metadata.labels.tier}" "get pvc kget-claim -o jsonpath={.spec.nothere}" \
+	"get pv kget-pv -o jsonpath={.spec.csi.readOnly}" "get pv,pvc,events -A -o json" \
+	"get pvc,pv -n default -o json" \
+	"get pvc kget-claim -o jsonpath={.metadata.annotations.volume\.kubernetes\.io/storage-provisioner}"; do
+	# shellcheck disable=SC2086 # the call's words
+	fast=$(kc_fast $a; echo "|status $?") # byte for byte: a trailing newline counts
+	# shellcheck disable=SC2086
+	slow=$("${K[@]}" $a; echo "|status $?")
+	case $a in *json) fast="$(jq -S . <<<"${fast%|*}")|${fast##*|}"
+		slow="$(jq -S . <<<"${slow%|*}")|${slow##*|}" ;; esac
+	check "kc_fast $a: as kubectl prints it" eq "$fast" "$slow"
+done
+check "kc_fast: a missing object fails as kubectl's get does" eq "$(kc_fast get pv nope -o json 2>/dev/null; echo $?)" 1
+check "kc_fast: a selector is kubectl's" eq "$(kc_fast get pv -l tier=gold -o json; echo $?)" 3
+
 finish

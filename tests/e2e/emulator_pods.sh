@@ -125,6 +125,34 @@ req POST /api/v1/namespaces/default/events '{"metadata":{"name":"web.1"},"involv
 expect_code 201 "create a core/v1 Event"
 req POST /apis/events.k8s.io/v1/namespaces/default/events '{"metadata":{"name":"web.2"},"regarding":{"kind":"Pod","namespace":"default","name":"web"},"reason":"Pulled","note":"n","type":"Normal","action":"Pull","eventTime":"2026-01-01T00:00:00.000000Z","reportingController":"kcsi","reportingInstance":"kcsi-1"}'
 expect_code 201 "create an events.k8s.io/v1 Event"
+# One storage for both groups, as kube-apiserver: kubectl describe (core, by involvedObject)
+# lists what kube-scheduler records through events.k8s.io, and each group reads the other's in
+# its own field names.
 req GET "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dweb,involvedObject.kind%3DPod"
-check "events by involvedObject (what kubectl describe lists)" eq "$(jqo '.items|length')" "1"
+check "events by involvedObject (what kubectl describe lists): both groups'" eq "$(jqo '[.items[].metadata.name]|sort|join(",")')" "web.1,web.2"
+req GET /api/v1/namespaces/default/events/web.2
+check "an events.k8s.io Event read as core/v1" eq "$(jqo '[.apiVersion, .message, .involvedObject.name, .reportingComponent, .reportingInstance, (.note // "none")]|join(",")')" "v1,n,web,kcsi,kcsi-1,none"
+req GET "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=regarding.name%3Dweb,reason%3DScheduled"
+check "a core Event listed through events.k8s.io by regarding.name" eq "$(jqo '[.items[] | .metadata.name, .note, .regarding.kind, (.message // "none")]|join(",")')" "web.1,m,Pod,none"
+req GET "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dweb"
+expect_code 400 "events.k8s.io refuses the core field label"
+check "its reason" eq "$(jqo .message)" "field label not supported: involvedObject.name"
+# through events.k8s.io an Event is immutable but for its series (as kube-apiserver's update
+# rules for that version); through core/v1 it is not
+req PATCH /apis/events.k8s.io/v1/namespaces/default/events/web.2 '{"note":"patched"}' application/merge-patch+json
+expect_code 422 "events.k8s.io: note may not change"
+check "named as kube-apiserver names it" eq "$(jqo .message)" 'Event "web.2" is invalid: message: Invalid value: "patched": field is immutable'
+req PATCH /apis/events.k8s.io/v1/namespaces/default/events/web.2 '{"series":{"count":2,"lastObservedTime":"2026-01-01T00:00:09.000000Z"}}' application/merge-patch+json
+expect_code 200 "events.k8s.io: the series may change"
+check "the series, read as core/v1" eq "$(req GET /api/v1/namespaces/default/events/web.2; jqo .series.count)" "2"
+req PATCH /api/v1/namespaces/default/events/web.2 '{"message":"patched through core"}' application/merge-patch+json
+expect_code 200 "core/v1: message may change"
+req GET /apis/events.k8s.io/v1/namespaces/default/events/web.2
+check "the patch, read as events.k8s.io note" eq "$(jqo .note)" "patched through core"
+req POST /apis/events.k8s.io/v1/namespaces/default/events '{"metadata":{"name":"web.3"},"regarding":{"kind":"Pod","namespace":"default","name":"web"},"reason":"Pulled","note":"n","type":"Normal"}'
+expect_code 422 "an events.k8s.io Event without eventTime"
+check "named as kube-apiserver names it" eq "$(jqo '.details.causes[0].field')" "eventTime"
+req POST /apis/events.k8s.io/v1/namespaces/default/events '{"metadata":{"name":"web.4"},"regarding":{"kind":"Pod","namespace":"default","name":"web"},"reason":"Pulled","note":"n","type":"Normal","eventTime":"2026-01-01T00:00:00.000000Z","reportingInstance":"kcsi-1","action":"Pull"}'
+expect_code 422 "an events.k8s.io Event without reportingController"
+check "named as kube-apiserver names it" eq "$(jqo '.details.causes[0].field')" "reportingController"
 finish

@@ -170,7 +170,7 @@ pbreq() { CODE=$(curl -s -o "$T/out" -w '%{http_code}' -X POST -H 'Content-Type:
 printf 'k8s\0\x0a\x0e\x0a\x02v1\x12\x08Endpoint' >"$T/pb1"
 pbreq "$T/pb1"
 expect_code 415 "protobuf of another kind"
-check "415 names what is decoded" bash -c "jq -r .message '$T/out' | grep -q 'decodes protobuf only for v1 Namespace, Secret, ConfigMap, Event, PersistentVolume'"
+check "415 names what is decoded, whole" bash -c "jq -r .message '$T/out' | grep -q 'decodes protobuf only for v1 Namespace, Secret, ConfigMap, Binding, Event (v1 and events.k8s.io/v1), PersistentVolume.*, not v1 Endpoint; send JSON\$'"
 printf 'k8s\0\x0a\xff\xff' >"$T/pb2"
 pbreq "$T/pb2"
 expect_code 415 "malformed protobuf"

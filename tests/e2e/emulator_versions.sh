@@ -22,12 +22,13 @@ for v in v1 v1beta2; do
 		"VolumeGroupSnapshot,VolumeGroupSnapshotClass,VolumeGroupSnapshotContent"
 done
 
-# a watch at v1 from now, before anything exists
+# a watch at v1 from now, before anything exists (open for a minute: the steps below took more
+# than 5 s under ASan on a loaded machine; the test ends the watches once DELETED arrived)
 req GET "$G/v1/namespaces/default/volumegroupsnapshots"
 RV0=$(jqo .metadata.resourceVersion)
-curl -sN "$S$G/v1/namespaces/default/volumegroupsnapshots?watch=1&resourceVersion=$RV0&timeoutSeconds=5" >"$T/w1" &
+curl -sN "$S$G/v1/namespaces/default/volumegroupsnapshots?watch=1&resourceVersion=$RV0&timeoutSeconds=60" >"$T/w1" &
 W1=$!
-curl -sN "$S$G/v1beta2/namespaces/default/volumegroupsnapshots?watch=1&resourceVersion=$RV0&timeoutSeconds=5" >"$T/w2" &
+curl -sN "$S$G/v1beta2/namespaces/default/volumegroupsnapshots?watch=1&resourceVersion=$RV0&timeoutSeconds=60" >"$T/w2" &
 W2=$!
 sleep 0.5
 
@@ -78,6 +79,11 @@ req GET "$G/v1beta2/namespaces/default/volumegroupsnapshots/g1"
 expect_code 404 "gone at v1beta2"
 
 # the watches saw ADDED, MODIFIED x2, DELETED, each in their own version only
+for _ in $(seq 1 200); do
+	grep -q '"DELETED"' "$T/w1" && grep -q '"DELETED"' "$T/w2" && break
+	sleep 0.1
+done
+kill "$W1" "$W2" 2>/dev/null
 wait "$W1" "$W2"
 check "v1 watch: 4 events" eq "$(jq -r .type "$T/w1" | tr '\n' ' ')" "ADDED MODIFIED MODIFIED DELETED "
 check "v1 watch: all v1" eq "$(jq -r .object.apiVersion "$T/w1" | sort -u)" "groupsnapshot.storage.k8s.io/v1"

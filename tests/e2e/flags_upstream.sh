@@ -5,8 +5,9 @@
 #     tests/peers/flags/<component>.txt, against kcsi's --help: each difference is a row of
 #     docs/compatibility.md and each row is still a difference (tests/e2e/flags_compare.py).
 #  2. Feature gates: every gate upstream's --help lists is accepted by kcsi's binary, at its
-#     default and switched; an unknown gate is refused by both, and so is HonorPVReclaimPolicy by
-#     both provisioners (removed upstream in v6.2).
+#     default and switched; an unknown gate is refused by both, and so are HonorPVReclaimPolicy by
+#     both provisioners (removed upstream in v6.2) and RecoverVolumeExpansionFailure by both
+#     resizers (removed upstream in v2.3).
 #  3. The same command lines end the same way in upstream's binary and kcsi's: Go's flag syntax
 #     (--f=v, -f v, --f v, --b=false, 1m30s), labels in k:v form, bad values (exit 2), a bad
 #     logging configuration or gate, or the missing kubeconfig (a start-up failure: upstream
@@ -73,8 +74,16 @@ for side in "$KCSI_PEERS" "$KCSI_BIN"; do
 	[ "$rc" = 1 ] || [ "$rc" = 255 ] && grep -q "unrecognized feature gate: HonorPVReclaimPolicy" "$T/run.out" ||
 		fail "$side/csi-provisioner HonorPVReclaimPolicy=true: exit $rc, $(head -c 200 "$T/run.out")"
 done
-rc=$(run_rc "$KCSI_BIN/csi-provisioner" --kubeconfig "$T/none" --feature-gates APIServerTracing=false)
-grep -q "cannot set feature gate APIServerTracing to false, feature is locked to true" "$T/run.out" ||
+# external-resizer v2.3 removed RecoverVolumeExpansionFailure (GA in Kubernetes 1.34): both
+# resizers refuse it as an unknown gate (FlushAndExit(1)).
+for side in "$KCSI_PEERS" "$KCSI_BIN"; do
+	rc=$(run_rc "$side/csi-resizer" --kubeconfig "$T/none" --feature-gates=RecoverVolumeExpansionFailure=true)
+	[ "$rc" = 1 ] && grep -q "unrecognized feature gate: RecoverVolumeExpansionFailure" "$T/run.out" ||
+		fail "$side/csi-resizer RecoverVolumeExpansionFailure=true: exit $rc, $(head -c 200 "$T/run.out")"
+done
+# A generic gate locked to its default (component-base v0.37: GA and locked to true).
+rc=$(run_rc "$KCSI_BIN/csi-provisioner" --kubeconfig "$T/none" --feature-gates WatchCacheInitializationPostStartHook=false)
+grep -q "cannot set feature gate WatchCacheInitializationPostStartHook to false, feature is locked to true" "$T/run.out" ||
 	fail "a locked gate set against its lock is accepted"
 for b in csi-node-driver-registrar livenessprobe; do
 	rc=$(run_rc "$KCSI_BIN/$b" --feature-gates Topology=true)
@@ -98,6 +107,7 @@ for b in csi-attacher csi-resizer csi-snapshotter snapshot-controller; do # Go's
 	same_rc $b -v 4 --automaxprocs --automaxprocs=false
 	same_rc $b --timeout=abc
 	same_rc $b --leader-election=maybe
+	same_rc $b -v=-1
 done 2>/dev/null
 for b in csi-attacher csi-provisioner csi-resizer csi-snapshotter; do
 	same_rc $b --leader-election-labels=team:storage,tier:controller
@@ -114,7 +124,7 @@ for b in "${PEERED[@]}"; do
 done
 # GA gates, which upstream's --help does not list; a gate locked to its default; a bad value
 same_rc csi-provisioner --feature-gates=Topology=true,VolumeAttributesClass=false
-same_rc csi-provisioner --feature-gates=APIServerTracing=false
+same_rc csi-provisioner --feature-gates=WatchCacheInitializationPostStartHook=false
 same_rc csi-attacher --feature-gates=MutableCSINodeAllocatableCount=true,AllBeta=true
 same_rc csi-attacher --feature-gates=WatchList=maybe
 same_rc csi-snapshotter --feature-gates=CSIVolumeGroupSnapshot=1,AllAlpha=t
@@ -123,6 +133,11 @@ same_rc csi-provisioner --timeout=1m30s --prevent-volume-mode-conversion=false
 same_rc csi-provisioner --timeout 90s -v 5
 same_rc csi-provisioner --kube-api-capacity-qps=2 --kube-api-capacity-burst 10 --enable-pprof --snapshot-orphan-sweep-interval=0
 same_rc csi-provisioner --timeout=abc
+# flag.Uint worker counts: 0 is taken (no workers; the start-up then stops at the kubeconfig),
+# a sign is a parse error; -v is component-base's unsigned verbosity
+same_rc csi-provisioner --worker-threads=0 --cloning-protection-threads=0 --capacity-threads=0
+same_rc csi-provisioner --worker-threads=-1
+same_rc csi-provisioner -v=-1
 
 # ---- 4. JSON lines ----
 keys() { grep -m1 "$1" "$2" | jq -c 'keys_unsorted'; }

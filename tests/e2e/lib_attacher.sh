@@ -5,7 +5,7 @@
 # td_stop                    stops it and forgets its record
 # att_start NAME SOCK [flags] csi-attacher NAME against SOCK, log in $T/NAME.log (ATT_PIDS[NAME])
 # att_stop NAME              SIGTERM; returns its exit status
-# kc ARGS...                 kubectl against the emulator
+# kc ARGS...                 kubectl against the emulator (its commonest reads by curl: lib_kget.sh)
 # wait_for "what" SECS cmd.. polls cmd until it succeeds; fails the scenario after SECS
 # va_json NAME               the VolumeAttachment as JSON on stdout ("" when absent)
 # mk_node / mk_csinode / mk_pv / mk_va   create objects with kubectl (see each for arguments)
@@ -18,7 +18,7 @@ declare -A ATT_PIDS=()
 
 att_cleanup() {
 	for n in "${!ATT_PIDS[@]}"; do
-		kill -KILL "${ATT_PIDS[$n]}" 2>/dev/null
+		kill_kids -KILL "${ATT_PIDS[$n]}"
 		wait "${ATT_PIDS[$n]}" 2>/dev/null
 	done
 	if [ -n "$LP_PID" ]; then
@@ -35,11 +35,11 @@ att_cleanup() {
 			dels+=($!)
 		done <"$T/leftover"
 		[ ${#dels[@]} -eq 0 ] || wait "${dels[@]}" 2>/dev/null
-		kill -TERM "$LP_PID" "${LP_NODE_PIDS[@]}" 2>/dev/null
+		kill_kids -TERM "$LP_PID" "${LP_NODE_PIDS[@]}"
 		wait "$LP_PID" "${LP_NODE_PIDS[@]}" 2>/dev/null
 	fi
 	if [ -n "$TD_PID" ]; then
-		kill -TERM "$TD_PID" 2>/dev/null
+		kill_kids -TERM "$TD_PID"
 		wait "$TD_PID" 2>/dev/null
 	fi
 	if losetup -a | grep -q "$T/"; then
@@ -50,7 +50,17 @@ att_cleanup() {
 }
 trap att_cleanup EXIT
 
-kc() { kubectl --kubeconfig "$KC" "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib_kget.sh"
+# (scenarios also copy kc into `bash -c` with declare -f, where kc_fast and $S are not: kubectl)
+kc() {
+	local rc=3
+	if declare -F kc_fast >/dev/null; then
+		kc_fast "$@"
+		rc=$?
+	fi
+	[ $rc = 3 ] || return $rc
+	kubectl --kubeconfig "$KC" "$@"
+}
 
 wait_sock() {
 	for _ in $(seq 1 200); do [ -S "$1" ] && return 0; sleep 0.05; done

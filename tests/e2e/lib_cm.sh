@@ -22,7 +22,7 @@ CM_DRV=${CM_DRV:-loop.kcsi.io}
 
 cm_cleanup() {
 	for n in "${!CM_PIDS[@]}"; do
-		kill -KILL "${CM_PIDS[$n]}" 2>/dev/null
+		kill_kids -KILL "${CM_PIDS[$n]}"
 		wait "${CM_PIDS[$n]}" 2>/dev/null
 	done
 	att_cleanup

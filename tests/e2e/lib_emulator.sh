@@ -16,9 +16,10 @@ T=$(mktemp -d /tmp/kcsi-emu-e2e.XXXXXX)
 EMU_PID=""
 FAILS=0
 CURL_EXTRA=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib_kids.sh"
 emu_cleanup() {
-	if [ -n "$EMU_PID" ] && kill -0 "$EMU_PID" 2>/dev/null; then
-		kill -TERM "$EMU_PID" 2>/dev/null
+	if [ -n "$EMU_PID" ]; then
+		kill_kids -TERM "$EMU_PID"
 		wait "$EMU_PID" 2>/dev/null
 	fi
 	for p in $(jobs -p); do kill "$p" 2>/dev/null; done

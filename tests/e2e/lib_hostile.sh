@@ -33,12 +33,14 @@ wait_port() {
 	return 1
 }
 
-# settle PID: waits (up to 10 s) until PID's thread count has not changed for a second, so that a
-# component still starting its controllers is not counted against the storm
+# settle PID: waits (up to 10 s) until PID's thread and open-file counts have not changed for a
+# second, so that a component still starting its controllers is not counted against the storm
 settle() {
 	local last=-1 now same=0 i
 	for i in $(seq 1 100); do
-		now=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null)
+		# threads and open files: a component that starts informers late (snapshot-controller's
+		# group kinds, on by default since v8.7) opens their watches after its threads settle
+		now="$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null) $(ls "/proc/$1/fd" 2>/dev/null | wc -l)"
 		if [ "$now" = "$last" ]; then same=$((same + 1)); else same=0; fi
 		[ $same -ge 10 ] && return 0
 		last=$now

@@ -131,7 +131,7 @@ host_zone() {
 host_pids() { local k; for k in lp reg node; do [ -n "${HOST_PIDS[$1:$k]:-}" ] && echo "${HOST_PIDS[$1:$k]}"; done; }
 host_stop() {
 	local p
-	for p in $(host_pids "$1"); do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	for p in $(host_pids "$1"); do kill_kids -KILL "$p"; wait "$p" 2>/dev/null; done
 	unset "HOST_PIDS[$1:lp]" "HOST_PIDS[$1:reg]" "HOST_PIDS[$1:node]"
 	journal stop host="$1"
 }
@@ -145,8 +145,8 @@ host_heal() {
 	in_host "$1" iptables -D INPUT -s "$BED_IP" -j DROP
 	journal heal host="$1"
 }
-host_pause() { local p; for p in $(host_pids "$1"); do kill -STOP "$p"; done; journal pause host="$1"; }
-host_resume() { local p; for p in $(host_pids "$1"); do kill -CONT "$p"; done; journal resume host="$1"; }
+host_pause() { kill_kids -STOP $(host_pids "$1"); journal pause host="$1"; }
+host_resume() { kill_kids -CONT $(host_pids "$1"); journal resume host="$1"; }
 
 # ---- the control plane ----
 cm_start() {
@@ -165,7 +165,7 @@ cm_start() {
 	esac
 	journal cm_start cm="$BED_CM"
 }
-cm_kill() { [ -n "$CM_PID" ] && kill -KILL "$CM_PID" 2>/dev/null; wait "$CM_PID" 2>/dev/null; CM_PID=; journal cm_kill; }
+cm_kill() { kill_ours -KILL "$RCP" "$CM_PID"; wait "$CM_PID" 2>/dev/null; CM_PID=; journal cm_kill; }
 api_writes() {
 	realcp_curl -sf --max-time 5 "$RS/metrics" | awk '
 		function label(l,   m) {
@@ -342,15 +342,15 @@ no_vas() { [ -z "$(K get volumeattachments -o name 2>/dev/null)" ]; }
 
 bed_stop() {
 	local k p i
-	for k in "${!HOST_PIDS[@]}"; do kill -CONT "${HOST_PIDS[$k]}" 2>/dev/null; kill -TERM "${HOST_PIDS[$k]}" 2>/dev/null; done
-	for p in "${CTL_PIDS[@]}" $CM_PID; do kill -TERM "$p" 2>/dev/null; done
-	for k in "${!HOST_PIDS[@]}"; do
-		for i in $(seq 1 20); do kill -0 "${HOST_PIDS[$k]}" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "${HOST_PIDS[$k]}" 2>/dev/null
-	done
-	for p in "${CTL_PIDS[@]}" $CM_PID; do
-		for i in $(seq 1 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$p" 2>/dev/null
+	# only what is still this bed's (lib_kids.sh): a PID that exited earlier may be another test's now
+	for k in "${!HOST_PIDS[@]}"; do kill_kids -CONT "${HOST_PIDS[$k]}"; kill_kids -TERM "${HOST_PIDS[$k]}"; done
+	kill_ours -TERM "$RCP" "${CTL_PIDS[@]}" $CM_PID
+	for p in "${HOST_PIDS[@]}" "${CTL_PIDS[@]}" $CM_PID; do
+		for i in $(seq 1 20); do
+			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && pid_is_ours "$p" "$RCP" || break
+			sleep 0.05
+		done
+		kill_ours -KILL "$RCP" "$p"
 	done
 	HOST_PIDS=()
 	CTL_PIDS=()

@@ -14,7 +14,7 @@ declare -A NODE_PIDS=()
 
 node_cleanup() {
 	for k in "${!NODE_PIDS[@]}"; do
-		kill -KILL "${NODE_PIDS[$k]}" 2>/dev/null
+		kill_kids -KILL "${NODE_PIDS[$k]}"
 		wait "${NODE_PIDS[$k]}" 2>/dev/null
 	done
 	# What the scenario may have left mounted (a failing run): unmount it, deepest first, and

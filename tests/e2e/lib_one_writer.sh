@@ -15,15 +15,12 @@
 #   - the claim is handed on: a1 deleted -> a3 Running (a2 still unplaced, a3 holds the claim);
 #     a3 deleted -> a2 placed and Running. Then everything is deleted, no PV left.
 
-# event_text POD REASON: the messages of the pod's events with that reason, from core/v1 and
-# events.k8s.io/v1 (kube-emulator stores them apart; the real kube-scheduler writes the latter).
+# event_text POD REASON: the messages of the pod's events with that reason, as `kubectl get
+# events` (core/v1) lists them: those the real kube-scheduler records through events.k8s.io/v1
+# too, which kube-emulator keeps in the same storage, as kube-apiserver does.
 event_text() {
-	{
-		$kubectl get events -o json | jq -r --arg p "$1" --arg r "$2" \
-			'.items[] | select(.involvedObject.name == $p and .reason == $r) | .message'
-		$kubectl get events.events.k8s.io -o json | jq -r --arg p "$1" --arg r "$2" \
-			'.items[] | select(.regarding.name == $p and .reason == $r) | .note'
-	} 2>/dev/null
+	$kubectl get events -o json 2>/dev/null | jq -r --arg p "$1" --arg r "$2" \
+		'.items[] | select(.involvedObject.name == $p and .reason == $r) | .message'
 }
 has_event() { event_text "$1" "$2" | grep -qF -- "$3"; }
 node_of() { $kubectl get pod "$1" -o jsonpath='{.spec.nodeName}'; }

@@ -7,9 +7,11 @@
 T=$(mktemp -d "/tmp/kcsi-$1-e2e.XXXXXX")
 FAILS=0
 PIDS=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib_kids.sh"
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 cleanup() {
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	kill_kids -KILL "${PIDS[@]}"
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	rm -rf "$T"
 }
 trap cleanup EXIT

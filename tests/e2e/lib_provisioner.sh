@@ -10,6 +10,8 @@
 # release PVC                    deletes the claim and marks its PV Released
 # events_of KIND NAME            "reason: message" lines of the events about an object
 # lp_volumes                     volume IDs the loop driver holds
+# topo_node NODE [ZONE]          a Node with the driver's zone label and its CSINode registering
+#                                the key: an Immediate claim needs one (see the function)
 : "${DRV:=loop.kcsi.io}"
 
 prov_start() {
@@ -36,6 +38,24 @@ mk_pvc() {
 			   annotations: {"volume.kubernetes.io/storage-provisioner": $d}},
 		spec: {storageClassName: $sc, accessModes: ["ReadWriteOnce"], volumeMode: "Filesystem",
 		       resources: {requests: {storage: "16Mi"}}}} * $x' | kc create -f - >/dev/null
+}
+
+# topo_node NODE [ZONE]: a Node labelled with the driver's zone and its CSINode registering that
+# key, as kubelet and the registrar leave a node that runs the driver. With topology (on by
+# default) an Immediate claim is refused until some node has registered keys ("no available
+# topology found", as upstream). ZONE defaults to the driver's own: csi-testdriver's z1,
+# kcsi-loopplugin's local (whose CreateVolume needs its zone among the requisite).
+topo_node() {
+	local key zone=${2:-}
+	case $DRV in
+	loop.kcsi.io) key=topology.loop.kcsi.io/zone; zone=${zone:-local} ;;
+	*) key=topology.kcsi.dev/zone; zone=${zone:-z1} ;;
+	esac
+	jq -n --arg n "$1" --arg k "$key" --arg z "$zone" \
+		'{apiVersion: "v1", kind: "Node", metadata: {name: $n, labels: {($k): $z}}}' | kc create -f - >/dev/null
+	jq -n --arg n "$1" --arg k "$key" --arg d "$DRV" '{apiVersion: "storage.k8s.io/v1", kind: "CSINode",
+		metadata: {name: $n}, spec: {drivers: [{name: $d, nodeID: $n, topologyKeys: [$k]}]}}' |
+		kc create -f - >/dev/null
 }
 
 pvc_json() { kc get pvc "$1" -n default -o json 2>/dev/null || true; }

@@ -1,5 +1,5 @@
 # lib_realcp.sh: a real control plane (scripts/realcp.sh: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler v1.36.1 from the peers) for an e2e scenario (sourced,
+# kube-controller-manager, kube-scheduler v1.37.2 from the peers) for an e2e scenario (sourced,
 # not run). Source it after the library that sets $T and fail() (lib_proc.sh, lib_emulator.sh):
 # its EXIT trap stops the control plane before the one already set runs.
 #

@@ -177,6 +177,15 @@ wait_for "FailedMount naming the value that is not UTF-8" 15 pod_event pu Failed
 	'MountVolume.MountDevice failed for volume "pvu" : fetching NodeStageSecretRef default/latin1-secret failed: kubernetes.io/csi: failed to find the secret latin1-secret in the namespace default with error: data key "password": the value is not valid UTF-8, which a CSI secret (a protobuf string) must be'
 pod_running pu && fail "pu runs without its volume"
 pod_running pbad && fail "pbad runs without its volume"
+# while they wait, kubectl says what the kubelet would say: ContainerCreating, not a bare Pending
+for p in pu pbad; do
+	wait_for "$p shown ContainerCreating" 10 bash -c "kubectl --kubeconfig $KC get pod $p --no-headers | grep -q ' ContainerCreating '" ||
+		fail "$p: kubectl get pod says $(kubectl --kubeconfig "$KC" get pod "$p" --no-headers)"
+	kc get pod "$p" -o json | jq -e '.status.phase == "Pending" and
+		([.status.conditions[] | select(.type == "Ready" and .status == "False" and .reason == "ContainersNotReady" and .message == "containers with unready status: [app]")] | length) == 1 and
+		.status.containerStatuses[0].state.waiting.reason == "ContainerCreating" and .status.containerStatuses[0].ready == false' >/dev/null ||
+		fail "$p: not the kubelet's waiting status: $(kc get pod "$p" -o json | jq -c .status)"
+done
 grep '"csi.storage.k8s.io/pod.name":"pbad"' "$T/td.rec" && fail "a publish with the malformed Secret reached the driver"
 grep -q 'tvol-u' "$T/td.rec" && fail "a stage with the non-UTF-8 Secret reached the driver"
 grep -rqe 'czNjcjN0' -e 'czNjcuk' -e 's3cr3' "$T"/nodes/*/kcsi-node.log && fail "a secret value reached kcsi-node's log"

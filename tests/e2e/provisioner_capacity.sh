@@ -3,7 +3,8 @@
 # (topology segment, WaitForFirstConsumer class) with the driver's capacity, the pod's StatefulSet
 # as owner and upstream's labels; they follow the driver's capacity, a new node, a new and a
 # deleted class; a restart adopts them (no duplicates); objects of other owners are left alone and
-# stale ones of ours are deleted; missing POD_NAMESPACE is a clear error.
+# stale ones of ours are deleted; missing NAMESPACE is a clear error (POD_NAMESPACE, the leader
+# election's, does not count: upstream reads NAMESPACE only).
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -60,12 +61,12 @@ OTHERDRV_RV=$(rv_of otherdrv)
 echo 5Gi >"$T/cap"
 td_start --capacity-file "$T/cap" --max-volume-size 2Gi
 
-# A missing namespace is a clear error, not a silent no-op.
+# A missing namespace is a clear error, not a silent no-op; POD_NAMESPACE is not read for it.
 rc=0
-POD_NAME=prov-0 "$KCSI_BIN/csi-provisioner" --csi-address "unix://$T/td.sock" --kubeconfig "$KC" \
-	--enable-capacity >"$T/nons.log" 2>&1 || rc=$?
-check "without POD_NAMESPACE/NAMESPACE it exits non-zero" eq "$([ $rc -ne 0 ] && echo yes)" yes
-check "and says why" grep -q "need POD_NAMESPACE (or NAMESPACE) env variable" "$T/nons.log"
+POD_NAME=prov-0 POD_NAMESPACE=default "$KCSI_BIN/csi-provisioner" --csi-address "unix://$T/td.sock" \
+	--kubeconfig "$KC" --enable-capacity >"$T/nons.log" 2>&1 || rc=$?
+check "without NAMESPACE (POD_NAMESPACE set) it exits as upstream's klog.Fatal" eq "$rc" 255
+check "and says why" grep -q "need NAMESPACE env variable for CSIStorageCapacity objects" "$T/nons.log"
 
 POD_NAME=prov-0 NAMESPACE=default prov_start p1 "$T/td.sock" --enable-capacity \
 	--capacity-poll-interval 1s --capacity-threads 2 --http-endpoint 127.0.0.1:0
@@ -119,7 +120,7 @@ BEFORE=$(names)
 rc=0; att_stop p1 || rc=$?
 check "SIGTERM exits 0" eq "$rc" 0
 echo 4Gi >"$T/cap"
-POD_NAME=prov-0 POD_NAMESPACE=default prov_start p2 "$T/td.sock" --enable-capacity \
+POD_NAME=prov-0 NAMESPACE=default prov_start p2 "$T/td.sock" --enable-capacity \
 	--capacity-poll-interval 1s
 wait_for "the restarted instance updates the same objects" 15 ours_is "late z1 4Gi 2Gi;late z2 4Gi 2Gi;late z5 4Gi 2Gi;late z6 4Gi 2Gi;"
 check "no duplicates, same names" eq "$(names)" "$BEFORE"
@@ -142,14 +143,14 @@ OTHERS=$(others)
 DEP_UID=$(owned_by Deployment web "" "" "")
 RS_UID=$(owned_by ReplicaSet web-5d Deployment web "$DEP_UID")
 owned_by Pod web-5d-x ReplicaSet web-5d "$RS_UID" >/dev/null
-POD_NAME=web-5d-x POD_NAMESPACE=default prov_start p3 "$T/td.sock" --enable-capacity \
+POD_NAME=web-5d-x NAMESPACE=default prov_start p3 "$T/td.sock" --enable-capacity \
 	--capacity-poll-interval 1s --capacity-ownerref-level 2
 wait_for "level 2: the Deployment owns a new set of objects" 15 bash -c "kubectl --kubeconfig '$KC' get csistoragecapacities -n default -o json | jq -e --arg u '$DEP_UID' '[.items[] | select(.metadata.ownerReferences[0] | .uid == \$u and .kind == \"Deployment\" and .name == \"web\" and .apiVersion == \"apps/v1\")] | length == 4'"
 check "the StatefulSet's objects are left alone" eq "$(others)" "$OTHERS"
 rc=0; att_stop p3 || rc=$?
 check "SIGTERM exits 0" eq "$rc" 0
 rc=0
-POD_NAME=web-5d-x POD_NAMESPACE=default timeout 20 "$KCSI_BIN/csi-provisioner" --csi-address "unix://$T/td.sock" \
+POD_NAME=web-5d-x NAMESPACE=default timeout 20 "$KCSI_BIN/csi-provisioner" --csi-address "unix://$T/td.sock" \
 	--kubeconfig "$KC" --enable-capacity --capacity-ownerref-level 3 >"$T/level3.log" 2>&1 || rc=$?
 check "level 3 (past the Deployment) exits non-zero" eq "$([ $rc -ne 0 ] && [ $rc -ne 124 ] && echo yes)" yes
 check "and says the Deployment has no owner" grep -q "deployments/web has no controller owner" "$T/level3.log"

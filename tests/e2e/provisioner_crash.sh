@@ -10,6 +10,7 @@ DRV=testdriver.kcsi.dev
 N=${N:-200}
 
 emu_start
+topo_node n1
 td_start --threads 8
 mk_sc std
 # churn COND: restart the provisioner and kill -9 it after a random 0.2-1.2 s until COND holds.

@@ -13,6 +13,7 @@ DRV=testdriver.kcsi.dev
 calls() { grep -c "^CreateVolume .*\"name\":\"$1\"" "$T/td.rec" 2>/dev/null || true; }
 
 emu_start
+topo_node n1
 mk_sc std
 mk_sc fixme
 td_start --fail CreateVolume=INVALID_ARGUMENT --fail-count CreateVolume=2

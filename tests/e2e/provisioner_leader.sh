@@ -13,6 +13,7 @@ holder() { kc get lease "$DRV" -n default -o jsonpath='{.spec.holderIdentity}' 2
 acquired() { grep -q "Successfully acquired lease" "$T/$1.log"; }
 
 emu_start
+topo_node n1
 td_start
 mk_sc std
 prov_start a "$T/td.sock" "${LE[@]}"

@@ -33,7 +33,7 @@ all_pvs() { for c in "$@"; do pv_exists "$(pv_of "$c")" || return 1; done; }
 nodeprov() { # NODE [flags]
 	local n=$1
 	shift
-	NODE_NAME=$n POD_NAME=prov-$n POD_NAMESPACE=default prov_start "p-$n" "$T/td-$n.sock" \
+	NODE_NAME=$n POD_NAME=prov-$n NAMESPACE=default prov_start "p-$n" "$T/td-$n.sock" \
 		--node-deployment --node-deployment-base-delay 200ms --node-deployment-max-delay 1s "$@"
 }
 

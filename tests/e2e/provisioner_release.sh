@@ -81,6 +81,7 @@ remember() {
 }
 
 emu_start
+topo_node n1
 mk_sc del
 td_start
 prov_start p "$T/td.sock" -v 4

@@ -46,6 +46,7 @@ kill9() { kill -KILL "${ATT_PIDS[$1]}"; wait "${ATT_PIDS[$1]}" 2>/dev/null; unse
 stop_checked() { local rc=0; att_stop "$1" || rc=$?; check "$1: SIGTERM exits 0" eq "$rc" 0; }
 
 emu_start
+topo_node n1
 mk_sc std
 
 # 1. Held while CreateVolume runs; a deletion waits for the restore.
@@ -108,7 +109,7 @@ mk_snap s4 '{"metadata":{"finalizers":["test.kcsi.dev/keep"]}}'
 kc delete volumesnapshot s4 -n default --wait=false >/dev/null
 restore r4 s4
 wait_for "the refusal shown on the claim" 10 has_event PersistentVolumeClaim r4 \
-	"ProvisioningFailed: failed to provision volume with StorageClass \"std\": error getting handle for DataSource Type VolumeSnapshot by Name s4: snapshot s4 is being deleted"
+	"ProvisioningFailed: error getting handle for DataSource Type VolumeSnapshot by Name s4: snapshot s4 is being deleted"
 check "no finalizer added to it" eq "$(fins s4)" "test.kcsi.dev/keep"
 check "no CreateVolume for it" eq "$(grep -c "\"name\":\"$(pv_of r4)\"" "$T/td.rec")" 0
 req PATCH "$VS/namespaces/default/volumesnapshots/s4" '{"metadata":{"finalizers":null}}' application/merge-patch+json

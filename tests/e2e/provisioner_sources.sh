@@ -11,6 +11,7 @@ CF=provisioner.storage.kubernetes.io/cloning-protection
 
 emu_start
 lp_start node-1
+topo_node node-1
 mk_sc std
 prov_start p "$T/lp.sock" -v 5
 

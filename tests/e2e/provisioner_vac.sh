@@ -24,6 +24,7 @@ img_kib() { du -k "$T/pool/volumes/$(pv_field "$1" .spec.csi.volumeHandle).img" 
 
 emu_start
 lp_start node-1
+topo_node node-1
 mk_sc std
 mk_sc modsec '{"parameters":{"csi.storage.k8s.io/controller-modify-secret-name":"mod-${pvc.name}","csi.storage.k8s.io/controller-modify-secret-namespace":"${pvc.namespace}"}}'
 mk_vac thick "$DRV" thick
@@ -69,6 +70,7 @@ check "SIGTERM exits 0" eq "$rc" 0
 
 # 5. A driver without MODIFY_VOLUME: a claim with a class is refused, one without is not.
 DRV=testdriver.kcsi.dev
+topo_node tnode
 mk_sc tstd
 mk_vac tthick "$DRV" thick
 td_start --controller-caps CREATE_DELETE_VOLUME

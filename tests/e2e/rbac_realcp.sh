@@ -1,6 +1,6 @@
 #!/bin/bash
 # e2e: deploy/kubernetes' RBAC under the real authorizer. A real control plane
-# (scripts/realcp.sh: kube-apiserver v1.36.1 with Node,RBAC, kube-controller-manager,
+# (scripts/realcp.sh: kube-apiserver v1.37.2 with Node,RBAC, kube-controller-manager,
 # kube-scheduler) gets deploy/kubernetes' ServiceAccounts, Roles, ClusterRoles and bindings (not
 # its Deployments and DaemonSet), its CSIDriver and classes, and the snapshot CRDs (v1 and the
 # groupsnapshot kinds). Every kcsi component then runs as a process on this host with a token of
@@ -187,7 +187,7 @@ wait_for_quiet() { # SECONDS CMD...: wait_for without the failure
 sock_up() { [ -S "$1" ]; }
 wait_for "the controller driver's socket" 10 sock_up "$CS"
 NS=POD_NAMESPACE=kcsi
-run csi-provisioner "$NS" "POD_NAME=$POD" -- "$KCSI_BIN/csi-provisioner" --kubeconfig "$T/csi-provisioner.kubeconfig" \
+run csi-provisioner "$NS" NAMESPACE=kcsi "POD_NAME=$POD" -- "$KCSI_BIN/csi-provisioner" --kubeconfig "$T/csi-provisioner.kubeconfig" \
 	--v=2 --csi-address "$CS" --leader-election --feature-gates=Topology=true --extra-create-metadata \
 	--enable-capacity --capacity-ownerref-level=2 --capacity-poll-interval=1m
 run csi-attacher "$NS" -- "$KCSI_BIN/csi-attacher" --kubeconfig "$T/csi-attacher.kubeconfig" \

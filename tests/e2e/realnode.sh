@@ -1,5 +1,5 @@
 #!/bin/bash
-# deploy/kubernetes on a real node: Kubernetes v1.36.1's own control plane (scripts/realcp.sh),
+# deploy/kubernetes on a real node: Kubernetes v1.37.2's own control plane (scripts/realcp.sh),
 # the peers' kubelet with Debian's containerd and runc (scripts/realnode.sh), and the images
 # `make images` builds, loaded into that runtime (nothing is pulled; the sandbox is kcsi's pause
 # image, the workload kcsi's busybox image). `kubectl apply -k` of the manifests with this build's

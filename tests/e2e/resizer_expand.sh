@@ -4,7 +4,9 @@
 # allowVolumeExpansion (nothing happens); a request above the driver's maximum (OUT_OF_RANGE:
 # ControllerResizeInfeasible, ControllerResizeError) and its recovery by lowering the request; a
 # driver that needs no node step (VolumeResizeSuccessful, capacity); the expand secret from the
-# class's templates; flags and help.
+# class's templates; AnnotateFsResize (beta, on, in v2.3): the PV's pre-resize-capacity
+# annotation while the node is pending, removed once it is done; flags and help (v2.3's
+# --resize-timeout and --modify-timeout; RecoverVolumeExpansionFailure is no gate any more).
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -21,14 +23,14 @@ mk_secret c1-key password hunter2
 mk_secret c3-key password x
 mk_secret c4-key password x
 td_start --max-volume-size 1Gi
-rsz_start r1 "$T/td.sock" -v 5
+rsz_start r1 "$T/td.sock" -v 5 --http-endpoint 127.0.0.1:0
 
 # 1. Help and flags as upstream.
 "$KCSI_BIN/csi-resizer" --help >"$T/help" 2>&1
 for f in csi-address timeout workers resync-period retry-interval-start retry-interval-max \
 	handle-volume-inuse-error extra-modify-metadata feature-gates leader-election \
 	leader-election-namespace http-endpoint metrics-address metrics-path kube-api-qps \
-	kube-api-burst kubeconfig leader-election-labels automaxprocs; do
+	kube-api-burst kubeconfig leader-election-labels automaxprocs resize-timeout modify-timeout; do
 	check "--help lists --$f" grep -q -- "-$f" "$T/help"
 done
 out=$("$KCSI_BIN/csi-resizer" --workers 0 2>&1); rc=$?
@@ -36,6 +38,12 @@ check "--workers 0 is refused" bash -c "[ $rc -ne 0 ] && grep -q 'workers must b
 out=$("$KCSI_BIN/csi-resizer" --feature-gates NoSuchGate=true 2>&1); rc=$?
 check "an unknown feature gate is refused" bash -c "[ $rc -ne 0 ] && grep -q 'unrecognized feature gate: NoSuchGate' <<<'$out'"
 check "--timeout defaults to 10s as upstream" bash -c "grep -A1 -- '-timeout duration' '$T/help' | grep -q 'default 10s'"
+check "--resize-timeout defaults to 10s" bash -c "grep -A1 -- '-resize-timeout duration' '$T/help' | grep -q 'default 10s'"
+check "--modify-timeout defaults to 10s" bash -c "grep -A1 -- '-modify-timeout duration' '$T/help' | grep -q 'default 10s'"
+for v in true false; do
+	out=$("$KCSI_BIN/csi-resizer" --feature-gates "RecoverVolumeExpansionFailure=$v" 2>&1); rc=$?
+	check "RecoverVolumeExpansionFailure=$v is refused (removed in v2.3), exit 1" bash -c "[ $rc -eq 1 ] && grep -q 'unrecognized feature gate: RecoverVolumeExpansionFailure' <<<'$out'"
+done
 
 # 2. A controller expansion that needs the node: PV grows, claim waits for the node.
 mk_bound c1 100Mi grow h-c1
@@ -55,6 +63,22 @@ wait_for "event Resizing" 10 has_event PersistentVolumeClaim c1 "Resizing: Exter
 wait_for "event FileSystemResizeRequired" 10 has_event PersistentVolumeClaim c1 "FileSystemResizeRequired: Require file system resize of volume on node"
 sleep 1
 check "no second call once the node is pending" eq "$(expands h-c1)" 1
+pre_resize() { pv_field "pv-$1" '.metadata.annotations["volume.alpha.kubernetes.io/pre-resize-capacity"] // ""'; }
+check "AnnotateFsResize: the PV records the claim's size before" eq "$(pre_resize c1)" 100Mi
+# The node's part, as the kubelet writes it: the claim reaches the PV's size.
+status_patch /api/v1/namespaces/default/persistentvolumeclaims/c1 \
+	'{"status":{"capacity":{"storage":"200Mi"},"allocatedResourceStatuses":null}}'
+wait_for "the annotation goes once the node is done" 20 bash -c "[ -z \"\$(kubectl --kubeconfig '$KC' get pv pv-c1 -o json | jq -r '.metadata.annotations[\"volume.alpha.kubernetes.io/pre-resize-capacity\"] // empty')\" ]"
+check "the PV keeps its capacity" eq "$(pv_cap c1)" 200Mi
+check "and no further call" eq "$(expands h-c1)" 1
+
+# client-go's REST client counter, which v2.3 serves: the API server's host, code and verb.
+PORT=$(att_http_port r1)
+curl -s "http://127.0.0.1:$PORT/metrics" >"$T/metrics"
+API=$(sed -n 's|.*server: https\?://\([^/]*\).*|\1|p' "$KC" | head -1)
+check "rest_client_requests_total counts the LISTs" grep -Eq "^rest_client_requests_total\{code=\"200\",host=\"$API\",method=\"GET\"\} [1-9]" "$T/metrics"
+check "and the status PATCHes" grep -Eq "^rest_client_requests_total\{code=\"200\",host=\"$API\",method=\"PATCH\"\} [1-9]" "$T/metrics"
+check "with its HELP" grep -q '^# HELP rest_client_requests_total \[ALPHA\] Number of HTTP requests, partitioned by status code, method, and host.' "$T/metrics"
 
 # 3. A class without allowVolumeExpansion: the API server refuses the larger request (as
 # kube-apiserver's PersistentVolumeClaimResize admission does) and nothing happens.
@@ -96,5 +120,6 @@ check "PV 150Mi" eq "$(pv_cap c4)" 150Mi
 check "no allocatedResourceStatuses left" eq "$(rstatus_of c4)" ""
 check "no resize condition left" eq "$(pvc_field c4 '[.status.conditions[]? | select(.type|test("Resiz"))] | length')" 0
 wait_for "event VolumeResizeSuccessful" 10 has_event PersistentVolumeClaim c4 "VolumeResizeSuccessful: Resize volume succeeded"
+check "no pre-resize annotation without a node step" eq "$(pv_field pv-c4 '.metadata.annotations["volume.alpha.kubernetes.io/pre-resize-capacity"] // ""')" ""
 att_stop r2 || fail "csi-resizer exited non-zero on SIGTERM"
 rsz_finish

@@ -3,7 +3,8 @@
 # (no call: the PV records the size and the node is left to expand), one that answers
 # FailedPrecondition while a pod uses the claim (--handle-volume-inuse-error), a driver socket
 # that is absent at start and one that dies (exit non-zero, nothing half-written, done after a
-# restart), and a claim deleted while ControllerExpandVolume runs.
+# restart), a claim deleted while ControllerExpandVolume runs, and the per-call deadlines of v2.3
+# (--resize-timeout, --modify-timeout, and --timeout on the command line over both).
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -92,4 +93,28 @@ check "still running" alive r5
 check "one call only" eq "$(expands h-d1)" 1
 check "the claim stays gone" bash -c "! kubectl --kubeconfig '$KC' get pvc d1 -n default >/dev/null 2>&1"
 att_stop r5 || fail "exit on SIGTERM"
+
+# 5. Per-call deadlines: calls of 1.5 s fail with --resize-timeout / --modify-timeout of 300ms
+# (the default --timeout of 10s does not count, as it was not given), and succeed when --timeout
+# 5s is given, which wins over both.
+td_stop
+td_start --controller-caps CREATE_DELETE_VOLUME,EXPAND_VOLUME,MODIFY_VOLUME \
+	--slow ControllerExpandVolume=1500ms,ControllerModifyVolume=1500ms
+jq -n --arg d "$DRV" '{apiVersion: "storage.k8s.io/v1", kind: "VolumeAttributesClass",
+	metadata: {name: "gold"}, driverName: $d, parameters: {iops: "3000"}}' | kc create -f - >/dev/null
+rsz_start r6 "$T/td.sock" --resize-timeout 300ms --modify-timeout 300ms
+mk_bound t1 100Mi grow h-t1
+resize t1 200Mi
+req PATCH /api/v1/namespaces/default/persistentvolumeclaims/t1 \
+	'{"spec":{"volumeAttributesClassName":"gold"}}' application/merge-patch+json
+expect_code 200 "set the class of t1"
+wait_for "the expansion ends at 300ms" 20 has_event PersistentVolumeClaim t1 "VolumeResizeFailed: .*code = DeadlineExceeded"
+wait_for "the modification ends at 300ms" 20 has_event PersistentVolumeClaim t1 "VolumeModifyFailed: .*code = DeadlineExceeded"
+check "the PV did not grow" eq "$(pv_cap t1)" 100Mi
+check "no class yet" eq "$(pvc_field t1 '.status.currentVolumeAttributesClassName // ""')" ""
+att_stop r6 || fail "exit on SIGTERM"
+rsz_start r7 "$T/td.sock" --timeout 5s --resize-timeout 300ms --modify-timeout 300ms
+wait_for "--timeout 5s wins: expanded" 30 pv_is t1 200Mi
+wait_for "--timeout 5s wins: modified" 30 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pvc t1 -o jsonpath='{.status.currentVolumeAttributesClassName}')\" = gold ]"
+att_stop r7 || fail "exit on SIGTERM"
 rsz_finish

@@ -109,6 +109,17 @@ for sig in TERM INT; do
 		run "sctrl-$k-$s" "API $k" snapshot-controller --kubeconfig "$kcfg"
 		run "node-$k-$s" "API $k" kcsi-node --kubeconfig "$kcfg" --node-name "n-$k-$s" --root-dir "$T/root-$k-$s"
 	done
+	# kcsi-node whose API server accepts but stops answering (SIGSTOP) once the node runs: a
+	# heartbeat write hangs in flight (under load one held kcsi-node past kcsi up's 3 s)
+	"$KCSI_BIN/kube-emulator" --listen 127.0.0.1:0 --write-kubeconfig "$T/hung-$s.kubeconfig" \
+		>"$T/hung-emu-$s.log" 2>&1 &
+	HUNG_EMU=$!
+	wait_for "an API server for the hung case" 10 test -s "$T/hung-$s.kubeconfig"
+	run "node-hung-$s" "heartbeat in flight to an API server that stopped answering" kcsi-node \
+		--kubeconfig "$T/hung-$s.kubeconfig" --node-name "n-hung-$s" --root-dir "$T/root-hung-$s" \
+		--node-status-update-frequency 1s
+	wait_for "kcsi-node runs against it" 15 kubectl --kubeconfig "$T/hung-$s.kubeconfig" get lease -n kube-node-lease "n-hung-$s"
+	kill -STOP "$HUNG_EMU"
 	mkdir -p "$T/root-ok-$s/plugins_registry"
 	run "node-ok-$s" "NodeGetInfo in flight" kcsi-node --kubeconfig "$KC" --node-name "n-ok-$s" --root-dir "$T/root-ok-$s"
 	run "reg-nosock-$s" "driver socket absent" csi-node-driver-registrar --csi-address "$T/absent.sock" \
@@ -148,6 +159,9 @@ for sig in TERM INT; do
 	: >"$T/slow.rec"
 	: >"$T/slow2.rec"
 	signal_all "$sig"
+	kill -CONT "$HUNG_EMU"
+	kill -TERM "$HUNG_EMU"
+	wait "$HUNG_EMU" 2>/dev/null
 
 	echo "== SIG$sig: leader election (standby and leader; the leader releases its Lease)"
 	run "att-lead-$s" "leading" csi-attacher --csi-address "unix://$T/td.sock" --kubeconfig "$KC" \

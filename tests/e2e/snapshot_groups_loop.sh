@@ -13,6 +13,7 @@ set -u
 GATE=(--feature-gates CSIVolumeGroupSnapshot=true)
 emu_start
 lp_start node-1
+topo_node node-1
 mk_sc std
 prov_start p "$T/lp.sock" -v 5
 sctrl_start "${GATE[@]}" -v 4

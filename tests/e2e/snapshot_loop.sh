@@ -11,6 +11,7 @@ set -u
 
 emu_start
 lp_start node-1
+topo_node node-1
 mk_sc std
 mk_vsclass loop
 prov_start p "$T/lp.sock" -v 5

@@ -35,6 +35,12 @@ if start_up "$d" --nodes 2; then
 		url=$(sed -n "s|^ *livenessprobe/$inst .*running *\(http://[0-9.:]*\).*|\1|p" "$d.out")
 		[ "$(curl -s -m 3 "$url/healthz")" = ok ] || fail "livenessprobe/$inst /healthz at '$url' is not ok"
 	done
+	# kill -USR1 prints the table again (as the ready line says), with the PIDs of now
+	grep -q "kill -USR1 $up_pid prints this table again" "$d.out" || fail "the ready line does not say how to see the table again"
+	kill -USR1 "$up_pid"
+	wait_for 5 eval '[ "$(grep -c "kcsi-node/node-2 .*running" "$d.out")" = 2 ]' ||
+		fail "kill -USR1 did not print the status table again"
+	[ "$(grep -c "^export KUBECONFIG=$d/kubeconfig" "$d.out")" = 2 ] || fail "kill -USR1 did not print the export line again"
 	export KUBECONFIG=$d/kubeconfig
 	start=$(date +%s%N)
 	$kubectl apply -f "$KCSI_SRC/examples/storageclass-immediate.yaml" \

@@ -6,9 +6,9 @@
 # the driver refuse a3, and kube-scheduler places a2 once the claim is free.
 #
 # kube-scheduler runs as a user would run it outside a cluster: a KubeSchedulerConfiguration with
-# the stack's kubeconfig, no leader election, no serving port, and clientConnection.contentType
-# application/json (kube-emulator decodes JSON request bodies; it reads protobuf for a few kinds
-# only, and kube-scheduler writes claims, bindings and events).
+# the stack's kubeconfig, no leader election and no serving port, and its default content type
+# (protobuf): kube-emulator decodes the bindings and events.k8s.io Events it posts, and `kubectl
+# get events` lists those Events (lib_one_writer.sh's event_text).
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}" "${KCSI_PEERS:?}"
 kubectl=${KUBECTL:-kubectl}
@@ -38,7 +38,6 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: $d/kubeconfig
-  contentType: application/json
 leaderElection:
   leaderElect: false
 profiles:

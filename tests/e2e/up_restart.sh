@@ -48,6 +48,12 @@ running() {
 		return 0
 	fi
 	fail "$2: pod/$1 not Running with its volume mounted: $($kubectl get pod "$1" -o jsonpath='{.status.phase}') pvc $($kubectl get pvc "$1" -o jsonpath='{.status.phase}')"
+	# what each component said last: the failure is theirs to explain
+	$kubectl get volumeattachments -o wide >&2
+	for f in "$d"/logs/*.log; do
+		echo "--- $f" >&2
+		tail -n 20 "$f" >&2
+	done
 	return 1
 }
 list_rv() { $kubectl get --raw /api/v1/namespaces/default/configmaps | jq -r .metadata.resourceVersion; }
