@@ -11,7 +11,15 @@
 # `busybox` (Debian's busybox-static with a link per applet in /bin: a small workload image,
 # tagged with BusyBox's own version).
 #
-#   scripts/images.sh BINDIR OUTDIR [COMPONENT...]     (default: every component)
+# `agnhost` is built only when named: Kubernetes' e2e workload program from the peers
+# (scripts/peers.sh agnhost; $KCSI_PEERS or build-peers/bin) with the busybox applets beside it,
+# tagged with the Kubernetes version it was built from (make test-k8s-e2e).
+#
+# KCSI_IMAGE_PREFIX (default kcsi) names the images PREFIX/<component>:<version>: with BINDIR the
+# peers' and the prefix "upstream", the same images hold upstream's sidecars instead (the storage
+# e2e suite's side-by-side run; the version is what the binary prints).
+#
+#   scripts/images.sh BINDIR OUTDIR [COMPONENT...]     (default: every component but agnhost)
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -68,10 +76,13 @@ put_libs() { # ROOT ELF
 
 # Debian's busybox-static: one static file that is every applet.
 busybox=/bin/busybox
+peers=${KCSI_PEERS:-$src/build-peers/bin}
 
 # version_of COMPONENT: the version its image is tagged with.
 version_of() {
-	if [ "$1" = busybox ]; then
+	if [ "$1" = agnhost ]; then
+		awk '$1 == "agnhost" {print $3}' "$(dirname "$(readlink -f "$peers/agnhost")")/agnhost.version"
+	elif [ "$1" = busybox ]; then
 		# sed reads it all: head would end busybox with SIGPIPE, a failure under pipefail
 		"$busybox" 2>&1 | sed -n '1s/^BusyBox \(v[^ ]*\).*/\1/p'
 	else
@@ -94,6 +105,12 @@ stage() { # COMPONENT ROOT
 	local c=$1 root=$2 t p
 	if [ "$c" = busybox ]; then
 		stage_busybox "$root"
+		return
+	fi
+	if [ "$c" = agnhost ]; then
+		[ -x "$peers/agnhost" ] || { echo "images: $peers/agnhost not built (scripts/peers.sh agnhost)" >&2; exit 1; }
+		stage_busybox "$root"
+		cp "$peers/agnhost" "$root/agnhost"
 		return
 	fi
 	[ -x "$bin/$c" ] || { echo "images: $bin/$c not built" >&2; exit 1; }
@@ -121,7 +138,7 @@ for c in "${components[@]}"; do
 	mkdir -p "$ctx/rootfs"
 	stage "$c" "$ctx/rootfs"
 	version=$(version_of "$c")
-	tag="kcsi/$c:$version"
+	tag="${KCSI_IMAGE_PREFIX:-kcsi}/$c:$version"
 	"${bh[@]}" bud --quiet --isolation chroot --layers=false --timestamp 0 \
 		--build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
 		--build-arg "SOURCE=$source_url" \

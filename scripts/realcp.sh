@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane as a test fixture: etcd, kube-apiserver, kube-controller-manager
-# and kube-scheduler, the peers scripts/peers.sh built (v1.36.1, etcd v3.6.8), on 127.0.0.1 only.
+# and kube-scheduler, the peers scripts/peers.sh built (v1.37.2, etcd v3.7.2), on 127.0.0.1 only.
 #
 #   scripts/realcp.sh start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm]
 #                           [--address IP] [--kcm-args ARGS]
@@ -28,8 +28,10 @@
 # removed); the ServiceAccount token signer and issuer (an EC key); client certificates for an
 # admin (system:masters), kube-controller-manager (--use-service-account-credentials, so each
 # controller runs as its own ServiceAccount under RBAC) and kube-scheduler; services in
-# 10.96.0.0/16. DIR holds: ca.crt/ca.key, sa.key/sa.pub, the kubeconfigs (kubeconfig: admin),
-# pids ("name pid" a line), ports, each process's log (NAME.log) and etcd's data.
+# 10.96.0.0/16. The API server reaches kubelets (`kubectl exec`, `logs`, `port-forward`) at their
+# Node's InternalIP first, with a client certificate of the CA (it does not check the kubelet's).
+# DIR holds: ca.crt/ca.key, sa.key/sa.pub, the kubeconfigs (kubeconfig: admin), pids ("name pid"
+# a line), ports, each process's log (NAME.log) and etcd's data.
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -67,6 +69,7 @@ gen_pki() {
 	gen_cert admin "/O=system:masters/CN=kubernetes-admin" client
 	gen_cert kcm "/CN=system:kube-controller-manager" client
 	gen_cert scheduler "/CN=system:kube-scheduler" client
+	gen_cert apiserver-kubelet-client "/O=kubeadm:cluster-admins/CN=kube-apiserver-kubelet-client" client
 	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$D/sa.key" 2>/dev/null
 	openssl pkey -in "$D/sa.key" -pubout -out "$D/sa.pub" 2>/dev/null
 }
@@ -114,12 +117,23 @@ alive() { # name: still running?
 	pid=$(awk -v n="$1" '$1 == n {print $2}' "$D/pids")
 	pid_ours "$pid"
 }
+exited() { # name: says how a process launched by this shell ended (128+N: killed by signal N)
+	local pid rc
+	pid=$(awk -v n="$1" '$1 == n {print $2}' "$D/pids")
+	wait "$pid" 2>/dev/null
+	rc=$?
+	if [ $rc -gt 128 ]; then
+		echo "realcp: $1 (pid $pid) exited: killed by signal $((rc - 128)) ($(kill -l $((rc - 128))))" >&2
+	else
+		echo "realcp: $1 (pid $pid) exited with status $rc" >&2
+	fi
+}
 wait_ready() { # name secs check args...
 	local name=$1 secs=$2; shift 2
 	local end=$((SECONDS + secs))
 	while [ $SECONDS -lt $end ]; do
 		"$@" && return 0
-		alive "$name" || { echo "realcp: $name exited" >&2; return 1; }
+		alive "$name" || { exited "$name"; return 1; }
 		sleep 0.05
 	done
 	echo "realcp: $name not ready after ${secs}s" >&2
@@ -189,7 +203,10 @@ cmd_start() {
 		--client-ca-file "$D/ca.crt" --authorization-mode Node,RBAC --allow-privileged=true \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$D/sa.pub" --service-account-signing-key-file "$D/sa.key" \
-		--service-cluster-ip-range 10.96.0.0/16 --v=1
+		--service-cluster-ip-range 10.96.0.0/16 \
+		--kubelet-client-certificate "$D/pki/apiserver-kubelet-client.crt" \
+		--kubelet-client-key "$D/pki/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types InternalIP,Hostname --v=1
 	# kube-controller-manager and kube-scheduler read the extension-apiserver-authentication
 	# ConfigMap at start, under roles the API server's bootstrap makes: they start once it is ready.
 	wait_ready etcd 30 ready_etcd && wait_ready kube-apiserver 60 ready_apiserver || ok=0
