@@ -394,19 +394,42 @@ int lp_check_node_target(struct csi_call_ctx *ctx, struct lp_driver *d, const ch
 	return 0;
 }
 
+int lp_check_topology(struct lp_driver *d, const char *what,
+		      const Csi__V1__TopologyRequirement *tr, struct lp_status *st)
+{
+	if (!tr)
+		return 0;
+	Csi__V1__Topology **lists[2] = { tr->requisite, tr->preferred };
+	size_t ns[2] = { tr->n_requisite, tr->n_preferred };
+	bool ours = false;
+	for (int l = 0; l < 2; l++) {
+		for (size_t i = 0; i < ns[l]; i++) {
+			Csi__V1__Topology *t = lists[l][i];
+			for (size_t k = 0; k < t->n_segments; k++) {
+				if (strcmp(t->segments[k]->key, LP_TOPOLOGY_KEY) != 0)
+					return lp_fail(st, LP_INVALID_ARGUMENT,
+						       "%s: unknown topology key %s (known: %s)",
+						       what, t->segments[k]->key,
+						       LP_TOPOLOGY_KEY);
+			}
+			const char *z = csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY);
+			if (l == 0 && z && strcmp(z, d->cfg.zone) == 0)
+				ours = true;
+		}
+	}
+	if (tr->n_requisite && !ours)
+		return lp_fail(st, LP_RESOURCE_EXHAUSTED,
+			       "%s: no requisite topology allows zone %s, the only one this driver "
+			       "serves",
+			       what, d->cfg.zone);
+	return 0;
+}
+
 Csi__V1__Topology *lp_csi_topology(struct csi_arena *a, struct lp_driver *d)
 {
 	Csi__V1__Topology *t = csi_msg_new(a, &csi__v1__topology__descriptor);
 	csi_map_add(a, &t->base, "segments", LP_TOPOLOGY_KEY, d->cfg.zone);
 	return t;
-}
-
-Csi__V1__VolumeCondition *lp_csi_condition(struct csi_arena *a, bool abnormal, const char *msg)
-{
-	Csi__V1__VolumeCondition *c = csi_msg_new(a, &csi__v1__volume_condition__descriptor);
-	c->abnormal = abnormal;
-	c->message = csi_arena_strdup(a, msg);
-	return c;
 }
 
 Csi__V1__Volume *lp_csi_volume(struct csi_arena *a, struct lp_driver *d,
