@@ -9,6 +9,7 @@
 set -euo pipefail
 
 BIN=${KCSI_BIN:?KCSI_BIN must point at the built binaries}
+source "${KCSI_SRC:?}/tests/e2e/lib_lp.sh"
 D=$(mktemp -d /tmp/kcsi-lp-health-XXXXXX)
 SOCK="$D/csi.sock"
 PID=
@@ -20,23 +21,10 @@ cleanup() {
 	set +e
 	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
 	[ -n "$NPID" ] && kill -9 "$NPID" 2>/dev/null && wait "$NPID" 2>/dev/null
-	grep -F "$D" /proc/self/mountinfo | awk '{print $5}' | sort -r | while read -r m; do
-		umount -l "$m" 2>/dev/null
-	done
-	# devices of our images, also those whose image was deleted under them
-	losetup -a | grep -F "$D" | cut -d: -f1 | while read -r l; do losetup -d "$l"; done
+	lp_host_cleanup "$D"
 	rm -rf "$D"
 }
 trap cleanup EXIT
-
-wait_ready() {
-	for _ in $(seq 1 200); do
-		[ -S "$1" ] && "$BIN/kcsi" --endpoint "unix://$1" --timeout 5s identity probe \
-			>/dev/null 2>&1 && return 0
-		sleep 0.05
-	done
-	fail "plugin on $1 did not become ready"
-}
 
 k() { "$BIN/kcsi" --endpoint "unix://$SOCK" --timeout 60s "$@"; }
 # The conditions of an answer as sorted "STATUS/Reason" words, "" when there is none.
@@ -56,31 +44,32 @@ device_of() { losetup -j "$(image "$1")" | cut -d: -f1; }
 "$BIN/kcsi-loopplugin" --endpoint "unix://$SOCK" --pool-dir "$D/pool" --nodeid node-1 \
 	>>"$D/plugin.log" 2>&1 &
 PID=$!
-wait_ready "$SOCK"
+lp_wait_ready "$SOCK"
 MNT="SINGLE_NODE_WRITER,mount,ext4"
 BLK="SINGLE_NODE_WRITER,block"
 mkdir -p "$D/staging" "$D/pods"
 
-# A volume of name, capability; staged and published at $D/staging/name, $D/pods/name (mount) or
-# $D/pods/name.dev (block). Prints its ID.
-make_in_use() {
+# A volume of name, capability, published to node-1 and staged at $D/staging/name. Prints its ID.
+make_staged() {
 	local id
 	id=$(k -o json controller create-volume "$1" --cap-bytes 64Mi --cap "$2" | jq -r .volume.volume_id)
 	k controller publish "$id" node-1 --cap "$2" >/dev/null
 	mkdir -p "$D/staging/$1"
 	k node stage "$id" "$D/staging/$1" --cap "$2" >/dev/null
-	local target="$D/pods/$1"
+	echo "$id"
+}
+# ... and published at $D/pods/name (mount) or $D/pods/name.dev (block).
+make_in_use() {
+	local id target="$D/pods/$1"
+	id=$(make_staged "$1" "$2")
 	[ "$2" = "$BLK" ] && target="$D/pods/$1.dev"
 	k node publish "$id" "$target" --staging "$D/staging/$1" --cap "$2" >/dev/null
 	echo "$id"
 }
-# Stages and unstages a mount volume (so that it holds an ext4), leaving it unused.
+# A mount volume staged once (so that it holds an ext4) and left unused.
 make_formatted() {
 	local id
-	id=$(k -o json controller create-volume "$1" --cap-bytes 64Mi --cap "$MNT" | jq -r .volume.volume_id)
-	k controller publish "$id" node-1 --cap "$MNT" >/dev/null
-	mkdir -p "$D/staging/$1"
-	k node stage "$id" "$D/staging/$1" --cap "$MNT" >/dev/null
+	id=$(make_staged "$1" "$MNT")
 	k node unstage "$id" "$D/staging/$1" >/dev/null
 	k controller unpublish "$id" node-1 >/dev/null
 	echo "$id"
@@ -179,7 +168,7 @@ NSOCK="$D/node.sock"
 "$BIN/kcsi-loopplugin" --mode node --endpoint "unix://$NSOCK" --pool-dir "$D/tmp/pool" \
 	--nodeid node-2 >>"$D/plugin.log" 2>&1 &
 NPID=$!
-wait_ready "$NSOCK"
+lp_wait_ready "$NSOCK"
 nstorage() { "$BIN/kcsi" --endpoint "unix://$NSOCK" -o json node storage-health | conditions; }
 expect "small pool, empty" "$(nstorage)" ""
 dd if=/dev/zero of="$D/tmp/fill" bs=1M status=none 2>/dev/null || true
