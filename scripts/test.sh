@@ -9,9 +9,10 @@
 #     2. at once, three streams:
 #        - the tests that time a reaction of a second (label timing, tests/resources.cmake) but
 #          make no load themselves, KCSI_TEST_TIMING_JOBS at a time (default 2), at nice 0;
-#        - at nice 19: the rest of the peers (Kubernetes' control plane, etcd, csi-sanity), then
-#          every other test, KCSI_TEST_JOBS at a time (default 4: on 2 cores the suite is
-#          CPU-bound from about 4 on; figures in docs/development.md);
+#        - at nice 19: every other test, KCSI_TEST_JOBS at a time (default 4: on 2 cores the
+#          suite is CPU-bound from about 4 on; figures in docs/development.md). The rest of the
+#          peers (Kubernetes' control plane, etcd, csi-sanity) is one of them, setup.peers: the
+#          tests that run those peers wait for it, the others do not;
 #        - at nice 19: the Release, clang and fuzz trees, then the 20 s fuzz smoke run of every
 #          harness.
 #        The timing tests sleep most of their time, and a nice-19 process gives a core back at
@@ -107,9 +108,9 @@ timing=(-j"${KCSI_TEST_TIMING_JOBS:-2}" -L timing -LE 'faults-real|hostile')
 rest=(-j"$jobs" -LE 'faults-real|timing')
 hostile=(-j"${KCSI_TEST_TIMING_JOBS:-2}" -L hostile -LE faults-real)
 if [ $# -eq 0 ] && [ ${#hogs[@]} -eq 0 ]; then
-	export -f phase peers_rest trees
+	export -f phase trees
 	export src run
-	( nice -n 19 bash -c 'peers_rest && phase rest "$@"' rest "${rest[@]}" ) &
+	( nice -n 19 bash -c 'phase rest "$@"' rest "${rest[@]}" ) &
 	rest_pid=$!
 	# Each fuzz harness alone for 20 s, with a -timeout of 60 s (wall) so that a harness starved by
 	# the tests is not taken for a hang.

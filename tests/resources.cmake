@@ -32,6 +32,16 @@ kcsi_resource(e2e.rbac_realcp e2e.realcp_smoke e2e.up_realcp e2e.emulator_differ
               e2e.images e2e.cluster_scale_smoke e2e.up_fleet
               PROPERTIES PROCESSORS 2)
 
+# The tests that run a peer scripts/peers.sh builds after the early ones (kube-apiserver, etcd,
+# kube-controller-manager, kube-scheduler, the kubelet, csi-sanity; scripts/test.sh names the
+# early ones) require the fixture whose setup builds them (setup.peers, CMakeLists.txt).
+kcsi_resource(e2e.apiserver_restart e2e.emulator_differential e2e.faults_kcsi_1 e2e.faults_kcsi_2
+              e2e.faults_kcsi_3 e2e.faults_real_1 e2e.faults_real_2 e2e.faults_real_3
+              e2e.kube_client_certs e2e.rbac_realcp e2e.realcp_smoke e2e.realnode e2e.up_realcp
+              e2e.cm_unschedulable e2e.up_one_writer_kube_scheduler e2e.cluster_scale_smoke
+              e2e.csi_sanity
+              PROPERTIES FIXTURES_REQUIRED peers)
+
 # Tests that time a reaction of a second or less (SIGTERM within 1 s, a legitimate Probe answered
 # within 1 s while a hostile peer floods the same socket, a kill noticed and the component
 # restarted, taints within their seconds): a second on a quiet machine, several on one whose

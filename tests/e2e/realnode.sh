@@ -18,6 +18,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib_proc.sh" realnode
 . "$(dirname "$0")/lib_realcp.sh"
+. "$(dirname "$0")/lib_deploy.sh"
 : "${KCSI_SRC:?}"
 PEERS=${KCSI_PEERS:-$KCSI_SRC/build-peers/bin}
 REFUSED=()
@@ -84,25 +85,14 @@ check_images() { ctr --address "$NDIR/containerd.sock" -n k8s.io images ls -q | 
 
 # ---- deploy/kubernetes --------------------------------------------------------------------
 step "snapshot CRDs (external-snapshotter client/v8, from the Go module cache)"
-crd=$(cd "$KCSI_SRC/tests/peers" && PATH=/usr/local/go/bin:$PATH GOFLAGS=-mod=readonly \
-	go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8 2>/dev/null)/config/crd
-[ -f "$crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ] ||
-	{ echo "FAIL: no snapshot CRDs in the Go module cache ($crd): make peers"; exit 1; }
+crd=$(snapshot_crds) || { echo "FAIL: no snapshot CRDs in the Go module cache: make peers"; exit 1; }
 for k in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
 	K apply -f "$crd/snapshot.storage.k8s.io_$k.yaml" >/dev/null || fail "CRD $k"
 done
 K wait --for=condition=Established crd --all --timeout=30s >/dev/null || fail "CRDs not established"
 
 step "kubectl apply -k deploy/kubernetes (images kcsi/*:$V)"
-mkdir -p "$T/kz"
-{
-	echo "resources: [$(realpath --relative-to="$T/kz" "$KCSI_SRC/deploy/kubernetes")]"
-	echo "images:"
-	for c in kcsi-loopplugin csi-provisioner csi-attacher csi-resizer csi-snapshotter livenessprobe \
-		csi-node-driver-registrar snapshot-controller; do
-		echo "  - {name: kcsi/$c, newTag: $V}"
-	done
-} >"$T/kz/kustomization.yaml"
+deploy_kustomization "$T/kz" "$V"
 K apply -k "$T/kz" >"$T/apply.out" 2>&1 || { cat "$T/apply.out"; fail "apply -k"; }
 t=$SECONDS
 K -n kcsi rollout status deploy/kcsi-loop-controller --timeout=180s >/dev/null ||

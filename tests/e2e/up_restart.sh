@@ -109,14 +109,17 @@ running three "after kcsi-controller-manager's restart"
 kill -0 "$up_pid" 2>/dev/null || fail "kcsi up is gone after kcsi-controller-manager's restart"
 
 # ---- 3. the port taken while kube-emulator is down ----
+# The grabber is ready (python started) before the kill and then binds within milliseconds of the
+# port's release: kcsi up restarts kube-emulator a second or two later, and a python3 started
+# only after the kill took longer than that on a loaded machine.
 port=${url##*:}
 pid=$(emu_pid)
-kill -KILL "$pid"
 python3 -c '
 import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-end = time.time() + 5
+open(sys.argv[2] + ".ready", "w").write("ready\n")
+end = time.time() + 10
 while True:
     try:
         s.bind(("127.0.0.1", int(sys.argv[1])))
@@ -130,7 +133,9 @@ open(sys.argv[2], "w").write("bound\n")
 time.sleep(120)
 ' "$port" "$T/grabbed" &
 grabber=$!
-wait_for 5 test -s "$T/grabbed" || fail "the test could not take port $port"
+wait_for 10 test -s "$T/grabbed.ready" || fail "the port grabber did not start"
+kill -KILL "$pid"
+wait_for 10 test -s "$T/grabbed" || fail "the test could not take port $port"
 for _ in $(seq 1 300); do kill -0 "$up_pid" 2>/dev/null || break; sleep 0.05; done
 if kill -0 "$up_pid" 2>/dev/null; then
 	fail "kcsi up still runs 15 s after its kube-emulator's port was taken"

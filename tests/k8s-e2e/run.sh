@@ -4,10 +4,10 @@
 # deploys it, on a real control plane and a real kubelet on this machine.
 #
 #   tests/k8s-e2e/run.sh [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR]
-#                        [--timeout DUR] [--keep]
+#                        [--procs N] [--timeout DUR] [--keep]
 #
 # What it does, each step with the project's own scripts:
-#   1. the peers (scripts/peers.sh, e2e.test and agnhost included) and the images
+#   1. the peers (scripts/peers.sh, e2e.test, agnhost and the ginkgo CLI included) and the images
 #      (scripts/images.sh: kcsi's components, pause, busybox, agnhost; nothing is pulled);
 #   2. the control plane (scripts/realcp.sh) and a node (scripts/realnode.sh): kubelet v1.37.2,
 #      containerd, the pod network; the API server reaches the kubelet, so exec and logs work;
@@ -19,18 +19,22 @@
 #      build's tags, group snapshots on and a volume attach limit of 32 on the node plugin;
 #      --sidecars upstream swaps the sidecar images for ones made here from upstream's binaries
 #      (the peers), keeping kcsi's loop driver;
-#   5. e2e.test with the focus (default: every External Storage spec of loop.kcsi.io) and the skip
-#      (default: [Disruptive] and [Serial], which need a cluster of their own), its JUnit report
-#      and log in DIR (default: build/k8s-e2e/<sidecars>), then a summary line
+#   5. e2e.test under the ginkgo CLI, N specs at a time (--procs, default 4: most of a spec's time
+#      is waiting for pods and volumes), [Serial] ones alone at the end, with the focus (default:
+#      every External Storage spec of loop.kcsi.io) and the skip (default: [Disruptive]: those
+#      stop the kubelet over SSH, which this machine's node does not serve), its JUnit report and
+#      log in DIR (default: build/k8s-e2e/<sidecars>), then a summary line
 #         k8s-e2e: ran 123, passed 120, failed 0, skipped 456 in 30.5 min
 #      and everything is stopped and undone (--keep leaves the cluster up and prints its dirs).
 # Exit status: 0 when no spec failed.
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+. "$SRC/tests/e2e/lib_deploy.sh"
 BIN=${KCSI_BIN:-$SRC/build/bin}
 PEERS=${KCSI_PEERS:-$SRC/build-peers/bin}
 FOCUS='External.Storage.*loop\.kcsi\.io'
-SKIP='\[Disruptive\]|\[Serial\]'
+SKIP='\[Disruptive\]'
+PROCS=4
 SIDECARS=kcsi
 OUT=""
 TIMEOUT=2h
@@ -41,9 +45,10 @@ while [ $# -gt 0 ]; do
 	--skip) SKIP=$2; shift 2 ;;
 	--sidecars) SIDECARS=$2; shift 2 ;;
 	--out) OUT=$2; shift 2 ;;
+	--procs) PROCS=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	*) echo "usage: $0 [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR] [--timeout DUR] [--keep]" >&2
+	*) echo "usage: $0 [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR] [--procs N] [--timeout DUR] [--keep]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -70,8 +75,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 K() { "$PEERS/kubectl" --kubeconfig "$CP/kubeconfig" --request-timeout=20s "$@"; }
 
-step "peers (scripts/peers.sh, e2e.test and agnhost included)"
-bash "$SRC/scripts/peers.sh" all e2e.test agnhost >"$T/peers.out" 2>&1 ||
+step "peers (scripts/peers.sh, e2e.test, agnhost and ginkgo included)"
+bash "$SRC/scripts/peers.sh" all e2e.test agnhost ginkgo >"$T/peers.out" 2>&1 ||
 	{ tail -20 "$T/peers.out"; die "scripts/peers.sh failed"; }
 [ -x "$BIN/kcsi-loopplugin" ] || die "$BIN/kcsi-loopplugin is not built (make build)"
 
@@ -133,28 +138,20 @@ for want in $(grep "^$REG/" "$T/images.list"); do
 done
 
 step "snapshot and group snapshot CRDs (external-snapshotter client/v8, Go module cache)"
-crd=$(cd "$SRC/tests/peers" && PATH=/usr/local/go/bin:$PATH GOFLAGS=-mod=readonly \
-	go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)/config/crd
-[ -d "$crd" ] || die "no CRDs in the Go module cache ($crd): make peers"
+crd=$(snapshot_crds) || die "no snapshot CRDs in the Go module cache: make peers"
 for f in "$crd"/snapshot.storage.k8s.io_*.yaml "$crd"/groupsnapshot.storage.k8s.io_*.yaml; do
 	K apply -f "$f" >/dev/null || die "kubectl apply -f $f"
 done
 K wait --for=condition=Established crd --all --timeout=60s >/dev/null || die "CRDs not established"
 
 step "kubectl apply -k deploy/kubernetes (images kcsi/*:$V, sidecars: $SIDECARS)"
-mkdir -p "$T/kz"
-{
-	echo "resources: [$(realpath --relative-to="$T/kz" "$SRC/deploy/kubernetes")]"
-	echo "images:"
-	for c in kcsi-loopplugin csi-provisioner csi-attacher csi-resizer csi-snapshotter livenessprobe \
-		csi-node-driver-registrar snapshot-controller; do
-		if [ "$SIDECARS" = upstream ] && [[ " ${UPSTREAM[*]} " == *" $c "* ]]; then
-			echo "  - {name: kcsi/$c, newName: upstream/$c, newTag: $("$PEERS/$c" --version | awk '{print $2}')}"
-		else
-			echo "  - {name: kcsi/$c, newTag: $V}"
-		fi
+swaps=()
+if [ "$SIDECARS" = upstream ]; then
+	for c in "${UPSTREAM[@]}"; do
+		swaps+=("$c=upstream/$c:$("$PEERS/$c" --version | awk '{print $2}')")
 	done
-} >"$T/kz/kustomization.yaml"
+fi
+deploy_kustomization "$T/kz" "$V" "${swaps[@]}"
 K kustomize "$T/kz" >"$T/deploy.yaml" || die "kubectl kustomize"
 # what a user changes for this suite: group snapshots on (their CRDs are installed above), and a
 # per-node volume limit the node plugin reports (the volumeLimits specs read it from CSINode)
@@ -173,14 +170,14 @@ done
 [ "$(K get csinode "$NODE" -o jsonpath='{.spec.drivers[*].name}')" = loop.kcsi.io ] ||
 	die "CSINode $NODE does not list loop.kcsi.io"
 
-step "e2e.test (focus '$FOCUS', skip '$SKIP')"
+step "e2e.test, $PROCS at a time (focus '$FOCUS', skip '$SKIP')"
 mkdir -p "$OUT"
 rm -f "$OUT"/junit*.xml
 t=$SECONDS
-(cd "$T" && "$PEERS/e2e.test" --kubeconfig "$CP/kubeconfig" --provider local \
-	--storage.testdriver "$SRC/tests/k8s-e2e/loop.yaml" --report-dir "$OUT" \
-	--ginkgo.focus "$FOCUS" --ginkgo.skip "$SKIP" --ginkgo.timeout "$TIMEOUT" \
-	--ginkgo.junit-report "$OUT/junit.xml" --ginkgo.no-color --ginkgo.v >"$OUT/e2e.log" 2>&1)
+(cd "$T" && "$PEERS/ginkgo" --procs "$PROCS" --focus "$FOCUS" --skip "$SKIP" --timeout "$TIMEOUT" \
+	--junit-report junit.xml --output-dir "$OUT" --no-color -v "$PEERS/e2e.test" -- \
+	--kubeconfig "$CP/kubeconfig" --provider local \
+	--storage.testdriver "$SRC/tests/k8s-e2e/loop.yaml" --report-dir "$OUT" >"$OUT/e2e.log" 2>&1)
 rc=$?
 python3 "$SRC/tests/k8s-e2e/junit_summary.py" "$OUT/junit.xml" "$((SECONDS - t))" || rc=1
 exit $rc
