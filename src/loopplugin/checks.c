@@ -321,15 +321,26 @@ bool lp_in_use_on_nodes(struct csi_call_ctx *ctx, struct lp_driver *d, const cha
 		lp_stage_free(sr);
 	}
 	lp_free_strings(nodes, n);
+	bool detaching = false;
 	if (!where.len && d->node && (!node || strcmp(node, d->cfg.nodeid) == 0)) {
 		char *img = lp_volume_image(d->pool, id), *dev = NULL;
-		if (lp_loop_find(img, &dev) == 1)
+		int state = lp_loop_state(img, &dev);
+		if (state == LP_LOOP_BACKED || state == LP_LOOP_DETACHING)
 			strbuf_addf(&where, "node %s (loop device %s)", d->cfg.nodeid, dev);
+		detaching = state == LP_LOOP_DETACHING;
 		free(dev);
 		free(img);
 	}
 	bool busy_there = where.len > 0;
-	if (busy_there)
+	/* Unstaged, but the device is still open: a mount namespace made while the volume was
+	 * staged (a container, ip netns, unshare) holds a copy of its mount. The kernel detaches
+	 * the device when that copy goes; until then the volume's data is still reachable. */
+	if (busy_there && detaching)
+		*ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				     "volume %s is unstaged but its device on %s is still held open "
+				     "(a copy of its mount in another mount namespace?); it detaches "
+				     "when that lets go", id, where.buf);
+	else if (busy_there)
 		*ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 				     "volume %s is still staged on %s; NodeUnstageVolume it first",
 				     id, where.buf);
