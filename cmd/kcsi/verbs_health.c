@@ -52,18 +52,22 @@ int cli_v_controller_list_volume_health(struct cli *c)
 		FAIL("%s", err);
 	CALL(Controller, ControllerListVolumeHealth, controller_list_volume_health);
 	if (!c->json) {
-		struct cli_table *t = cli_table_new(4, "VOLUME_ID", "STATUS", "REASON", "MESSAGE");
 		size_t rows = 0;
-		for (size_t i = 0; i < resp->n_entries; i++) {
+		for (size_t i = 0; i < resp->n_entries; i++)
+			rows += resp->entries[i]->n_health_statuses;
+		/* cli_table_print frees the table: made only when there is a row to print */
+		struct cli_table *t = rows ? cli_table_new(4, "VOLUME_ID", "STATUS", "REASON",
+							   "MESSAGE") : NULL;
+		for (size_t i = 0; t && i < resp->n_entries; i++) {
 			const Csi__V1__VolumeHealth *h = resp->entries[i];
-			for (size_t k = 0; k < h->n_health_statuses; k++, rows++)
+			for (size_t k = 0; k < h->n_health_statuses; k++)
 				cli_table_row(t, h->volume_id,
 					      cli_enum_name(&csi__v1__volume_health_error_type__descriptor,
 							    h->health_statuses[k]->status),
 					      h->health_statuses[k]->reason,
 					      h->health_statuses[k]->message);
 		}
-		if (rows)
+		if (t)
 			cli_table_print(t, c->out);
 		else
 			fprintf(c->out, "No abnormal volumes\n");

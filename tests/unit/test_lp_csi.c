@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -1687,14 +1686,6 @@ static void cleanup(void)
 
 int main(void)
 {
-	/* A mount namespace of our own, private: a namespace another process makes while one of our
-	 * volumes is staged (a container, ip netns, unshare; make test runs other tests beside this
-	 * one) copies that mount and keeps the loop device open after our unstage, and the next
-	 * ControllerUnpublish then rightly refuses. The plugin's mounts stay in here. */
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-		perror("a private mount namespace");
-		return 1;
-	}
 	snprintf(dir, sizeof(dir), "/tmp/kcsi-lp-csi-XXXXXX");
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
