@@ -14,7 +14,6 @@ D=$(mktemp -d /tmp/kcsi-lp-health-XXXXXX)
 SOCK="$D/csi.sock"
 PID=
 NPID=
-HOLDER=
 
 fail() { echo "FAIL: $*" >&2; echo "--- plugin log (tail)" >&2; tail -30 "$D/plugin.log" >&2 || true; exit 1; }
 
@@ -22,7 +21,6 @@ cleanup() {
 	set +e
 	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
 	[ -n "$NPID" ] && kill -9 "$NPID" 2>/dev/null && wait "$NPID" 2>/dev/null
-	[ -n "$HOLDER" ] && kill -9 "$HOLDER" 2>/dev/null && wait "$HOLDER" 2>/dev/null
 	lp_host_cleanup "$D"
 	rm -rf "$D"
 }
@@ -203,25 +201,6 @@ out=$(k controller volume-health lv-none 2>&1); rc=$?
 out=$(k node volume-health "$T" --publish relative/path 2>&1); rc=$?
 [ "$rc" = 13 ] || fail "a relative publish path: exit $rc ($out)"
 set -e
-
-echo "== a copy of the mount in another mount namespace holds the device after NodeUnstage"
-# What a container or `ip netns exec` started while the volume was staged does: the node has
-# unstaged, the kernel still has the file system open, and ControllerUnpublish must say that
-# (not "NodeUnstageVolume it first"), then succeed once the copy is gone.
-H=$(make_staged held "$MNT")
-unshare -m --propagation private sleep 60 &
-HOLDER=$!
-for _ in $(seq 1 100); do [ -e "/proc/$HOLDER/ns/mnt" ] && [ "$(readlink "/proc/$HOLDER/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] && break; sleep 0.05; done
-k node unstage "$H" "$D/staging/held" >/dev/null || fail "held: NodeUnstage failed"
-[ -n "$(device_of "$H")" ] || fail "held: the device detached at once although a namespace holds its mount"
-out=$(k controller unpublish "$H" node-1 2>&1) && fail "held: ControllerUnpublish succeeded while the device is held: $out"
-grep -q "is unstaged but its device on node node-1 (loop device /dev/loop[0-9]*) is still held open" <<<"$out" ||
-	fail "held: ControllerUnpublish said: $out"
-kill "$HOLDER"; wait "$HOLDER" 2>/dev/null || true; HOLDER=
-for _ in $(seq 1 100); do [ -z "$(device_of "$H")" ] && break; sleep 0.05; done
-[ -z "$(device_of "$H")" ] || fail "held: the device is still there after the namespace went"
-k controller unpublish "$H" node-1 >/dev/null || fail "held: ControllerUnpublish failed after the namespace went"
-k controller delete-volume "$H" >/dev/null || fail "held: DeleteVolume"
 
 echo "== tear down"
 # the bind mount of b's detached device is no longer the volume's: the driver leaves it alone
