@@ -13,7 +13,7 @@
 #      containerd, the pod network; the API server reaches the kubelet, so exec and logs work;
 #   3. the images under the names the suite asks for: KUBE_TEST_REPO_LIST moves every e2e registry
 #      to e2e.kcsi.local, and the node's runtime tags kcsi's busybox as e2e.kcsi.local/busybox,
-#      /nginx, /jessie-dnsutils, /glibc-dns-testing and /alpine (the specs only run shell
+#      /nginx, /jessie-dnsutils and /glibc-dns-testing (the specs only run shell
 #      commands in them), agnhost as /agnhost and pause as /pause;
 #   4. the snapshot and group snapshot CRDs, and `kubectl apply -k deploy/kubernetes` with this
 #      build's tags, group snapshots on and a volume attach limit of 32 on the node plugin;
@@ -128,7 +128,7 @@ local_ref() { # the first docker.io/kcsi/NAME:* (awk reads all: grep -m1 would S
 for want in $(grep "^$REG/" "$T/images.list"); do
 	base=${want#"$REG"/}; base=${base%%:*}
 	case $base in
-	busybox|nginx|jessie-dnsutils|glibc-dns-testing|alpine) from=busybox ;;
+	busybox|nginx|jessie-dnsutils|glibc-dns-testing) from=busybox ;;
 	agnhost|pause) from=$base ;;
 	*) continue ;;
 	esac
