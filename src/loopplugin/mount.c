@@ -327,6 +327,16 @@ int lp_mount_parse_flags(const char *const *flags, size_t n, unsigned long *msfl
 int lp_mount_fs(const char *volume, const char *dev, const char *target, const char *fstype,
 		unsigned long flags, const char *data, struct lp_status *st)
 {
+	/* A clone or a restored snapshot is a copy of its source's blocks, UUID included, and xfs
+	 * refuses a second mount of a UUID on one node (EINVAL): xfs volumes mount with nouuid,
+	 * as ext4 needs nothing of the kind. Found by Kubernetes' storage e2e suite ("should
+	 * concurrently access the volume and its clone from pods on the same node", xfs). */
+	char xfsdata[600];
+	if (strcmp(fstype, "xfs") == 0 && !(data && strstr(data, "nouuid"))) {
+		snprintf(xfsdata, sizeof(xfsdata), "nouuid%s%s", data && *data ? "," : "",
+			 data ? data : "");
+		data = xfsdata;
+	}
 	if (mount(dev, target, fstype, flags, data && *data ? data : NULL) < 0)
 		return lp_fail(st, LP_INTERNAL, "volume %s: mount %s (%s) at %s: %s", volume, dev,
 			       fstype, target, strerror(errno));
