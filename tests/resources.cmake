@@ -64,6 +64,14 @@ kcsi_resource_label(hostile
     e2e.hostile_csi_socket e2e.hostile_driver e2e.hostile_livenessprobe e2e.hostile_sidecars
     e2e.hostile_sidecars2 e2e.hostile_nodeside e2e.hostile_upstream e2e.attacher_hostile)
 
+# e2e.loopplugin_health detaches a block volume's loop device under its bind mount and keeps that
+# mount for a while: a loop test beside it that gets the freed device number sees the stale bind
+# mount as a user of its own volume and rightly refuses to unstage. It runs with the hostile
+# tests, alone.
+kcsi_resource_label(timing e2e.loopplugin_health)
+kcsi_resource_label(hostile e2e.loopplugin_health)
+kcsi_resource(e2e.loopplugin_health PROPERTIES PROCESSORS 2)
+
 # Longer limits where a scenario that passes alone in a minute or two took close to its limit
 # with six tests beside it (a limit is for a hang, not for a slow machine).
 kcsi_resource(e2e.emulator_limits e2e.deploy_apply PROPERTIES TIMEOUT 300)

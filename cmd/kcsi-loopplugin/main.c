@@ -104,10 +104,11 @@ int main(int argc, char **argv)
 		  "commas (at most 50; keys of 1-128 printable ASCII characters, values of at most "
 		  "256 bytes): recorded in the volume's metadata and shown in its volume_context "
 		  "as tag.loop.kcsi.io/<key>");
-	flags_bool(fs, "get-snapshot-capability", &cfg.get_snapshot_cap, false,
-		   "Announce GET_SNAPSHOT (alpha in CSI v1.12) in ControllerGetCapabilities; "
-		   "GetSnapshot is served either way. Off by default, as alpha features are "
-		   "(csi-sanity v5.5 and later test it when announced)");
+	flags_bool(fs, "get-snapshot-capability", &cfg.get_snapshot_cap, true,
+		   "Announce GET_SNAPSHOT (alpha) in ControllerGetCapabilities; GetSnapshot is "
+		   "served either way. On by default since csi-sanity v5.6.0 tests it; "
+		   "--get-snapshot-capability=false hides it from COs that refuse alpha "
+		   "capabilities they do not know");
 	flags_int(fs, "threads", &threads, 8, "Concurrent CSI calls served");
 	flags_int(fs, "fleet-size", &fleet_size, 0,
 		  "Serve the node service of this many emulated nodes (kcsi up --nodes above 16): "

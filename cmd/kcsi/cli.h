@@ -80,6 +80,33 @@ const char *cli_map_str(struct cli *c, size_t n, void *entries);
 /* Runs one call; prints JSON of the response when -o json; returns the exit code. */
 int cli_call(struct cli *c, const char *method, ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
+/* An enum value's name as the schema spells it, or "UNKNOWN". */
+const char *cli_enum_name(const ProtobufCEnumDescriptor *d, int v);
+
+/*
+ * A verb's body in three lines: REQ(Name, snake) declares `req` (Csi__V1__<Name>Request in the
+ * CLI's arena), CALL(svc, Name, snake) makes the call into `resp` (returning the exit code when
+ * it failed), FAIL(fmt, ...) reports a usage error and returns EXIT_USAGE.
+ */
+#define REQ(Name, snake) \
+	Csi__V1__##Name##Request *req = csi_msg_new(c->arena, &csi__v1__##snake##_request__descriptor)
+#define CALL(svc, Name, snake) \
+	Csi__V1__##Name##Response *resp = NULL; \
+	do { \
+		int rc_ = cli_call(c, CSI_METHOD(svc, Name), &req->base, \
+				   &csi__v1__##snake##_response__descriptor, \
+				   (ProtobufCMessage **)&resp); \
+		if (rc_) \
+			return rc_; \
+	} while (0)
+#define FAIL(...) do { fprintf(stderr, "kcsi: " __VA_ARGS__); fputc('\n', stderr); \
+		       return EXIT_USAGE; } while (0)
+
+/* ---- the health verbs (verbs_health.c, CSI v1.13 alpha) ---- */
+int cli_v_controller_volume_health(struct cli *c);
+int cli_v_controller_list_volume_health(struct cli *c);
+int cli_v_node_volume_health(struct cli *c);
+int cli_v_node_storage_health(struct cli *c);
 
 /* ---- the SnapshotMetadata verbs (verbs_metadata.c), streaming ---- */
 int cli_v_metadata_allocated(struct cli *c);

@@ -13,20 +13,6 @@
 #include "base/timeutil.h"
 #include "cli.h"
 
-#define REQ(Name, snake) \
-	Csi__V1__##Name##Request *req = csi_msg_new(c->arena, &csi__v1__##snake##_request__descriptor)
-#define CALL(svc, Name, snake) \
-	Csi__V1__##Name##Response *resp = NULL; \
-	do { \
-		int rc_ = cli_call(c, CSI_METHOD(svc, Name), &req->base, \
-				   &csi__v1__##snake##_response__descriptor, \
-				   (ProtobufCMessage **)&resp); \
-		if (rc_) \
-			return rc_; \
-	} while (0)
-#define FAIL(...) do { fprintf(stderr, "kcsi: " __VA_ARGS__); fputc('\n', stderr); \
-		       return EXIT_USAGE; } while (0)
-
 static char err[512];
 
 static const char *num(struct cli *c, int64_t v)
@@ -58,7 +44,7 @@ static const char *nodes_str(struct cli *c, char **ids, size_t n)
 	return s;
 }
 
-static const char *enum_name(const ProtobufCEnumDescriptor *d, int v)
+const char *cli_enum_name(const ProtobufCEnumDescriptor *d, int v)
 {
 	const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(d, v);
 	return ev ? ev->name : "UNKNOWN";
@@ -89,11 +75,11 @@ static int v_identity_caps(struct cli *c)
 		for (size_t i = 0; i < resp->n_capabilities; i++) {
 			Csi__V1__PluginCapability *p = resp->capabilities[i];
 			if (p->type_case == CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE)
-				cli_table_row(t, "SERVICE", enum_name(
+				cli_table_row(t, "SERVICE", cli_enum_name(
 					&csi__v1__plugin_capability__service__type__descriptor,
 					p->service->type));
 			else if (p->type_case == CSI__V1__PLUGIN_CAPABILITY__TYPE_VOLUME_EXPANSION)
-				cli_table_row(t, "VOLUME_EXPANSION", enum_name(
+				cli_table_row(t, "VOLUME_EXPANSION", cli_enum_name(
 					&csi__v1__plugin_capability__volume_expansion__type__descriptor,
 					p->volume_expansion->type));
 		}
@@ -124,7 +110,7 @@ static int v_ctrl_caps(struct cli *c)
 		struct cli_table *t = cli_table_new(1, "CAPABILITY");
 		for (size_t i = 0; i < resp->n_capabilities; i++)
 			if (resp->capabilities[i]->rpc)
-				cli_table_row(t, enum_name(
+				cli_table_row(t, cli_enum_name(
 					&csi__v1__controller_service_capability__rpc__type__descriptor,
 					resp->capabilities[i]->rpc->type));
 		cli_table_print(t, c->out);
@@ -435,15 +421,10 @@ static int v_get_volume(struct cli *c)
 	CALL(Controller, ControllerGetVolume, controller_get_volume);
 	if (!c->json) {
 		print_volume(c, resp->volume);
-		if (resp->status) {
+		if (resp->status)
 			fprintf(c->out, "PUBLISHED_NODES   %s\n",
 				nodes_str(c, resp->status->published_node_ids,
 					  resp->status->n_published_node_ids));
-			if (resp->status->volume_condition)
-				fprintf(c->out, "CONDITION         %s %s\n",
-					resp->status->volume_condition->abnormal ? "abnormal" : "normal",
-					resp->status->volume_condition->message);
-		}
 	}
 	csi_msg_free(resp);
 	return 0;
@@ -474,7 +455,7 @@ static int v_group_caps(struct cli *c)
 		struct cli_table *t = cli_table_new(1, "CAPABILITY");
 		for (size_t i = 0; i < resp->n_capabilities; i++)
 			if (resp->capabilities[i]->rpc)
-				cli_table_row(t, enum_name(
+				cli_table_row(t, cli_enum_name(
 					&csi__v1__group_controller_service_capability__rpc__type__descriptor,
 					resp->capabilities[i]->rpc->type));
 		cli_table_print(t, c->out);
@@ -571,7 +552,7 @@ static int v_node_caps(struct cli *c)
 		struct cli_table *t = cli_table_new(1, "CAPABILITY");
 		for (size_t i = 0; i < resp->n_capabilities; i++)
 			if (resp->capabilities[i]->rpc)
-				cli_table_row(t, enum_name(
+				cli_table_row(t, cli_enum_name(
 					&csi__v1__node_service_capability__rpc__type__descriptor,
 					resp->capabilities[i]->rpc->type));
 		cli_table_print(t, c->out);
@@ -658,14 +639,10 @@ static int v_node_stats(struct cli *c)
 		struct cli_table *t = cli_table_new(4, "UNIT", "TOTAL", "USED", "AVAILABLE");
 		for (size_t i = 0; i < resp->n_usage; i++) {
 			Csi__V1__VolumeUsage *u = resp->usage[i];
-			cli_table_row(t, enum_name(&csi__v1__volume_usage__unit__descriptor, u->unit),
+			cli_table_row(t, cli_enum_name(&csi__v1__volume_usage__unit__descriptor, u->unit),
 				      num(c, u->total), num(c, u->used), num(c, u->available));
 		}
 		cli_table_print(t, c->out);
-		if (resp->volume_condition)
-			fprintf(c->out, "CONDITION   %s %s\n",
-				resp->volume_condition->abnormal ? "abnormal" : "normal",
-				resp->volume_condition->message);
 	}
 	csi_msg_free(resp);
 	return 0;
@@ -734,6 +711,12 @@ const struct verb cli_verbs[] = {
 	  v_get_volume },
 	{ "controller", "modify-volume", "ID", "mutable-param* secret*", "ControllerModifyVolume",
 	  1, 1, v_modify_volume },
+	{ "controller", "volume-health", "ID", "secret*",
+	  "ControllerGetVolumeHealth (alpha in CSI v1.13): what is wrong with the volume", 1, 1,
+	  cli_v_controller_volume_health },
+	{ "controller", "list-volume-health", "", "max starting-token secret*",
+	  "ControllerListVolumeHealth (alpha in CSI v1.13): every abnormal volume", 0, 0,
+	  cli_v_controller_list_volume_health },
 	{ "group", "capabilities", "", "", "GroupControllerGetCapabilities", 0, 0, v_group_caps },
 	{ "group", "create-snapshot", "NAME VOLUME_ID...", "param* secret*",
 	  "CreateVolumeGroupSnapshot: one snapshot of every volume, taken together", 2, 64,
@@ -762,5 +745,11 @@ const struct verb cli_verbs[] = {
 	{ "node", "stats", "ID VOLUME_PATH", "staging", "NodeGetVolumeStats", 2, 2, v_node_stats },
 	{ "node", "expand", "ID VOLUME_PATH [BYTES]", "staging cap secret*", "NodeExpandVolume",
 	  2, 3, v_node_expand },
+	{ "node", "volume-health", "ID", "publish staging",
+	  "NodeGetVolumeHealth (alpha in CSI v1.13): the volume as this node sees it", 1, 1,
+	  cli_v_node_volume_health },
+	{ "node", "storage-health", "", "secret*",
+	  "NodeGetStorageHealth (alpha in CSI v1.13): the storage this node reaches", 0, 0,
+	  cli_v_node_storage_health },
 	{ NULL, NULL, NULL, NULL, NULL, 0, 0, NULL },
 };

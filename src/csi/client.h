@@ -163,6 +163,8 @@ int csi_call_stream_bytes(struct csi_conn *c, const char *method, const void *da
 	X(Controller, ControllerUnpublishVolume, controller_unpublish_volume) \
 	X(Controller, ValidateVolumeCapabilities, validate_volume_capabilities) \
 	X(Controller, ListVolumes, list_volumes) \
+	X(Controller, ControllerListVolumeHealth, controller_list_volume_health) \
+	X(Controller, ControllerGetVolumeHealth, controller_get_volume_health) \
 	X(Controller, GetCapacity, get_capacity) \
 	X(Controller, ControllerGetCapabilities, controller_get_capabilities) \
 	X(Controller, CreateSnapshot, create_snapshot) \
@@ -181,6 +183,8 @@ int csi_call_stream_bytes(struct csi_conn *c, const char *method, const void *da
 	X(Node, NodePublishVolume, node_publish_volume) \
 	X(Node, NodeUnpublishVolume, node_unpublish_volume) \
 	X(Node, NodeGetVolumeStats, node_get_volume_stats) \
+	X(Node, NodeGetVolumeHealth, node_get_volume_health) \
+	X(Node, NodeGetStorageHealth, node_get_storage_health) \
 	X(Node, NodeExpandVolume, node_expand_volume) \
 	X(Node, NodeGetCapabilities, node_get_capabilities) \
 	X(Node, NodeGetInfo, node_get_info)

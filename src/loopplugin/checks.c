@@ -321,15 +321,26 @@ bool lp_in_use_on_nodes(struct csi_call_ctx *ctx, struct lp_driver *d, const cha
 		lp_stage_free(sr);
 	}
 	lp_free_strings(nodes, n);
+	bool detaching = false;
 	if (!where.len && d->node && (!node || strcmp(node, d->cfg.nodeid) == 0)) {
 		char *img = lp_volume_image(d->pool, id), *dev = NULL;
-		if (lp_loop_find(img, &dev) == 1)
+		int state = lp_loop_state(img, &dev);
+		if (state == LP_LOOP_BACKED || state == LP_LOOP_DETACHING)
 			strbuf_addf(&where, "node %s (loop device %s)", d->cfg.nodeid, dev);
+		detaching = state == LP_LOOP_DETACHING;
 		free(dev);
 		free(img);
 	}
 	bool busy_there = where.len > 0;
-	if (busy_there)
+	/* Unstaged, but the device is still open: a mount namespace made while the volume was
+	 * staged (a container, ip netns, unshare) holds a copy of its mount. The kernel detaches
+	 * the device when that copy goes; until then the volume's data is still reachable. */
+	if (busy_there && detaching)
+		*ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
+				     "volume %s is unstaged but its device on %s is still held open "
+				     "(a copy of its mount in another mount namespace?); it detaches "
+				     "when that lets go", id, where.buf);
+	else if (busy_there)
 		*ret = csi_ctx_error(ctx, LP_FAILED_PRECONDITION,
 				     "volume %s is still staged on %s; NodeUnstageVolume it first",
 				     id, where.buf);
@@ -394,19 +405,42 @@ int lp_check_node_target(struct csi_call_ctx *ctx, struct lp_driver *d, const ch
 	return 0;
 }
 
+int lp_check_topology(struct lp_driver *d, const char *what,
+		      const Csi__V1__TopologyRequirement *tr, struct lp_status *st)
+{
+	if (!tr)
+		return 0;
+	Csi__V1__Topology **lists[2] = { tr->requisite, tr->preferred };
+	size_t ns[2] = { tr->n_requisite, tr->n_preferred };
+	bool ours = false;
+	for (int l = 0; l < 2; l++) {
+		for (size_t i = 0; i < ns[l]; i++) {
+			Csi__V1__Topology *t = lists[l][i];
+			for (size_t k = 0; k < t->n_segments; k++) {
+				if (strcmp(t->segments[k]->key, LP_TOPOLOGY_KEY) != 0)
+					return lp_fail(st, LP_INVALID_ARGUMENT,
+						       "%s: unknown topology key %s (known: %s)",
+						       what, t->segments[k]->key,
+						       LP_TOPOLOGY_KEY);
+			}
+			const char *z = csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY);
+			if (l == 0 && z && strcmp(z, d->cfg.zone) == 0)
+				ours = true;
+		}
+	}
+	if (tr->n_requisite && !ours)
+		return lp_fail(st, LP_RESOURCE_EXHAUSTED,
+			       "%s: no requisite topology allows zone %s, the only one this driver "
+			       "serves",
+			       what, d->cfg.zone);
+	return 0;
+}
+
 Csi__V1__Topology *lp_csi_topology(struct csi_arena *a, struct lp_driver *d)
 {
 	Csi__V1__Topology *t = csi_msg_new(a, &csi__v1__topology__descriptor);
 	csi_map_add(a, &t->base, "segments", LP_TOPOLOGY_KEY, d->cfg.zone);
 	return t;
-}
-
-Csi__V1__VolumeCondition *lp_csi_condition(struct csi_arena *a, bool abnormal, const char *msg)
-{
-	Csi__V1__VolumeCondition *c = csi_msg_new(a, &csi__v1__volume_condition__descriptor);
-	c->abnormal = abnormal;
-	c->message = csi_arena_strdup(a, msg);
-	return c;
 }
 
 Csi__V1__Volume *lp_csi_volume(struct csi_arena *a, struct lp_driver *d,

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/log.h"
 #include "base/xalloc.h"
@@ -153,23 +152,6 @@ static int controller_unpublish(struct csi_call_ctx *ctx, const ProtobufCMessage
 	return ret;
 }
 
-/* The controller's view of a volume's health: its image is there and as large as recorded. */
-static Csi__V1__VolumeCondition *volume_condition(struct csi_arena *a, struct lp_driver *d,
-						  const struct lp_volume *v)
-{
-	char *img = lp_volume_image(d->pool, v->id);
-	struct stat sb;
-	Csi__V1__VolumeCondition *c;
-	if (stat(img, &sb) < 0)
-		c = lp_csi_condition(a, true, "the volume's image file is missing");
-	else if (sb.st_size < v->size)
-		c = lp_csi_condition(a, true, "the volume's image file is smaller than the volume");
-	else
-		c = lp_csi_condition(a, false, "volume is healthy");
-	free(img);
-	return c;
-}
-
 static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 			ProtobufCMessage *resp, void *arg)
 {
@@ -211,7 +193,6 @@ static int list_volumes(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 		for (size_t k = 0; k < v->natt; k++)
 			csi_repeated_add(a, &e->status->base, "published_node_ids",
 					 csi_arena_strdup(a, v->att[k].node));
-		e->status->volume_condition = volume_condition(a, d, v);
 		csi_repeated_add(a, resp, "entries", e);
 		count++;
 		lp_volume_free(v);
@@ -241,7 +222,6 @@ static int controller_get_volume(struct csi_call_ctx *ctx, const ProtobufCMessag
 	for (size_t k = 0; k < v->natt; k++)
 		csi_repeated_add(a, &r->status->base, "published_node_ids",
 				 csi_arena_strdup(a, v->att[k].node));
-	r->status->volume_condition = volume_condition(a, d, v);
 	lp_volume_free(v);
 	return 0;
 }
@@ -297,10 +277,11 @@ static int controller_get_capabilities(struct csi_call_ctx *ctx, const ProtobufC
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_READONLY,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_SNAPSHOT,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_HEALTH,
+		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUME_HEALTH,
 	};
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {

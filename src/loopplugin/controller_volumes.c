@@ -55,38 +55,6 @@ static int pick_size(struct lp_driver *d, const char *what, const Csi__V1__Capac
 	return 0;
 }
 
-/* Checks topology against our zone: RESOURCE_EXHAUSTED when requisite excludes it. */
-static int check_topology(struct lp_driver *d, const char *what,
-			  const Csi__V1__TopologyRequirement *tr, struct lp_status *st)
-{
-	if (!tr)
-		return 0;
-	Csi__V1__Topology **lists[2] = { tr->requisite, tr->preferred };
-	size_t ns[2] = { tr->n_requisite, tr->n_preferred };
-	bool ours = false;
-	for (int l = 0; l < 2; l++) {
-		for (size_t i = 0; i < ns[l]; i++) {
-			Csi__V1__Topology *t = lists[l][i];
-			for (size_t k = 0; k < t->n_segments; k++) {
-				if (strcmp(t->segments[k]->key, LP_TOPOLOGY_KEY) != 0)
-					return lp_fail(st, LP_INVALID_ARGUMENT,
-						       "%s: unknown topology key %s (known: %s)",
-						       what, t->segments[k]->key,
-						       LP_TOPOLOGY_KEY);
-			}
-			const char *z = csi_map_get(t->n_segments, t->segments, LP_TOPOLOGY_KEY);
-			if (l == 0 && z && strcmp(z, d->cfg.zone) == 0)
-				ours = true;
-		}
-	}
-	if (tr->n_requisite && !ours)
-		return lp_fail(st, LP_RESOURCE_EXHAUSTED,
-			       "%s: no requisite topology allows zone %s, the only one this driver "
-			       "serves",
-			       what, d->cfg.zone);
-	return 0;
-}
-
 /* Why an existing volume does not match a repeated CreateVolume; NULL when it does. */
 static const char *mismatch(const struct lp_volume *v, const char *name,
 			    const Csi__V1__CapacityRange *cr, bool thick, const struct capset *cs,
@@ -127,7 +95,7 @@ static int create_volume(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	    lp_parse_params(what, req->n_parameters, req->parameters, &thick, &st) ||
 	    lp_parse_mutable(what, req->n_mutable_parameters, req->mutable_parameters, &mthick,
 			     &st) ||
-	    check_topology(d, what, req->accessibility_requirements, &st))
+	    lp_check_topology(d, what, req->accessibility_requirements, &st))
 		return lp_fail_call(ctx, &st);
 	if (mthick >= 0) /* the spec: mutable parameters win over parameters */
 		thick = mthick == 1;

@@ -56,6 +56,7 @@ struct lp_driver *lp_driver_new(const struct lp_config *cfg, struct lp_status *s
 	d->node = node;
 	d->pool = pool;
 	d->inflight = lp_inflight_new();
+	d->health = lp_health_cache_new();
 	if (node)
 		lp_node_recover(d);
 	return d;
@@ -67,6 +68,7 @@ void lp_driver_free(struct lp_driver *d)
 		return;
 	lp_pool_free(d->pool);
 	lp_inflight_free(d->inflight);
+	lp_health_cache_free(d->health);
 	free(d);
 }
 
@@ -80,10 +82,12 @@ void lp_driver_register(struct lp_driver *d, struct csi_server *s)
 		lp_register_snapshots(d, s);
 		lp_register_groups(d, s);
 		lp_register_snapshot_metadata(d, s);
+		lp_register_controller_health(d, s);
 	}
 	if (d->node) {
 		lp_register_node_stage(d, s);
 		lp_register_node_publish(d, s);
 		lp_register_node(d, s);
+		lp_register_node_health(d, s);
 	}
 }

@@ -35,10 +35,13 @@
  *     node_publish.c        NodePublishVolume, NodeUnpublishVolume
  *     node.c                NodeGetVolumeStats, NodeExpandVolume, NodeGetInfo,
  *                           NodeGetCapabilities
+ *     health_rpc.c          ControllerGetVolumeHealth, ControllerListVolumeHealth,
+ *                           NodeGetVolumeHealth, NodeGetStorageHealth (CSI v1.13, alpha);
+ *                           health.h has the rules (health.c, pure), health_probe.c the facts
  *     checks.c              what several share: name, capability and access-mode checks,
- *                           parameters, sizes (lp_parse_size), pagination tokens, in-flight
- *                           keys, "still staged", node path checks, volume/topology/condition
- *                           messages
+ *                           parameters, topology requirements, sizes (lp_parse_size),
+ *                           pagination tokens, in-flight keys, "still staged", node path
+ *                           checks, volume and topology messages
  *
  * Below them: pool.h (images and metadata), loopdev.h, mount.h, fs.h, inflight.h.
  */

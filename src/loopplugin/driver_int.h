@@ -20,6 +20,7 @@
 #include "csi/client.h"
 #include "csi/server.h"
 #include "loopplugin/driver.h"
+#include "loopplugin/health.h"
 #include "loopplugin/inflight.h"
 #include "loopplugin/pool.h"
 
@@ -32,6 +33,7 @@ struct lp_driver {
 	bool controller, node;
 	struct lp_pool *pool;
 	struct lp_inflight *inflight;
+	struct lp_health_cache *health; /* the read-only file system checks (health_probe.c) */
 };
 
 typedef Csi__V1__VolumeCapability VolCap;
@@ -55,6 +57,8 @@ void lp_register_snapshot_metadata(struct lp_driver *d, struct csi_server *s);
 void lp_register_node_stage(struct lp_driver *d, struct csi_server *s);
 void lp_register_node_publish(struct lp_driver *d, struct csi_server *s);
 void lp_register_node(struct lp_driver *d, struct csi_server *s);
+void lp_register_controller_health(struct lp_driver *d, struct csi_server *s);
+void lp_register_node_health(struct lp_driver *d, struct csi_server *s);
 
 /*
  * What a node service killed at any point left set on its system, undone at its start
@@ -92,6 +96,13 @@ int lp_check_caps(struct lp_driver *d, const char *what, VolCap *const *caps, si
 		  struct capset *cs, struct lp_status *st);
 int lp_check_cap(struct lp_driver *d, const char *what, VolCap *cap, struct capset *cs,
 		 struct lp_status *st);
+/*
+ * Checks accessibility requirements (CreateVolume, CreateSnapshot) against the one zone this
+ * driver serves: INVALID_ARGUMENT for a topology key it does not know, RESOURCE_EXHAUSTED when
+ * the requisite topologies leave out its zone.
+ */
+int lp_check_topology(struct lp_driver *d, const char *what,
+		      const Csi__V1__TopologyRequirement *tr, struct lp_status *st);
 /* Whether a volume as created can serve the capability set. */
 int lp_caps_fit_volume(const struct lp_volume *v, const struct capset *cs, struct lp_status *st);
 
@@ -160,14 +171,39 @@ int lp_check_node_target(struct csi_call_ctx *ctx, struct lp_driver *d, const ch
  */
 char *lp_freeze_volume(struct lp_driver *d, const char *img, const char *key);
 void lp_thaw_volume(struct lp_driver *d, char *mp, const char *key);
-/* A snapshot as CreateSnapshot, ListSnapshots and the group RPCs answer it. */
-Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, const struct lp_snapshot *s);
+/*
+ * A snapshot as CreateSnapshot, ListSnapshots, GetSnapshot and the group RPCs answer it: usable
+ * from the pool's zone, the segment its volumes report (SNAPSHOT_ACCESSIBILITY_CONSTRAINTS).
+ */
+Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, struct lp_driver *d,
+				   const struct lp_snapshot *s);
+
+/* ---- health facts (health_probe.c; health.h has the rules) ---- */
+
+struct lp_health_cache *lp_health_cache_new(void);
+void lp_health_cache_free(struct lp_health_cache *c);
+/*
+ * The controller's facts of v: its image and, when nothing uses the volume, its file system
+ * (the read-only check, its words in detail, which f->fs_detail points to).
+ */
+void lp_probe_volume(struct lp_driver *d, const struct lp_volume *v, struct lp_volume_facts *f,
+		     char *detail, size_t len);
+/*
+ * The node's facts of v: as lp_probe_volume() when v is not on this node; else its image, the
+ * loop device (*dev, malloc'd or NULL), its mounts at the staging path (staging, or the stage
+ * record's) and at publish, and its mounted file system as the kernel sees it. Empty or NULL
+ * paths are not asked about.
+ */
+void lp_probe_volume_node(struct lp_driver *d, const struct lp_volume *v, const char *staging,
+			  const char *publish, struct lp_volume_facts *f, char **dev,
+			  char *detail, size_t len);
+/* The pool's facts: its folder, writability, free bytes and inodes. */
+void lp_probe_pool(struct lp_driver *d, struct lp_pool_facts *f);
 
 /* ---- message pieces (checks.c) ---- */
 
 /* This driver's one topology segment: LP_TOPOLOGY_KEY = the configured zone. */
 Csi__V1__Topology *lp_csi_topology(struct csi_arena *a, struct lp_driver *d);
-Csi__V1__VolumeCondition *lp_csi_condition(struct csi_arena *a, bool abnormal, const char *msg);
 /* A volume as CreateVolume, ListVolumes and ControllerGetVolume answer it. */
 Csi__V1__Volume *lp_csi_volume(struct csi_arena *a, struct lp_driver *d,
 			       const struct lp_volume *v);

@@ -128,6 +128,50 @@ int lp_fs_check(const char *volume, const char *dev, const char *fstype, struct 
 	return ret;
 }
 
+/* The first line of a checker's output that says something: no banner, no "Pass N:". */
+static const char *finding(struct strbuf *sb)
+{
+	for (char *line = sb->buf; *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (*line && strncmp(line, "Pass ", 5) != 0 && strncmp(line, "e2fsck ", 7) != 0 &&
+		    strncmp(line, "Phase ", 6) != 0 && strncmp(line, "        - ", 10) != 0)
+			return line;
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return "";
+}
+
+int lp_fs_check_readonly(const char *path, const char *fstype, char *detail, size_t len)
+{
+	struct strbuf out = STRBUF_INIT;
+	int ret = -1, rc;
+	if (strcmp(fstype, "ext4") == 0 || strcmp(fstype, "ext3") == 0 ||
+	    strcmp(fstype, "ext2") == 0) {
+		/* -f: a file system marked clean is checked all the same; -n: opened read-only */
+		const char *argv[] = { "e2fsck", "-f", "-n", path, NULL };
+		rc = lp_exec(argv, &out);
+		/* 0: clean; 1..4: errors found (none fixed with -n); 8: it could not make sense
+		 * of the file system; 16 and up: usage, cancelled, a library missing */
+		ret = rc == 0 ? 0 : rc > 0 && rc < 16 ? 1 : -1;
+		if (ret == 1)
+			snprintf(detail, len, "e2fsck -f -n exit %d: %s", rc, finding(&out));
+	} else if (strcmp(fstype, "xfs") == 0 && lp_have_program("xfs_repair")) {
+		/* -f: path is a file, not a device */
+		const char *argv[] = { "xfs_repair", "-n", "-f", path, NULL };
+		rc = lp_exec(argv, &out);
+		bool dirty_log = strstr(out.buf, "metadata changes in a log") != NULL;
+		ret = rc == 0 ? 0 : rc > 0 && !dirty_log ? 1 : -1;
+		if (ret == 1)
+			snprintf(detail, len, "xfs_repair -n exit %d: %s", rc, finding(&out));
+	}
+	strbuf_release(&out);
+	return ret;
+}
+
 int lp_fs_grow(const char *volume, const char *dev, const char *mountpoint, const char *fstype,
 	       struct lp_status *st)
 {

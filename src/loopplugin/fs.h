@@ -36,6 +36,13 @@ int lp_fs_format(const char *volume, const char *dev, const char *fstype, struct
  * when the filesystem is damaged beyond what is safe to fix automatically. */
 int lp_fs_check(const char *volume, const char *dev, const char *fstype, struct lp_status *st);
 /*
+ * Checks the file system of type fstype on path (a device or an image file, not mounted) without
+ * changing a byte: e2fsck -f -n, xfs_repair -n. 0 clean, 1 damaged with the checker's words in
+ * detail, -1 when it cannot tell (a type it has no checker for, the checker failed to run, an
+ * xfs log still to replay, which only a mount resolves).
+ */
+int lp_fs_check_readonly(const char *path, const char *fstype, char *detail, size_t len);
+/*
  * Before mounting: grows an ext4 filesystem that is smaller than its device (the volume was
  * expanded while not staged, or online growth was refused). No-op for other types and when the
  * sizes already match.

@@ -73,7 +73,7 @@ static Csi__V1__VolumeGroupSnapshot *group_msg(struct csi_arena *a, struct lp_dr
 			m->ready_to_use = 0; /* a deletion cut short: the group is going */
 			continue;
 		}
-		csi_repeated_add(a, &m->base, "snapshots", lp_csi_snapshot(a, s));
+		csi_repeated_add(a, &m->base, "snapshots", lp_csi_snapshot(a, d, s));
 		lp_snapshot_free(s);
 	}
 	return m;

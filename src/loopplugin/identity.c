@@ -38,6 +38,10 @@ static int get_plugin_capabilities(struct csi_call_ctx *ctx, const ProtobufCMess
 				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
 		add_plugin_service(a, resp,
 				   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__SNAPSHOT_METADATA_SERVICE);
+		/* snapshots live in the pool, reachable from its zone only, as its volumes */
+		add_plugin_service(
+			a, resp,
+			CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__SNAPSHOT_ACCESSIBILITY_CONSTRAINTS);
 	}
 	add_plugin_service(a, resp,
 			   CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);

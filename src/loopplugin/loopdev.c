@@ -135,6 +135,37 @@ int lp_loop_find(const char *image, char **dev)
 	return 1;
 }
 
+/* Whether the device was set to detach at its last close: sysfs loop/autoclear. */
+static bool autoclear(const char *dev)
+{
+	char path[300], buf[8] = "";
+	const char *name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+	snprintf(path, sizeof(path), "/sys/block/%s/loop/autoclear", name);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return false;
+	bool on = fgets(buf, sizeof(buf), fp) && buf[0] == '1';
+	fclose(fp);
+	return on;
+}
+
+int lp_loop_state(const char *image, char **dev)
+{
+	if (lp_loop_find(image, dev) == 1)
+		return autoclear(*dev) ? LP_LOOP_DETACHING : LP_LOOP_BACKED;
+	/* the kernel names an unlinked backing file "<path> (deleted)" */
+	char gone[4200];
+	snprintf(gone, sizeof(gone), "%s (deleted)", image);
+	struct scan_arg a = { gone, "" };
+	each_loop(scan_cb, &a);
+	if (!a.name[0])
+		return LP_LOOP_NONE;
+	char path[300];
+	snprintf(path, sizeof(path), "/dev/%s", a.name);
+	*dev = xstrdup(path);
+	return LP_LOOP_STALE;
+}
+
 struct hint_arg {
 	const char *prefix;
 	size_t n;

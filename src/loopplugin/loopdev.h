@@ -27,6 +27,16 @@
  */
 int lp_loop_find(const char *image, char **dev);
 /*
+ * What backs image on this host, for the health RPCs (health.h). BACKED: a device backs the
+ * image (*dev set); DETACHING: it does, but was told to detach and goes when its last user closes
+ * it (autoclear, which this driver never sets: losetup -d while mounted); STALE: no device backs
+ * the image, but one (*dev) backs a file that had its path and was since deleted or replaced, so
+ * writes to it no longer reach the image; NONE: no device at all. Costs a scan of every loop
+ * device only when no device backs the image.
+ */
+enum lp_loop_state { LP_LOOP_NONE, LP_LOOP_BACKED, LP_LOOP_DETACHING, LP_LOOP_STALE };
+int lp_loop_state(const char *image, char **dev);
+/*
  * Scans every loop device once and writes the device hint on each backing file under dir (the
  * pool's images), so lp_loop_find() sees devices set up before hints existed or by another
  * program. Returns how many it found.

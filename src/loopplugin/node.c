@@ -1,6 +1,7 @@
 /*
  * node: the Node RPCs about a volume in use and about the node itself: NodeGetVolumeStats,
- * NodeExpandVolume, NodeGetInfo, NodeGetCapabilities.
+ * NodeExpandVolume, NodeGetInfo, NodeGetCapabilities. A volume's health is NodeGetVolumeHealth's
+ * (health_rpc.c) since CSI v1.13 took the condition out of the stats.
  */
 #include "loopplugin/driver_int.h"
 
@@ -44,14 +45,9 @@ static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessag
 		return lp_fail_call(ctx, &st);
 	int ret = 0;
 	struct csi_arena *a = csi_ctx_arena(ctx);
-	Csi__V1__NodeGetVolumeStatsResponse *r = (Csi__V1__NodeGetVolumeStatsResponse *)resp;
 	char *path = lp_canon_path(req->volume_path);
 	struct stat sb;
 	struct statvfs sv;
-	struct lp_mount m;
-	int mounted = lp_mount_find(path, &m);
-	if (mounted > 0)
-		lp_mount_release(&m);
 	if (stat(path, &sb) < 0) {
 		ret = csi_ctx_error(ctx, LP_NOT_FOUND, "volume %s: path %s: %s", v->id, path,
 				    strerror(errno));
@@ -60,9 +56,6 @@ static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessag
 		int64_t size = lp_loop_find(img, &dev) == 1 ? lp_blockdev_size(dev) : -1;
 		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__BYTES, size < 0 ? v->size : size,
 			  0, 0);
-		r->volume_condition = mounted > 0 && size >= 0
-			? lp_csi_condition(a, false, "volume is healthy")
-			: lp_csi_condition(a, true, "the volume's device is not published at this path");
 		free(img);
 		free(dev);
 	} else if (statvfs(path, &sv) < 0) {
@@ -74,9 +67,6 @@ static int node_get_volume_stats(struct csi_call_ctx *ctx, const ProtobufCMessag
 			  (int64_t)(sv.f_blocks - sv.f_bfree) * bs, (int64_t)sv.f_bavail * bs);
 		add_usage(a, resp, CSI__V1__VOLUME_USAGE__UNIT__INODES, (int64_t)sv.f_files,
 			  (int64_t)(sv.f_files - sv.f_ffree), (int64_t)sv.f_favail);
-		r->volume_condition =
-			mounted > 0 ? lp_csi_condition(a, false, "volume is healthy")
-				    : lp_csi_condition(a, true, "the volume is not mounted at this path");
 	}
 	free(path);
 	lp_volume_free(v);
@@ -171,8 +161,9 @@ static int node_get_capabilities(struct csi_call_ctx *ctx, const ProtobufCMessag
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS,
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
-		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_HEALTH,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_STORAGE_HEALTH,
 	};
 	struct csi_arena *a = csi_ctx_arena(ctx);
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {

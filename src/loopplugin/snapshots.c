@@ -20,7 +20,8 @@
 #include "loopplugin/loopdev.h"
 #include "loopplugin/mount.h"
 
-Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, const struct lp_snapshot *s)
+Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, struct lp_driver *d,
+				   const struct lp_snapshot *s)
 {
 	Csi__V1__Snapshot *m = csi_msg_new(a, &csi__v1__snapshot__descriptor);
 	m->snapshot_id = csi_arena_strdup(a, s->id);
@@ -31,6 +32,7 @@ Csi__V1__Snapshot *lp_csi_snapshot(struct csi_arena *a, const struct lp_snapshot
 	m->creation_time->seconds = s->created_ns / NSEC_PER_SEC;
 	m->creation_time->nanos = (int32_t)(s->created_ns % NSEC_PER_SEC);
 	m->group_snapshot_id = csi_arena_strdup(a, s->group ? s->group : "");
+	csi_repeated_add(a, &m->base, "accessible_topology", lp_csi_topology(a, d));
 	return m;
 }
 
@@ -177,6 +179,10 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 			return csi_ctx_error(ctx, LP_INVALID_ARGUMENT,
 					     "snapshot %s: unknown parameter %s (none are known)",
 					     req->name, req->parameters[i]->key);
+	char what[300];
+	snprintf(what, sizeof(what), "snapshot %.200s", req->name);
+	if (lp_check_topology(d, what, req->accessibility_requirements, &nst))
+		return lp_fail_call(ctx, &nst);
 	char *id = lp_snapshot_id_for_name(req->name);
 	char key[200];
 	snprintf(key, sizeof(key), "s/%s", id);
@@ -223,7 +229,7 @@ static int create_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *req
 	}
 	if (!ret)
 		((Csi__V1__CreateSnapshotResponse *)resp)->snapshot =
-			lp_csi_snapshot(csi_ctx_arena(ctx), s);
+			lp_csi_snapshot(csi_ctx_arena(ctx), d, s);
 	lp_snapshot_free(s);
 	lp_volume_free(v);
 	lp_inflight_end(d->inflight, key);
@@ -310,7 +316,7 @@ static int list_snapshots(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm
 		last = i;
 		Csi__V1__ListSnapshotsResponse__Entry *e =
 			csi_msg_new(a, &csi__v1__list_snapshots_response__entry__descriptor);
-		e->snapshot = lp_csi_snapshot(a, s);
+		e->snapshot = lp_csi_snapshot(a, d, s);
 		csi_repeated_add(a, resp, "entries", e);
 		count++;
 		lp_snapshot_free(s);
@@ -332,7 +338,8 @@ static int get_snapshot(struct csi_call_ctx *ctx, const ProtobufCMessage *reqm,
 	struct lp_status st;
 	if (lp_snapshot_load(d->pool, req->snapshot_id, &s, &st))
 		return lp_fail_call(ctx, &st);
-	((Csi__V1__GetSnapshotResponse *)resp)->snapshot = lp_csi_snapshot(csi_ctx_arena(ctx), s);
+	((Csi__V1__GetSnapshotResponse *)resp)->snapshot =
+		lp_csi_snapshot(csi_ctx_arena(ctx), d, s);
 	lp_snapshot_free(s);
 	return 0;
 }

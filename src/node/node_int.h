@@ -36,7 +36,6 @@ struct nd_driver {
 	bool stage_unstage;    /* node capabilities (NodeGetCapabilities at registration) */
 	bool expand;           /* EXPAND_VOLUME */
 	bool volume_stats;     /* GET_VOLUME_STATS */
-	bool volume_condition; /* VOLUME_CONDITION */
 	bool snmw;             /* SINGLE_NODE_MULTI_WRITER: gets SINGLE_NODE_SINGLE/MULTI_WRITER */
 };
 

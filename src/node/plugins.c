@@ -367,8 +367,6 @@ static int install_driver(struct nd *nd, const Pluginregistration__PluginInfo *i
 	d->stage_unstage = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME);
 	d->expand = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME);
 	d->volume_stats = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS);
-	d->volume_condition =
-		has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION);
 	d->snmw = has_node_cap(caps, CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER);
 	csi_msg_free(caps);
 

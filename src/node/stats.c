@@ -2,9 +2,9 @@
  * Volume stats (stats.h): every --volume-stats-agg-period the volume manager hands over the
  * published volumes of its pods; each claim's volume is asked NodeGetVolumeStats once (drivers
  * with GET_VOLUME_STATS), and the new table replaces the old one under a mutex, so /metrics
- * (the diagnostics thread) always renders one complete pass. A volume the driver reports
- * abnormal (VOLUME_CONDITION) gets a VolumeConditionAbnormal event on its pod, as the kubelet's
- * volume stat calculator sends it with CSIVolumeHealth enabled.
+ * (the diagnostics thread) always renders one complete pass. Volume health is not part of the
+ * stats since CSI v1.13 removed VolumeCondition (the kubelet v1.37 dropped its health gauge and
+ * VolumeConditionAbnormal event with it; docs/kcsi-node.md).
  */
 #include "node/node_int.h"
 #include "node/stats.h"
@@ -24,8 +24,7 @@ struct nd_stats {
 
 /* ---- pure parts ---- */
 
-void nd_sample_fill(struct nd_sample *s, const Csi__V1__NodeGetVolumeStatsResponse *r,
-		    bool with_condition)
+void nd_sample_fill(struct nd_sample *s, const Csi__V1__NodeGetVolumeStatsResponse *r)
 {
 	for (size_t i = 0; i < r->n_usage; i++) {
 		const Csi__V1__VolumeUsage *u = r->usage[i];
@@ -39,8 +38,6 @@ void nd_sample_fill(struct nd_sample *s, const Csi__V1__NodeGetVolumeStatsRespon
 			s->inodes_used = u->used;
 		}
 	}
-	s->abnormal = with_condition && r->volume_condition ? (r->volume_condition->abnormal ? 1 : 0)
-							    : -1;
 }
 
 void nd_sample_clear(struct nd_sample *s)
@@ -69,7 +66,7 @@ static void add_label_value(struct strbuf *out, const char *v)
 	}
 }
 
-enum field { F_AVAIL, F_CAP, F_HEALTH, F_INODES, F_INODES_FREE, F_INODES_USED, F_USED };
+enum field { F_AVAIL, F_CAP, F_INODES, F_INODES_FREE, F_INODES_USED, F_USED };
 
 static const struct {
 	const char *name, *help;
@@ -77,8 +74,6 @@ static const struct {
 	/* sorted by name, as the Prometheus client writes them */
 	[F_AVAIL] = { "kubelet_volume_stats_available_bytes", "Number of available bytes in the volume" },
 	[F_CAP] = { "kubelet_volume_stats_capacity_bytes", "Capacity in bytes of the volume" },
-	[F_HEALTH] = { "kubelet_volume_stats_health_status_abnormal",
-		       "Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy" },
 	[F_INODES] = { "kubelet_volume_stats_inodes", "Maximum number of inodes in the volume" },
 	[F_INODES_FREE] = { "kubelet_volume_stats_inodes_free", "Number of free inodes in the volume" },
 	[F_INODES_USED] = { "kubelet_volume_stats_inodes_used", "Number of used inodes in the volume" },
@@ -90,7 +85,6 @@ static int64_t field_of(const struct nd_sample *s, enum field f)
 	switch (f) {
 	case F_AVAIL: return s->available;
 	case F_CAP: return s->capacity;
-	case F_HEALTH: return s->abnormal;
 	case F_INODES: return s->inodes;
 	case F_INODES_FREE: return s->inodes_free;
 	case F_INODES_USED: return s->inodes_used;
@@ -101,17 +95,10 @@ static int64_t field_of(const struct nd_sample *s, enum field f)
 
 void nd_samples_render(const struct nd_sample *v, size_t n, struct strbuf *out)
 {
-	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
-		bool any = false;
-		for (size_t i = 0; i < n && !any; i++)
-			any = f != F_HEALTH || v[i].abnormal >= 0;
-		if (!any)
-			continue;
+	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]) && n; f++) {
 		strbuf_addf(out, "# HELP %s [ALPHA] %s\n# TYPE %s gauge\n", families[f].name,
 			    families[f].help, families[f].name);
 		for (size_t i = 0; i < n; i++) {
-			if (f == F_HEALTH && v[i].abnormal < 0)
-				continue;
 			strbuf_addf(out, "%s{namespace=\"", families[f].name);
 			add_label_value(out, v[i].ns);
 			strbuf_addstr(out, "\",persistentvolumeclaim=\"");
@@ -175,7 +162,6 @@ static int stats_one(struct nd *nd, const struct nd_stats_volume *vol, struct nd
 	req.volume_id = (char *)vol->handle;
 	req.volume_path = (char *)vol->target;
 	req.staging_target_path = (char *)(vol->staging ? vol->staging : "");
-	bool with_condition = drv->volume_condition;
 	int rc = csi_node_get_volume_stats(drv->conn, &req, &resp, nd->cfg->timeout_ns, &st);
 	nd_driver_put(nd, drv);
 	if (rc) {
@@ -184,10 +170,7 @@ static int stats_one(struct nd *nd, const struct nd_stats_volume *vol, struct nd
 		       csi_code_go_name(st.code), st.message);
 		return -1;
 	}
-	nd_sample_fill(out, resp, with_condition);
-	if (out->abnormal == 1)
-		nd_event(nd, &vol->pod->meta, true, "VolumeConditionAbnormal", "Volume %s: %s",
-			 vol->pod_volume, resp->volume_condition->message);
+	nd_sample_fill(out, resp);
 	csi_msg_free(resp);
 	return 0;
 }

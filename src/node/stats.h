@@ -20,12 +20,10 @@ struct nd_sample {
 	char *ns, *claim;
 	int64_t capacity, available, used;         /* bytes (usage unit BYTES) */
 	int64_t inodes, inodes_free, inodes_used;  /* usage unit INODES */
-	int abnormal; /* volume_condition.abnormal 0/1; -1 when the driver reports no condition */
 };
 
-/* Fills s's figures from a response; the condition counts only when with_condition. */
-void nd_sample_fill(struct nd_sample *s, const Csi__V1__NodeGetVolumeStatsResponse *r,
-		    bool with_condition);
+/* Fills s's figures from a response. */
+void nd_sample_fill(struct nd_sample *s, const Csi__V1__NodeGetVolumeStatsResponse *r);
 void nd_sample_clear(struct nd_sample *s);
 /* Appends the kubelet_volume_stats_* families for n samples sorted by namespace and claim. */
 void nd_samples_render(const struct nd_sample *v, size_t n, struct strbuf *out);

@@ -590,8 +590,6 @@ H(ControllerGetVolume)
 		if (v->node)
 			csi_repeated_add(a, &r->status->base, "published_node_ids",
 					 csi_arena_strdup(a, v->node));
-		r->status->volume_condition = csi_msg_new(a, &csi__v1__volume_condition__descriptor);
-		r->status->volume_condition->message = "healthy";
 	}
 	pthread_mutex_unlock(&lock);
 	return v ? 0 : csi_ctx_error(ctx, 5, "volume %s not found", q->volume_id);

@@ -3,14 +3,21 @@
 # github.com/kubernetes-csi/csi-test by scripts/peers.sh), against kcsi-loopplugin started the
 # way docs/kcsi-loopplugin.md ("Conformance: csi-sanity") tells a user: --mode all on a temporary
 # pool with an attach limit, once with mount volumes and once with block volumes. The suite's
-# summary line ("N Passed | N Failed | N Pending | N Skipped") must show no failure, and the
-# skipped specs must be exactly those of the CSI v1.13 capabilities kcsi-loopplugin does not have
-# (SKIPS below: volume and storage health, snapshot accessibility constraints): every capability
-# the driver advertises is exercised, and a new skip fails. The driver runs with its default flags
-# plus --get-snapshot-capability (GET_SNAPSHOT, alpha and opt-in; csi-sanity v5.5 and later test
-# GetSnapshot, v5.4.0 failed a driver that announced it as "Unknown capability").
-# The one pending spec is upstream's own (marked pending in the suite, never run). Loop devices
-# and mounts below the temporary folder are removed at the end, and their absence checked.
+# summary line ("N Passed | N Failed | N Pending | N Skipped") must show no failure and no skip:
+# kcsi-loopplugin has every capability of CSI v1.13 that csi-sanity v5.6.0 tests (the health
+# RPCs, snapshot accessibility constraints, GET_SNAPSHOT), with its default flags, so every spec
+# runs and any skip fails, naming the specs skipped. The one pending spec is upstream's own
+# (marked pending in the suite, never run). Loop devices and mounts below the temporary folder
+# are removed at the end, and their absence checked.
+#
+# One failure is csi-sanity's, not the driver's, and is accepted only in its exact form (see
+# known_defect below): v5.6.0's "creating a snapshot with accessibility requirements" compares
+# each topology of the CreateSnapshot answer with the node's using reflect.DeepEqual, which also
+# compares protobuf-go's internal size cache; the node's Topology was marshalled into the
+# requests (cache set), the answer's was just unmarshalled (cache 0), so any driver that reports
+# a snapshot's accessible_topology over gRPC fails it however right its answer is.
+# kcsi-loopplugin reports it (docs/kcsi-loopplugin.md, Snapshot accessibility): without it the
+# CO would take a pool's snapshots for usable in every zone.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_PEERS:?KCSI_PEERS must point at the peers scripts/peers.sh built}"
 SANITY="$KCSI_PEERS/csi-sanity"
@@ -42,17 +49,27 @@ VERSION_FILE="$(readlink -f "$SANITY").version"
 [ ! -f "$VERSION_FILE" ] || grep -q " v5.6.0$" "$VERSION_FILE" ||
 	fail "csi-sanity is not v5.6.0: $(cat "$VERSION_FILE")"
 
-# The CSI v1.13 capabilities kcsi-loopplugin lacks (kcsi's schema is still v1.12, which has none of
-# the health RPCs) and how many specs csi-sanity v5.6.0 skips for each.
-SKIPS="ControllerGetVolumeHealth=2 ControllerListVolumeHealth=1 NodeGetStorageHealth=1 NodeGetVolumeHealth=2 SNAPSHOT_ACCESSIBILITY_CONSTRAINTS=1"
-NSKIPS=7
+# True when the run's only failure is that spec, and its two topologies differ in nothing but
+# protobuf-go's size cache (printed as sizeCache: the same segments, the same other fields).
+known_defect() {
+	local log=$1
+	[ "$(grep -c '^  \[FAIL\] ' "$log")" = 1 ] || return 1
+	grep -q '^  \[FAIL\] CreateSnapshot \[Controller Server\] \[It\] should succeed when creating a snapshot with accessibility requirements$' "$log" || return 1
+	local block
+	block=$(awk '/^  \[FAILED\] Expected$/ { on = 1 } on { print } /^  In \[It\]/ { if (on) exit }' "$log")
+	local want got
+	got=$(sed -n '/Expected$/,/to equal$/p' <<<"$block" | grep -vE 'sizeCache|0x[0-9a-f]+|Expected$|to equal$')
+	want=$(sed -n '/to equal$/,/In \[It\]/p' <<<"$block" | grep -vE 'sizeCache|0x[0-9a-f]+|to equal$|In \[It\]')
+	[ -n "$got" ] && [ "$got" = "$want" ] && grep -q '"topology.loop.kcsi.io/zone": "local"' <<<"$got" &&
+		[ "$(grep -c 'sizeCache: 0,' <<<"$block")" = 1 ]
+}
 
 # One run: a fresh plugin on a fresh pool, the suite with the given access type.
 run() {
 	local type=$1 dir="$D/$1"
 	mkdir -p "$dir/pool"
 	"$KCSI_BIN/kcsi-loopplugin" --endpoint "unix://$dir/csi.sock" --pool-dir "$dir/pool" \
-		--nodeid sanity-node --volume-attach-limit 4 --get-snapshot-capability \
+		--nodeid sanity-node --volume-attach-limit 4 \
 		>"$dir/plugin.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 1 200); do [ -S "$dir/csi.sock" ] && break; sleep 0.05; done
@@ -76,15 +93,18 @@ run() {
 		return
 	fi
 	read -r passed _ _ failed _ _ pending _ _ skipped _ <<<"$sum"
+	if [ "$failed" = 1 ] && known_defect "$dir/sanity.log"; then
+		echo "$type: the one failure is csi-sanity v5.6.0's size-cache comparison (see the top)"
+		failed=0
+		[ "$rc" = 1 ] && rc=0
+	fi
 	[ "$failed" = 0 ] || fail "$type: $failed failed"
-	local skips
-	skips=$(grep -oE '^  \[SKIPPED\] [A-Za-z_]+ not supported$' "$dir/sanity.log" | sed 's/^  \[SKIPPED\] //' | sort | uniq -c | awk '{ print $2 "=" $1 }' | paste -sd' ')
-	[ "$skips" = "$SKIPS" ] || fail "$type: skipped: '$skips', expected '$SKIPS'"
-	[ "$skipped" = "$NSKIPS" ] || fail "$type: $skipped skipped, expected $NSKIPS"
-	[ "$passed" -ge 90 ] || fail "$type: only $passed passed"
+	[ "$skipped" = 0 ] || fail "$type: $skipped skipped: $(grep -E '^\s*\[SKIPPED\]' "$dir/sanity.log" | sort | uniq -c | paste -sd';')"
+	# every spec of the suite but upstream's pending one ran and passed
+	[ "$passed" -ge 101 ] || fail "$type: only $passed passed"
 	[ "$pending" -le 1 ] || fail "$type: $pending pending (upstream marks one)"
 	[ "$rc" = 0 ] || fail "$type: csi-sanity exited $rc"
-	if [ "$failed" != 0 ] || [ "$skipped" != "$NSKIPS" ] || [ "$rc" != 0 ]; then
+	if [ "$failed" != 0 ] || [ "$skipped" != 0 ] || [ "$rc" != 0 ]; then
 		grep -E '^\s*\[(FAIL|SKIPPED)\]|^  \[FAIL\]|^\s*(Summarizing|\[FAIL\]|\[SKIPPED\])' \
 			"$dir/sanity.log" | head -40 >&2
 		tail -20 "$dir/plugin.log" >&2

@@ -9,6 +9,7 @@
 set -euo pipefail
 
 BIN=${KCSI_BIN:?KCSI_BIN must point at the built binaries}
+source "${KCSI_SRC:?}/tests/e2e/lib_lp.sh"
 D=$(mktemp -d /tmp/kcsi-lp-e2e-XXXXXX)
 SOCK="$D/csi.sock"
 PID=
@@ -19,11 +20,7 @@ cleanup() {
 	set +e
 	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
 	[ -n "${CPID:-}" ] && kill -9 "$CPID" 2>/dev/null && wait "$CPID" 2>/dev/null
-	# unmount what a failed run left below $D (deepest first), detach our loop devices only
-	grep -F "$D" /proc/self/mountinfo | awk '{print $5}' | sort -r | while read -r m; do
-		umount -l "$m" 2>/dev/null || true
-	done
-	losetup -a | grep -F "$D" | cut -d: -f1 | while read -r l; do losetup -d "$l" || true; done
+	lp_host_cleanup "$D" # what a failed run left below $D, our loop devices only
 	rm -rf "$D"
 }
 trap cleanup EXIT
@@ -32,16 +29,7 @@ start_plugin() {
 	"$BIN/kcsi-loopplugin" --endpoint "unix://$SOCK" --pool-dir "$D/pool" --nodeid node-1 \
 		--volume-attach-limit=2 --max-volume-size=2Gi >>"$D/plugin.log" 2>&1 &
 	PID=$!
-	wait_ready "$SOCK"
-}
-# ready = answers Probe (the socket file appears before the server listens)
-wait_ready() {
-	for _ in $(seq 1 200); do
-		[ -S "$1" ] && "$BIN/kcsi" --endpoint "unix://$1" --timeout 5s identity probe \
-			>/dev/null 2>&1 && return 0
-		sleep 0.05
-	done
-	fail "plugin on $1 did not become ready"
+	lp_wait_ready "$SOCK"
 }
 
 k() { "$BIN/kcsi" --endpoint "unix://$SOCK" --timeout 60s "$@"; }
@@ -298,8 +286,8 @@ CPID=$!
 "$BIN/kcsi-loopplugin" --endpoint "unix://$D/node.sock" --pool-dir "$D/pool" --nodeid node-7 \
 	--mode node >>"$D/plugin.log" 2>&1 &
 PID=$!
-wait_ready "$D/ctrl.sock"
-wait_ready "$D/node.sock"
+lp_wait_ready "$D/ctrl.sock"
+lp_wait_ready "$D/node.sock"
 kc() { "$BIN/kcsi" --endpoint "unix://$D/ctrl.sock" --timeout 60s "$@"; }
 kn() { "$BIN/kcsi" --endpoint "unix://$D/node.sock" --timeout 60s "$@"; }
 kc identity capabilities | grep -q CONTROLLER_SERVICE || fail "controller mode lacks CONTROLLER_SERVICE"
@@ -324,7 +312,7 @@ check_clean
 "$BIN/kcsi-loopplugin" controller --endpoint "unix://$D/pos.sock" --pool-dir "$D/pool" \
 	--nodeid node-7 >>"$D/pos.log" 2>&1 &
 PPID2=$!
-wait_ready "$D/pos.sock"
+lp_wait_ready "$D/pos.sock"
 ! "$BIN/kcsi" --endpoint "unix://$D/pos.sock" node info >/dev/null 2>&1 || fail "positional 'controller' served Node"
 grep -q 'mode="controller"' "$D/pos.log" || fail "positional mode not logged as controller"
 kill "$PPID2"; wait "$PPID2" 2>/dev/null || true

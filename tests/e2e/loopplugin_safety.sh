@@ -7,6 +7,7 @@
 set -euo pipefail
 
 BIN=${KCSI_BIN:?KCSI_BIN must point at the built binaries}
+source "${KCSI_SRC:?}/tests/e2e/lib_lp.sh"
 D=$(mktemp -d /tmp/kcsi-lp-safe-XXXXXX)
 PID= CPID= WPID= SNPID=
 
@@ -25,29 +26,18 @@ cleanup() {
 		fsfreeze -u "$m" 2>/dev/null
 	done
 	[ -n "$WPID" ] && wait "$WPID" 2>/dev/null
-	grep -F "$D" /proc/self/mountinfo | awk '{print $5}' | sort -r | while read -r m; do
-		umount -l "$m" 2>/dev/null || true
-	done
-	losetup -a | grep -F "$D" | cut -d: -f1 | while read -r l; do losetup -d "$l" || true; done
+	lp_host_cleanup "$D"
 	rm -rf "$D"
 }
 trap cleanup EXIT
 
-wait_ready() {
-	for _ in $(seq 1 200); do
-		[ -S "$1" ] && "$BIN/kcsi" --endpoint "unix://$1" --timeout 5s identity probe \
-			>/dev/null 2>&1 && return 0
-		sleep 0.05
-	done
-	fail "plugin on $1 did not become ready"
-}
 # start_plugin SOCKNAME NODE MODE [ENV=VALUE...]: sets PID (CPID for the controller)
 start_plugin() {
 	local sock=$1 node=$2 mode=$3; shift 3
 	env "$@" "$BIN/kcsi-loopplugin" --endpoint "unix://$D/$sock" --pool-dir "$D/pool" \
 		--nodeid "$node" --mode "$mode" -v 2 >>"$D/$sock.log" 2>&1 &
 	if [ "$mode" = controller ]; then CPID=$!; else PID=$!; fi
-	wait_ready "$D/$sock"
+	lp_wait_ready "$D/$sock"
 }
 json() { python3 -c 'import json,sys
 v=json.load(sys.stdin)

@@ -75,6 +75,10 @@ static const struct method {
 	{ "/csi.v1.GroupController/CreateVolumeGroupSnapshot", false },
 	{ "/csi.v1.GroupController/DeleteVolumeGroupSnapshot", false },
 	{ "/csi.v1.GroupController/GetVolumeGroupSnapshot", false },
+	{ "/csi.v1.Controller/ControllerGetVolumeHealth", false },
+	{ "/csi.v1.Controller/ControllerListVolumeHealth", false },
+	{ "/csi.v1.Node/NodeGetVolumeHealth", true },
+	{ "/csi.v1.Node/NodeGetStorageHealth", true },
 };
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))
 

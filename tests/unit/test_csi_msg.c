@@ -111,8 +111,9 @@ static void test_every_secret_field_stripped(void)
 	}
 	/* Create/Delete/Publish/Unpublish/Validate/Modify/CreateSnap/DeleteSnap/ListSnap/
 	 * ControllerExpand/CreateGroupSnap/DeleteGroupSnap/GetGroupSnap/NodeStage/NodePublish/
-	 * NodeExpand, and GetSnapshot, GetMetadataAllocated, GetMetadataDelta. */
-	CHECK_INT(secret_fields, 19);
+	 * NodeExpand, and GetSnapshot, GetMetadataAllocated, GetMetadataDelta; CSI v1.13's
+	 * ControllerListVolumeHealth, ControllerGetVolumeHealth, NodeGetStorageHealth. */
+	CHECK_INT(secret_fields, 22);
 }
 
 static void test_codes(void)
@@ -148,7 +149,11 @@ static void test_method_lookup(void)
 	int n = 0;
 	for (const ProtobufCServiceDescriptor *const *s = csi_services; *s; s++)
 		n += (int)(*s)->n_methods;
-	CHECK_INT(n, 3 + 15 + 4 + 2 + 8);
+	CHECK_INT(n, 3 + 17 + 4 + 2 + 10);
+	CHECK(csi_method_lookup("/csi.v1.Controller/ControllerListVolumeHealth") != NULL);
+	CHECK(csi_method_lookup("/csi.v1.Controller/ControllerGetVolumeHealth") != NULL);
+	CHECK(csi_method_lookup("/csi.v1.Node/NodeGetVolumeHealth") != NULL);
+	CHECK(csi_method_lookup("/csi.v1.Node/NodeGetStorageHealth") != NULL);
 	CHECK(csi_method_server_streams(csi_method_lookup(
 		"/csi.v1.SnapshotMetadata/GetMetadataDelta")));
 	CHECK(!csi_method_server_streams(csi_method_lookup("/csi.v1.Controller/GetSnapshot")));

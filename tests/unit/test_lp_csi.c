@@ -484,7 +484,7 @@ static void test_sanity_calls(void)
 	vr.n_volume_capabilities = 1;
 	expect(csi_validate_volume_capabilities(conn, &vr, &vresp, T, &st), 5, "lv-missing");
 
-	/* ControllerGetVolume: the volume, its nodes, its condition */
+	/* ControllerGetVolume: the volume, its nodes; ControllerGetVolumeHealth: nothing wrong */
 	CHECK_INT(cpublish(v.id, NODE, c, false, NULL), 0);
 	Csi__V1__ControllerGetVolumeRequest gr = CSI__V1__CONTROLLER_GET_VOLUME_REQUEST__INIT;
 	Csi__V1__ControllerGetVolumeResponse *gresp = NULL;
@@ -493,14 +493,26 @@ static void test_sanity_calls(void)
 	if (gresp) {
 		CHECK_INT(gresp->volume->capacity_bytes, 32 * MiB);
 		CHECK_INT(gresp->status->n_published_node_ids, 1);
-		CHECK(!gresp->status->volume_condition->abnormal);
 	}
 	csi_msg_free(gresp);
+	Csi__V1__ControllerGetVolumeHealthRequest hr =
+		CSI__V1__CONTROLLER_GET_VOLUME_HEALTH_REQUEST__INIT;
+	Csi__V1__ControllerGetVolumeHealthResponse *hresp = NULL;
+	hr.volume_id = v.id;
+	CHECK_INT(csi_controller_get_volume_health(conn, &hr, &hresp, T, &st), 0);
+	CHECK(hresp && hresp->volume_health && hresp->volume_health->n_health_statuses == 0);
+	if (hresp && hresp->volume_health)
+		CHECK_STR(hresp->volume_health->volume_id, v.id);
+	csi_msg_free(hresp);
+	hr.volume_id = "";
+	expect(csi_controller_get_volume_health(conn, &hr, &hresp, T, &st), 3, "volume_id");
+	hr.volume_id = "lv-missing";
+	expect(csi_controller_get_volume_health(conn, &hr, &hresp, T, &st), 5, "lv-missing");
 	gr.volume_id = "lv-missing";
 	expect(csi_controller_get_volume(conn, &gr, &gresp, T, &st), 5, "lv-missing");
 
-	/* NodeGetVolumeStats on a published volume: bytes and inodes, healthy; abnormal once
-	 * the mount is gone */
+	/* NodeGetVolumeStats on a published volume: bytes and inodes; NodeGetVolumeHealth: healthy
+	 * there, abnormal at the publish path once the mount is gone */
 	char staging[400], target[400];
 	path_in(staging, sizeof(staging), "sstaging");
 	path_in(target, sizeof(target), "spods/vol");
@@ -518,14 +530,28 @@ static void test_sanity_calls(void)
 		      sresp->usage[0]->total > 16 * MiB && sresp->usage[0]->available > 0);
 		CHECK(sresp->usage[1]->unit == CSI__V1__VOLUME_USAGE__UNIT__INODES &&
 		      sresp->usage[1]->total > 0);
-		CHECK(sresp->volume_condition && !sresp->volume_condition->abnormal);
 	}
 	csi_msg_free(sresp);
+	Csi__V1__NodeGetVolumeHealthRequest nh = CSI__V1__NODE_GET_VOLUME_HEALTH_REQUEST__INIT;
+	Csi__V1__NodeGetVolumeHealthResponse *nhresp = NULL;
+	nh.volume_id = v.id;
+	nh.volume_publish_path = target;
+	nh.staging_target_path = staging;
+	CHECK_INT(csi_node_get_volume_health(conn, &nh, &nhresp, T, &st), 0);
+	CHECK(nhresp && nhresp->volume_health && nhresp->volume_health->n_health_statuses == 0);
+	csi_msg_free(nhresp);
 	CHECK_INT(nunpublish(v.id, target), 0);
 	mkdir(target, 0750); /* the path is there, the volume is not */
-	CHECK_INT(csi_node_get_volume_stats(conn, &sr, &sresp, T, &st), 0);
-	CHECK(sresp && sresp->volume_condition && sresp->volume_condition->abnormal);
-	csi_msg_free(sresp);
+	CHECK_INT(csi_node_get_volume_health(conn, &nh, &nhresp, T, &st), 0);
+	CHECK(nhresp && nhresp->volume_health && nhresp->volume_health->n_health_statuses == 1);
+	if (nhresp && nhresp->volume_health && nhresp->volume_health->n_health_statuses == 1) {
+		CHECK_STR(nhresp->volume_health->health_statuses[0]->reason, "NotPublishedAtPath");
+		CHECK_INT(nhresp->volume_health->health_statuses[0]->status,
+			  CSI__V1__VOLUME_HEALTH_ERROR_TYPE__INACCESSIBLE);
+	}
+	csi_msg_free(nhresp);
+	nh.volume_publish_path = "relative/path";
+	expect(csi_node_get_volume_health(conn, &nh, &nhresp, T, &st), 3, "absolute");
 	rmdir(target);
 	CHECK_INT(unstage(v.id, staging), 0);
 	CHECK_INT(cunpublish(v.id, NODE), 0);
@@ -594,19 +620,22 @@ static void test_sanity_calls(void)
 	Csi__V1__ControllerGetCapabilitiesRequest ccr = CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__ControllerGetCapabilitiesResponse *ccresp = NULL;
 	CHECK_INT(csi_controller_get_capabilities(conn, &ccr, &ccresp, T, &st), 0);
-	/* 14: GET_SNAPSHOT (alpha) only with --get-snapshot-capability (test_lp_snapmeta) */
-	CHECK(ccresp && ccresp->n_capabilities == 14);
-	bool get_snapshot = false;
+	/* 16 with GET_SNAPSHOT (alpha, on by default: test_lp_snapmeta) and both health RPCs */
+	CHECK(ccresp && ccresp->n_capabilities == 16);
+	int health = 0;
 	for (size_t i = 0; ccresp && i < ccresp->n_capabilities; i++)
-		get_snapshot |= ccresp->capabilities[i]->rpc &&
-			ccresp->capabilities[i]->rpc->type ==
-			CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_SNAPSHOT;
-	CHECK(!get_snapshot);
+		health += ccresp->capabilities[i]->rpc &&
+			(ccresp->capabilities[i]->rpc->type ==
+			 CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_HEALTH ||
+			 ccresp->capabilities[i]->rpc->type ==
+			 CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUME_HEALTH);
+	CHECK_INT(health, 2);
 	csi_msg_free(ccresp);
 	Csi__V1__NodeGetCapabilitiesRequest ncr = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__NodeGetCapabilitiesResponse *ncresp = NULL;
 	CHECK_INT(csi_node_get_capabilities(conn, &ncr, &ncresp, T, &st), 0);
-	CHECK(ncresp && ncresp->n_capabilities == 5);
+	/* with GET_VOLUME_HEALTH and GET_STORAGE_HEALTH */
+	CHECK(ncresp && ncresp->n_capabilities == 6);
 	csi_msg_free(ncresp);
 
 	CHECK_INT(del(v.id), 0);
@@ -966,8 +995,7 @@ static void test_list_and_capacity(void)
 		for (size_t i = 0; i < resp->n_entries; i++) {
 			Csi__V1__ListVolumesResponse__Entry *e = resp->entries[i];
 			CHECK_STR(e->volume->volume_id, v[seen].id);
-			CHECK(e->status && e->status->volume_condition &&
-			      !e->status->volume_condition->abnormal);
+			CHECK(e->status != NULL);
 			if (strcmp(e->volume->volume_id, v[1].id) == 0) {
 				CHECK_INT(e->status->n_published_node_ids, 1);
 				published_seen = e->status->n_published_node_ids == 1;

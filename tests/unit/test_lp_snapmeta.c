@@ -282,14 +282,14 @@ static bool announces_get_snapshot(void)
 	return found;
 }
 
-/* GET_SNAPSHOT (alpha) is announced only with --get-snapshot-capability; the RPC is served
- * either way. */
+/* GET_SNAPSHOT (alpha) is announced by default and hidden by --get-snapshot-capability=false;
+ * the RPC is served either way. */
 static void test_capability_flag(void)
 {
-	CHECK(!announces_get_snapshot());
-	stop_plugin();
-	start_plugin("--get-snapshot-capability");
 	CHECK(announces_get_snapshot());
+	stop_plugin();
+	start_plugin("--get-snapshot-capability=false");
+	CHECK(!announces_get_snapshot());
 	Csi__V1__GetSnapshotRequest r = CSI__V1__GET_SNAPSHOT_REQUEST__INIT;
 	r.snapshot_id = s2;
 	Csi__V1__GetSnapshotResponse *resp = NULL;
