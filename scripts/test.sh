@@ -47,6 +47,11 @@ subdirs("$src/build-asan")
 EOF
 done
 
+# before any test mounts anything: a mount namespace a test makes must not keep another test's
+# volumes (tests/e2e/lib_mountns.sh)
+. "$src/tests/e2e/lib_mountns.sh"
+root_shared | sed 's/^/test: /' || { echo "test: cannot make / a shared mount" >&2; exit 1; }
+
 hogs=()
 stop_hogs() { for p in "${hogs[@]}"; do kill "$p" 2>/dev/null; done; }
 trap stop_hogs EXIT

@@ -80,8 +80,11 @@ b="$D/bundle/pause/rootfs"
 [ "$(find "$b" -type f)" = "$b/pause" ] || fail "pause: the image holds more than /pause: $(find "$b" -type f)"
 file "$b/pause" | grep -q "statically linked" || fail "pause: not static: $(file "$b/pause")"
 [ "$(jq -r '.process.user.uid' "$D/bundle/pause/config.json")" = 65535 ] || fail "pause runs as root"
-# PID 1 of its own PID namespace: a child re-parented to it is reaped, SIGTERM ends it with 0
-unshare --pid --fork --mount-proc=/proc chroot "$b" /pause >"$D/pause.log" 2>&1 &
+# PID 1 of its own PID namespace: a child re-parented to it is reaped, SIGTERM ends it with 0.
+# Its mount namespace (--mount-proc) is a slave of a shared /: it does not keep other tests' volumes
+. "$SRC/tests/e2e/lib_mountns.sh"
+root_shared || fail "cannot make / a shared mount"
+unshare --pid --fork --mount-proc=/proc --propagation slave chroot "$b" /pause >"$D/pause.log" 2>&1 &
 PPID1=$!
 sleep 0.3
 pp=$(pgrep -P "$PPID1" -x pause || true)

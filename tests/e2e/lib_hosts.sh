@@ -9,13 +9,14 @@
 # Each host runs kcsi-loopplugin --mode node (its pool is the shared $T/pool, what a SAN gives
 # every host; one driver zone, "local", for all), csi-node-driver-registrar and kcsi-node, node
 # name = host name. A host is a network namespace and a mount namespace of its own (a machine's
-# own mount table over the shared files; propagation slave: the root's mounts reach it, its
-# don't leave it), both kept by files under $T/ns, and its processes enter both with nsenter
-# (not `ip netns exec`, which would make a new mount namespace per process, so kcsi-node would
-# not see the driver's mounts). Loop devices are the kernel's, not a namespace's: a volume a
-# stopped host still has mounted is the same loop device the next host mounts (the same
-# superblock, so the data is shared the way a SAN's disk is, without a SAN's corruption of a
-# double writer: that is what faults_check.py looks for in the publish logs instead).
+# own mount table over the shared files; propagation slave of a shared / (lib_mountns.sh): the
+# root's mounts and unmounts reach it, its own don't leave it), both kept by files under $T/ns,
+# and its processes enter both with nsenter (not `ip netns exec`, which would make a new mount
+# namespace per process, so kcsi-node would not see the driver's mounts). Loop devices are the
+# kernel's, not a namespace's: a volume a stopped host still has mounted is the same loop device the
+# next host mounts (the same superblock, so the data is shared the way a SAN's disk is, without a
+# SAN's corruption of a double writer: that is what faults_check.py looks for in the publish logs
+# instead).
 #
 # bed_up CM N            the bridge, N hosts host-1..N (zone label: the K-th word of $BED_ZONES,
 #                        e.g. "zone-a zone-a zone-b"; without it zone-a for odd, zone-b for
@@ -73,6 +74,10 @@ bg_in() {
 
 bed_net_up() {
 	local n=$1 i h ns
+	# the hosts' mount namespaces are slaves of a shared /: what the machine unmounts after they
+	# are made (another test's volume) leaves them too
+	. "$(dirname "${BASH_SOURCE[0]}")/lib_mountns.sh"
+	root_shared || { fail "cannot make / a shared mount"; return 1; }
 	# the mount namespaces' files live on a private mount: a namespace file bind-mounted where
 	# propagation is shared would be refused
 	mkdir -p "$T/ns"
