@@ -40,9 +40,11 @@ void lvp_register_flags(struct flagset *fs, struct lvp_config *c)
 	flags_string(fs, "csi-address", &c->csi_address, "/run/csi/socket",
 		     "Address of the CSI driver socket (unix:///path, unix:/path or /path).");
 	flags_string(fs, "health-port", &c->health_port, LVP_DEFAULT_HEALTH_PORT,
-		     "(deprecated) TCP port of /healthz on all interfaces. Only one of --health-port (when not 9808) and --http-endpoint may be set.");
+		     "TCP port of /healthz on all interfaces. Only one of --health-port (when not 9808) and --http-endpoint may be set.");
+	flags_deprecate(fs, "health-port", "use --http-endpoint");
 	flags_string(fs, "metrics-address", &c->metrics_address, "",
-		     "(deprecated) TCP address of a separate server for the Prometheus metrics (example: :8080); empty disables it. Cannot be set with --http-endpoint.");
+		     "TCP address of a separate server for the Prometheus metrics (example: :8080); empty disables it. Cannot be set with --http-endpoint.");
+	flags_deprecate(fs, "metrics-address", "use --http-endpoint");
 	flags_string(fs, "http-endpoint", &c->http_endpoint, "",
 		     "TCP address of the HTTP server for /healthz and the metrics (example: :8080), instead of 0.0.0.0:<health-port>; empty: use --health-port, without metrics.");
 	flags_string(fs, "metrics-path", &c->metrics_path, "/metrics",

@@ -522,9 +522,13 @@ static void print_status(struct up *u)
 				snprintf(buf, sizeof(buf), "http://127.0.0.1:%d", u->probes[k].port);
 				url = buf;
 			}
+		if (p == u->apiserver && u->kcfg) /* its kubeconfig's URL, the same after a restart */
+			url = u->kcfg->server;
 		printf("  %-40s pid %-7d %-8s %s\n", p->name, (int)p->pid,
 		       p->given_up ? "given up" : p->pid > 0 ? "running" : "stopped", url);
 	}
+	if (u->external && u->kcfg)
+		printf("  %-40s %-11s %-8s %s\n", "API server (--kubeconfig)", "", "", u->kcfg->server);
 	if (u->no_snapshot_api)
 		printf("  %-40s not running: the cluster serves no snapshot CRDs\n"
 		       "  %-40s not running: the cluster serves no snapshot CRDs\n",

@@ -2,7 +2,8 @@
 # e2e (issue 16): a bad flag exits 2 in every kcsi binary, as upstream's flag package does, also
 # under LeakSanitizer (which turns the exit code into 1 when the flag set leaks on the way out);
 # --help exits 0 and shows the defaults the binary really uses (kcsi-node: the kubelet's
-# --kube-api-qps 50 / --kube-api-burst 100, not the sidecars' 5 / 10).
+# --kube-api-qps 50 / --kube-api-burst 100, not the sidecars' 5 / 10); every binary with a
+# deprecated flag marks it the one shared way and warns when it is set.
 set -u
 : "${KCSI_BIN:?KCSI_BIN must point at the built binaries}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1"
@@ -65,16 +66,29 @@ grep -A1 -- "-kube-api-qps" "$T/out" | grep -q "default 5)" || fail "csi-attache
 
 # help texts say what the binary does (issue 40): kcsi-controller-manager's Lease lives in
 # kube-system, not "the pod's own namespace"; a deprecated flag is marked one way only, by the
-# "(DEPRECATED: ...)" suffix, never also by its own text
+# "(DEPRECATED: ...)" suffix, never also by its own text ("deprecated ...", "(deprecated) ...")
 expect 0 "" kcsi-controller-manager --help
 grep -A1 -- "-leader-election-namespace" "$T/out" | grep -q "empty means kube-system" ||
 	fail "kcsi-controller-manager --leader-election-namespace help: $(grep -A1 -- -leader-election-namespace "$T/out")"
-for b in csi-attacher csi-provisioner csi-resizer csi-snapshotter snapshot-controller csi-node-driver-registrar; do
+own_words="^[[:space:]]*(\?\(deprecated\|ignored\)\|older name"
+for b in csi-attacher csi-provisioner csi-resizer csi-snapshotter snapshot-controller csi-node-driver-registrar \
+	livenessprobe; do
 	timeout 10 "$KCSI_BIN/$b" --help >"$T/out" 2>&1
-	grep -qi "^[[:space:]]*\(deprecated\|ignored\)\|older name" "$T/out" &&
-		fail "$b --help words a deprecated flag its own way: $(grep -i "^[[:space:]]*\(deprecated\|ignored\)\|older name" "$T/out" | head -2)"
+	grep -qi "$own_words" "$T/out" &&
+		fail "$b --help words a deprecated flag its own way: $(grep -i "$own_words" "$T/out" | head -2)"
 	[ "$b" = snapshot-controller ] || grep -q "(DEPRECATED: " "$T/out" || # it has no deprecated flag (no --resync, as upstream)
 		fail "$b --help marks no deprecated flag"
 done
+# livenessprobe's --health-port and --metrics-address as the sidecars' deprecated flags: the help
+# says "(DEPRECATED: use --http-endpoint)", and setting one logs the same warning
+expect 0 "" livenessprobe --help
+for f in health-port metrics-address; do
+	grep -A1 -- "^  -$f " "$T/out" | grep -q "(DEPRECATED: use --http-endpoint)" ||
+		fail "livenessprobe --help does not mark --$f deprecated: $(grep -A1 -- "^  -$f " "$T/out")"
+done
+expect 0 "Flag -metrics-address is deprecated: use --http-endpoint" csi-attacher --metrics-address :8080 --help
+expect 0 "Flag -health-port is deprecated: use --http-endpoint" csi-node-driver-registrar --health-port 9809 --help
+expect 0 "Flag -health-port is deprecated: use --http-endpoint" livenessprobe --health-port 9809 --help
+expect 0 "Flag -metrics-address is deprecated: use --http-endpoint" livenessprobe --metrics-address :8080 --help
 [ "$FAILS" -eq 0 ] || { echo "$FAILS failure(s)" >&2; exit 1; }
 echo PASS

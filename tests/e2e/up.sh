@@ -3,7 +3,8 @@
 # two nodes (each driver instance with a livenessprobe whose /healthz is ok), moves it across
 # nodes, tears everything down; Ctrl-C and SIGTERM leave no process, mount or loop device; a
 # component that dies is reported with its log and restarted; --driver-cmd runs another driver
-# (csi-testdriver).
+# (csi-testdriver). The status table, printed when ready and again on kill -USR1, names the API
+# server's URL (the kubeconfig's server) on kube-emulator's row.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}" "${KCSI_TESTS:?}"
 kubectl=${KUBECTL:-kubectl}
@@ -41,6 +42,11 @@ if start_up "$d" --nodes 2; then
 	wait_for 5 eval '[ "$(grep -c "kcsi-node/node-2 .*running" "$d.out")" = 2 ]' ||
 		fail "kill -USR1 did not print the status table again"
 	[ "$(grep -c "^export KUBECONFIG=$d/kubeconfig" "$d.out")" = 2 ] || fail "kill -USR1 did not print the export line again"
+	# both tables name the API server: kube-emulator's row ends in the URL of its kubeconfig
+	api=$(awk '/server:/ {print $2}' "$d/kubeconfig")
+	rows=$(awk -v u="$api" '$1 == "kube-emulator" && $NF == u' "$d.out" | wc -l)
+	[ -n "$api" ] && [ "$rows" = 2 ] ||
+		fail "the status tables do not show the API server's URL $api: $(grep '^ *kube-emulator ' "$d.out")"
 	export KUBECONFIG=$d/kubeconfig
 	start=$(date +%s%N)
 	$kubectl apply -f "$KCSI_SRC/examples/storageclass-immediate.yaml" \

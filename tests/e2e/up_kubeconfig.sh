@@ -1,10 +1,10 @@
 #!/bin/bash
 # e2e: `kcsi up --kubeconfig` runs the storage stack and its nodes against an API server it did
-# not start (a kube-emulator started here): a claim and a pod from examples/ end Running with the
-# volume mounted; after SIGTERM nothing kcsi up created is left there (Node, CSINode, node Lease,
-# CSIDriver, PV, VolumeAttachment). A Node of the same name already there is refused and kept;
-# --no-controllers starts no kcsi-controller-manager and needs --kubeconfig; a distributed run
-# leaves no Lease either.
+# not start (a kube-emulator started here): the status table names that server's URL; a claim
+# and a pod from examples/ end Running with the volume mounted; after SIGTERM nothing kcsi up
+# created is left there (Node, CSINode, node Lease, CSIDriver, PV, VolumeAttachment). A Node of
+# the same name already there is refused and kept; --no-controllers starts no
+# kcsi-controller-manager and needs --kubeconfig; a distributed run leaves no Lease either.
 set -u
 : "${KCSI_BIN:?}" "${KCSI_SRC:?}"
 . "$(dirname "$0")/lib_emulator.sh"
@@ -26,6 +26,10 @@ if start_up "$d" --nodes 2 --kubeconfig "$KC"; then
 	[ -e "$d/kubeconfig" ] && fail "kcsi up wrote its own kubeconfig with --kubeconfig"
 	grep -q "kube-emulator" "$d.out" && fail "kcsi up started a kube-emulator with --kubeconfig"
 	grep -q "export KUBECONFIG=$KC" "$d.out" || fail "kcsi up did not point KUBECONFIG at $KC"
+	# the status table names the API server it uses: the URL of the --kubeconfig's server
+	api=$(awk '/server:/ {print $2}' "$KC")
+	awk -v u="$api" '/^ *API server \(--kubeconfig\) / && $NF == u' "$d.out" | grep -q . ||
+		fail "the status table does not show the API server's URL $api: $(grep -i 'API server' "$d.out")"
 	$kubectl apply -f "$KCSI_SRC/examples/storageclass-wffc.yaml" \
 		-f "$KCSI_SRC/examples/pvc-filesystem.yaml" -f "$KCSI_SRC/examples/pod-writer.yaml" \
 		>/dev/null || fail "kubectl apply of the examples failed"

@@ -5,7 +5,8 @@
 #     Node; the CSIDriver and the CSINode are made again; the pod's volume stayed mounted; the
 #     resourceVersion counter went on from where it was (no watch sees the past); a new claim and
 #     pod get provisioned, attached, mounted and Running (every component reconnected); kcsi up
-#     still runs and says the emulator is back.
+#     still runs and says the emulator is back; kill -USR1's status table shows the new PID on
+#     kube-emulator's row and the same URL.
 #  2. kcsi-controller-manager killed with SIGKILL: restarted, and another new claim and pod get
 #     Running.
 #  3. kube-emulator killed while another process grabs its port: kcsi up stops the whole stack,
@@ -97,6 +98,14 @@ grep -q "kcsi up: kube-emulator is back at $url with its objects; made again: CS
 pair two || fail "creating claim and pod two after the emulator's restart"
 running two "after kube-emulator's restart"
 kill -0 "$up_pid" 2>/dev/null || fail "kcsi up is gone after kube-emulator's restart"
+# kill -USR1's table: kube-emulator's row with its new PID and the same URL
+emu_row() {
+	awk -v u="$url" -v p="$(emu_pid)" '$1 == "kube-emulator" && $3 == p && $NF == u' "$d.out" |
+		grep -q .
+}
+kill -USR1 "$up_pid"
+wait_for 5 emu_row ||
+	fail "after the restart the status table does not show kube-emulator's new PID and $url: $(grep '^ *kube-emulator ' "$d.out" | tail -1)"
 
 # ---- 2. kcsi-controller-manager killed ----
 pid=$(cm_pid)
