@@ -13,13 +13,16 @@
 #
 # `agnhost` is built only when named: Kubernetes' e2e workload program from the peers
 # (scripts/peers.sh agnhost; $KCSI_PEERS or build-peers/bin) with the busybox applets beside it,
-# tagged with the Kubernetes version it was built from (make test-k8s-e2e).
+# tagged with the Kubernetes version it was built from (make test-k8s-e2e). `gnu-dd`, also only
+# when named: the busybox image with GNU coreutils' dd as /bin/dd and dash as /bin/sh (and the
+# libraries they load), for the storage specs that write with `dd oflag=nocache`; tagged with the
+# coreutils version.
 #
 # KCSI_IMAGE_PREFIX (default kcsi) names the images PREFIX/<component>:<version>: with BINDIR the
 # peers' and the prefix "upstream", the same images hold upstream's sidecars instead (the storage
 # e2e suite's side-by-side run; the version is what the binary prints).
 #
-#   scripts/images.sh BINDIR OUTDIR [COMPONENT...]     (default: every component but agnhost)
+#   scripts/images.sh BINDIR OUTDIR [COMPONENT...]     (default: all but agnhost and gnu-dd)
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -82,6 +85,8 @@ peers=${KCSI_PEERS:-$src/build-peers/bin}
 version_of() {
 	if [ "$1" = agnhost ]; then
 		awk '$1 == "agnhost" {print $3}' "$(dirname "$(readlink -f "$peers/agnhost")")/agnhost.version"
+	elif [ "$1" = gnu-dd ]; then
+		dd --version | sed -n '1s/.* \([0-9][0-9.]*\)$/v\1/p'
 	elif [ "$1" = busybox ]; then
 		# sed reads it all: head would end busybox with SIGPIPE, a failure under pipefail
 		"$busybox" 2>&1 | sed -n '1s/^BusyBox \(v[^ ]*\).*/\1/p'
@@ -105,6 +110,18 @@ stage() { # COMPONENT ROOT
 	local c=$1 root=$2 t p
 	if [ "$c" = busybox ]; then
 		stage_busybox "$root"
+		return
+	fi
+	if [ "$c" = gnu-dd ]; then
+		# and Debian's dash as /bin/sh: Debian's busybox sh runs its own applet for every name
+		# it has (standalone shell), whatever PATH says, so GNU dd would never run from it
+		stage_busybox "$root"
+		for t in dd:dd dash:sh; do
+			p=$(PATH=/usr/bin:/bin command -v "${t%%:*}")
+			rm "$root/bin/${t#*:}"
+			cp -L "$p" "$root/bin/${t#*:}"
+			put_libs "$root" "$p"
+		done
 		return
 	fi
 	if [ "$c" = agnhost ]; then

@@ -36,9 +36,9 @@ done
 echo "== build every image from $BIN"
 bash "$SRC/scripts/images.sh" "$BIN" "$D/images" | tee "$D/sizes"
 mapfile -t COMPONENTS < <(awk 'NR > 1 {print $1}' "$D/sizes")
-# agnhost is built only when named (tests/k8s-e2e builds it from the peers); every other folder
-# of images/ is a default image.
-DEFAULTS=$(ls -d "$SRC"/images/*/ | grep -vc '/agnhost/$')
+# agnhost and gnu-dd are built only when named (tests/k8s-e2e builds them); every other folder of
+# images/ is a default image.
+DEFAULTS=$(ls -d "$SRC"/images/*/ | grep -Evc '/(agnhost|gnu-dd)/$')
 [ "${#COMPONENTS[@]}" -eq "$DEFAULTS" ] ||
 	fail "images.sh built ${#COMPONENTS[@]} images, images/ has $DEFAULTS default Containerfiles"
 

@@ -4,8 +4,9 @@
     FAILED: [sig-storage] CSI Volumes [Driver: loop.kcsi.io] ...
 A spec the suite skipped at run time carries its reason (ginkgo's JUnit message "skipped - WHY":
 a capability the manifest does not claim, a file system, a cluster size); one outside the focus
-carries none. --skips adds a count per reason. Exit status 1 when a spec failed or the report is
-missing (the suite did not get to run)."""
+carries none. --skips adds a count per reason. Exit status 1 when a spec failed, when no spec was
+selected (a focus that matches nothing), or when the report is missing (the suite did not get
+to run)."""
 import collections
 import sys
 import xml.etree.ElementTree as ET
@@ -50,6 +51,9 @@ def main(path, secs, show_skips):
     if show_skips:
         for why, n in skipped.most_common():
             print(f"SKIPPED {n:4d}: {why}")
+    if ran == 0 and sum(skipped.values()) == 0:
+        print("k8s-e2e: no spec was selected: check --focus and --skip")
+        return 1
     return 1 if failures else 0
 
 
