@@ -148,10 +148,7 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 			kube_workqueue_render_metrics(qs, nq, body);
 	}
 	if (rt->leader)
-		strbuf_addf(body, "# HELP leader_election_master_status Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.\n"
-				  "# TYPE leader_election_master_status gauge\n"
-				  "leader_election_master_status{name=\"%s\"} %d\n",
-			    CM_LEASE, kube_leader_is_leader(rt->leader) ? 1 : 0);
+		kube_leader_render_metrics(rt->leader, body);
 	diag_render_process_metrics(body);
 	return 200;
 }

@@ -721,7 +721,7 @@ int kube_informers_wait_synced(struct kube_informer *const *infs, size_t n, cons
 
 void kube_informers_stop(struct kube_informer *const *infs, size_t n)
 {
-	/* Each watch notices a stop about once a second: ask them all, then join them all. */
+	/* Each watch notices a stop within 100 ms (STOP_POLL_MS): ask them all, then join them all. */
 	bool *owed = xcalloc(n ? n : 1, sizeof(*owed));
 
 	for (size_t i = 0; i < n; i++)

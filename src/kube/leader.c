@@ -15,6 +15,7 @@
 
 #include "base/backoff.h"
 #include "base/log.h"
+#include "base/strbuf.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "kube/events.h"
@@ -328,6 +329,17 @@ bool kube_leader_is_leader(struct kube_leader *le)
 	bool l = le->leading;
 	pthread_mutex_unlock(&le->mu);
 	return l;
+}
+
+void kube_leader_render_metrics(struct kube_leader *le, struct strbuf *out)
+{
+	strbuf_addf(out, "# HELP leader_election_master_status [ALPHA] Gauge of if the reporting "
+			 "system is master of the relevant lease, 0 indicates backup, 1 indicates "
+			 "master. 'name' is the string used to identify the lease. Please make sure "
+			 "to group by name.\n"
+			 "# TYPE leader_election_master_status gauge\n"
+			 "leader_election_master_status{name=\"%s\"} %d\n",
+		    le->name, kube_leader_is_leader(le) ? 1 : 0);
 }
 
 bool kube_leader_healthy(struct kube_leader *le)

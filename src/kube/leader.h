@@ -47,6 +47,10 @@ struct kube_leader;
 struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o);
 int kube_leader_start(struct kube_leader *le);
 bool kube_leader_is_leader(struct kube_leader *le);
+struct strbuf;
+/* Appends the leader_election_master_status gauge of this elector's Lease (1 leading, 0 standing
+ * by) to a /metrics body, as client-go's leader election metrics provider words it. */
+void kube_leader_render_metrics(struct kube_leader *le, struct strbuf *out);
 /* For /healthz/leader-election: false when leading but the last renewal is older than the lease
  * duration plus 20 seconds (client-go's healthz adaptor timeout). */
 bool kube_leader_healthy(struct kube_leader *le);

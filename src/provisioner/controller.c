@@ -308,7 +308,7 @@ void prov_ctrl_free(struct prov_ctrl *c)
 	prov_sweep_stop(c->sweep); /* its thread starts the informer: ended before it stops */
 	if (prov_sweep_informer(c->sweep))
 		inf[n++] = prov_sweep_informer(c->sweep);
-	kube_informers_stop(inf, n); /* in parallel: each watch notices a stop about once a second */
+	kube_informers_stop(inf, n); /* in parallel: each watch notices a stop within 100 ms */
 	prov_sweep_free(c->sweep);
 	prov_cap_free(c->cap); /* after the class informer that calls it has stopped */
 	for (size_t i = 0; i < c->ninfs; i++)

@@ -140,10 +140,7 @@ static int serve_metrics(void *ud, struct strbuf *body, const char **ctype)
 	if (started && rt->sc.ctrl_ops->render_metrics)
 		rt->sc.ctrl_ops->render_metrics(rt->sc.ctrl, body);
 	if (rt->leader)
-		strbuf_addf(body, "# HELP leader_election_master_status 1 while this process holds the named Lease, 0 while it stands by\n"
-				  "# TYPE leader_election_master_status gauge\n"
-				  "leader_election_master_status{name=\"%s\"} %d\n",
-			    rt->sc.lease, kube_leader_is_leader(rt->leader) ? 1 : 0);
+		kube_leader_render_metrics(rt->leader, body);
 	if (rt->sc.ops->rest_client_metrics)
 		kube_render_rest_client_metrics(body);
 	diag_render_process_metrics(body);
@@ -552,9 +549,9 @@ out:
 		sc->ctrl_ops->stop(sc->ctrl);
 	if (signalled) {
 		/*
-		 * Workers are done and the Lease is released: exit now. Closing informers (a watch
-		 * notices a stop only about once a second) and sending queued events could take
-		 * longer than the 1 s a signalled process has; upstream's sidecars drop them too.
+		 * Workers are done and the Lease is released: exit now. Closing informers and sending
+		 * queued events (requests to an API server that may be slow or gone) could take longer
+		 * than the 1 s a signalled process has; upstream's sidecars drop them too.
 		 */
 		KLOG_I("Exiting");
 		_exit(0);

@@ -27,6 +27,9 @@ check "/healthz/leader-election is ok on the leader" eq "$(healthz $PORT1)" 200
 check "leader_election_master_status is 1 on the leader" eq "$(master_status $PORT1)" 1
 check "leader_election_master_status is 0 on the standby" eq "$(master_status $PORT2)" 0
 check "the metric names the lease" bash -c "curl -s http://127.0.0.1:$PORT1/metrics | grep -q 'leader_election_master_status{name=\"$LEASE\"} 1'"
+# client-go's leader election metrics provider, which upstream's sidecars register: its HELP text
+help=$(curl -s "http://127.0.0.1:$PORT1/metrics" | grep '^# HELP leader_election_master_status ')
+check "the metric's HELP is client-go's" eq "$help" "# HELP leader_election_master_status [ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name."
 lease_holder() { kc get lease -n kube-system "$LEASE" -o json 2>/dev/null | jq -r '.spec.holderIdentity // ""'; }
 check "the Lease has upstream's name and a holder" test -n "$(lease_holder)"
 check "the Lease carries --leader-election-labels in upstream's k:v form" eq \
