@@ -135,7 +135,7 @@ function(kcsi_e2e_test name script)
   set(env "KCSI_BIN=${CMAKE_BINARY_DIR}/bin" "KCSI_SRC=${CMAKE_SOURCE_DIR}"
       "KCSI_TESTS=${CMAKE_BINARY_DIR}/tests" "KCSI_PEERS=${CMAKE_SOURCE_DIR}/build-peers/bin"
       ${KCSI_TEST_ENV})
-  # the PATH ctest runs with, the peers' kubectl and Debian's python3 first (kcsi_test_python)
+  # the PATH ctest runs with, the peers' kubectl and Debian's python3 (tests/python, above) first
   set_tests_properties(${KCSI_TEST_PREFIX}e2e.${name} PROPERTIES ENVIRONMENT "${env}"
     ENVIRONMENT_MODIFICATION
       "PATH=path_list_prepend:${CMAKE_BINARY_DIR}/tests/python;PATH=path_list_prepend:${CMAKE_SOURCE_DIR}/build-peers/kubectl")

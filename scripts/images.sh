@@ -117,7 +117,8 @@ stage() { # COMPONENT ROOT
 		# it has (standalone shell), whatever PATH says, so GNU dd would never run from it
 		stage_busybox "$root"
 		for t in dd:dd dash:sh; do
-			p=$(PATH=/usr/bin:/bin command -v "${t%%:*}")
+			p=$(PATH=/usr/bin:/bin command -v "${t%%:*}") ||
+				{ echo "images: ${t%%:*} not found (coreutils, dash)" >&2; exit 1; }
 			rm "$root/bin/${t#*:}"
 			cp -L "$p" "$root/bin/${t#*:}"
 			put_libs "$root" "$p"
