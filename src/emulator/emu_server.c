@@ -435,12 +435,10 @@ static enum MHD_Result handle_api(struct emu_server *srv, struct MHD_Connection 
 		return reply_path_not_found(c);
 	bool ok;
 	const char *verb = verb_of(&k, &ok);
-	if (!ok) {
-		char msg[256];
-		snprintf(msg, sizeof(msg), "the server does not allow this method on the requested "
-			 "resource (%s %s)", method, url);
-		return emu_reply_status(c, 405, "MethodNotAllowed", msg, NULL);
-	}
+	if (!ok) /* kube-apiserver's words: no method, no URL, details {} */
+		return emu_reply_status(c, 405, "MethodNotAllowed",
+					"the server does not allow this method on the requested resource",
+					json_object());
 	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
 	/* client-go sends DeleteOptions in the content type of its objects: protobuf too */
 	bool body_verb = !strcmp(method, "POST") || !strcmp(method, "PUT") ||

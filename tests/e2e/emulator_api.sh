@@ -101,6 +101,8 @@ check "group in NotFound message" eq "$(jqo .message)" 'volumeattachments.storag
 req POST /api/v1/persistentvolumes/pv-a "$PV"
 expect_code 405 "POST on an object"
 check "MethodNotAllowed" eq "$(jqo .reason)" "MethodNotAllowed"
+check "405 in kube-apiserver's words" eq "$(jqo '.message+" "+(.details|tojson)')" \
+	"the server does not allow this method on the requested resource {}"
 req GET /api/v1/frobnicators
 expect_code 404 "unknown resource"
 
