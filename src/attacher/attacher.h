@@ -15,7 +15,7 @@
 
 struct att_config {
 	struct sidecar_config sc; /* kube flags, --csi-address, --timeout, diagnostics, gates */
-	int worker_threads;
+	unsigned worker_threads;
 	int max_entries;
 	int64_t reconcile_sync_ns;
 	const char *default_fstype;

@@ -11,6 +11,7 @@
 #include "base/timeutil.h"
 #include "kube/leader.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,8 +19,8 @@
 void att_register_flags(struct flagset *fs, struct att_config *c)
 {
 	sidecar_register_flags(fs, &c->sc);
-	flags_int(fs, "worker-threads", &c->worker_threads, 10,
-		  "Workers per queue (VolumeAttachments and PersistentVolumes); must be positive.");
+	flags_uint(fs, "worker-threads", &c->worker_threads, 10,
+		   "Workers per queue (VolumeAttachments and PersistentVolumes); must be positive.");
 	flags_int(fs, "max-entries", &c->max_entries, 0,
 		  "Page size of the reconciler's ListVolumes calls; 0: no limit (the driver returns as many as it will).");
 	flags_duration(fs, "reconcile-sync", &c->reconcile_sync_ns, NSEC_PER_MIN,
@@ -90,7 +91,7 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 
 	(void)err;
 	(void)errlen;
-	o.workers = cfg->worker_threads;
+	o.workers = cfg->worker_threads > INT_MAX ? INT_MAX : (int)cfg->worker_threads;
 	o.timeout_ns = cfg->sc.timeout_ns;
 	o.retry_start_ns = cfg->sc.kube.retry_start_ns;
 	o.retry_max_ns = cfg->sc.kube.retry_max_ns;
@@ -128,8 +129,8 @@ int att_run(const struct att_config *cfg)
 		KLOG_E("failed to store flag gates err=%s", LOGQ(err));
 		return 1;
 	}
-	if (cfg->worker_threads <= 0) {
-		KLOG_E("option -worker-threads must be greater than zero");
+	if (cfg->worker_threads == 0) { /* upstream's words; a sign is flag.Uint's parse error */
+		KLOG_E("Option -worker-threads must be greater than zero");
 		return 1;
 	}
 	return sidecar_run(&cfg->sc, &ops);

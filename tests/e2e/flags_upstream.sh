@@ -138,6 +138,13 @@ same_rc csi-provisioner --timeout=abc
 same_rc csi-provisioner --worker-threads=0 --cloning-protection-threads=0 --capacity-threads=0
 same_rc csi-provisioner --worker-threads=-1
 same_rc csi-provisioner -v=-1
+# flag.Int: the resizer takes 0 and a negative count (no workers); --resync-period only
+same_rc csi-resizer --workers=0
+same_rc csi-resizer --workers=-1
+same_rc csi-resizer --resync=1m
+# flag.Uint: the attacher refuses 0 after parsing (exit 1), a sign is a parse error (exit 2)
+same_rc csi-attacher --worker-threads=0
+same_rc csi-attacher --worker-threads=-1
 
 # ---- 4. JSON lines ----
 keys() { grep -m1 "$1" "$2" | jq -c 'keys_unsorted'; }

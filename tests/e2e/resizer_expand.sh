@@ -33,8 +33,12 @@ for f in csi-address timeout workers resync-period retry-interval-start retry-in
 	kube-api-burst kubeconfig leader-election-labels automaxprocs resize-timeout modify-timeout; do
 	check "--help lists --$f" grep -q -- "-$f" "$T/help"
 done
-out=$("$KCSI_BIN/csi-resizer" --workers 0 2>&1); rc=$?
-check "--workers 0 is refused" bash -c "[ $rc -ne 0 ] && grep -q 'workers must be greater than zero' <<<'$out'"
+# --workers 0 is taken, as upstream's flag.Int takes it: no worker, and the log says so
+rsz_start r0 "$T/td.sock" --workers 0
+wait_for "the --workers 0 resizer started" 20 grep -q "Starting external resizer" "$T/r0.log"
+check "--workers 0: the log says nothing is expanded" \
+	grep -q -- "--workers=0: no claim is expanded" "$T/r0.log"
+att_stop r0 || fail "csi-resizer --workers 0 exited non-zero on SIGTERM"
 out=$("$KCSI_BIN/csi-resizer" --feature-gates NoSuchGate=true 2>&1); rc=$?
 check "an unknown feature gate is refused" bash -c "[ $rc -ne 0 ] && grep -q 'unrecognized feature gate: NoSuchGate' <<<'$out'"
 check "--timeout defaults to 10s as upstream" bash -c "grep -A1 -- '-timeout duration' '$T/help' | grep -q 'default 10s'"
