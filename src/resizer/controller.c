@@ -328,6 +328,11 @@ static enum kube_work_result claim_work(void *arg, const char *key)
 		KLOG_I("PV %s bound to PVC %s not found", pvc->volume_name, key);
 		goto out;
 	}
+	if (!rsz_pv_here(c, pv)) {
+		KLOG_V(4, "PV %s of PVC %s is not on node %s: left to that node's resizer",
+		       pv->meta.name, key, c->o.node);
+		goto out;
+	}
 	so = pvc->storage_class ? rsz_get(c->sc_inf, NULL, pvc->storage_class) : NULL;
 	const struct kube_storageclass *sc = kube_storageclass_of(so);
 	enum rsz_skip skip = rsz_can_expand(pvc, pv, sc, c->o.driver);
@@ -463,16 +468,23 @@ struct rsz_ctrl *rsz_ctrl_new(struct kube_client *kc, const struct rsz_ctrl_opts
 		snprintf(name, sizeof(name), "%s-modify-pvc", o->driver);
 		c->mq = kube_workqueue_new(name, o->retry_start_ns, o->retry_max_ns);
 	}
+	if (o->node) {
+		char sel[300];
+		snprintf(sel, sizeof(sel), "metadata.name=%s", o->node);
+		struct kube_informer_opts io = { .kind = &KUBE_KIND_NODE_T, .field_selector = sel };
+		c->node_inf = kube_informer_new(kc, &io);
+	}
 	return c;
 }
 
-/* The informers this controller runs, into v (room for 5); returns how many. */
+/* The informers this controller runs, into v (room for 6); returns how many. */
 static size_t informers(struct rsz_ctrl *c, struct kube_informer **v)
 {
-	struct kube_informer *all[5] = { c->pvc_inf, c->pv_inf, c->sc_inf, c->pod_inf, c->vac_inf };
+	struct kube_informer *all[6] = { c->pvc_inf, c->pv_inf,  c->sc_inf,
+					 c->pod_inf, c->vac_inf, c->node_inf };
 	size_t n = 0;
 
-	for (size_t i = 0; i < 5; i++)
+	for (size_t i = 0; i < 6; i++)
 		if (all[i])
 			v[n++] = all[i];
 	return n;
@@ -480,7 +492,7 @@ static size_t informers(struct rsz_ctrl *c, struct kube_informer **v)
 
 int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen)
 {
-	struct kube_informer *inf[5];
+	struct kube_informer *inf[6];
 	size_t n = informers(c, inf);
 	struct kube_stop stop = { .mu = &c->mu, .flag = &c->stop };
 	char why[200];
@@ -499,7 +511,8 @@ int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen)
 		rsz_modify_init(c);
 		serve[nserve++] = (struct kube_serve){ c->mq, c->o.workers, rsz_modify_work, c };
 	}
-	if (kube_workqueue_serve(serve, nserve, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
+	if (c->o.workers > 0 &&
+	    kube_workqueue_serve(serve, nserve, KUBE_WORKER_IDLE_NS, why, sizeof(why))) {
 		snprintf(err, errlen, "%s (--workers=%d)", why, c->o.workers);
 		rsz_ctrl_stop(c);
 		return -1;
@@ -509,7 +522,7 @@ int rsz_ctrl_start(struct rsz_ctrl *c, char *err, size_t errlen)
 
 void rsz_ctrl_stop(struct rsz_ctrl *c)
 {
-	struct kube_informer *inf[5];
+	struct kube_informer *inf[6];
 	size_t n = informers(c, inf);
 
 	pthread_mutex_lock(&c->mu);
@@ -527,7 +540,7 @@ void rsz_ctrl_stop(struct rsz_ctrl *c)
 
 void rsz_ctrl_free(struct rsz_ctrl *c)
 {
-	struct kube_informer *inf[5];
+	struct kube_informer *inf[6];
 
 	if (!c)
 		return;

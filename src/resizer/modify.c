@@ -274,7 +274,8 @@ enum kube_work_result rsz_modify_work(void *arg, const char *key)
 		res = KUBE_WORK_RETRY;
 		goto out;
 	}
-	if (!pv->driver || strcmp(pv->driver, c->o.driver) || pvc->phase != KUBE_PVC_BOUND)
+	if (!pv->driver || strcmp(pv->driver, c->o.driver) || pvc->phase != KUBE_PVC_BOUND ||
+	    !rsz_pv_here(c, pv))
 		goto out;
 	res = modify(c, key, pvc, pv);
 out:

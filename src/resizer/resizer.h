@@ -70,6 +70,7 @@ struct rsz_config {
 	int workers;
 	bool handle_inuse_error;
 	bool extra_modify_metadata;
+	bool node_deployment; /* kcsi only: act on $NODE_NAME's volumes (rsz_ctrl_opts.node) */
 };
 void rsz_register_flags(struct flagset *fs, struct rsz_config *c);
 /* After parsing: records which of the flags rsz_resolve_timeouts() weighs were given. */
@@ -266,12 +267,16 @@ struct rsz_ctrl_opts {
 	bool snmw;               /* SINGLE_NODE_MULTI_WRITER, for the volume capability */
 	bool handle_inuse_error;
 	bool extra_modify_metadata;
+	/* --node-deployment (kcsi only): this node's name; only volumes whose PV node affinity
+	 * admits the node are expanded or modified here. NULL: every volume of the driver. */
+	const char *node;
 };
 
 struct rsz_ctrl {
 	struct rsz_ctrl_opts o;
 	struct kube_client *kc;
 	struct kube_informer *pvc_inf, *pv_inf, *sc_inf, *vac_inf, *pod_inf;
+	struct kube_informer *node_inf; /* --node-deployment: this node only */
 	struct kube_workqueue *q, *mq;
 	pthread_mutex_t mu;        /* guards the sets below and stop */
 	struct kube_hmap final;    /* claim keys whose last expansion ended with a final error */
@@ -292,6 +297,9 @@ void rsz_ctrl_free(struct rsz_ctrl *c);
 /* "ns/name" -> ns (copied into ns) and name (pointing into key). */
 void rsz_split_key(const char *key, char *ns, size_t nslen, const char **name);
 struct kube_obj *rsz_get(struct kube_informer *inf, const char *ns, const char *name);
+/* Whether this resizer acts on pv: always, or with --node-deployment when the PV's node affinity
+ * admits this node (a PV without one belongs to no node). */
+bool rsz_pv_here(struct rsz_ctrl *c, const struct kube_pv *pv);
 /* PATCH of the claim's /status (strategic merge); 0, or -1 with *e filled. */
 int rsz_patch_claim(struct rsz_ctrl *c, const struct kube_pvc *pvc, const struct rsz_patch *p,
 		    struct kube_err *e);

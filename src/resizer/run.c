@@ -13,6 +13,7 @@
 #include "kube/leader.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
@@ -26,15 +27,17 @@ void rsz_register_flags(struct flagset *fs, struct rsz_config *c)
 		       "Deadline of each ControllerExpandVolume call; ignored when --timeout is given.");
 	flags_duration(fs, "modify-timeout", &c->modify_timeout_ns, 10 * NSEC_PER_SEC,
 		       "Deadline of each ControllerModifyVolume call; ignored when --timeout is given.");
-	flags_hide(fs, "resync");
+	flags_remove(fs, "resync"); /* upstream has --resync-period only */
 	flags_duration(fs, "resync-period", &c->sc.kube.resync_ns, 10 * NSEC_PER_MIN,
 		       "How often the informers deliver every claim again (a resync).");
 	flags_int(fs, "workers", &c->workers, 10,
-		  "Concurrent expansions, and separately concurrent modifications; must be positive.");
+		  "Concurrent expansions, and separately concurrent modifications (0 or less: none, so nothing is expanded or modified).");
 	flags_bool(fs, "handle-volume-inuse-error", &c->handle_inuse_error, true,
 		   "After a driver answers FailedPrecondition (it cannot expand a volume in use), retry only while no pod uses the claim; watches pods.");
 	flags_bool(fs, "extra-modify-metadata", &c->extra_modify_metadata, false,
 		   "Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to ControllerModifyVolume's mutable parameters.");
+	flags_bool(fs, "node-deployment", &c->node_deployment, false,
+		   "kcsi only: run beside a node-local driver on every node and expand or modify only the volumes whose PersistentVolume node affinity admits the node named by $NODE_NAME; needs leader election off.");
 }
 
 void rsz_config_resolve(struct rsz_config *c, const struct flagset *fs)
@@ -134,6 +137,7 @@ static int setup(void *ud, struct sidecar *sc, char *err, size_t errlen)
 	o.resync_ns = cfg->sc.kube.resync_ns;
 	o.handle_inuse_error = cfg->handle_inuse_error;
 	o.extra_modify_metadata = cfg->extra_modify_metadata;
+	o.node = cfg->node_deployment ? getenv("NODE_NAME") : NULL;
 	snprintf(component, sizeof(component), "external-resizer %s", sc->driver);
 	o.recorder = sidecar_recorder(sc, component);
 	sidecar_set_controller(sc, rsz_ctrl_new(sc->kc, &o), &rsz_controller);
@@ -181,9 +185,17 @@ int rsz_run(const struct rsz_config *cfg)
 		KLOG_ERR(err, "Failed to set feature gates");
 		return 1;
 	}
-	if (cfg->workers <= 0) {
-		KLOG_E("option -workers must be greater than zero");
+	const char *node = getenv("NODE_NAME");
+	if (cfg->node_deployment && cfg->sc.kube.leader_election) {
+		KLOG_E("Leader election cannot happen when node-deployment is set to true");
 		return 1;
 	}
+	if (cfg->node_deployment && (!node || !*node)) {
+		KLOG_E("The NODE_NAME environment variable must be set when using --node-deployment");
+		return 1;
+	}
+	/* Upstream's flag.Int: 0 or less starts no worker for either queue. */
+	if (cfg->workers <= 0)
+		KLOG_W("--workers=%d: no claim is expanded and no volume modified", cfg->workers);
 	return sidecar_run(&cfg->sc, &ops);
 }

@@ -20,6 +20,20 @@ struct kube_obj *rsz_get(struct kube_informer *inf, const char *ns, const char *
 	return inf ? kube_store_get(kube_informer_store(inf), ns, name) : NULL;
 }
 
+bool rsz_pv_here(struct rsz_ctrl *c, const struct kube_pv *pv)
+{
+	if (!c->o.node)
+		return true;
+	if (!pv->nnode_affinity)
+		return false;
+	struct kube_obj *no = rsz_get(c->node_inf, NULL, c->o.node);
+	const struct kube_node *nd = kube_node_of(no);
+	bool here = nd && kube_node_selector_match(pv->node_affinity, pv->nnode_affinity,
+						   nd->labels, nd->nlabels);
+	kube_obj_unref(no);
+	return here;
+}
+
 void rsz_split_key(const char *key, char *ns, size_t nslen, const char **name)
 {
 	const char *slash = strchr(key, '/');

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -319,4 +320,29 @@ int up_free_port(void)
 		port = ntohs(a.sin_port);
 	close(fd);
 	return port;
+}
+
+int up_http_status(int port, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct timeval tv = { 0, 300000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int code = -1;
+	char req[512], resp[64];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, req, (size_t)n) == n) {
+		ssize_t r = read(fd, resp, sizeof(resp) - 1);
+		if (r > 12) {
+			resp[r] = '\0';
+			if (sscanf(resp, "HTTP/%*d.%*d %d", &code) != 1)
+				code = -1;
+		}
+	}
+	close(fd);
+	return code;
 }

@@ -86,5 +86,7 @@ void up_print_tail(const char *path, int lines);
  * and a TCP port on 127.0.0.1 that was free a moment ago (or -1). */
 int up_mkdirs(const char *path);
 int up_free_port(void);
+/* GET http://127.0.0.1:port/path (300 ms at most); the HTTP status, or -1 when nothing answers. */
+int up_http_status(int port, const char *path);
 
 #endif

@@ -77,32 +77,6 @@ __attribute__((format(printf, 3, 4))) static void pathf(char *buf, size_t len, c
 	va_end(ap);
 }
 
-/* GET http://127.0.0.1:port/path; returns the HTTP status, or -1 when nothing answers. */
-static int http_status(int port, const char *path)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct timeval tv = { 0, 300000 };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int code = -1;
-	char req[512], resp[64];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, req, (size_t)n) == n) {
-		ssize_t r = read(fd, resp, sizeof(resp) - 1);
-		if (r > 12) {
-			resp[r] = '\0';
-			if (sscanf(resp, "HTTP/%*d.%*d %d", &code) != 1)
-				code = -1;
-		}
-	}
-	close(fd);
-	return code;
-}
-
 static bool executable(const char *path)
 {
 	return access(path, X_OK) == 0;
@@ -333,7 +307,7 @@ static bool probes_ready(struct up *u)
 		const char *slash = strchr(p->name, '/');
 		if (p->given_up || (slash && up_instance_given_up(u, slash + 1)))
 			continue;
-		if (http_status(u->probes[i].port, u->probes[i].path) != 200)
+		if (up_http_status(u->probes[i].port, u->probes[i].path) != 200)
 			return false;
 	}
 	return true;
@@ -412,7 +386,10 @@ static int start_controllers(struct up *u)
 	if (u->no_snapshot_api)
 		goto sidecars;
 	START_PROBED(u, "snapshot-controller", "snapshot-controller", "/metrics", "--kubeconfig",
-		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", group_gate(u));
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--feature-gates", group_gate(u),
+		     /* distributed: each content labelled with its volume's node */
+		     u->cfg->distributed ? "--enable-distributed-snapshotting=true"
+					 : "--enable-distributed-snapshotting=false");
 sidecars:
 	if (u->cfg->distributed) {
 		/* The nodes' attachers elect their leader through this Lease: ours to delete too. */
@@ -458,26 +435,45 @@ static int start_node_driver(struct up *u, int i)
 }
 
 /*
- * Distributed: the node's own csi-provisioner --node-deployment (NODE_NAME = the node) and, when
- * the driver needs ControllerPublish, a csi-attacher. Every node's attacher would act on every
- * VolumeAttachment of the driver, so they elect one leader; the loop driver's controller service
- * publishes for any node from any instance (the pool is shared).
+ * Distributed, with NODE_NAME = the node: the sidecars of a node-local driver's deployment,
+ * csi-provisioner --node-deployment (the claims whose pods this node takes), csi-resizer
+ * --node-deployment (kcsi's: the volumes whose PV node affinity admits this node) and, when the
+ * driver takes snapshots, csi-snapshotter --node-deployment (the contents snapshot-controller
+ * --enable-distributed-snapshotting labels with this node).
+ */
+static int start_node_local_sidecars(struct up *u, const char *node, const char *sock)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "csi-provisioner/%s", node);
+	START_PROBED(u, name, "csi-provisioner", "/metrics", "--csi-address", sock, "--kubeconfig",
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--extra-create-metadata",
+		     "--node-deployment");
+	snprintf(name, sizeof(name), "csi-resizer/%s", node);
+	START_PROBED(u, name, "csi-resizer", "/metrics", "--csi-address", sock, "--kubeconfig",
+		     u->kubeconfig, KUBE_QPS, KUBE_BURST, "--node-deployment");
+	if (u->snapshots && !u->no_snapshot_api) {
+		snprintf(name, sizeof(name), "csi-snapshotter/%s", node);
+		START_PROBED(u, name, "csi-snapshotter", "/metrics", "--csi-address", sock,
+			     "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
+			     "--node-deployment", "--feature-gates", group_gate(u));
+	}
+	return 0;
+}
+
+/*
+ * Distributed: the node-local sidecars above and, when the driver needs ControllerPublish, a
+ * csi-attacher. Every node's attacher would act on every VolumeAttachment of the driver, so they
+ * elect one leader; the loop driver's controller service publishes for any node from any
+ * instance (the pool is shared).
  */
 static int start_node_controller_sidecars(struct up *u, const char *node, const char *sock)
 {
-	char name[96], arg[48];
+	char name[96];
 	snprintf(u->node_env, sizeof(u->node_env), "%s", node);
-	snprintf(name, sizeof(name), "csi-provisioner/%s", node);
-	int port = port_arg(arg);
-	struct up_proc *p = port < 0 ? NULL
-				     : start_kcsi(u, name, "csi-provisioner", "--csi-address", sock,
-						  "--kubeconfig", u->kubeconfig, KUBE_QPS, KUBE_BURST,
-						  "--extra-create-metadata", "--node-deployment",
-						  "--http-endpoint", arg, NULL);
+	int rc = start_node_local_sidecars(u, node, sock);
 	u->node_env[0] = '\0';
-	if (!p)
+	if (rc)
 		return -1;
-	add_probe(u, p, port, "/metrics");
 	if (!u->attach_required)
 		return 0;
 	snprintf(name, sizeof(name), "csi-attacher/%s", node);
@@ -545,7 +541,7 @@ static bool needs_binary(const struct up *u, const char *b)
 	if (!strcmp(b, "kcsi-loopplugin"))
 		return !u->cfg->driver_cmd;
 	if (!strcmp(b, "csi-resizer"))
-		return !u->cfg->driver_cmd && !u->cfg->distributed;
+		return !u->cfg->driver_cmd || u->cfg->distributed;
 	return true;
 }
 
