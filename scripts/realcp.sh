@@ -3,7 +3,7 @@
 # and kube-scheduler, the peers scripts/peers.sh built (v1.37.2, etcd v3.7.2), on 127.0.0.1 only.
 #
 #   scripts/realcp.sh start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm]
-#                           [--address IP] [--kcm-args ARGS]
+#                           [--address IP] [--kcm-args ARGS] [--apiserver-args ARGS]
 #       generates a CA and the certificates (openssl, P-256), starts the four processes on free
 #       loopback ports, waits until each answers ready, and prints
 #         KUBECONFIG=DIR/kubeconfig
@@ -15,7 +15,9 @@
 #       DIR/kcm.kubeconfig; nothing then makes the default ServiceAccount). --address IP: the
 #       API server listens on IP (an address of this host, e.g. a bridge's, for clients in other
 #       network namespaces) instead of 127.0.0.1, its certificate names it, and every kubeconfig
-#       points there. --kcm-args: more flags for kube-controller-manager (blank-separated).
+#       points there. --kcm-args: more flags for kube-controller-manager (blank-separated);
+#       --apiserver-args: the same for kube-apiserver (e.g. a --runtime-config that switches an
+#       API off).
 #       On failure everything started is stopped, the
 #       logs' tails are printed and DIR is removed; exit 1.
 #   scripts/realcp.sh stop DIR
@@ -36,6 +38,7 @@ set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 KCM_ARGS=
+APISERVER_ARGS=
 peers=${KCSI_PEERS:-$src/build-peers/bin}
 PROG=realcp
 . "$(dirname "${BASH_SOURCE[0]}")/lib_procs.sh" # free_ports, pid_ours, stop_pid, stop_dir, ...
@@ -168,7 +171,8 @@ cmd_start() {
 		--no-kcm) nokcm=1; shift ;;
 		--address) ADDR=$2; shift 2 ;;
 		--kcm-args) KCM_ARGS=$2; shift 2 ;;
-		*) die "unknown argument to start: $1 (start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm] [--address IP] [--kcm-args ARGS])" ;;
+		--apiserver-args) APISERVER_ARGS=$2; shift 2 ;;
+		*) die "unknown argument to start: $1 (start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm] [--address IP] [--kcm-args ARGS] [--apiserver-args ARGS])" ;;
 		esac
 	done
 	local b
@@ -196,6 +200,7 @@ cmd_start() {
 		--listen-client-urls "http://127.0.0.1:$PE" --advertise-client-urls "http://127.0.0.1:$PE" \
 		--listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
 		--initial-cluster "realcp=http://127.0.0.1:$PP" --unsafe-no-fsync --log-level warn
+	# shellcheck disable=SC2086 # --apiserver-args: more flags, split on blanks
 	launch kube-apiserver --etcd-servers "http://127.0.0.1:$PE" \
 		--bind-address "$ADDR" --secure-port "$PA" --advertise-address "$ADDR" \
 		--endpoint-reconciler-type none --cert-dir "$D/pki" \
@@ -206,7 +211,7 @@ cmd_start() {
 		--service-cluster-ip-range 10.96.0.0/16 \
 		--kubelet-client-certificate "$D/pki/apiserver-kubelet-client.crt" \
 		--kubelet-client-key "$D/pki/apiserver-kubelet-client.key" \
-		--kubelet-preferred-address-types InternalIP,Hostname --v=1
+		--kubelet-preferred-address-types InternalIP,Hostname --v=1 $APISERVER_ARGS
 	# kube-controller-manager and kube-scheduler read the extension-apiserver-authentication
 	# ConfigMap at start, under roles the API server's bootstrap makes: they start once it is ready.
 	wait_ready etcd 30 ready_etcd && wait_ready kube-apiserver 60 ready_apiserver || ok=0
@@ -253,5 +258,5 @@ case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
 rss) [ $# = 2 ] || die "usage: rss DIR"; D=$(realpath -m "$2"); [ -f "$D/pids" ] || die "no $D/pids"; echo "realcp: $(rss_line)" ;;
-*) die "usage: $0 start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm] [--address IP] [--kcm-args ARGS] | stop DIR | rss DIR" ;;
+*) die "usage: $0 start [--dir DIR] [--peers BINDIR] [--no-controllers] [--no-kcm] [--address IP] [--kcm-args ARGS] [--apiserver-args ARGS] | stop DIR | rss DIR" ;;
 esac
