@@ -6,6 +6,8 @@
 # PVs, the snapshot a restore reads, and the events. The scenario plays the PV binder and the
 # scheduler (volumeName and phases, the selected-node annotation); kcsi's snapshot-controller
 # and csi-snapshotter, the same for both sides, make the snapshot.
+#   0. an Immediate claim while no node carries the driver's topology key: refused and retried
+#      ("no available topology found"), no CreateVolume; the claim deleted, then the node made
 #   1. an Immediate claim: CreateVolume, the PV (topology, provisioner identity, finalizers)
 #   2. a WaitForFirstConsumer claim with allowed topologies, no node selected: left alone
 #   3. the node selected: the PV in the node's zone
@@ -59,6 +61,8 @@ snap_protected() { kc get volumesnapshot "$1" -n "$NS" -o json | jq -e --arg f "
 snap_unprotected() { ! snap_protected "$1"; }
 # failed_in_ns NAME: a ProvisioningFailed event about claim NAME in $NS
 failed_in_ns() { kc get events -n "$NS" -o json | jq -e --arg n "$1" '[.items[] | select(.involvedObject.name == $n and .reason == "ProvisioningFailed")] | length > 0' >/dev/null; }
+# no_topology NAME: that event says no node offers the driver's topology
+no_topology() { kc get events -n "$NS" -o json | jq -e --arg n "$1" '[.items[] | select(.involvedObject.name == $n and .reason == "ProvisioningFailed" and (.message | contains("error generating accessibility requirements: no available topology found")))] | length > 0' >/dev/null; }
 
 emu_start
 lp_start controller-host --mode controller --zone zone-a
@@ -68,17 +72,24 @@ snapper_start snapper "$T/lp.sock"
 for side in upstream kcsi; do
 	diff_side $side
 	N=node-$TAG
-	echo "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$N\",\"labels\":{\"$ZK\":\"zone-a\"}}}" |
-		kc create -f - >/dev/null
-	echo "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"CSINode\",\"metadata\":{\"name\":\"$N\"},
-	\"spec\":{\"drivers\":[{\"name\":\"$DRV\",\"nodeID\":\"$N\",\"topologyKeys\":[\"$ZK\"]}]}}" |
-		kc create -f - >/dev/null
 	mk_sc "imm-$TAG" '{"parameters":{"type":"thin","csi.storage.k8s.io/fstype":"ext4"}}'
 	mk_sc "late-$TAG" '{"volumeBindingMode":"WaitForFirstConsumer","allowedTopologies":[{"matchLabelExpressions":[{"key":"'$ZK'","values":["zone-a"]}]}]}'
 	mk_sc "bad-$TAG" '{"parameters":{"type":"bogus"}}'
 	mk_vsclass "snap-$TAG"
 	diff_start prov csi-provisioner --csi-address "unix://$T/lp.sock" --kubeconfig "$KC" \
 		--snapshot-orphan-sweep-interval=2s
+
+	claim notopo "imm-$TAG"
+	wait_for "$side: the Immediate claim refused for want of topology" 30 no_topology notopo
+	check "$side: no volume without topology" eq "$(lp_volumes | wc -l)" 0
+	diff_snap 0-no-topology "${KINDS[@]}"
+	kc delete pvc notopo -n "$NS" --wait=false >/dev/null
+
+	echo "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$N\",\"labels\":{\"$ZK\":\"zone-a\"}}}" |
+		kc create -f - >/dev/null
+	echo "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"CSINode\",\"metadata\":{\"name\":\"$N\"},
+	\"spec\":{\"drivers\":[{\"name\":\"$DRV\",\"nodeID\":\"$N\",\"topologyKeys\":[\"$ZK\"]}]}}" |
+		kc create -f - >/dev/null
 
 	claim src "imm-$TAG"
 	wait_for "$side: PV of the Immediate claim" 30 claim_provisioned src
@@ -128,6 +139,8 @@ for side in upstream kcsi; do
 	for c in src late restore; do PVS+=("$(claim_pv $c)"); release_claim $c; done
 	for pv in "${PVS[@]}"; do wait_for "$side: PV $pv gone" 30 pv_gone "$pv"; done
 	diff_stop prov
+	kc delete csinode "$N" >/dev/null
+	kc delete node "$N" >/dev/null # the next side starts with no node again (step 0)
 done
 
 # The snapshot-controller is kcsi's on both sides: its events say when the scenario's writes
