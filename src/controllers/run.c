@@ -65,7 +65,7 @@ void cm_register_flags(struct flagset *fs, struct cm_config *c)
 	flags_bool(fs, "disable-force-detach-on-timeout", &c->ad_no_force_detach, false,
 		   "Prevent force detaching volumes based on maximum unmount time and node status. If this flag is set to true, the non-graceful node shutdown feature (the node.kubernetes.io/out-of-service taint) must be used to recover from node failure.");
 	flags_string(fs, "va-naming", &c->va_naming, "kubernetes",
-		     "VolumeAttachment names: 'kubernetes' (csi-<sha256(volumeHandle+driver+node)>, as kubelet and kube-controller-manager) or 'seed' (pv-<sha256(pvName+node)>, seed 001).");
+		     "VolumeAttachment names: 'kubernetes' (csi-<sha256(volumeHandle+driver+node)>, as kubelet and kube-controller-manager) or 'seed' (pv-<sha256(pvName+node)>, as the Kubernetes CSI design document names them).");
 	flags_int(fs, "attach-detach-workers", &c->ad_workers, 10,
 		  "Attach/detach operations whose API calls run at once.");
 	flags_duration(fs, "pvclaimbinder-sync-period", &c->pv_sync_ns, 15 * NSEC_PER_SEC,

@@ -3,7 +3,7 @@
 # an attach, on one host of the fault bed (tests/e2e/lib_hosts.sh) under kcsi-controller-manager,
 # kcsi's csi-attacher and kcsi-node. Measures, from the moment the API server answers /readyz
 # again, the time until the VolumeAttachment is attached and until the pod is Running, and
-# requires the pod Running within BOUND (10 s; kube-controller-manager v1.36.1 with the same
+# requires the pod Running within BOUND (10 s; kube-controller-manager v1.37.2 with the same
 # stack takes ~3.4 s from the pod's creation, docs/faults.md). Two interleavings:
 #   after    the restart comes once the VolumeAttachment exists (faults.sh's apiserver scenario)
 #   inflight the controller driver is stopped (SIGSTOP) so that ControllerPublishVolume is still

@@ -3,7 +3,7 @@
 # network namespaces, the real control plane on the bridge) with the controller manager CM, then
 # the scenarios named, each with its own claim and pods, each healing what it broke:
 #   faults.sh CM SCENARIO...   CM: kcsi (kcsi-controller-manager, --max-wait-for-unmount 20s)
-#                                  | real (kube-controller-manager v1.36.1: 6 min, no flag)
+#                                  | real (kube-controller-manager v1.37.2: 6 min, no flag)
 #   stop   a host with a mounted volume is killed (-9, mounts stay): its pod (tolerationSeconds
 #          10) is evicted, the volume detached (kcsi: the Terminating pod keeps it, as
 #          upstream, until force-deleted (force_delete), then after max-wait-for-unmount; real: the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# e2e: client certificates against the real kube-apiserver (scripts/realcp.sh, v1.36.1). One
+# e2e: client certificates against the real kube-apiserver (scripts/realcp.sh, v1.37.2). One
 # control plane; openssl makes a certificate for each key type, signed by the cluster's CA:
 # RSA 2048 and 4096 (kubeadm's kind), EC P-256 and P-384. Each key is written in its traditional
 # form (PKCS#1 "RSA PRIVATE KEY", SEC1 "EC PRIVATE KEY") and as PKCS#8 ("PRIVATE KEY"), and each

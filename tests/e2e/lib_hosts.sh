@@ -3,8 +3,8 @@
 #
 # Hosts are Linux network namespaces, each with a veth pair into a bridge this library makes;
 # the root namespace holds the bridge's first address and the control plane (the real one,
-# scripts/realcp.sh --address: etcd, kube-apiserver, kube-scheduler v1.36.1, and either
-# kube-controller-manager v1.36.1 or kcsi-controller-manager), plus the controller side of the
+# scripts/realcp.sh --address: etcd, kube-apiserver, kube-scheduler v1.37.2, and either
+# kube-controller-manager v1.37.2 or kcsi-controller-manager), plus the controller side of the
 # driver: kcsi-loopplugin --mode controller --detach-staged, csi-provisioner, csi-attacher.
 # Each host runs kcsi-loopplugin --mode node (its pool is the shared $T/pool, what a SAN gives
 # every host; one driver zone, "local", for all), csi-node-driver-registrar and kcsi-node, node

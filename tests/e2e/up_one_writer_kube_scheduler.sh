@@ -1,6 +1,6 @@
 #!/bin/bash
 # e2e (issue 35): the ReadWriteOncePod scenario of up_one_writer.sh with the real kube-scheduler
-# v1.36.1 (a peer, KCSI_PEERS) placing the pods against kube-emulator: its profile
+# v1.37.2 (a peer, KCSI_PEERS) placing the pods against kube-emulator: its profile
 # "kube-scheduler" takes the pods that name it, so kcsi-controller-manager's volume-scheduler
 # leaves them alone. kube-scheduler refuses a2 with its VolumeRestrictions reason, kcsi-node and
 # the driver refuse a3, and kube-scheduler places a2 once the claim is free.
