@@ -100,6 +100,11 @@ for c in "${CLAIMS[@]}"; do
 	check "the race: $HOLD left $pv before the provisioner's finalizer" \
 		eq "$(jq -r '.metadata.finalizers | join(",")' "$T/put.json")" "$PF"
 done
+# A rule delays the first $N matching requests and "release" ends only the delays in progress:
+# a PATCH sent after it would be held its whole 60 s (ASan CI saw a PV still there 20 s later and
+# a provisioner whose shutdown waited for that PATCH), so release once all $N are held.
+patches_held() { [ "$(curl -s "$S/emulator/faults" | jq -r '[.rules[] | select(.verb=="patch") | .injected] | add // 0')" = "$1" ]; }
+wait_for "the provisioner's $N finalizer PATCHes held" 20 patches_held "$N"
 faults '{"release":true}' # the held finalizer PATCHes go on now
 one_each "finalizer race" "${CLAIMS[@]}"
 check "no refused finalizer removal" bash -c "! grep -q 'no new finalizers can be added' '$T/p.log'"
