@@ -31,6 +31,16 @@ for n in node-1 node-2; do
 		fail "the driver of $n does not run all services"
 done
 export KUBECONFIG=$d/kubeconfig
+# the pod, on node-2; made twice (the second time to finish the file system's growth)
+APP='apiVersion: v1
+kind: Pod
+metadata: {name: app}
+spec:
+  nodeSelector: {kubernetes.io/hostname: node-2}
+  containers: [{name: app, image: busybox, command: ["sleep", "3600"],
+                volumeMounts: [{name: v, mountPath: /data}]}]
+  volumes: [{name: v, persistentVolumeClaim: {claimName: local}}]
+'
 $kubectl apply -f - >/dev/null <<'YAML' || fail "kubectl apply failed"
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -46,16 +56,8 @@ spec:
   storageClassName: local-wffc
   accessModes: ["ReadWriteOnce"]
   resources: {requests: {storage: 64Mi}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: app}
-spec:
-  nodeSelector: {kubernetes.io/hostname: node-2}
-  containers: [{name: app, image: busybox, command: ["sleep", "3600"],
-                volumeMounts: [{name: v, mountPath: /data}]}]
-  volumes: [{name: v, persistentVolumeClaim: {claimName: local}}]
 YAML
+$kubectl apply -f - <<<"$APP" >/dev/null || fail "creating pod/app"
 wait_for 20 phase_is pod/app Running || fail "pod/app not Running"
 phase_is pvc/local Bound || fail "pvc/local not Bound"
 pv=$($kubectl get pvc local -o jsonpath='{.spec.volumeName}')
@@ -76,16 +78,7 @@ wait_for 30 pv_grown || fail "the PV did not grow to 128Mi: $($kubectl get pvc l
 grep -q "Expanded PVC default/local" "$d/logs/csi-resizer_node-2.log" || fail "node-2's resizer did not expand it"
 grep -q "Expanded PVC default/local" "$d/logs/csi-resizer_node-1.log" && fail "node-1's resizer expanded node-2's volume"
 $kubectl delete pod app --timeout=30s >/dev/null || fail "deleting pod/app"
-$kubectl apply -f - >/dev/null <<'YAML' || fail "starting pod/app again"
-apiVersion: v1
-kind: Pod
-metadata: {name: app}
-spec:
-  nodeSelector: {kubernetes.io/hostname: node-2}
-  containers: [{name: app, image: busybox, command: ["sleep", "3600"],
-                volumeMounts: [{name: v, mountPath: /data}]}]
-  volumes: [{name: v, persistentVolumeClaim: {claimName: local}}]
-YAML
+$kubectl apply -f - <<<"$APP" >/dev/null || fail "starting pod/app again"
 wait_for 30 phase_is pod/app Running || fail "pod/app not Running again"
 grown() { [ "$($kubectl get pvc local -o jsonpath='{.status.capacity.storage}')" = 128Mi ]; }
 wait_for 30 grown || fail "pvc/local did not reach 128Mi: $($kubectl get pvc local -o jsonpath='{.status}')"
