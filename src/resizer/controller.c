@@ -311,7 +311,15 @@ static enum kube_work_result claim_work(void *arg, const char *key)
 	}
 	vo = rsz_get(c->pv_inf, NULL, pvc->volume_name);
 	const struct kube_pv *pv = kube_pv_of(vo);
-	if (pv && c->o.gates.annotate_fs_resize && rsz_pre_resize_ann_done(pvc, pv)) {
+	if (!pv) {
+		/* Requeued with back-off, as upstream: the PV informer may not have it yet (a claim
+		 * resized right after binding was otherwise left until the next resync). */
+		KLOG_E("Error syncing PVC %s: PV %s bound to pvc %s not found", key, pvc->volume_name,
+		       key);
+		res = KUBE_WORK_RETRY;
+		goto out;
+	}
+	if (c->o.gates.annotate_fs_resize && rsz_pre_resize_ann_done(pvc, pv)) {
 		struct kube_err e;
 		if (drop_pre_resize_ann(c, pv, &e)) {
 			KLOG_ERR(e.message, "Error syncing PVC %s: failed removing annotation "
@@ -322,10 +330,6 @@ static enum kube_work_result claim_work(void *arg, const char *key)
 	}
 	if (!rsz_claim_needs_resize(pvc)) {
 		KLOG_V(4, "No need to resize PVC %s", key);
-		goto out;
-	}
-	if (!pv) {
-		KLOG_I("PV %s bound to PVC %s not found", pvc->volume_name, key);
 		goto out;
 	}
 	if (!rsz_pv_here(c, pv)) {

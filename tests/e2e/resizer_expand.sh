@@ -6,7 +6,8 @@
 # driver that needs no node step (VolumeResizeSuccessful, capacity); the expand secret from the
 # class's templates; AnnotateFsResize (beta, on, in v2.3): the PV's pre-resize-capacity
 # annotation while the node is pending, removed once it is done; flags and help (v2.3's
-# --resize-timeout and --modify-timeout; RecoverVolumeExpansionFailure is no gate any more).
+# --resize-timeout and --modify-timeout; RecoverVolumeExpansionFailure is no gate any more); a
+# claim resized before its PV is in the resizer's cache (requeued until the PV comes).
 set -u
 . "$(dirname "$0")/lib_emulator.sh"
 . "$(dirname "$0")/lib_attacher.sh"
@@ -22,6 +23,7 @@ mk_sc fixed
 mk_secret c1-key password hunter2
 mk_secret c3-key password x
 mk_secret c4-key password x
+mk_secret c5-key password x
 td_start --max-volume-size 1Gi
 rsz_start r1 "$T/td.sock" -v 5 --http-endpoint 127.0.0.1:0
 
@@ -125,5 +127,21 @@ check "no allocatedResourceStatuses left" eq "$(rstatus_of c4)" ""
 check "no resize condition left" eq "$(pvc_field c4 '[.status.conditions[]? | select(.type|test("Resiz"))] | length')" 0
 wait_for "event VolumeResizeSuccessful" 10 has_event PersistentVolumeClaim c4 "VolumeResizeSuccessful: Resize volume succeeded"
 check "no pre-resize annotation without a node step" eq "$(pv_field pv-c4 '.metadata.annotations["volume.alpha.kubernetes.io/pre-resize-capacity"] // ""')" ""
+
+# 6. A claim resized before its PV reached the resizer's cache (CI saw it: the PVC's update came
+# first): the claim is requeued with back-off, as upstream, not left until the next resync (10 min).
+jq -n '{apiVersion: "v1", kind: "PersistentVolumeClaim", metadata: {name: "c5", namespace: "default"},
+	spec: {storageClassName: "grow", accessModes: ["ReadWriteOnce"], volumeName: "pv-c5",
+	       resources: {requests: {storage: "150Mi"}}}}' | kc create -f - >/dev/null
+status_patch /api/v1/namespaces/default/persistentvolumeclaims/c5 \
+	'{"status":{"phase":"Bound","capacity":{"storage":"100Mi"}}}'
+wait_for "the resizer looked for the missing PV" 10 grep -q "PV pv-c5 bound to pvc default/c5 not found" "$T/r2.log"
+jq -n --arg d "$DRV" --arg u "$(pvc_uid c5)" '{apiVersion: "v1", kind: "PersistentVolume",
+	metadata: {name: "pv-c5"}, spec: {capacity: {storage: "100Mi"}, accessModes: ["ReadWriteOnce"],
+	storageClassName: "grow", persistentVolumeReclaimPolicy: "Delete",
+	claimRef: {namespace: "default", name: "c5", uid: $u},
+	csi: {driver: $d, volumeHandle: "h-c5", fsType: "ext4"}}}' | kc create -f - >/dev/null
+status_patch /api/v1/persistentvolumes/pv-c5 '{"status":{"phase":"Bound"}}'
+wait_for "the PV that came late grows to 150Mi" 10 bash -c "[ \"\$(kubectl --kubeconfig '$KC' get pv pv-c5 -o jsonpath='{.spec.capacity.storage}')\" = 150Mi ]"
 att_stop r2 || fail "csi-resizer exited non-zero on SIGTERM"
 rsz_finish
