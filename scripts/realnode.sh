@@ -3,6 +3,7 @@
 # of its own, joined to a control plane that scripts/realcp.sh started.
 #
 #   scripts/realnode.sh start --cp CPDIR [--dir DIR] --images IMGDIR [--peers BINDIR] [--node NAME]
+#                             [--slot N]
 #       starts Debian's containerd with its CRI plugin on DIR/containerd.sock (its own root, state
 #       and socket; the Docker Engine's containerd is left alone), imports every IMGDIR/*.oci.tar
 #       into it (kcsi/X:T is also tagged docker.io/kcsi/X:T, the name the kubelet asks for),
@@ -16,7 +17,16 @@
 #       DIR (default: a new /tmp/kcsi-realnode.XXXXXX) must not exist or be empty;
 #       /var/lib/kubelet must not exist (or be empty) and no other kubelet may run. The processes
 #       outlive this command (own session); `stop` ends them. On failure everything is undone.
+#       --slot N (1-9) starts another node beside slot 0's (the default), for a cluster of several
+#       nodes on one machine, each with its own containerd, kubelet, bridge (kcsi-rnN,
+#       10.244.(77+N).0/24), cgroup root and port. Its containerd and kubelet run in a mount
+#       namespace of their own (a slave of the host's): there DIR/kubelet-root is /var/lib/kubelet
+#       and DIR/run-containerd is /run/containerd, so a DaemonSet's hostPath /var/lib/kubelet is
+#       each node's own, and the mounts the node's pods and plugins make never reach the host or
+#       another node. The rest of the host (/dev, /var/lib/kcsi-loop) the nodes share, as nodes
+#       share storage. The default node name is kcsi-realnode-N.
 #   scripts/realnode.sh stop DIR
+#       (stop slots N >= 1 before slot 0: slot 0's stop detaches the loop devices of the pool)
 #       deletes the Node, stops the kubelet, kills every container the runtime still runs, stops
 #       containerd, then undoes everything start did: mounts under /var/lib/kubelet and DIR, the
 #       loop devices of files under /var/lib/kcsi-loop (when start created it), network namespaces,
@@ -38,16 +48,27 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 
 KUBELET_ROOT=/var/lib/kubelet
 POOL=/var/lib/kcsi-loop
-BRIDGE=kcsi-rn0
-SUBNET=10.244.77.0/24
-GATEWAY=10.244.77.1
 SERVICE_IP=10.96.0.1
-CGROUP_ROOT=kcsi-realnode
+SLOT=0
+set_slot() { # N: the host resources of node slot N
+	SLOT=$1
+	BRIDGE=kcsi-rn$1
+	SUBNET=10.244.$((77 + $1)).0/24
+	GATEWAY=10.244.$((77 + $1)).1
+	CGROUP_ROOT=kcsi-realnode$([ "$1" = 0 ] || echo "-$1")
+	# where slot N's /var/lib/kubelet is, seen from the host
+	HOST_ROOT=$([ "$1" = 0 ] && echo "$KUBELET_ROOT" || echo "${D:-}/kubelet-root")
+}
+set_slot 0
 
 
-launch() { # name binary args...
-	local name=$1; shift
-	setsid "$@" </dev/null >"$D/$name.log" 2>&1 &
+launch() { # name binary args... (slots >= 1: in the node's mount namespace)
+	local name=$1 ns=() holder; shift
+	if [ "$SLOT" != 0 ] && [ "$name" != mntns ]; then
+		holder=$(pid_of mntns)
+		ns=(nsenter --target "$holder" --mount --)
+	fi
+	setsid "${ns[@]}" "$@" </dev/null >"$D/$name.log" 2>&1 &
 	echo "$name $!" >>"$D/pids"
 	wait_exec $!
 }
@@ -206,17 +227,48 @@ cgroup_hierarchies() { # the mounted v1 hierarchies with a controller (and the u
 	awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/mounts
 }
 
-setup_host() { # api-port
-	mkdir -p "$KUBELET_ROOT" && note "rmdir $KUBELET_ROOT"
-	if [ ! -e "$POOL" ]; then note "pool $POOL"; fi
-	# containerd 1.6 keeps its shims' sockets and the CRI's fifos in /run/containerd whatever its
-	# state dir; CNI's network namespaces go to /var/run/netns; the kubelet links every
-	# container's log from /var/log/containers (wherever podLogsDir is)
-	local d
-	note "links /var/log/containers"
-	for d in /run/containerd /var/run/netns /var/log/containers; do
-		[ -e "$d" ] || note "rmdir $(realpath -m "$d")"
+# slots >= 1: a process that holds the node's mount namespace, made a slave of the host's so
+# that the host's mounts reach it and none of its own reach the host; there DIR/kubelet-root is
+# /var/lib/kubelet (shared within, as the kubelet wants for Bidirectional propagation),
+# DIR/run-containerd is /run/containerd (containerd 1.6 keeps its shims' sockets there) and
+# DIR/netns is /run/netns (the pods' network namespaces, which go with this one). The host keeps
+# the mount points, empty.
+start_mntns() {
+	mkdir -p "$D/kubelet-root" "$D/run-containerd" "$D/netns" "$KUBELET_ROOT" /run/containerd \
+		/run/netns
+	: >"$D/mntns.hold"
+	launch mntns unshare --mount --propagation slave -- bash -c '
+		mount --bind "$1/kubelet-root" /var/lib/kubelet &&
+		mount --make-rshared /var/lib/kubelet &&
+		mount --bind "$1/run-containerd" /run/containerd &&
+		mount --bind "$1/netns" /run/netns || exit 1
+		: >"$1/mntns.ready"
+		exec tail -f /dev/null "$1/mntns.hold"' mntns "$D"
+	local i
+	for i in $(seq 1 100); do
+		[ -e "$D/mntns.ready" ] && return 0
+		alive mntns || break
+		sleep 0.05
 	done
+	echo "realnode: the node's mount namespace was not made: $(cat "$D/mntns.log")" >&2
+	return 1
+}
+
+setup_host() { # api-port
+	local d
+	# the kubelet links every container's log from /var/log/containers (wherever podLogsDir is)
+	note "links /var/log/containers"
+	if [ "$SLOT" = 0 ]; then
+		# slot 0 owns the host's kubelet root, the pool the nodes share and the host's folders
+		# containerd and the kubelet fill (slots >= 1 leave them, at most empty, behind)
+		mkdir -p "$KUBELET_ROOT" && note "rmdir $KUBELET_ROOT"
+		if [ ! -e "$POOL" ]; then note "pool $POOL"; fi
+		# containerd 1.6 keeps its shims' sockets and the CRI's fifos in /run/containerd whatever
+		# its state dir; CNI's network namespaces go to /var/run/netns
+		for d in /run/containerd /var/run/netns /var/log/containers; do
+			[ -e "$d" ] || note "rmdir $(realpath -m "$d")"
+		done
+	fi
 	local h
 	for h in $(cgroup_hierarchies); do
 		if [ ! -d "$h/$CGROUP_ROOT" ]; then
@@ -236,7 +288,7 @@ setup_host() { # api-port
 	local rule=(-t nat -I PREROUTING -i "$BRIDGE" -d "$SERVICE_IP" -p tcp --dport 443
 		-j DNAT --to-destination "127.0.0.1:$1" -m comment --comment kcsi-realnode)
 	iptables "${rule[@]}" && note "iptables ${rule[*]}"
-	ls /var/run/netns 2>/dev/null | sort >"$D/netns.before" || true
+	[ "$SLOT" != 0 ] || ls /var/run/netns 2>/dev/null | sort >"$D/netns.before" || true
 }
 
 undo_host() { # -> 0 if everything was undone
@@ -280,10 +332,11 @@ undo_host() { # -> 0 if everything was undone
 				rm -f "/var/run/netns/$m"
 			done
 	fi
-	for m in "$KUBELET_ROOT" "$D"; do
+	for m in "$HOST_ROOT" "$D"; do
 		if [ -n "$(mounts_under "$m")" ]; then echo "realnode: mounts left under $m" >&2; rc=1; fi
 	done
-	[ ! -e "$KUBELET_ROOT" ] || { echo "realnode: $KUBELET_ROOT is left" >&2; rc=1; }
+	[ "$SLOT" != 0 ] || [ ! -e "$KUBELET_ROOT" ] ||
+		{ echo "realnode: $KUBELET_ROOT is left" >&2; rc=1; }
 	! ip link show "$BRIDGE" >/dev/null 2>&1 || { echo "realnode: link $BRIDGE is left" >&2; rc=1; }
 	return $rc
 }
@@ -312,6 +365,8 @@ stop_all() { # -> 0 if nothing is left
 	stop_process kubelet 10
 	if alive containerd; then kill_containers; fi
 	stop_process containerd 10
+	# the mount namespace goes with its last process, and the mounts its pods and plugins made
+	stop_process mntns 5
 	none_left || rc=1
 	# shims outlive containerd by design; ours name DIR on their command line
 	for pid in $(pgrep -f "containerd-shim.*$D/" || true); do kill -KILL "$pid" 2>/dev/null || true; done
@@ -331,9 +386,11 @@ cmd_start() {
 		--images) images=$(realpath -m "$2"); shift 2 ;;
 		--peers) peers=$2; shift 2 ;;
 		--node) node=$2; shift 2 ;;
-		*) die "unknown argument to start: $1 (start --cp CPDIR [--dir DIR] --images IMGDIR [--peers BINDIR] [--node NAME])" ;;
+		--slot) [[ $2 =~ ^[0-9]$ ]] || die "--slot is 0 to 9"; set_slot "$2"; shift 2 ;;
+		*) die "unknown argument to start: $1 (start --cp CPDIR [--dir DIR] --images IMGDIR [--peers BINDIR] [--node NAME] [--slot N])" ;;
 		esac
 	done
+	[ "$SLOT" = 0 ] || [ "$node" != kcsi-realnode ] || node=kcsi-realnode-$SLOT
 	[ -n "$CP" ] || die "start needs --cp CPDIR (a control plane from scripts/realcp.sh start)"
 	[ -f "$CP/ca.key" ] && [ -f "$CP/kubeconfig" ] && [ -f "$CP/ports" ] ||
 		die "$CP is not a realcp directory (ca.key, kubeconfig, ports)"
@@ -348,9 +405,11 @@ cmd_start() {
 	local sandbox
 	sandbox=docker.io/$(tar -xOf "$images/pause.oci.tar" index.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"])') ||
 		die "$images/pause.oci.tar: no image name in its index.json"
-	[ ! -e "$KUBELET_ROOT" ] || [ -z "$(ls -A "$KUBELET_ROOT")" ] ||
-		die "$KUBELET_ROOT exists and is not empty: another kubelet's? (remove it first)"
-	! pgrep -x kubelet >/dev/null || die "a kubelet already runs here (pid $(pgrep -x kubelet | head -1))"
+	if [ "$SLOT" = 0 ]; then
+		[ ! -e "$KUBELET_ROOT" ] || [ -z "$(ls -A "$KUBELET_ROOT")" ] ||
+			die "$KUBELET_ROOT exists and is not empty: another kubelet's? (remove it first)"
+		! pgrep -x kubelet >/dev/null || die "a kubelet already runs here (pid $(pgrep -x kubelet | head -1))"
+	fi
 	! ip link show "$BRIDGE" >/dev/null 2>&1 || die "link $BRIDGE exists: another realnode runs?"
 	if [ -z "$D" ]; then D=$(mktemp -d /tmp/kcsi-realnode.XXXXXX)
 	else
@@ -358,7 +417,9 @@ cmd_start() {
 		mkdir -p "$D"
 	fi
 	NODE=$node
+	set_slot "$SLOT" # HOST_ROOT names D now
 	echo "$NODE" >"$D/node"
+	echo "$SLOT" >"$D/slot"
 	echo "$CP" >"$D/cp"
 	: >"$D/pids"
 	local t0 api_port kport hport ok=1 f
@@ -371,6 +432,7 @@ cmd_start() {
 	write_containerd_config "$sandbox"
 	write_kubelet_config "$kport" "$hport"
 	setup_host "$api_port" || ok=0
+	if [ $ok = 1 ] && [ "$SLOT" != 0 ]; then start_mntns || ok=0; fi
 	if [ $ok = 1 ]; then
 		launch containerd containerd --config "$D/containerd.toml"
 		wait_for containerd 30 "containerd's socket" ctr_ version >/dev/null 2>&1 || ok=0
@@ -416,11 +478,12 @@ cmd_stop() {
 	[ -f "$D/node" ] && [ -f "$D/cp" ] || die "$D is not a realnode directory (no node, no cp)"
 	NODE=$(cat "$D/node")
 	CP=$(cat "$D/cp")
+	set_slot "$(cat "$D/slot" 2>/dev/null || echo 0)"
 	stop_dir "$D"
 }
 
 case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
-*) die "usage: $0 start --cp CPDIR [--dir DIR] --images IMGDIR [--peers BINDIR] [--node NAME] | stop DIR" ;;
+*) die "usage: $0 start --cp CPDIR [--dir DIR] --images IMGDIR [--peers BINDIR] [--node NAME] [--slot N] | stop DIR" ;;
 esac
