@@ -4,13 +4,16 @@
 # deploys it, on a real control plane and a real kubelet on this machine.
 #
 #   tests/k8s-e2e/run.sh [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR]
-#                        [--procs N] [--timeout DUR] [--keep]
+#                        [--procs N] [--timeout DUR] [--nodes 1|2] [--subset] [--peers-built]
+#                        [--keep]
 #
 # What it does, each step with the project's own scripts:
 #   1. the peers (scripts/peers.sh, e2e.test, agnhost and the ginkgo CLI included) and the images
 #      (scripts/images.sh: kcsi's components, pause, busybox, agnhost, gnu-dd; nothing is pulled);
-#   2. the control plane (scripts/realcp.sh) and a node (scripts/realnode.sh): kubelet v1.37.2,
-#      containerd, the pod network; the API server reaches the kubelet, so exec and logs work;
+#   2. the control plane (scripts/realcp.sh) and two nodes (scripts/realnode.sh, --nodes 1 for
+#      one): each its own kubelet v1.37.2, containerd, pod network, cgroup root and kubelet root
+#      (the second in a mount namespace of its own); the API server reaches each kubelet, so exec
+#      and logs work; the nodes share /dev and the loop driver's pool, as nodes share storage;
 #   3. the images under the names the suite asks for: KUBE_TEST_REPO_LIST moves every e2e registry
 #      to e2e.kcsi.local, and the node's runtime tags kcsi's busybox as e2e.kcsi.local/busybox,
 #      /nginx and /jessie-dnsutils (the specs only run shell commands in them), its gnu-dd
@@ -27,7 +30,11 @@
 #      JUnit report and log in DIR (default: build/k8s-e2e/<sidecars>), then a summary line
 #         k8s-e2e: ran 123, passed 120, failed 0, skipped 456 in 30.5 min
 #      and everything is stopped and undone (--keep leaves the cluster up and prints its dirs).
-# Exit status: 0 when no spec failed.
+#   --peers-built: step 1 checks the peers are there instead of running scripts/peers.sh (make
+#   test, where setup.peers built them and other tests are using them).
+#   --subset: only the specs tests/k8s-e2e/subset.txt names (one per family of test patterns;
+#   make test's e2e.k8s_storage), each of which must run and pass.
+# Exit status: 0 when no spec failed (and, with --subset, every named spec passed).
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 . "$SRC/tests/e2e/lib_deploy.sh"
@@ -40,6 +47,9 @@ FOCUS='External.Storage.*loop\.kcsi\.io'
 # refuses even root opening /proc/1/ns/mnt (EACCES; `nsenter --mount=/proc/1/ns/mnt` on the host)
 SKIP='\[Disruptive\]|should not mount / map unused volumes in a pod'
 PROCS=4
+NODES=2
+SUBSET=0
+BUILD_PEERS=1
 SIDECARS=kcsi
 OUT=""
 TIMEOUT=2h
@@ -52,24 +62,42 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift 2 ;;
 	--procs) PROCS=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
+	--nodes) NODES=$2; shift 2 ;;
+	--subset) SUBSET=1; shift ;;
+	--peers-built) BUILD_PEERS=0; shift ;;
 	--keep) KEEP=1; shift ;;
-	*) echo "usage: $0 [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR] [--procs N] [--timeout DUR] [--keep]" >&2
+	*) echo "usage: $0 [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR] [--procs N] [--timeout DUR] [--nodes 1|2] [--keep]" >&2
 	   exit 2 ;;
 	esac
 done
 case $SIDECARS in kcsi|upstream) ;; *) echo "k8s-e2e: --sidecars is kcsi or upstream" >&2; exit 2 ;; esac
+case $NODES in 1|2) ;; *) echo "k8s-e2e: --nodes is 1 or 2" >&2; exit 2 ;; esac
 OUT=$(realpath -m "${OUT:-$SRC/build/k8s-e2e/$SIDECARS}")
+SUMMARY_ARGS=()
+if [ $SUBSET = 1 ]; then
+	# each named spec's text as a literal (a space as one or more: the report shows two where the
+	# suite joins an empty text), all of them one alternation
+	FOCUS=$(grep -v '^#' "$SRC/tests/k8s-e2e/subset.txt" | sed '/^ *$/d; s/[][\.*^$()+?{}|]/\\&/g; s/  */ +/g' |
+		paste -sd'|')
+	[ -n "$FOCUS" ] || { echo "k8s-e2e: tests/k8s-e2e/subset.txt names no spec" >&2; exit 2; }
+	# a spec's text ends there, or its tags follow: "... pvc data source" is not "... pvc data
+	# source (ROX mode)"
+	FOCUS="loop\.kcsi\.io.*($FOCUS)( \[|\$)"
+	SUMMARY_ARGS=(--expect "$SRC/tests/k8s-e2e/subset.txt")
+fi
 T=$(mktemp -d /tmp/kcsi-k8se2e.XXXXXX)
-CP="" NODE_DIR=""
+CP="" NODE_DIR="" NODE2_DIR=""
 T0=$SECONDS
 step() { echo "== $* ($((SECONDS - T0)) s)"; }
 die() { echo "k8s-e2e: $*" >&2; exit 1; }
 cleanup() {
 	if [ $KEEP = 1 ]; then
-		echo "k8s-e2e: left running: control plane $CP, node $NODE_DIR (scripts/realnode.sh stop," \
-			"scripts/realcp.sh stop)"
+		echo "k8s-e2e: left running: control plane $CP, nodes $NODE_DIR $NODE2_DIR (scripts/realnode.sh" \
+			"stop, the second first; scripts/realcp.sh stop)"
 		return
 	fi
+	[ -z "$NODE2_DIR" ] || bash "$SRC/scripts/realnode.sh" stop "$NODE2_DIR" >/dev/null 2>&1 ||
+		echo "k8s-e2e: realnode stop (the second node) left something behind" >&2
 	[ -z "$NODE_DIR" ] || bash "$SRC/scripts/realnode.sh" stop "$NODE_DIR" >/dev/null 2>&1 ||
 		echo "k8s-e2e: realnode stop left something behind" >&2
 	[ -z "$CP" ] || bash "$SRC/scripts/realcp.sh" stop "$CP" >/dev/null 2>&1 ||
@@ -81,8 +109,13 @@ trap 'exit 130' INT TERM
 K() { "$PEERS/kubectl" --kubeconfig "$CP/kubeconfig" --request-timeout=20s "$@"; }
 
 step "peers (scripts/peers.sh, e2e.test, agnhost and ginkgo included)"
-bash "$SRC/scripts/peers.sh" all e2e.test agnhost ginkgo >"$T/peers.out" 2>&1 ||
-	{ tail -20 "$T/peers.out"; die "scripts/peers.sh failed"; }
+if [ $BUILD_PEERS = 1 ]; then
+	bash "$SRC/scripts/peers.sh" all e2e.test agnhost ginkgo >"$T/peers.out" 2>&1 ||
+		{ tail -20 "$T/peers.out"; die "scripts/peers.sh failed"; }
+fi
+for b in e2e.test agnhost ginkgo kubelet kube-apiserver etcd kubectl; do
+	[ -x "$PEERS/$b" ] || die "$PEERS/$b is missing (scripts/peers.sh $b)"
+done
 [ -x "$BIN/kcsi-loopplugin" ] || die "$BIN/kcsi-loopplugin is not built (make build)"
 
 step "images (scripts/images.sh)"
@@ -111,8 +144,17 @@ step "node (scripts/realnode.sh)"
 out=$(bash "$SRC/scripts/realnode.sh" start --cp "$CP" --dir "$T/node" --images "$T/images" \
 	--peers "$PEERS" 2>"$T/realnode.err") || { cat "$T/realnode.err"; die "the node did not start"; }
 NODE_DIR=$T/node
-NODE=$(echo "$out" | sed -n 's/^NODE=//p')
+NODES_UP=$(echo "$out" | sed -n 's/^NODE=//p')
 echo "$out" | grep '^realnode:'
+if [ "$NODES" = 2 ]; then
+	step "a second node (scripts/realnode.sh --slot 1)"
+	out=$(bash "$SRC/scripts/realnode.sh" start --cp "$CP" --dir "$T/node2" --images "$T/images" \
+		--peers "$PEERS" --slot 1 2>"$T/realnode2.err") ||
+		{ cat "$T/realnode2.err"; die "the second node did not start"; }
+	NODE2_DIR=$T/node2
+	NODES_UP="$NODES_UP $(echo "$out" | sed -n 's/^NODE=//p')"
+	echo "$out" | grep '^realnode:'
+fi
 
 step "the suite's images under its names (registry e2e.kcsi.local)"
 REG=e2e.kcsi.local
@@ -124,23 +166,25 @@ sigStorageRegistry: $REG
 invalidRegistry: invalid.$REG
 EOF
 export KUBE_TEST_REPO_LIST=$T/repo-list.yaml
-ctr_() { ctr --address "$NODE_DIR/containerd.sock" --namespace k8s.io "$@"; }
+ctr_() { ctr --address "$ndir/containerd.sock" --namespace k8s.io "$@"; }
 local_ref() { # the first docker.io/kcsi/NAME:* (awk reads all: grep -m1 would SIGPIPE ctr)
 	ctr_ images ls -q | awk -v p="docker.io/kcsi/$1:" 'index($0, p) == 1 && !f {print; f = 1}
 		END {exit !f}'
 }
 "$PEERS/e2e.test" --list-images >"$T/images.list" 2>/dev/null || die "e2e.test --list-images failed"
-for want in $(grep "^$REG/" "$T/images.list"); do
-	base=${want#"$REG"/}; base=${base%%:*}
-	case $base in
-	busybox|nginx|jessie-dnsutils) from=busybox ;;
-	glibc-dns-testing) from=gnu-dd ;; # a glibc image: the block specs write with dd oflag=nocache
-	agnhost|pause) from=$base ;;
-	*) continue ;;
-	esac
-	ref=$(local_ref "$from") || die "no kcsi/$from image in the node's runtime"
-	ctr_ images tag --force "$ref" "$want" >/dev/null || die "ctr images tag $ref $want"
-	echo "  $want <- $ref"
+for ndir in $NODE_DIR $NODE2_DIR; do
+	for want in $(grep "^$REG/" "$T/images.list"); do
+		base=${want#"$REG"/}; base=${base%%:*}
+		case $base in
+		busybox|nginx|jessie-dnsutils) from=busybox ;;
+		glibc-dns-testing) from=gnu-dd ;; # a glibc image: block specs write with dd oflag=nocache
+		agnhost|pause) from=$base ;;
+		*) continue ;;
+		esac
+		ref=$(local_ref "$from") || die "no kcsi/$from image in the runtime of $ndir"
+		ctr_ images tag --force "$ref" "$want" >/dev/null || die "ctr images tag $ref $want"
+		[ "$ndir" != "$NODE_DIR" ] || echo "  $want <- $ref"
+	done
 done
 
 step "snapshot and group snapshot CRDs (external-snapshotter client/v8, Go module cache)"
@@ -159,8 +203,9 @@ if [ "$SIDECARS" = upstream ]; then
 fi
 deploy_kustomization "$T/kz" "$V" "${swaps[@]}"
 K kustomize "$T/kz" >"$T/deploy.yaml" || die "kubectl kustomize"
-# what a user changes for this suite: group snapshots on (their CRDs are installed above), and a
-# per-node volume limit the node plugin reports (the volumeLimits specs read it from CSINode)
+# what a user changes for this suite: group snapshots on (their CRDs are installed above), a
+# per-node volume limit the node plugin reports (the volumeLimits specs read it from CSINode), and
+# capacity published for the suite's classes, which bind at once (see deploy_patch.py)
 python3 "$SRC/tests/k8s-e2e/deploy_patch.py" "$T/deploy.yaml" ||
 	die "tests/k8s-e2e/deploy_patch.py failed"
 K apply -f "$T/deploy.yaml" >"$T/apply.out" 2>&1 || { cat "$T/apply.out"; die "kubectl apply"; }
@@ -169,14 +214,20 @@ K -n kcsi rollout status deploy/kcsi-loop-controller --timeout=180s >/dev/null |
 K -n kcsi rollout status ds/kcsi-loop-node --timeout=120s >/dev/null || die "kcsi-loop-node not Ready"
 K -n kcsi rollout status deploy/snapshot-controller --timeout=120s >/dev/null ||
 	die "snapshot-controller not Ready"
-for i in $(seq 1 60); do
-	[ "$(K get csinode "$NODE" -o jsonpath='{.spec.drivers[*].name}')" = loop.kcsi.io ] && break
-	sleep 1
+for NODE in $NODES_UP; do
+	for i in $(seq 1 60); do
+		[ "$(K get csinode "$NODE" -o jsonpath='{.spec.drivers[*].name}')" = loop.kcsi.io ] && break
+		sleep 1
+	done
+	[ "$(K get csinode "$NODE" -o jsonpath='{.spec.drivers[*].name}')" = loop.kcsi.io ] ||
+		die "CSINode $NODE does not list loop.kcsi.io"
 done
-[ "$(K get csinode "$NODE" -o jsonpath='{.spec.drivers[*].name}')" = loop.kcsi.io ] ||
-	die "CSINode $NODE does not list loop.kcsi.io"
 
-step "e2e.test, $PROCS at a time (focus '$FOCUS', skip '$SKIP')"
+if [ $SUBSET = 1 ]; then
+	step "e2e.test, $PROCS at a time: the $(grep -cv '^#\|^ *$' "$SRC/tests/k8s-e2e/subset.txt") specs of tests/k8s-e2e/subset.txt"
+else
+	step "e2e.test, $PROCS at a time (focus '$FOCUS', skip '$SKIP')"
+fi
 mkdir -p "$OUT"
 rm -f "$OUT"/junit*.xml
 t=$SECONDS
@@ -185,5 +236,6 @@ t=$SECONDS
 	--kubeconfig "$CP/kubeconfig" --provider local \
 	--storage.testdriver "$SRC/tests/k8s-e2e/loop.yaml" --report-dir "$OUT" >"$OUT/e2e.log" 2>&1)
 rc=$?
-python3 "$SRC/tests/k8s-e2e/junit_summary.py" "$OUT/junit.xml" "$((SECONDS - t))" || rc=1
+python3 "$SRC/tests/k8s-e2e/junit_summary.py" "$OUT/junit.xml" "$((SECONDS - t))" "${SUMMARY_ARGS[@]}" ||
+	rc=1
 exit $rc
