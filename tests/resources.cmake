@@ -21,7 +21,7 @@ endfunction()
 
 # The real node: the kubelet owns /var/lib/kubelet and its containerd the image store; a real
 # control plane, containerd and the kubelet start at once.
-kcsi_resource(e2e.realnode PROPERTIES RESOURCE_LOCK kubelet PROCESSORS 2)
+kcsi_resource(e2e.realnode e2e.k8s_storage PROPERTIES RESOURCE_LOCK kubelet PROCESSORS 2)
 
 # A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) starting:
 # about 1.5 cores for its first 10-20 s; CPU-bound for most of their run: every image compressed
@@ -39,7 +39,7 @@ kcsi_resource(e2e.apiserver_restart e2e.emulator_differential e2e.faults_kcsi_1 
               e2e.faults_kcsi_3 e2e.faults_real_1 e2e.faults_real_2 e2e.faults_real_3
               e2e.kube_client_certs e2e.rbac_realcp e2e.realcp_smoke e2e.realnode e2e.up_realcp
               e2e.cm_unschedulable e2e.up_one_writer_kube_scheduler e2e.cluster_scale_smoke
-              e2e.csi_sanity
+              e2e.csi_sanity e2e.k8s_storage
               PROPERTIES FIXTURES_REQUIRED peers)
 
 # Tests that time a reaction of a second or less (SIGTERM within 1 s, a legitimate Probe answered
