@@ -144,8 +144,26 @@ wait_for "zone a: 3 unhealthy nodes (metric)" 5 eval '[ "$(metric node_collector
 check "zone a health 25%" eq "$(metric node_collector_zone_health a)" 25
 check "zone a size 4" eq "$(metric node_collector_zone_size a)" 4
 sleep 11  # longer than the 10 s a token of --node-eviction-rate 0.1 takes
-check "PartialDisruption (small zone): a2 gets no NoExecute taint" no_noexec a2
-check "PartialDisruption (small zone): a3 gets no NoExecute taint" no_noexec a3
+# a2 and a3 stop together, but the controller stamps a node's probe time with the pass that sees
+# its heartbeat move (as upstream's): when their last beats straddle a pass (200 ms), the first
+# goes Unknown one pass early, while zone a has 2 of 4 unhealthy (Normal), and may take the zone's
+# token, as upstream's would (CI-like run of c03e5c7: a3 tainted). Only such a node may have the
+# taint; once the zone is PartialDisruption nothing is tainted.
+went_unknown() { # NODE: the time of its "Ready True -> Unknown" line in cm.log, in seconds
+	awk -v n="node $1:" 'index($0, n) && /Ready True -> Unknown/ {split($2, t, ":"); v = t[1] * 3600 + t[2] * 60 + t[3]}
+		END {print v + 0}' "$T/cm.log"
+}
+alone_first() { # NODE OTHER: NODE went Unknown a pass or more before OTHER
+	[ "$(echo "$(went_unknown "$2") - $(went_unknown "$1") >= 0.1" | bc)" = 1 ]
+}
+for pair in "a2 a3" "a3 a2"; do
+	set -- $pair
+	if alone_first "$1" "$2"; then
+		echo "figure: $1 went Unknown a pass before $2 (zone a then Normal): its taint, if any, is allowed"
+	else
+		check "PartialDisruption (small zone): $1 gets no NoExecute taint" no_noexec "$1"
+	fi
+done
 check "a1 keeps its taint" has_noexec a1
 alive b1 b2     # all of zone a silent, zone b up: FullDisruption of a is evicted at the normal rate
 wait_for "a4 Unknown" 10 unknown a4
