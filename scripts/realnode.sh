@@ -20,10 +20,10 @@
 #       --slot N (1-9) starts another node beside slot 0's (the default), for a cluster of several
 #       nodes on one machine, each with its own containerd, kubelet, bridge (kcsi-rnN,
 #       10.244.(77+N).0/24), cgroup root and port. Its containerd and kubelet run in a mount
-#       namespace of their own (a slave of the host's): there DIR/kubelet-root is /var/lib/kubelet
-#       and DIR/run-containerd is /run/containerd, so a DaemonSet's hostPath /var/lib/kubelet is
-#       each node's own, and the mounts the node's pods and plugins make never reach the host or
-#       another node. The rest of the host (/dev, /var/lib/kcsi-loop) the nodes share, as nodes
+#       namespace of their own (a slave of the host's): there DIR/kubelet-root is /var/lib/kubelet,
+#       DIR/run-containerd /run/containerd and DIR/netns /run/netns, so a DaemonSet's hostPath
+#       /var/lib/kubelet is each node's own, and the mounts the node's pods and plugins make never
+#       reach the host or another node. The rest of the host (/dev, /var/lib/kcsi-loop) the nodes share, as nodes
 #       share storage. The default node name is kcsi-realnode-N.
 #   scripts/realnode.sh stop DIR
 #       (stop slots N >= 1 before slot 0: slot 0's stop detaches the loop devices of the pool)
@@ -56,8 +56,6 @@ set_slot() { # N: the host resources of node slot N
 	SUBNET=10.244.$((77 + $1)).0/24
 	GATEWAY=10.244.$((77 + $1)).1
 	CGROUP_ROOT=kcsi-realnode$([ "$1" = 0 ] || echo "-$1")
-	# where slot N's /var/lib/kubelet is, seen from the host
-	HOST_ROOT=$([ "$1" = 0 ] && echo "$KUBELET_ROOT" || echo "${D:-}/kubelet-root")
 }
 set_slot 0
 
@@ -332,7 +330,10 @@ undo_host() { # -> 0 if everything was undone
 				rm -f "/var/run/netns/$m"
 			done
 	fi
-	for m in "$HOST_ROOT" "$D"; do
+	# where this node's /var/lib/kubelet is, seen from the host
+	local root=$KUBELET_ROOT
+	[ "$SLOT" = 0 ] || root=$D/kubelet-root
+	for m in "$root" "$D"; do
 		if [ -n "$(mounts_under "$m")" ]; then echo "realnode: mounts left under $m" >&2; rc=1; fi
 	done
 	[ "$SLOT" != 0 ] || [ ! -e "$KUBELET_ROOT" ] ||
@@ -417,7 +418,6 @@ cmd_start() {
 		mkdir -p "$D"
 	fi
 	NODE=$node
-	set_slot "$SLOT" # HOST_ROOT names D now
 	echo "$NODE" >"$D/node"
 	echo "$SLOT" >"$D/slot"
 	echo "$CP" >"$D/cp"
