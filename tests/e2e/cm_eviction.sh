@@ -156,12 +156,12 @@ went_unknown() { # NODE: the time of its "Ready True -> Unknown" line in cm.log,
 alone_first() { # NODE OTHER: NODE went Unknown a pass or more before OTHER
 	[ "$(echo "$(went_unknown "$2") - $(went_unknown "$1") >= 0.1" | bc)" = 1 ]
 }
-for pair in "a2 a3" "a3 a2"; do
-	set -- $pair
-	if alone_first "$1" "$2"; then
-		echo "figure: $1 went Unknown a pass before $2 (zone a then Normal): its taint, if any, is allowed"
+for n in a2 a3; do
+	other=$([ $n = a2 ] && echo a3 || echo a2)
+	if alone_first $n $other; then
+		echo "figure: $n went Unknown a pass before $other (zone a then Normal): its taint, if any, is allowed"
 	else
-		check "PartialDisruption (small zone): $1 gets no NoExecute taint" no_noexec "$1"
+		check "PartialDisruption (small zone): $n gets no NoExecute taint" no_noexec $n
 	fi
 done
 check "a1 keeps its taint" has_noexec a1

@@ -79,5 +79,7 @@ if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     rest = sys.argv[3:]
+    if "--expect" in rest and rest.index("--expect") + 1 == len(rest):
+        sys.exit("junit_summary.py: --expect needs a file")
     expect = expected(rest[rest.index("--expect") + 1]) if "--expect" in rest else []
     sys.exit(main(sys.argv[1], sys.argv[2], "--skips" in rest, expect))

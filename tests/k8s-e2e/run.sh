@@ -66,7 +66,7 @@ while [ $# -gt 0 ]; do
 	--subset) SUBSET=1; shift ;;
 	--peers-built) BUILD_PEERS=0; shift ;;
 	--keep) KEEP=1; shift ;;
-	*) echo "usage: $0 [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR] [--procs N] [--timeout DUR] [--nodes 1|2] [--keep]" >&2
+	*) echo "usage: $0 [--focus RE] [--skip RE] [--sidecars kcsi|upstream] [--out DIR] [--procs N] [--timeout DUR] [--nodes 1|2] [--subset] [--peers-built] [--keep]" >&2
 	   exit 2 ;;
 	esac
 done
